@@ -1,0 +1,5 @@
+import sys
+
+from btfgen.cli import main
+
+sys.exit(main())

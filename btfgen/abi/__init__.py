@@ -1,0 +1,1 @@
+"""ABI descriptions: the DSL, the arch registry and the trace-ctx layouts."""

@@ -1,0 +1,1 @@
+"""Reading BTF: the wire format, the type model and the reader."""

@@ -1,0 +1,62 @@
+"""`btfgen`: generate decoders (the default), `btfgen dump`, `btfgen layout`.
+
+Every failure the user can cause ends in one line on stderr and exit status 2; a requested
+function that is missing is exit status 1 (the generator says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from btfgen.errors import BtfgenError
+
+SUBCOMMANDS = {
+    "dump": "print BTF as `bpftool btf dump ... format raw` does",
+    "layout": "print where each argument and return value lives",
+}
+DEFAULT_COMMAND = "generate"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own is two lines (usage + error)
+        raise BtfgenError(message)
+
+
+def _build_parser(command: str) -> argparse.ArgumentParser:
+    module = importlib.import_module(f"btfgen.commands.{command}")
+    prog = "btfgen" if command == DEFAULT_COMMAND else f"btfgen {command}"
+    parser = _Parser(prog=prog, description=module.__doc__.strip().splitlines()[0])
+    module.add_arguments(parser)
+    parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = DEFAULT_COMMAND
+    if argv and argv[0] in SUBCOMMANDS:
+        command, argv = argv[0], argv[1:]
+    try:
+        parser = _build_parser(command)
+        if command == DEFAULT_COMMAND and argv[:1] in (["-h"], ["--help"]):
+            parser.epilog = "subcommands: " + "; ".join(
+                f"btfgen {name}: {text}" for name, text in SUBCOMMANDS.items()
+            )
+        args = parser.parse_args(argv)
+        return args._run(args)
+    except BtfgenError as e:
+        print(f"btfgen: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("btfgen: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (`| head`) went away: not an error of ours. Keep Python from complaining again
+        # when it flushes stdout at exit.
+        sys.stdout = None  # type: ignore[assignment]
+        return 0
+    except OSError as e:
+        print(f"btfgen: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2

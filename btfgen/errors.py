@@ -1,0 +1,21 @@
+"""The exception hierarchy. Every message is one line that says where, then what."""
+
+
+class BtfgenError(Exception):
+    """Anything the CLI reports as a one-line error with exit status 2."""
+
+
+class BtfError(BtfgenError):
+    """Malformed or unreadable BTF: the message names the file, byte offset and type id."""
+
+
+class AbiError(BtfgenError):
+    """An ABI description that does not parse or does not make sense (file:line:col: what)."""
+
+
+class ArchError(BtfgenError):
+    """An architecture name no description answers to."""
+
+
+class HeaderError(BtfgenError):
+    """A C header that libclang could not parse."""

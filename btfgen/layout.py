@@ -1,0 +1,84 @@
+"""Where a function's values live at entry and exit: the placement engine's result.
+
+This is the contract between placement (`btfgen.place`), the code generators and the decoders,
+and it is what `btfgen layout --json` prints. Nothing here is arch-specific: a register piece
+already names its trace-ctx field and that field's byte offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from btfgen.btf.types import Type
+
+
+@dataclass(frozen=True, slots=True)
+class RegPiece:
+    """The least significant `size` bytes of a register hold value bytes
+    [value_offset, value_offset + size) in target byte order."""
+
+    reg: str  # ctx field name, e.g. "di" (x86_64 pt_regs), "regs[0]" (arm64), "a0" (riscv)
+    hwreg: str  # the architecture's register name, e.g. "rdi", "x0", "a0", "r2"
+    ctx_offset: int  # byte offset of that field in the ctx struct
+    reg_size: int  # width of the field in the ctx (bytes)
+    value_offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class StackPiece:
+    """Value bytes [value_offset, value_offset + size) at entry SP + `stack`."""
+
+    stack: int
+    value_offset: int
+    size: int
+
+
+Piece = RegPiece | StackPiece
+
+
+@dataclass(frozen=True, slots=True)
+class ValueLayout:
+    name: str  # parameter name ("" for the return value or an unnamed parameter)
+    type: Type
+    type_name: str  # C spelling
+    size: int
+    pieces: tuple[Piece, ...]
+    # True: `pieces` locate a pointer (pointer-sized); the value is the memory it points to.
+    by_ref: bool = False
+    # False: the value cannot be read at function exit without a copy saved at entry.
+    at_exit: bool = False
+    # Set when the value cannot be decoded from the trace ctx at all (FP register, variadic
+    # tail, a kind the description has no rule for); `pieces` is then empty.
+    unavailable: str | None = None
+    signed: bool = False  # sign-extend from `size` bytes (scalars only)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionLayout:
+    name: str
+    btf_id: int
+    args: tuple[ValueLayout, ...]
+    ret: ValueLayout | None  # None: void
+    variadic: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CtxInfo:
+    """Which trace context the register pieces refer to, and where its description came from."""
+
+    name: str  # "pt_regs" | "ftrace_regs"
+    struct_name: str  # the C struct the offsets are in, e.g. "pt_regs", "__arch_ftrace_regs"
+    size: int
+    source: str  # "btf" (read from the BTF in hand) | "default" (the arch description's)
+    sp_field: str  # ctx field holding the stack pointer at entry
+    sp_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArchLayout:
+    arch: str  # canonical name
+    byte_order: str  # "little" | "big"
+    pointer_size: int
+    ctx: CtxInfo
+    functions: tuple[FunctionLayout, ...]

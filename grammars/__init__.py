@@ -1,0 +1,1 @@
+"""lark grammars (installed as btfgen.grammars)."""

@@ -1,0 +1,1 @@
+"""jinja2 templates of the generated code (installed as btfgen.templates)."""
