@@ -64,6 +64,16 @@ class FunctionLayout:
 
 
 @dataclass(frozen=True, slots=True)
+class CtxRegister:
+    """One register the trace ctx holds: the field that holds it and where."""
+
+    hwreg: str
+    field: str  # C member access suffix: `ctx->{field}`
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class CtxInfo:
     """Which trace context the register pieces refer to, and where its description came from."""
 
@@ -73,6 +83,7 @@ class CtxInfo:
     source: str  # "btf" (read from the BTF in hand) | "default" (the arch description's)
     sp_field: str  # ctx field holding the stack pointer at entry
     sp_offset: int
+    registers: tuple[CtxRegister, ...]  # every argument/return register and the stack pointer
 
 
 @dataclass(frozen=True, slots=True)
