@@ -1,0 +1,64 @@
+"""The wheel carries templates/ and grammars/ and works from any directory, not only the checkout."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+         "-w", str(tmp / "dist"), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    (wheel,) = (tmp / "dist").glob("btfgen-*.whl")
+    target = tmp / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+         str(wheel)],
+        check=True, capture_output=True,
+    )
+    return target
+
+
+def _run_installed(site: Path, code: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_wheel_carries_data(installed):
+    files = {p.relative_to(installed).as_posix() for p in (installed / "btfgen").rglob("*")}
+    assert any(f.startswith("btfgen/templates/") and f.endswith(".j2") for f in files), files
+    assert any(f.startswith("btfgen/grammars/") and f.endswith(".lark") for f in files), files
+    assert any(f.startswith("btfgen/abi/arches/") and f.endswith(".abi") for f in files), files
+
+
+def test_installed_package_finds_its_data_from_elsewhere(installed):
+    out = _run_installed(
+        installed,
+        "import btfgen, btfgen.resources as r;"
+        "print(btfgen.__file__); print(r.data_dir('templates')); print(r.data_dir('grammars'))",
+    )
+    lines = out.split()
+    assert all(line.startswith(str(installed)) for line in lines), lines
+
+
+def test_installed_cli_reports_bad_input_in_one_line(installed):
+    env = dict(os.environ, PYTHONPATH=str(installed))
+    out = subprocess.run(
+        [sys.executable, "-m", "btfgen", "dump", "/etc/hostname"],
+        cwd="/", env=env, capture_output=True, text=True,
+    )
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
