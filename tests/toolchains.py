@@ -22,6 +22,10 @@ class Toolchain:
     cc: tuple[str, ...]  # compiler and target selection
     abi_flags: tuple[str, ...]  # the kernel's flags that change the calling convention
     ld_flags: tuple[str, ...] = ()
+    # pahole 1.24 finds no functions in clang's loongarch64 relocatable objects (their DWARF
+    # addresses are relocations it does not apply) and writes BTF without FUNCs; it does fine on
+    # a linked image, whose .BTF is then copied into the object.
+    btf_after_link: bool = False
 
     @property
     def compiler(self) -> str:
@@ -54,6 +58,7 @@ TOOLCHAINS: dict[str, Toolchain] = {
             (_CLANG, "--target=loongarch64-unknown-linux-gnu"),
             ("-mabi=lp64s", "-msoft-float"),
             _LLD,
+            btf_after_link=True,
         ),
         Toolchain("s390x", ("s390x-linux-gnu-gcc",), ("-msoft-float",)),
         Toolchain("ppc64le", ("powerpc64le-linux-gnu-gcc",), ("-msoft-float",)),
@@ -69,6 +74,10 @@ ARCHES = tuple(TOOLCHAINS)
 
 # Freestanding code: nothing from a libc, no frame tricks that hide arguments from the emulator.
 _COMMON = ("-O2", "-g", "-ffreestanding", "-fno-stack-protector", "-fno-pic", "-fno-builtin")
+
+
+# As the kernel build passes them: without --btf_gen_floats pahole writes `double` as an INT.
+PAHOLE_FLAGS = ("--btf_gen_floats",)
 
 
 class ToolchainError(RuntimeError):
@@ -92,7 +101,8 @@ def compile_c(source: str, arch: str, *, extra: tuple[str, ...] = (), btf: bool 
     kernel build does) when `btf`."""
     tc = TOOLCHAINS[arch]
     cmd = [*tc.cc, *_COMMON, *tc.abi_flags, *extra, "-c"]
-    path, hit = _cached([source, arch, *cmd, f"btf={btf}"], ".o")
+    key = [source, arch, *cmd, f"btf={btf}", *PAHOLE_FLAGS]
+    path, hit = _cached(key + ["btf-after-link"] if tc.btf_after_link else key, ".o")
     if hit:
         return path
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -100,10 +110,28 @@ def compile_c(source: str, arch: str, *, extra: tuple[str, ...] = (), btf: bool 
     src.write_text(source)
     tmp = path.with_suffix(".o.tmp")
     _run([*cmd, str(src), "-o", str(tmp)], f"compiling for {arch}")
-    if btf:
+    if btf and tc.btf_after_link:
+        _btf_via_link(tmp, tc)
+    elif btf:
         pahole_encode(tmp)
     tmp.rename(path)
     return path
+
+
+def _btf_via_link(obj: Path, tc: Toolchain) -> None:
+    linked = obj.with_suffix(".btflink.elf")
+    section = obj.with_suffix(".btf")
+    try:
+        # Only addresses matter to pahole: undefined symbols and a missing entry are fine.
+        _run([*tc.cc, *tc.abi_flags, "-nostdlib", "-static", *tc.ld_flags,
+              "-Wl,--unresolved-symbols=ignore-all", "-Wl,-e,0", str(obj), "-o", str(linked)],
+             f"linking {obj} for pahole")
+        pahole_encode(linked)
+        _run(["llvm-objcopy-19", f"--dump-section=.BTF={section}", str(linked)], "objcopy")
+        _run(["llvm-objcopy-19", f"--add-section=.BTF={section}", str(obj)], "objcopy")
+    finally:
+        linked.unlink(missing_ok=True)
+        section.unlink(missing_ok=True)
 
 
 def link_exe(obj: Path, arch: str) -> Path:
@@ -122,7 +150,7 @@ def link_exe(obj: Path, arch: str) -> Path:
 
 def pahole_encode(obj: Path, base: Path | None = None) -> None:
     """Add a .BTF section to `obj` from its DWARF, as the kernel build does (split on `base`)."""
-    cmd = ["pahole", "-J"]
+    cmd = ["pahole", "-J", *PAHOLE_FLAGS]
     if base is not None:
         cmd += ["--btf_base", str(base)]
     _run([*cmd, str(obj)], f"pahole -J {obj}")

@@ -320,7 +320,10 @@ def align_of(t: Type, max_scalar_align: int, _depth: int = 0) -> int:
     BTF records no alignment, so it is derived: scalars align to their size up to the arch's
     `max_scalar_align` (i386: 4, arm EABI: 8, 64-bit arches: 16); a composite to its most aligned
     member, unless its layout shows it was packed (a member off its alignment, or a size that is
-    not a multiple of it), in which case 1.
+    not a multiple of it), in which case 1. Padding that natural alignment cannot explain shows
+    an `__aligned(n)`: a member placed past the next naturally aligned offset, or tail padding
+    past the naturally rounded size, raises the alignment to the smallest power of two that
+    explains it.
     """
     if _depth > MAX_CHAIN:
         raise TypeError_(f"type {t.id}: nested deeper than {MAX_CHAIN} (a cycle?)")
@@ -333,19 +336,41 @@ def align_of(t: Type, max_scalar_align: int, _depth: int = 0) -> int:
         return align_of(t.elem, max_scalar_align, _depth + 1)
     if isinstance(t, Composite):
         align = 1
+        end = 0  # bytes the members seen so far occupy
         for m in t.members:
+            # A bitfield contributes its base type's alignment (gcc), but cannot prove packing.
+            a = align_of(m.type, max_scalar_align, _depth + 1)
             if m.bitfield_size:
-                # A bitfield contributes its base type's alignment (gcc), but cannot prove packing.
-                a = align_of(m.type, max_scalar_align, _depth + 1)
+                end = max(end, -(-(m.bit_offset + m.bitfield_size) // 8))
             else:
-                a = align_of(m.type, max_scalar_align, _depth + 1)
                 if m.bit_offset % (8 * a):
                     return 1
+                offset = m.offset
+                if isinstance(t, Struct) and offset > _round_up(end, a):
+                    a = _alignment_explaining(end, offset, a)
+                end = max(end, offset + size_of(m.type, _depth + 1))
             align = max(align, a)
+        if t.size > _round_up(end, align):
+            align = _alignment_explaining(end, t.size, align)
         if t.size % align:
             return 1
         return align
     raise TypeError_(f"type {t.id} ({t.name or t.kind.name}): has no alignment")
+
+
+def _round_up(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+def _alignment_explaining(start: int, at: int, align: int) -> int:
+    """The smallest power of two >= `align` that rounds `start` up to `at`; `align` when none
+    does (the gap has another cause, such as an unnamed bitfield BTF does not record)."""
+    a = align
+    while a <= at:
+        if _round_up(start, a) == at:
+            return a
+        a *= 2
+    return align
 
 
 def is_signed(t: Type) -> bool:

@@ -1,0 +1,582 @@
+"""Opening BTF: a raw file, any ELF with a .BTF section, split BTF on a base; either byte order.
+
+`open_btf` checks the header, finds every record's offset in one pass over the type section
+(read once as native 32-bit words) and gathers the fixed part of every record into columns
+(`Btf.columns`), checking the type ids there; types are decoded lazily by id into
+`btfgen.btf.types` classes and cached; the name index is built once, on first lookup. Every
+defect is a `BtfError` that names the file, the byte offset in .BTF and the type id.
+
+Two consumers share that one record decoder (`columns` + `tail`, together `records`): the type
+model (`Btf[id]`) and the raw dump, which formats records directly because building a frozen
+object per member of a whole vmlinux would cost seconds.
+"""
+
+from __future__ import annotations
+
+import io
+from array import array
+from collections.abc import Iterator
+from itertools import accumulate, compress, repeat
+from operator import add, and_, eq, itemgetter, rshift
+from typing import BinaryIO, NamedTuple
+
+from btfgen.btf import wire
+from btfgen.btf.types import (
+    Array,
+    Const,
+    Datasec,
+    DeclTag,
+    Enum,
+    EnumValue,
+    Float,
+    Func,
+    FuncProto,
+    Fwd,
+    Int,
+    Kind,
+    Linkage,
+    Member,
+    Param,
+    Ptr,
+    Restrict,
+    Struct,
+    Type,
+    Typedef,
+    TypeTag,
+    Union,
+    Var,
+    VarSecinfo,
+    Void,
+    Volatile,
+)
+from btfgen.errors import BtfError
+
+DEFAULT_PATH = "/sys/kernel/btf/vmlinux"
+SECTION = ".BTF"
+MAX_NAME_OFFSET = 0xFFFFFFFF  # BTF_MAX_NAME_OFFSET (libbpf)
+
+# The names an INT for `long` goes by; its size is the pointer size (as libbpf decides it).
+_LONG_NAMES = frozenset({
+    "long", "long int", "int long", "unsigned long", "long unsigned", "unsigned long int",
+    "unsigned int long", "long unsigned int", "long int unsigned", "int unsigned long",
+    "int long unsigned",
+})
+
+# Kinds whose size_or_type word is a type id.
+_REF_KINDS = frozenset({
+    Kind.PTR, Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT, Kind.FUNC,
+    Kind.FUNC_PROTO, Kind.VAR, Kind.DECL_TAG, Kind.TYPE_TAG,
+})
+# Kinds that lead to exactly one other type with no name in between to stop at: a loop made
+# only of these cannot be a C type (a real cycle passes through a struct or union).
+_CHAIN_KINDS = frozenset({
+    Kind.PTR, Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT, Kind.TYPE_TAG, Kind.ARRAY,
+    Kind.FUNC, Kind.VAR, Kind.DECL_TAG,
+})
+_REF_CODES = frozenset(int(k) for k in _REF_KINDS)
+_KINDS = tuple(Kind(c) if c in Kind._value2member_map_ else None for c in range(32))
+# Plain ints: compared once per record in the hot loop.
+_INT, _ARRAY, _STRUCT, _UNION, _ENUM = 1, 3, 4, 5, 6
+_FUNC, _FUNC_PROTO, _VAR, _DATASEC, _DECL_TAG, _ENUM64 = 12, 13, 14, 15, 17, 19
+# Kinds with vlen items: words per item (= columns); which column holds type ids.
+_COLUMNS = tuple(t[1] if t else 0 for t in wire.TAIL_WORDS_BY_CODE)
+_ID_COLUMN = tuple({_STRUCT: 1, _UNION: 1, _FUNC_PROTO: 1, _DATASEC: 0}.get(c) for c in range(32))
+
+
+def _as_signed(values: array) -> array:
+    return array("i", values.tobytes())  # the same native words, read as s32
+
+
+_SIMPLE_REF = {
+    Kind.PTR: Ptr, Kind.TYPEDEF: Typedef, Kind.VOLATILE: Volatile, Kind.CONST: Const,
+    Kind.RESTRICT: Restrict, Kind.TYPE_TAG: TypeTag,
+}
+
+
+class Record(NamedTuple):
+    """One type record, fields as stored (the tail already unpacked), ids checked in range."""
+
+    type_id: int
+    offset: int  # in .BTF
+    kind: Kind
+    name_off: int
+    kflag: bool
+    vlen: int
+    size_type: int  # size or type id, depending on kind
+    # INT: the encoding word; ARRAY: (elem, index, nelems); VAR: linkage; DECL_TAG: component
+    # index (signed); the vlen items as columns (equal-length u32 arrays): STRUCT/UNION:
+    # (name_offs, types, offset words); ENUM: (name_offs, values) with values i32 if kflag else
+    # u32; ENUM64: (name_offs, lo32s, hi32s); FUNC_PROTO: (name_offs, types);
+    # DATASEC: (types, offsets, sizes); other kinds: None.
+    tail: object
+
+
+class Columns(NamedTuple):
+    """The fixed part (`struct btf_type`) of every record of a table, one column per field,
+    position i holding type `first_id + i`."""
+
+    name_offs: tuple[int, ...]
+    infos: tuple[int, ...]
+    size_types: tuple[int, ...]
+    codes: bytes  # the kind field of each info word
+
+
+class Btf:
+    """A BTF type table: `btf[id]` decodes lazily (0 is void); a split table continues its
+    base's ids and strings."""
+
+    def __init__(self, path: str, data: bytes, *, base: Btf | None = None,
+                 elf_machine: str | None = None, elf_pointer_size: int | None = None):
+        self.path = str(path)
+        self.base = base
+        self.elf_machine = elf_machine if elf_machine is not None else (
+            base.elf_machine if base is not None else None)
+        self._elf_pointer_size = elf_pointer_size
+        try:
+            self._header = wire.parse_header(data)
+        except wire.WireError as e:
+            raise self._error(e.offset, e.what) from None
+        h = self._header
+        self.byte_order = h.byte_order
+        if base is not None and base.byte_order != self.byte_order:
+            raise self._error(0, f"byte order {self.byte_order} differs from the base's "
+                                 f"({base.path}: {base.byte_order})")
+        self.first_id = len(base) if base is not None else 1
+        self._str_base = base._str_end if base is not None else 0
+        self._strings = bytes(data[h.strings_start:h.strings_end])
+        self._str_end = self._str_base + len(self._strings)
+        self._check_strings()
+        self._words = wire.type_words(data, h)
+        self._types_start = h.types_start
+        try:
+            self._offsets = wire.scan_types(self._words, h, self.first_id)
+        except wire.WireError as e:
+            raise self._error(e.offset, e.what) from None
+        self._len = self.first_id + len(self._offsets)
+        self.columns = self._columns()
+        self._name_offs, self._infos, self._size_types, self._codes = self.columns
+        self._cache: dict[int, Type] = {0: Void(0, "", self)} if base is None else {}
+        self._str_cache: dict[int, str] = {}
+        self._chain_ok: set[int] = set()
+        self._names: dict[str, list[int]] | None = None
+        self._all_strings: dict[int, str] | None = None
+        self._func_ids: list[int] | None = None
+        self._pointer_size: int | None = None
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def _error(self, offset: int | None, what: str) -> BtfError:
+        where = f"{SECTION}+{offset:#x}: " if offset is not None else ""
+        return BtfError(f"{self.path}: {where}{what}")
+
+    def _check_strings(self) -> None:
+        s = self._strings
+        h = self._header
+        if self.base is not None and not s:
+            return
+        if not s or len(s) - 1 > MAX_NAME_OFFSET or s[-1] != 0:
+            raise self._error(h.strings_start, "string section is empty or does not end in NUL")
+        if self.base is None and s[0] != 0:
+            raise self._error(h.strings_start, "string section does not start with NUL")
+
+    # -- the table protocol ----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, type_id: int) -> Type:
+        t = self._cache.get(type_id)
+        if t is not None:
+            return t
+        if type_id < self.first_id and self.base is not None:
+            return self.base[type_id]
+        t = self._decode(type_id)
+        self._cache[type_id] = t
+        return t
+
+    def __iter__(self) -> Iterator[Type]:
+        """This table's own types in id order (a split table's, not its base's)."""
+        for type_id in range(self.first_id, self._len):
+            yield self[type_id]
+
+    def __repr__(self) -> str:
+        return f"Btf({self.path!r}, types={self._len}, byte_order={self.byte_order!r})"
+
+    @property
+    def pointer_size(self) -> int:
+        if self._pointer_size is None:
+            self._pointer_size = self._find_pointer_size()
+        return self._pointer_size
+
+    def _find_pointer_size(self) -> int:
+        if self.base is not None:
+            size = self.base._long_size()
+            if size:
+                return size
+        return self._long_size() or self._elf_pointer_size or 8
+
+    def _long_size(self) -> int | None:
+        for name_off, code, size in zip(self._name_offs, self._codes, self._size_types):
+            if code == _INT and size in (4, 8):
+                try:
+                    name = self.string(name_off)
+                except BtfError:
+                    continue  # reported when that type is decoded
+                if name in _LONG_NAMES:
+                    return size
+        return None
+
+    # -- strings ---------------------------------------------------------------------------------
+
+    def string(self, offset: int, type_id: int | None = None) -> str:
+        """The string at `offset` (a split table's offsets continue its base's); a bad offset is
+        reported against the record of `type_id` when given."""
+        s = self._str_cache.get(offset)
+        if s is not None:
+            return s
+        if offset < self._str_base:
+            s = self.base.string(offset)  # type: ignore[union-attr]
+        else:
+            rel = offset - self._str_base
+            strings = self._strings
+            if rel >= len(strings):
+                if type_id is None:
+                    raise self._error(None, f"string offset {offset:#x} is past the end of the "
+                                            f"string section ({self._str_end:#x})")
+                raise self._error(self._offset_of(type_id),
+                                  f"type {type_id}: name offset {offset:#x} is past the end of "
+                                  f"the string section ({self._str_end:#x})")
+            # The section ends in NUL (checked at open), so index() always succeeds.
+            s = strings[rel:strings.index(0, rel)].decode("utf-8", "surrogateescape")
+        self._str_cache[offset] = s
+        return s
+
+    def strings_by_offset(self) -> dict[int, str]:
+        """Every string of this table's own section that starts right after a NUL, by offset,
+        decoded in bulk (a dump or an index needs nearly all of them). Offsets into the middle
+        of a string are not in it: `string()` answers those."""
+        if self._all_strings is None:
+            raw = self._strings[:-1]  # the section ends in NUL (checked at open)
+            text = raw.decode("utf-8", "surrogateescape")
+            if len(text) != len(raw):  # multi-byte UTF-8: character and byte offsets differ
+                pieces = raw.split(b"\0")
+                lengths = list(map(len, pieces))
+                parts = [p.decode("utf-8", "surrogateescape") for p in pieces]
+            else:
+                parts = text.split("\0")
+                lengths = list(map(len, parts))
+            starts = accumulate(map(add, lengths, repeat(1)), initial=self._str_base)
+            self._all_strings = dict(zip(starts, parts)) if raw or self._strings else {}
+            self._str_cache.update(self._all_strings)
+        return self._all_strings
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def record(self, type_id: int) -> Record:
+        """The raw record of one of this table's own types, with every type id it names checked
+        to be in range."""
+        if not self.first_id <= type_id < self._len:
+            raise self._error(None, f"type id {type_id} out of range "
+                                    f"[{self.first_id}, {self._len})")
+        return next(self.records(type_id, type_id + 1))
+
+    def _columns(self) -> Columns:
+        """The fixed part of every own record as columns, gathered in bulk, with every type id
+        among them checked in range."""
+        words = self._words
+        offsets = self._offsets
+        if not offsets:
+            return Columns((), (), (), b"")
+        if len(offsets) == 1:
+            w = offsets[0]
+            name_offs, infos, size_types = (words[w],), (words[w + 1],), (words[w + 2],)
+        else:
+            name_offs = itemgetter(*offsets)(words)
+            infos = itemgetter(*map((1).__add__, offsets))(words)
+            size_types = itemgetter(*map((2).__add__, offsets))(words)
+        codes = bytes(map(and_, map(rshift, infos, repeat(24)), repeat(0x1F)))
+        n = self._len
+        for i in [i for i, st in enumerate(size_types) if st >= n]:
+            if codes[i] in _REF_CODES:
+                type_id = self.first_id + i
+                raise self._error(self._offset_of(type_id),
+                                  f"type {type_id} ({_KINDS[codes[i]].name}): refers to type id "
+                                  f"{size_types[i]}, past the last ({n - 1})")
+        return Columns(name_offs, infos, size_types, codes)
+
+    def _items(self, type_id: int, code: int, vlen: int) -> list[array]:
+        """The vlen items of one record as columns (one u32 array per field, `Record.tail`)."""
+        ncols = _COLUMNS[code]
+        pos = self._offsets[type_id - self.first_id] + 3
+        end = pos + ncols * vlen
+        words = self._words
+        if ncols == 3:
+            columns = [words[pos:end:3], words[pos + 1:end:3], words[pos + 2:end:3]]
+        else:
+            columns = [words[pos:end:2], words[pos + 1:end:2]]
+        ids = _ID_COLUMN[code]
+        if ids is not None and vlen:
+            top = max(columns[ids])
+            if top >= self._len:
+                raise self._error(self._offset_of(type_id),
+                                  f"type {type_id} ({_KINDS[code].name}): refers to type id "
+                                  f"{top}, past the last ({self._len - 1})")
+        return columns
+
+    def tail(self, type_id: int, code: int, vlen: int) -> object:
+        """The tail of the record of `type_id` (see `Record.tail`), given its kind code and
+        vlen (from `columns`), with the type ids in it checked."""
+        words = self._words
+        w = self._offsets[type_id - self.first_id]
+        pos = w + 3
+        n = self._len
+        bad = 0
+        if _COLUMNS[code]:
+            tail = tuple(self._items(type_id, code, vlen))
+            if code == _ENUM and self._infos[type_id - self.first_id] >> 31:
+                tail = (tail[0], _as_signed(tail[1]))
+        elif code == _INT or code == _VAR:
+            return words[pos]
+        elif code == _ARRAY:
+            tail = (words[pos], words[pos + 1], words[pos + 2])
+            if tail[0] >= n or tail[1] >= n:
+                bad = max(tail[0], tail[1])
+        elif code == _DECL_TAG:
+            return words[pos] - ((words[pos] >> 31) << 32)  # an s32
+        else:
+            return None
+        if bad:
+            raise self._error(self._types_start + 4 * w,
+                              f"type {type_id} ({_KINDS[code].name}): refers to type id "
+                              f"{bad}, past the last ({n - 1})")
+        return tail
+
+    def records(self, start: int | None = None, stop: int | None = None) -> Iterator[Record]:
+        """The raw records of this table's own types with ids in [start, stop), in id order."""
+        first = self.first_id
+        start = first if start is None else max(start, first)
+        stop = self._len if stop is None else min(stop, self._len)
+        new = tuple.__new__
+        for type_id in range(start, stop):
+            i = type_id - first
+            code = self._codes[i]
+            info = self._infos[i]
+            yield new(Record, (type_id, self._types_start + 4 * self._offsets[i], _KINDS[code],
+                               self._name_offs[i], info >> 31 == 1, info & 0xFFFF,
+                               self._size_types[i], self.tail(type_id, code, info & 0xFFFF)))
+
+    # -- decoding ----------------------------------------------------------------------------------
+
+    def _decode(self, type_id: int) -> Type:
+        return self._build(type_id, self.record(type_id))
+
+    def _build(self, type_id: int, rec: Record) -> Type:
+        kind = rec.kind
+        name = self.string(rec.name_off, type_id)
+        if kind in _CHAIN_KINDS:
+            self._check_chain(type_id)
+        st = rec.size_type
+        if kind in _SIMPLE_REF:
+            return _SIMPLE_REF[kind](type_id, name, self, st)
+        if kind is Kind.INT:
+            w = rec.tail
+            return Int(type_id, name, self, st, wire.int_encoding(w), wire.int_offset(w),
+                       wire.int_bits(w))
+        if kind is Kind.ARRAY:
+            elem, index, nelems = rec.tail
+            return Array(type_id, name, self, elem, index, nelems)
+        if kind is Kind.STRUCT or kind is Kind.UNION:
+            members = []
+            for name_off, mtype, word in zip(*rec.tail):
+                if rec.kflag:
+                    bit_off, bits = wire.member_bit_offset(word), wire.member_bitfield_size(word)
+                else:
+                    bit_off, bits = word, 0
+                members.append(Member(self.string(name_off, type_id), mtype, bit_off, bits, self))
+            cls = Struct if kind is Kind.STRUCT else Union
+            return cls(type_id, name, self, st, tuple(members), rec.kflag)
+        if kind is Kind.ENUM:
+            values = tuple(EnumValue(self.string(name_off, type_id), value)
+                           for name_off, value in zip(*rec.tail))
+            return Enum(type_id, name, self, st, rec.kflag, values, False)
+        if kind is Kind.ENUM64:
+            values = []
+            for name_off, lo, hi in zip(*rec.tail):
+                v = hi << 32 | lo
+                if rec.kflag and v >> 63:
+                    v -= 1 << 64
+                values.append(EnumValue(self.string(name_off, type_id), v))
+            return Enum(type_id, name, self, st, rec.kflag, tuple(values), True)
+        if kind is Kind.FWD:
+            return Fwd(type_id, name, self, rec.kflag)
+        if kind is Kind.FUNC:
+            if rec.vlen > Linkage.EXTERN:
+                raise self._error(rec.offset, f"type {type_id} (FUNC '{name}'): unknown "
+                                              f"linkage {rec.vlen}")
+            return Func(type_id, name, self, st, Linkage(rec.vlen))
+        if kind is Kind.FUNC_PROTO:
+            params = [Param(self.string(n_off, type_id), ptype, self)
+                      for n_off, ptype in zip(*rec.tail)]
+            variadic = bool(params) and params[-1].type_id == 0
+            if variadic:
+                params.pop()
+            for i, p in enumerate(params):
+                if p.type_id == 0:
+                    raise self._error(rec.offset, f"type {type_id} (FUNC_PROTO): parameter {i} "
+                                                  f"is void")
+            return FuncProto(type_id, name, self, st, tuple(params), variadic)
+        if kind is Kind.VAR:
+            return Var(type_id, name, self, st, rec.tail)
+        if kind is Kind.DATASEC:
+            return Datasec(type_id, name, self, st,
+                           tuple(VarSecinfo(t, o, s) for t, o, s in zip(*rec.tail)))
+        if kind is Kind.FLOAT:
+            return Float(type_id, name, self, st)
+        if kind is Kind.DECL_TAG:
+            return DeclTag(type_id, name, self, st, rec.tail)
+        raise self._error(rec.offset, f"type {type_id}: unknown kind {kind}")  # pragma: no cover
+
+    def _check_chain(self, type_id: int) -> None:
+        """Refuse a loop of pointers/qualifiers/arrays: walking it (strip, spelling) would
+        never end."""
+        seen: list[int] = []
+        t = type_id
+        ok = self._chain_ok
+        while t not in ok:
+            if t in seen:
+                loop = " -> ".join(map(str, seen[seen.index(t):] + [t]))
+                raise self._error(self._offset_of(type_id),
+                                  f"type {type_id}: reference cycle {loop}")
+            if t == 0:
+                break
+            if t < self.first_id:  # the base checks its own
+                break
+            seen.append(t)
+            i = t - self.first_id
+            code = self._codes[i]
+            if code not in _CHAIN_KINDS:
+                break
+            st = self.tail(t, code, 0)[0] if code == _ARRAY else self._size_types[i]
+            if st >= self._len:
+                break  # record() reports it when that type is decoded
+            t = st
+        ok.update(seen)
+
+    def _offset_of(self, type_id: int) -> int | None:
+        if self.first_id <= type_id < self._len:
+            return self._types_start + 4 * self._offsets[type_id - self.first_id]
+        return None
+
+    # -- lookups -----------------------------------------------------------------------------------
+
+    def _index(self) -> dict[str, list[int]]:
+        """Name -> ids of this table's own types, built once. Bulk operations throughout: a
+        vmlinux has ~10^5 named types."""
+        if self._names is None:
+            ids = range(self.first_id, self._len)
+            self._func_ids = list(compress(ids, map(eq, self._codes, repeat(_FUNC))))
+            name_offs = self._name_offs
+            by_offset = self.strings_by_offset()
+            names_list = list(map(by_offset.get, name_offs))
+            if None in names_list:  # offsets into the middle of a string or into the base's
+                names_list = [n if n is not None else self.string(o, i)
+                              for n, o, i in zip(names_list, name_offs, ids)]
+            names: dict[str, list[int]] = {}
+            for type_id, name in zip(ids, names_list):
+                if name:
+                    found = names.get(name)
+                    if found is None:
+                        names[name] = [type_id]
+                    else:
+                        found.append(type_id)
+            self._names = names
+        return self._names
+
+    def funcs(self) -> Iterator[Func]:
+        """This table's own FUNC types in id order (a module's, not its base's)."""
+        self._index()
+        for type_id in self._func_ids:  # type: ignore[union-attr]
+            yield self[type_id]  # type: ignore[misc]
+
+    def find_types(self, name: str, kind: Kind | str | None = None) -> list[Type]:
+        """Every type called `name` (of `kind`, if given: a `Kind` or its name), the base's
+        first, in id order."""
+        if isinstance(kind, str):
+            try:
+                kind = Kind[kind.upper()]
+            except KeyError:
+                raise BtfError(f"no BTF kind called {kind!r}") from None
+        found = self.base.find_types(name, kind) if self.base is not None else []
+        # "enum" is one meaning in two encodings: ENUM finds both, ENUM64 only the 64-bit one.
+        kinds = (Kind.ENUM, Kind.ENUM64) if kind is Kind.ENUM else (kind,)
+        for type_id in self._index().get(name, ()):
+            t = self[type_id]
+            if kind is None or t.kind in kinds:
+                found.append(t)
+        return found
+
+    def find_funcs(self, name: str) -> list[Func]:
+        """Every FUNC called `name` (static functions in several files may share one)."""
+        return self.find_types(name, Kind.FUNC)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening files.
+
+def _read_elf(path: str, stream: BinaryIO) -> tuple[bytes, str, int]:
+    """(.BTF bytes, e_machine, pointer size from the ELF class); only the section is read, so
+    a vmlinux with DWARF costs no more memory than its BTF."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        elf = ELFFile(stream)
+        section = elf.get_section_by_name(SECTION)
+        if section is None:
+            raise BtfError(f"{path}: ELF file has no {SECTION} section")
+        if section["sh_type"] == "SHT_NOBITS":
+            raise BtfError(f"{path}: {SECTION} section has no contents (SHT_NOBITS)")
+        if section.compressed:
+            raise BtfError(f"{path}: compressed {SECTION} section is not supported")
+        offset, size = section["sh_offset"], section["sh_size"]
+        file_size = stream.seek(0, io.SEEK_END)
+        if offset + size > file_size:
+            raise BtfError(f"{path}: {SECTION} section [{offset:#x}, {offset + size:#x}) runs "
+                           f"past the end of the file ({file_size:#x})")
+        stream.seek(offset)
+        data = stream.read(size)
+        machine = elf["e_machine"]
+        pointer_size = elf.elfclass // 8
+    except BtfError:
+        raise
+    except Exception as e:  # noqa: BLE001 - pyelftools raises many kinds on a damaged ELF
+        raise BtfError(f"{path}: unreadable ELF file: {e}".splitlines()[0]) from None
+    return data, str(machine), pointer_size
+
+
+def _load(path: str, stream: BinaryIO, base: Btf | None) -> Btf:
+    magic = stream.read(4)
+    stream.seek(0)
+    if magic == b"\x7fELF":
+        data, machine, pointer_size = _read_elf(path, stream)
+        return Btf(path, data, base=base, elf_machine=machine, elf_pointer_size=pointer_size)
+    if wire.byte_order_of(magic) is None:
+        raise BtfError(f"{path}: neither BTF (no 0xeb9f magic) nor ELF")
+    return Btf(path, stream.read(), base=base)
+
+
+def load_btf(path: str, data: bytes, base: Btf | None = None) -> Btf:
+    """A `Btf` from bytes already in memory (an ELF file or a raw BTF blob); `path` names them
+    in errors."""
+    return _load(path, io.BytesIO(data), base)
+
+
+def open_btf(path: str = DEFAULT_PATH, base: str | Btf | None = None) -> Btf:
+    """Open BTF from a raw BTF file or any ELF with a .BTF section; `base` (a path or a `Btf`)
+    for split BTF such as a kernel module's."""
+    if base is not None and not isinstance(base, Btf):
+        base = open_btf(base)
+    try:
+        with open(path, "rb") as f:
+            return _load(str(path), f, base)
+    except OSError as e:
+        raise BtfError(f"{path}: {e.strerror or e}") from None

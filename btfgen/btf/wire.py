@@ -1,0 +1,229 @@
+"""The BTF wire format: header, byte order, record layouts. Fields and offsets, no meaning.
+
+A BTF blob is a header, a type section (variable-length records, ids counted from 1 in file order)
+and a string section (NUL-terminated names addressed by byte offset). Every field is in the byte
+order the magic reveals: 0xEB9F read in that order.
+
+Record = `struct btf_type` (name_off, info, size_or_type: three u32) followed by a kind-dependent
+tail: a fixed part and `vlen` equal items (include/uapi/linux/btf.h). Every record field is a
+32-bit word, so the type section is read once as an array of native words (`type_words`) and
+records are indexed by word, whatever the file's byte order.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from dataclasses import dataclass
+
+from btfgen.btf.types import Kind
+
+MAGIC = 0xEB9F
+VERSION = 1
+HEADER_SIZE = 24  # struct btf_header as of version 1
+TYPE_SIZE = 12  # struct btf_type
+
+# Per kind: (fixed tail bytes, bytes per vlen item). Kinds absent here are unknown.
+TAIL: dict[Kind, tuple[int, int]] = {
+    Kind.INT: (4, 0),
+    Kind.PTR: (0, 0),
+    Kind.ARRAY: (12, 0),
+    Kind.STRUCT: (0, 12),
+    Kind.UNION: (0, 12),
+    Kind.ENUM: (0, 8),
+    Kind.FWD: (0, 0),
+    Kind.TYPEDEF: (0, 0),
+    Kind.VOLATILE: (0, 0),
+    Kind.CONST: (0, 0),
+    Kind.RESTRICT: (0, 0),
+    Kind.FUNC: (0, 0),  # vlen is the linkage, not an item count
+    Kind.FUNC_PROTO: (0, 8),
+    Kind.VAR: (4, 0),
+    Kind.DATASEC: (0, 12),
+    Kind.FLOAT: (0, 0),
+    Kind.DECL_TAG: (4, 0),
+    Kind.TYPE_TAG: (0, 0),
+    Kind.ENUM64: (0, 12),
+}
+# Indexed by the 5-bit kind field: (fixed, per item), or None for an unknown kind.
+TAIL_BY_CODE: tuple[tuple[int, int] | None, ...] = tuple(
+    TAIL.get(Kind(code)) if code in Kind._value2member_map_ else None for code in range(32)
+)
+
+# The same in 32-bit words: every tail is whole words.
+TAIL_WORDS_BY_CODE: tuple[tuple[int, int] | None, ...] = tuple(
+    (t[0] // 4, t[1] // 4) if t else None for t in TAIL_BY_CODE
+)
+
+
+def info_kind(info: int) -> int:
+    return (info >> 24) & 0x1F
+
+
+def info_vlen(info: int) -> int:
+    return info & 0xFFFF
+
+
+def info_kflag(info: int) -> bool:
+    return bool(info >> 31)
+
+
+# INT's tail word (BTF_INT_ENCODING / BTF_INT_OFFSET / BTF_INT_BITS).
+def int_encoding(word: int) -> int:
+    return (word >> 24) & 0x0F
+
+
+def int_offset(word: int) -> int:
+    return (word >> 16) & 0xFF
+
+
+def int_bits(word: int) -> int:
+    return word & 0xFF
+
+
+# A member's offset word when the composite's kind_flag is set (BTF_MEMBER_BIT_OFFSET/SIZE).
+def member_bit_offset(word: int) -> int:
+    return word & 0xFFFFFF
+
+
+def member_bitfield_size(word: int) -> int:
+    return word >> 24
+
+
+class Layout:
+    """The header layout for one byte order (records are read as native words: `type_words`)."""
+
+    __slots__ = ("byte_order", "header", "magic")
+
+    def __init__(self, byte_order: str):
+        p = "<" if byte_order == "little" else ">"
+        self.byte_order = byte_order
+        self.magic = struct.Struct(p + "H")
+        # magic, version, flags, hdr_len, type_off, type_len, str_off, str_len
+        self.header = struct.Struct(p + "HBBIIIII")
+
+
+LAYOUTS = {"little": Layout("little"), "big": Layout("big")}
+
+
+class WireError(Exception):
+    """A structural defect; the reader adds the file name. `offset` is relative to the blob."""
+
+    def __init__(self, offset: int, what: str):
+        super().__init__(what)
+        self.offset = offset
+        self.what = what
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    byte_order: str
+    version: int
+    flags: int
+    hdr_len: int
+    type_off: int
+    type_len: int
+    str_off: int
+    str_len: int
+
+    @property
+    def layout(self) -> Layout:
+        return LAYOUTS[self.byte_order]
+
+    @property
+    def types_start(self) -> int:
+        return self.hdr_len + self.type_off
+
+    @property
+    def types_end(self) -> int:
+        return self.hdr_len + self.type_off + self.type_len
+
+    @property
+    def strings_start(self) -> int:
+        return self.hdr_len + self.str_off
+
+    @property
+    def strings_end(self) -> int:
+        return self.hdr_len + self.str_off + self.str_len
+
+
+def byte_order_of(data: bytes | memoryview) -> str | None:
+    """The byte order the magic is written in, or None when this is not BTF."""
+    if len(data) < 2:
+        return None
+    if LAYOUTS["little"].magic.unpack_from(data, 0)[0] == MAGIC:
+        return "little"
+    if LAYOUTS["big"].magic.unpack_from(data, 0)[0] == MAGIC:
+        return "big"
+    return None
+
+
+def parse_header(data: bytes | memoryview) -> Header:
+    order = byte_order_of(data)
+    if order is None:
+        raise WireError(0, "not BTF (no 0xeb9f magic)")
+    if len(data) < HEADER_SIZE:
+        raise WireError(len(data), f"truncated header ({len(data)} of {HEADER_SIZE} bytes)")
+    _, version, flags, hdr_len, type_off, type_len, str_off, str_len = (
+        LAYOUTS[order].header.unpack_from(data, 0)
+    )
+    if version != VERSION:
+        raise WireError(2, f"unsupported BTF version {version}")
+    if hdr_len < HEADER_SIZE:
+        raise WireError(4, f"header length {hdr_len} is shorter than {HEADER_SIZE}")
+    if hdr_len > len(data):
+        raise WireError(4, f"header length {hdr_len} runs past the end ({len(data)} bytes)")
+    h = Header(order, version, flags, hdr_len, type_off, type_len, str_off, str_len)
+    if type_off % 4:
+        raise WireError(8, f"type section offset {type_off} is not 4-byte aligned")
+    if h.types_end > len(data):
+        raise WireError(12, f"type section [{h.types_start:#x}, {h.types_end:#x}) runs past "
+                            f"the end ({len(data):#x})")
+    if h.strings_end > len(data):
+        raise WireError(20, f"string section [{h.strings_start:#x}, {h.strings_end:#x}) runs "
+                            f"past the end ({len(data):#x})")
+    if h.types_start < h.strings_end and h.strings_start < h.types_end:
+        raise WireError(8, "type and string sections overlap")
+    return h
+
+
+def type_words(data: bytes | memoryview, header: Header) -> array:
+    """The type section as native u32 words (records are whole words), for fast scanning."""
+    words = array("I", bytes(data[header.types_start:header.types_end - header.type_len % 4]))
+    if header.byte_order != sys.byteorder:
+        words.byteswap()
+    return words
+
+
+def scan_types(words: array, header: Header, first_id: int = 1) -> array:
+    """Word index of every type record in the type section, in id order (the first has id
+    `first_id`), found in one pass over the info words."""
+    tails = TAIL_WORDS_BY_CODE
+    offsets = array("I")
+    append = offsets.append
+    pos = 0
+    end = len(words)
+    while pos < end:
+        if pos + 3 > end:
+            raise WireError(header.types_start + 4 * pos,
+                            f"type {first_id + len(offsets)}: truncated record "
+                            f"({header.type_len - 4 * pos} of {TYPE_SIZE} bytes)")
+        info = words[pos + 1]
+        tail = tails[(info >> 24) & 0x1F]
+        if tail is None:
+            raise WireError(header.types_start + 4 * pos + 4,
+                            f"type {first_id + len(offsets)}: unknown kind {(info >> 24) & 0x1F}")
+        append(pos)
+        pos += 3 + tail[0] + tail[1] * (info & 0xFFFF)
+    if pos == end and header.type_len % 4:
+        raise WireError(header.types_end - header.type_len % 4,
+                        f"type section ends in {header.type_len % 4} stray bytes")
+    if pos != end:
+        start = offsets[-1]
+        vlen = info_vlen(words[start + 1])
+        raise WireError(header.types_start + 4 * start,
+                        f"type {first_id + len(offsets) - 1}: record of {4 * (pos - start)} "
+                        f"bytes (vlen {vlen}) runs past the end of the type section "
+                        f"({header.type_len - 4 * start} bytes left)")
+    return offsets
