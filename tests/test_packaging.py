@@ -62,3 +62,12 @@ def test_installed_cli_reports_bad_input_in_one_line(installed):
     )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+
+
+def test_every_package_is_in_the_wheel(installed):
+    source = {
+        p.parent.relative_to(ROOT).as_posix()
+        for p in (ROOT / "btfgen").rglob("__init__.py")
+    }
+    missing = sorted(d for d in source if not (installed / d / "__init__.py").exists())
+    assert not missing, f"packages missing from pyproject.toml [tool.setuptools] packages: {missing}"

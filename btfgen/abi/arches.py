@@ -1,0 +1,66 @@
+"""Architecture names → ABI descriptions (btfgen/abi/arches/*.abi; one file per arch).
+
+A description declares the names it answers to: `names` (its canonical name, `uname -m`
+spellings), `family` (kernel ARCH / libbpf `__TARGET_ARCH_*` names shared by a 32- and a 64-bit
+arch, resolved by the BTF's pointer size) and `elf` (the e_machine pyelftools reports). Adding an
+arch is adding a file.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from btfgen.abi.dsl import Convention, parse_file
+from btfgen.errors import ArchError
+from btfgen.resources import arches_dir
+
+
+@functools.lru_cache(maxsize=1)
+def _all() -> tuple[Convention, ...]:
+    # Named relative to the package so messages and layouts do not depend on where it is installed.
+    return tuple(parse_file(p, f"btfgen/abi/arches/{p.name}")
+                 for p in sorted(arches_dir().glob("*.abi")))
+
+
+def conventions() -> tuple[Convention, ...]:
+    return _all()
+
+
+def arch_names() -> list[str]:
+    """Every name `load_arch` accepts, sorted."""
+    names = set()
+    for c in _all():
+        names.add(c.name)
+        names.update(c.names)
+        names.update(c.families)
+    return sorted(names)
+
+
+def canonical_names() -> list[str]:
+    return sorted(c.name for c in _all())
+
+
+def load_arch(name: str, pointer_size: int | None = None) -> Convention:
+    """The description `name` means; a family name picks by `pointer_size` (8 when unknown)."""
+    key = name.strip().lower()
+    for c in _all():
+        if key == c.name or key in c.names:
+            return c
+    members = [c for c in _all() if key in c.families]
+    if members:
+        want = pointer_size or 8
+        for c in members:
+            if c.pointer_size == want:
+                return c
+        sizes = ", ".join(f"{c.name} ({c.pointer_size * 8}-bit)" for c in members)
+        raise ArchError(f"arch {name!r}: no {want * 8}-bit member of this family (has {sizes})")
+    raise ArchError(f"unknown arch {name!r}; valid names: {', '.join(arch_names())}")
+
+
+def arch_for_elf_machine(machine: str, pointer_size: int | None = None) -> Convention | None:
+    """The description for a pyelftools e_machine ("EM_AARCH64"), or None if none matches."""
+    # EM_RISCV is both riscv32 and riscv64: prefer the pointer size given, else 64-bit.
+    matches = sorted((c for c in _all() if c.elf_machine == machine), key=lambda c: -c.pointer_size)
+    if pointer_size is not None:
+        matches = [c for c in matches if c.pointer_size == pointer_size] or matches
+    return matches[0] if matches else None

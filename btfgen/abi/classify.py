@@ -1,0 +1,180 @@
+"""What a calling convention needs to know about a type, computed once per type id.
+
+A `Shape` is the type seen by ABI rules: its class, size, alignment and signedness, plus the
+classifications some ABIs define on aggregates: the System V x86-64 eightbyte classes and the
+AArch64 homogeneous floating-point aggregate (HFA). Nothing here is arch-specific beyond the
+`max_align` the caller passes in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from btfgen.btf import types as T
+
+# Aggregates larger than this are never classified member by member (every ABI here passes them
+# by reference or in memory whole), which also bounds the walk over hostile arrays.
+MAX_FLATTEN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    cls: str  # integer | bool | enum | pointer | float | aggregate | void | opaque
+    size: int
+    align: int
+    signed: bool = False
+    # System V x86-64: one class per eightbyte ("INTEGER" | "SSE"), or () for MEMORY.
+    sysv: tuple[str, ...] = ()
+    sysv_memory: bool = True
+    hfa_members: int = 0  # AArch64: number of members of a homogeneous FP aggregate, else 0
+    reason: str = ""  # why an `opaque` type cannot be passed (a FWD by value, a cycle, ...)
+
+    @property
+    def scalar(self) -> bool:
+        return self.cls in ("integer", "bool", "enum", "pointer")
+
+    def flag(self, name: str) -> bool:
+        if name == "scalar":
+            return self.scalar
+        if name in ("integer", "bool", "enum", "pointer", "float", "aggregate"):
+            return self.cls == name
+        if name == "signed":
+            return self.signed
+        if name == "hfa":
+            return self.hfa_members > 0
+        if name == "sysv_memory":
+            return self.sysv_memory
+        raise KeyError(name)
+
+    def number(self, name: str) -> int:
+        if name == "size":
+            return self.size
+        if name == "align":
+            return self.align
+        if name == "hfa_members":
+            return self.hfa_members
+        raise KeyError(name)
+
+
+def pointer_shape(pointer_size: int) -> Shape:
+    return Shape("pointer", pointer_size, pointer_size)
+
+
+@dataclass(frozen=True, slots=True)
+class _Leaf:
+    offset: int  # bytes from the start of the aggregate
+    size: int
+    kind: str  # "int" | "float"
+    misaligned: bool
+
+
+class Classifier:
+    """Shapes by type id for one type table; the cache is what keeps placing 56k functions fast."""
+
+    def __init__(self, max_align: int):
+        self.max_align = max_align
+        self._cache: dict[int, Shape] = {}
+
+    def shape(self, t: T.Type) -> Shape:
+        hit = self._cache.get(t.id)
+        if hit is None or t.id == 0:
+            hit = self._compute(t)
+            self._cache[t.id] = hit
+        return hit
+
+    def _compute(self, t: T.Type) -> Shape:
+        try:
+            s = T.strip(t)
+            if isinstance(s, T.Void):
+                return Shape("void", 0, 1)
+            if isinstance(s, (T.Fwd, T.FuncProto, T.Func)):
+                what = "a forward declaration" if isinstance(s, T.Fwd) else "a function type"
+                return Shape("opaque", 0, 1, reason=f"{what} cannot be passed by value")
+            size = T.size_of(s)
+            align = T.align_of(s, self.max_align)
+            if isinstance(s, T.Int):
+                return Shape("bool" if s.is_bool else "integer", size, align, s.signed)
+            if isinstance(s, T.Enum):
+                return Shape("enum", size, align, s.signed)
+            if isinstance(s, T.Ptr):
+                return Shape("pointer", size, align)
+            if isinstance(s, T.Float):
+                return Shape("float", size, align, True)
+            if isinstance(s, (T.Composite, T.Array)):
+                return self._aggregate(s, size, align)
+            return Shape("opaque", 0, 1, reason=f"a {s.kind.name} cannot be passed by value")
+        except T.TypeError_ as e:
+            return Shape("opaque", 0, 1, reason=str(e))
+
+    def _aggregate(self, s: T.Type, size: int, align: int) -> Shape:
+        if size > MAX_FLATTEN:
+            return Shape("aggregate", size, align)
+        leaves: list[_Leaf] = []
+        _flatten(s, 0, self.max_align, leaves, 0)
+        return Shape(
+            "aggregate", size, align,
+            sysv=(sysv := _sysv_classes(leaves, size)),
+            sysv_memory=not sysv,
+            hfa_members=_hfa_members(leaves, size),
+        )
+
+
+def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int) -> None:
+    if depth > T.MAX_CHAIN:
+        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    s = T.strip(t)
+    if isinstance(s, T.Composite):
+        for m in s.members:
+            if m.bitfield_size:
+                # A bitfield is always INTEGER class; it covers the bytes its bits touch.
+                first = m.bit_offset // 8
+                last = (m.bit_offset + m.bitfield_size - 1) // 8
+                out.append(_Leaf(base + first, last - first + 1, "int", False))
+            else:
+                _flatten(m.type, base + m.bit_offset // 8, max_align, out, depth + 1)
+        return
+    if isinstance(s, T.Array):
+        elem = s.elem
+        esize = T.size_of(elem)
+        for i in range(s.nelems if esize else 0):
+            _flatten(elem, base + i * esize, max_align, out, depth + 1)
+        return
+    size = T.size_of(s)
+    align = T.align_of(s, max_align)
+    kind = "float" if isinstance(s, T.Float) else "int"
+    out.append(_Leaf(base, size, kind, bool(base % align)))
+
+
+def _sysv_classes(leaves: list[_Leaf], size: int) -> tuple[str, ...]:
+    """System V x86-64 psABI 3.2.3 for an aggregate: () means MEMORY."""
+    if size > 16 or size == 0:
+        return ()
+    n = (size + 7) // 8
+    classes = ["NONE"] * n
+    for leaf in leaves:
+        if leaf.misaligned:
+            return ()  # unaligned fields make the whole aggregate MEMORY
+        if leaf.kind == "float" and leaf.size > 8:
+            return ()  # long double (X87) members: MEMORY
+        if leaf.size == 0:
+            continue
+        for i in range(leaf.offset // 8, (leaf.offset + leaf.size - 1) // 8 + 1):
+            if leaf.kind == "int" or classes[i] == "INTEGER":
+                classes[i] = "INTEGER"
+            else:
+                classes[i] = "SSE"
+    # An eightbyte of padding only (struct { long x __aligned(16); }) still takes a general
+    # register in gcc's output: count it as INTEGER.
+    return tuple("INTEGER" if c == "NONE" else c for c in classes)
+
+
+def _hfa_members(leaves: list[_Leaf], size: int) -> int:
+    """AAPCS64 5.9.5: 1-4 members, all the same floating-point type, nothing else."""
+    if not leaves or len(leaves) > 4:
+        return 0
+    first = leaves[0]
+    if any(leaf.kind != "float" or leaf.size != first.size for leaf in leaves):
+        return 0
+    if first.size * len(leaves) != size:
+        return 0
+    return len(leaves)

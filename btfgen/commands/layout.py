@@ -1,0 +1,109 @@
+"""Print where each argument and return value of BTF functions lives (`btfgen layout`).
+
+BTF is a raw BTF file (default: the running kernel's) or an ELF file with .BTF. The arch comes
+from --arch (kernel, uname -m or libbpf names; a family name such as x86 or riscv picks by the
+BTF's pointer size), else from the ELF's e_machine, else from the machine btfgen runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+
+from btfgen.abi.arches import arch_for_elf_machine, load_arch
+from btfgen.btf.reader import DEFAULT_PATH, open_btf
+from btfgen.errors import ArchError
+from btfgen.layout import ArchLayout, RegPiece, ValueLayout
+from btfgen.layout_json import to_json
+from btfgen.place import place_functions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
+                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_PATH})")
+    parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
+    parser.add_argument("--arch", metavar="ARCH",
+                        help="target architecture (default: the ELF's, else this machine's)")
+    parser.add_argument("--func", metavar="NAME", action="append", default=[],
+                        help="a function to place (repeatable; default: every FUNC)")
+    parser.add_argument("--ctx", choices=("pt_regs", "ftrace_regs"), default="pt_regs",
+                        help="the trace context register pieces refer to (default: pt_regs)")
+    parser.add_argument("--json", action="store_true", help="print the JSON contract")
+
+
+def choose_arch(btf, name: str | None):
+    if name:
+        return load_arch(name, btf.pointer_size)
+    machine = getattr(btf, "elf_machine", None)
+    if machine:
+        conv = arch_for_elf_machine(machine, btf.pointer_size)
+        if conv is None:
+            raise ArchError(f"{btf.path}: no ABI description for {machine}; pass --arch")
+        return conv
+    return load_arch(platform.machine(), btf.pointer_size)
+
+
+def run(args: argparse.Namespace) -> int:
+    btf = open_btf(args.btf, base=args.base)
+    conv = choose_arch(btf, args.arch)
+    if args.func:
+        funcs, missing = [], []
+        for name in dict.fromkeys(args.func):
+            found = btf.find_funcs(name)
+            funcs += found
+            if not found:
+                missing.append(name)
+        if missing:
+            print(f"btfgen layout: {btf.path}: no function named {', '.join(missing)}",
+                  file=sys.stderr)
+            return 1
+    else:
+        funcs = list(btf.funcs())
+    layout = place_functions(btf, conv, funcs, ctx=args.ctx)
+    if args.json:
+        doc = to_json(layout)
+        # Indented for a few functions (read by people), compact for many (read by programs).
+        indent = 1 if len(funcs) <= 64 else None
+        text = json.dumps(doc, indent=indent, sort_keys=True,
+                          separators=None if indent else (",", ":")) + "\n"
+    else:
+        text = format_table(layout)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def format_table(layout: ArchLayout) -> str:
+    ctx = layout.ctx
+    lines = [f"# arch {layout.arch} ({layout.byte_order}-endian), ctx {ctx.name} = struct "
+             f"{ctx.struct_name} (offsets from {'the BTF' if ctx.source == 'btf' else 'defaults'})"]
+    for f in layout.functions:
+        lines.append(f"{f.name} (btf id {f.btf_id}){' variadic' if f.variadic else ''}")
+        for i, a in enumerate(f.args):
+            lines.append(_row(f"arg{i} {a.name or '?'}", a))
+        if f.ret is not None:
+            lines.append(_row("ret", f.ret))
+    return "\n".join(lines) + "\n"
+
+
+def _row(label: str, v: ValueLayout) -> str:
+    if v.unavailable:
+        where = f"unavailable: {v.unavailable}"
+    elif not v.pieces:
+        where = "(no bytes)"
+    else:
+        parts = []
+        for p in v.pieces:
+            span = f"[{p.value_offset}:{p.value_offset + p.size}]"
+            if isinstance(p, RegPiece):
+                parts.append(f"{p.reg}({p.hwreg}){span}")
+            else:
+                parts.append(f"sp+{p.stack}{span}")
+        where = " ".join(parts)
+        if v.by_ref:
+            where = f"*({where})"
+        if v.at_exit:
+            where += " at exit"
+    return f"  {label:<24} {v.type_name:<32} {v.size:>4}  {where}"

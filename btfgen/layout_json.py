@@ -1,0 +1,86 @@
+"""The `btfgen layout --json` contract: an ArchLayout as plain JSON-ready data.
+
+Keys promised (more may be added, none removed): arch, ctx, byte_order, functions[name, btf_id,
+args[name, type, size, pieces, by_ref, at_exit, unavailable], ret, variadic]. A register piece
+is {"reg", "hwreg", "value_offset", "size"} (plus the ctx offset), a stack piece {"stack",
+"value_offset", "size"} with `stack` the byte offset from the entry SP. `ctx_info` says which
+struct the register fields are in and whether it was read from the BTF or defaulted.
+"""
+
+from __future__ import annotations
+
+from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, RegPiece, ValueLayout
+
+
+def to_json(layout: ArchLayout) -> dict:
+    return {
+        "arch": layout.arch,
+        "ctx": layout.ctx.name,
+        "byte_order": layout.byte_order,
+        "pointer_size": layout.pointer_size,
+        "ctx_info": ctx_json(layout.ctx),
+        "functions": _functions(layout.functions),
+    }
+
+
+def _functions(functions) -> list[dict]:
+    # Functions sharing a prototype share its placed values (btfgen.place caches by prototype):
+    # convert each shared tuple once.
+    done: dict[int, tuple] = {}
+    out = []
+    for f in functions:
+        key = id(f.args)
+        hit = done.get(key)
+        if hit is None or hit[0] is not f.args or hit[1] is not f.ret:
+            d = function_json(f)
+            done[key] = (f.args, f.ret, d["args"], d["ret"])
+        else:
+            d = {"name": f.name, "btf_id": f.btf_id, "args": hit[2], "ret": hit[3],
+                 "variadic": f.variadic}
+        out.append(d)
+    return out
+
+
+def ctx_json(ctx: CtxInfo) -> dict:
+    return {
+        "name": ctx.name,
+        "struct": ctx.struct_name,
+        "size": ctx.size,
+        "source": ctx.source,
+        "sp": {"field": ctx.sp_field, "offset": ctx.sp_offset},
+        "registers": [
+            {"hwreg": r.hwreg, "field": r.field, "offset": r.offset, "size": r.size}
+            for r in ctx.registers
+        ],
+    }
+
+
+def function_json(f: FunctionLayout) -> dict:
+    return {
+        "name": f.name,
+        "btf_id": f.btf_id,
+        "args": [value_json(a, with_name=True) for a in f.args],
+        "ret": None if f.ret is None else value_json(f.ret, with_name=False),
+        "variadic": f.variadic,
+    }
+
+
+def value_json(v: ValueLayout, with_name: bool) -> dict:
+    out = {"name": v.name} if with_name else {}
+    out.update({
+        "type": v.type_name,
+        "size": v.size,
+        "signed": v.signed,
+        "pieces": [piece_json(p) for p in v.pieces],
+        "by_ref": v.by_ref,
+        "at_exit": v.at_exit,
+        "unavailable": v.unavailable,
+    })
+    return out
+
+
+def piece_json(p) -> dict:
+    if isinstance(p, RegPiece):
+        return {"reg": p.reg, "hwreg": p.hwreg, "ctx_offset": p.ctx_offset,
+                "reg_size": p.reg_size, "value_offset": p.value_offset, "size": p.size}
+    return {"stack": p.stack, "value_offset": p.value_offset, "size": p.size}

@@ -1,0 +1,383 @@
+"""The placement engine: run an ABI description's rules over function prototypes.
+
+For each value: classify its type (btfgen.abi.classify), take the first rule whose conditions
+hold, try its actions left to right, record where the bytes went. The engine knows register
+pools, stack slots and the trace-ctx map, and nothing about any particular architecture: every
+arch-specific fact is in btfgen/abi/arches/<arch>.abi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from btfgen.abi.classify import Classifier, Shape, pointer_shape
+from btfgen.abi.ctx import resolve_ctx
+from btfgen.abi.dsl import Action, Convention, Rule
+from btfgen.btf import types as T
+from btfgen.btf.cnames import c_spelling
+from btfgen.errors import ArchError
+from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, RegPiece, StackPiece, ValueLayout
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+class _NoPlace(Exception):
+    """An action found no room; the next alternative is tried."""
+
+
+@dataclass(slots=True)
+class _Alloc:
+    """Registers handed out so far per pool (by the pool's index), bytes of stack area used."""
+
+    next: list[int]
+    stack: int = 0
+
+
+# A located piece before the ctx map is applied: ("reg", hwreg, value_offset, size) or
+# ("stack", offset from entry SP, value_offset, size).
+_Raw = tuple
+
+
+class _Engine:
+    def __init__(self, conv: Convention, ctx: CtxInfo, classifier: Classifier):
+        self.conv = conv
+        self.ctx = ctx
+        self.classifier = classifier
+        self.word = conv.pointer_size
+        self.regmap = {r.hwreg: r for r in ctx.registers}
+        self.ptr = pointer_shape(conv.pointer_size)
+        self._rule_cache: dict[tuple, Rule | None] = {}
+        self._pool_index = {name: i for i, name in enumerate(conv.pools)}
+        # Placing one value depends only on its type and the allocation state before it, and
+        # kernels share prototypes between many functions: these two caches are what makes
+        # placing a whole vmlinux take seconds, not minutes.
+        self._arg_cache: dict[tuple, tuple] = {}
+        self._value_cache: dict[tuple, ValueLayout] = {}
+        self._proto_cache: dict[int, tuple] = {}
+        self._spell_cache: dict[int, str] = {}
+
+    def new_alloc(self) -> _Alloc:
+        return _Alloc([0] * len(self._pool_index))
+
+    def spell(self, t: T.Type) -> str:
+        name = self._spell_cache.get(t.id)
+        if name is None:
+            try:
+                name = c_spelling(t)
+            except T.TypeError_ as e:
+                name = f"<{e}>"
+            self._spell_cache[t.id] = name
+        return name
+
+    # -- rules ---------------------------------------------------------------------------------
+    def _match(self, rules: tuple[Rule, ...], shape: Shape, variadic: bool) -> Rule | None:
+        for rule in rules:
+            for c in rule.conds:
+                if c.kind == "flag" or c.kind == "not_flag":
+                    v = variadic if c.name == "variadic" else shape.flag(c.name)
+                    if v != (c.kind == "flag"):
+                        break
+                elif c.kind == "member":
+                    if shape.number(c.name) not in c.values:
+                        break
+                elif not _compare(shape.number(c.name), c.op, c.values[0]):
+                    break
+            else:
+                return rule
+        return None
+
+    def rule_for(self, which: str, key: int | None, shape: Shape, variadic: bool) -> Rule | None:
+        cache_key = (which, key, variadic)
+        if key is not None and cache_key in self._rule_cache:
+            return self._rule_cache[cache_key]
+        rules = self.conv.arg_rules if which == "args" else self.conv.ret_rules
+        rule = self._match(rules, shape, variadic)
+        if key is not None:
+            self._rule_cache[cache_key] = rule
+        return rule
+
+    # -- actions -------------------------------------------------------------------------------
+    def place_arg(self, shape: Shape, key: int | None, alloc: _Alloc, variadic: bool,
+                  nested: bool = False) -> tuple[list[_Raw], bool, str | None]:
+        """-> (raw pieces, by_ref, unavailable reason)."""
+        if shape.cls in ("opaque", "void"):
+            return [], False, shape.reason or "void is not a value"
+        rule = self.rule_for("args", key, shape, variadic)
+        if rule is None:
+            return [], False, (f"{self.conv.path}: no argument rule for a {shape.cls} of "
+                               f"{shape.size} bytes")
+        for act in rule.actions:
+            try:
+                if act.kind == "byref":
+                    if nested:
+                        raise _NoPlace
+                    pieces, _, why = self.place_arg(self.ptr, -1, alloc, variadic, True)
+                    return pieces, True, why
+                if act.kind == "unavailable":
+                    return [], False, act.reason
+                return self._act(act, shape, alloc), False, None
+            except _NoPlace:
+                continue
+        return [], False, f"{rule.where(self.conv.path)}: no action of this rule found a place"
+
+    def _act(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+        kind = act.kind
+        if kind == "regs":
+            return self._regs(act, shape, alloc)
+        if kind == "stack":
+            return self._stack(act, shape, alloc)
+        if kind == "chunks":
+            return self._chunks(act, shape, alloc)
+        if kind == "none":
+            return []
+        raise _NoPlace  # sret in an argument list: rejected by the parser, never reached
+
+    def _regs(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+        conv = self.conv
+        pool_name = act.pools[0]
+        pool = conv.pools[pool_name]
+        size = shape.size
+        if "per_member" in act.options:
+            count = shape.hfa_members or 1
+            width = size // count
+        else:
+            width = self.word
+            count = max(1, (size + width - 1) // width)
+        if conv.shared_slots:
+            return self._shared(act, pool, size, width, count, alloc)
+        pi = self._pool_index[pool_name]
+        start = alloc.next[pi]
+        if "even" in act.options:
+            start += start & 1
+        free = len(pool) - start
+        if count <= free:
+            alloc.next[pi] = start + count
+            return [("reg", pool[start + k], k * width, min(width, size - k * width))
+                    for k in range(count)]
+        if "split" in act.options and free > 0 and alloc.stack == 0:
+            # The first registers take the low-addressed bytes, the stack the rest (AAPCS C.5,
+            # RISC-V / LoongArch 2xXLEN with one register left).
+            pieces = [("reg", pool[start + k], k * width, width) for k in range(free)]
+            done = free * width
+            off = alloc.stack
+            alloc.stack = off + _round_up(size - done, conv.slot)
+            alloc.next[pi] = len(pool)
+            return pieces + [("stack", conv.stack_base + off, done, size - done)]
+        if pool_name in conv.close_on_miss:
+            alloc.next[pi] = len(pool)
+        raise _NoPlace
+
+    def _shared(self, act: Action, pool: tuple[str, ...], size: int, width: int, count: int,
+                alloc: _Alloc) -> list[_Raw]:
+        """Registers shadow the first stack slots (ppc64 ELFv2): one cursor for both."""
+        slot = self.conv.slot
+        first = _round_up(alloc.stack, slot) // slot
+        if "even" in act.options:
+            first += first & 1
+        if first >= len(pool) or (first + count > len(pool) and "split" not in act.options):
+            raise _NoPlace
+        pieces: list[_Raw] = []
+        for k in range(count):
+            if first + k < len(pool):
+                pieces.append(("reg", pool[first + k], k * width, min(width, size - k * width)))
+            else:
+                done = k * width
+                pieces.append(("stack", self.conv.stack_base + (first + k) * slot, done,
+                               size - done))
+                break
+        alloc.stack = (first + count) * slot
+        return pieces
+
+    def _chunks(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+        """System V x86-64: each eightbyte from the pool of its class, all or none."""
+        int_pool, fp_pool = act.pools
+        classes = shape.sysv or ("INTEGER",) * max(1, (shape.size + 7) // 8)
+        want = {int_pool: classes.count("INTEGER"), fp_pool: classes.count("SSE")}
+        pools = self.conv.pools
+        index = self._pool_index
+        for name, n in want.items():
+            if alloc.next[index[name]] + n > len(pools[name]):
+                if name in self.conv.close_on_miss:
+                    alloc.next[index[name]] = len(pools[name])
+                raise _NoPlace
+        pieces: list[_Raw] = []
+        for k, cls in enumerate(classes):
+            name = int_pool if cls == "INTEGER" else fp_pool
+            idx = alloc.next[index[name]]
+            alloc.next[index[name]] = idx + 1
+            pieces.append(("reg", pools[name][idx], 8 * k, min(8, shape.size - 8 * k)))
+        return pieces
+
+    def _stack(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+        conv = self.conv
+        align = conv.slot
+        if act.align == "natural":
+            align = max(conv.slot, shape.align)
+        elif isinstance(act.align, int):
+            align = max(conv.slot, act.align)
+        off = _round_up(alloc.stack, align)
+        size = shape.size
+        alloc.stack = off + _round_up(size, conv.slot)
+        pos = conv.stack_base + off
+        if conv.byte_order == "big" and size < conv.slot:
+            pos += conv.slot - size  # right-justified in its slot
+        return [("stack", pos, 0, size)]
+
+    # -- results -------------------------------------------------------------------------------
+    def pieces(self, raw: list[_Raw]) -> tuple[tuple, str | None]:
+        out = []
+        for p in raw:
+            if p[0] == "reg":
+                r = self.regmap.get(p[1])
+                if r is None:
+                    return (), f"in {p[1]}, which {self.ctx.struct_name} does not hold"
+                out.append(RegPiece(r.field, r.hwreg, r.offset, r.size, p[2], p[3]))
+            else:
+                out.append(StackPiece(p[1], p[2], p[3]))
+        return tuple(out), None
+
+    def function(self, func: T.Func) -> FunctionLayout:
+        proto_id = func.type_id
+        hit = self._proto_cache.get(proto_id)
+        if hit is None:
+            hit = self._proto(func.proto)
+            self._proto_cache[proto_id] = hit
+        args, ret, variadic = hit
+        return FunctionLayout(func.name, func.id, args, ret, variadic)
+
+    def _proto(self, proto: T.FuncProto) -> tuple:
+        variadic = proto.variadic
+        alloc = self.new_alloc()
+        ret_t = proto.ret
+        ret_shape = self.classifier.shape(ret_t)
+        ret_plan = None
+        sret_raw: list[_Raw] = []
+        sret_why = None
+        if ret_shape.cls != "void":
+            # The return is decided first: a hidden struct-return pointer may shift the arguments.
+            ret_plan = self._ret_plan(ret_shape, proto.ret_id, variadic)
+            if ret_plan[0] == "sret":
+                if self.conv.sret_mode == "arg":
+                    sret_raw, _, sret_why = self.place_arg(self.ptr, -1, alloc, variadic)
+                else:
+                    sret_raw = [("reg", self.conv.sret_reg, 0, self.word)]
+        args = tuple(self._arg(p, alloc, variadic) for p in proto.params)
+        ret = None
+        if ret_plan is not None:
+            ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
+        return args, ret, variadic
+
+    def _arg(self, param: T.Param, alloc: _Alloc, variadic: bool) -> ValueLayout:
+        """One argument's layout. Where a value goes depends only on its type and the allocation
+        state before it; the layout object also on its name (`struct file *file` first is one
+        object for thousands of functions). Both are memoized."""
+        state = (param.type_id, variadic, alloc.stack, *alloc.next)
+        hit = self._arg_cache.get(state)
+        if hit is None:
+            t = param.type
+            shape = self.classifier.shape(t)
+            raw, by_ref, why = self.place_arg(shape, param.type_id, alloc, variadic)
+            pieces: tuple = ()
+            if why is None:
+                pieces, why = self.pieces(raw)
+            hit = (pieces, by_ref, why, shape, tuple(alloc.next), alloc.stack)
+            self._arg_cache[state] = hit
+        else:
+            alloc.next[:] = hit[4]
+            alloc.stack = hit[5]
+        key = (param.name, state)
+        value = self._value_cache.get(key)
+        if value is None:
+            pieces, by_ref, why, shape = hit[:4]
+            t = param.type
+            value = ValueLayout(param.name, t, self.spell(t), shape.size, pieces, by_ref, False,
+                                why, shape.signed and shape.cls in ("integer", "enum"))
+            self._value_cache[key] = value
+        return value
+
+    def _ret_plan(self, shape: Shape, key: int, variadic: bool) -> tuple[str, object]:
+        """-> ("regs", raw pieces) | ("sret", None) | ("unavailable", reason)."""
+        if shape.cls == "opaque":
+            return "unavailable", shape.reason
+        rule = self.rule_for("ret", key, shape, variadic)
+        if rule is None:
+            return "unavailable", (f"{self.conv.path}: no return rule for a {shape.cls} of "
+                                   f"{shape.size} bytes")
+        for act in rule.actions:
+            if act.kind == "sret":
+                return "sret", None
+            if act.kind == "unavailable":
+                return "unavailable", act.reason
+            try:
+                return "regs", self._act(act, shape, self.new_alloc())
+            except _NoPlace:
+                continue
+        return "unavailable", f"{rule.where(self.conv.path)}: no action of this rule found a place"
+
+    def _ret(self, t: T.Type, shape: Shape, plan: tuple[str, object], sret_raw: list[_Raw],
+             sret_why: str | None) -> ValueLayout:
+        name = self.spell(t)
+        signed = shape.signed and shape.cls in ("integer", "enum")
+
+        def value(pieces=(), by_ref=False, at_exit=False, why=None) -> ValueLayout:
+            return ValueLayout("", t, name, shape.size, pieces, by_ref, at_exit, why, signed)
+
+        kind, data = plan
+        if kind == "unavailable":
+            return value(why=data)
+        if kind == "regs":
+            pieces, why = self.pieces(data)
+            return value(pieces, at_exit=why is None, why=why)
+        if self.conv.sret_exit:
+            pieces, why = self.pieces([("reg", self.conv.sret_exit, 0, self.word)])
+            if why is None:
+                return value(pieces, by_ref=True, at_exit=True)
+        # Only the entry-time pointer is promised: a copy saved at entry finds the value.
+        if sret_why is not None:
+            return value(by_ref=True, why=sret_why)
+        pieces, why = self.pieces(sret_raw)
+        return value(pieces, by_ref=True, why=why)
+
+
+def _compare(a: int, op: str, b: int) -> bool:
+    if op == "<=":
+        return a <= b
+    if op == "<":
+        return a < b
+    if op == ">=":
+        return a >= b
+    if op == ">":
+        return a > b
+    if op == "==":
+        return a == b
+    return a != b
+
+
+def _engine(types, conv: Convention, ctx: str) -> _Engine:
+    size = getattr(types, "pointer_size", conv.pointer_size)
+    if size != conv.pointer_size:
+        where = getattr(types, "path", "the type table")
+        raise ArchError(f"{where}: pointers are {size} bytes, but arch {conv.name} has "
+                        f"{conv.pointer_size}-byte pointers")
+    order = getattr(types, "byte_order", conv.byte_order)
+    if order != conv.byte_order:
+        where = getattr(types, "path", "the type table")
+        raise ArchError(f"{where}: {order}-endian BTF, but arch {conv.name} is "
+                        f"{conv.byte_order}-endian")
+    return _Engine(conv, resolve_ctx(types, conv, ctx), Classifier(conv.max_align))
+
+
+def place_functions(types, conv: Convention, funcs: Iterable[T.Func],
+                    ctx: str = "pt_regs") -> ArchLayout:
+    """Place every function of `funcs` (FUNC types of `types`) with `conv`, for `ctx`."""
+    engine = _engine(types, conv, ctx)
+    layouts = tuple(engine.function(f) for f in funcs)
+    return ArchLayout(conv.name, conv.byte_order, conv.pointer_size, engine.ctx, layouts)
+
+
+def place_function(types, conv: Convention, func: T.Func, ctx: str = "pt_regs") -> FunctionLayout:
+    """One function; for many, `place_functions` shares the per-type caches."""
+    return _engine(types, conv, ctx).function(func)

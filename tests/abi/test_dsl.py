@@ -1,0 +1,70 @@
+"""The description language: every shipped description parses; broken ones fail with
+"file:line:col: what", one line; a prototype the rules cannot place is reported, not fatal."""
+
+from __future__ import annotations
+
+import pytest
+
+from abi_corpus import available, protos_btf
+from btfgen.abi.dsl import parse_text
+from btfgen.abi.arches import conventions
+from btfgen.errors import AbiError
+from btfgen.place import place_functions
+from btfgen.resources import arches_dir
+
+RISCV64 = (arches_dir() / "riscv64.abi").read_text()
+
+
+def test_all_nine_descriptions_parse():
+    assert sorted(c.name for c in conventions()) == sorted(
+        ["x86_64", "i386", "arm64", "riscv64", "riscv32", "loongarch64", "s390x", "ppc64le", "arm"])
+    for c in conventions():
+        assert set(c.ctxs) == {"pt_regs", "ftrace_regs"}, c.name
+
+
+def line_col(text: str, pos: int) -> tuple[int, int]:
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+@pytest.mark.parametrize("old,new,at,message", [
+    ("regs(gpr) | stack;", "regs(gpr) stack;", "stack;", "expected ';' or '|', got 'stack'"),
+    ("pointer 8;", "pointer 8", "endian", "expected ';', got 'endian'"),
+    ("when size <= 8", "when sizee <= 8", "sizee", "unknown quantity 'sizee'"),
+    ("regs(gpr) | stack;", "regs(fpr) | stack;", "regs(fpr)", "unknown register pool fpr"),
+    ("regs(gpr, split)", "regs(gpr, splt)", "splt", "unknown regs() option 'splt'"),
+    ("a0 = a0 @ 80;", "a0 = a0 @ ;", ";", "expected NUMBER, got ';'"),
+    ("arch riscv64 {", "arch riscv64 $", "$", "unexpected character '$'"),
+])
+def test_syntax_and_meaning_errors_point_at_the_text(old, new, at, message):
+    text = RISCV64.replace(old, new, 1)
+    line, col = line_col(text, text.index(at, text.index(new)))
+    with pytest.raises(AbiError) as e:
+        parse_text(text, "riscv64.abi")
+    msg = str(e.value)
+    assert msg.startswith(f"riscv64.abi:{line}:{col}: ") and message in msg
+    assert "\n" not in msg
+
+
+def test_missing_required_property():
+    with pytest.raises(AbiError, match=r"^x\.abi:1:1: arch x: missing `endian`$"):
+        parse_text("arch x { pointer 8; }", "x.abi")
+
+
+def test_unplaceable_values_are_reported_and_the_run_continues():
+    if not available("riscv64"):
+        pytest.skip("no riscv64 toolchain")
+    # A description that knows only words: doubles, structs and wide returns have no rule.
+    text = RISCV64.replace("when size <= 16 => regs(gpr, split) | stack(align natural);", "")
+    text = text.replace("otherwise => byref;", "when float => unavailable(\"no floats here\");")
+    text = text.replace("when size <= 16 => regs(ret);", "when size <= 8 => regs(ret);")
+    text = text.replace("otherwise => sret;", "")
+    conv = parse_text(text, "words.abi")
+    btf = protos_btf("riscv64")
+    funcs = {f.name: f for f in btf.funcs()}
+    lay = place_functions(btf, conv, [funcs["f_7s16"], funcs["r_s16"], funcs["f_ll"]])
+    f_7s16, r_s16, f_ll = lay.functions
+    s = f_7s16.args[7]
+    assert s.pieces == () and s.unavailable.startswith("words.abi: no argument rule for")
+    assert f_7s16.args[8].pieces[0].hwreg == "a7"  # later arguments still placed
+    assert r_s16.ret.unavailable.startswith("words.abi: no return rule for")
+    assert [a.pieces[0].hwreg for a in f_ll.args] == ["a0", "a1", "a2"]
