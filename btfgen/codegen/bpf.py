@@ -1,0 +1,242 @@
+"""The view model of the generated BPF C header: every number and name the template prints,
+computed here (the template only loops and branches)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from btfgen.codegen.cdecl import CTypes, Definition
+from btfgen.codegen.names import Namespace, c_comment, c_ident
+from btfgen.decoding import generic
+from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout
+
+RETPTR_FIELD = "btfgen_retptr"
+
+# `__TARGET_ARCH_<x>` as libbpf's bpf_tracing.h spells it.
+TARGET_ARCH = {
+    "x86_64": "x86", "i386": "x86", "arm64": "arm64", "arm": "arm", "riscv64": "riscv",
+    "riscv32": "riscv", "loongarch64": "loongarch", "s390x": "s390", "ppc64le": "powerpc",
+}
+MAX_SCALAR_ALIGN = {"i386": 4}
+
+# A function's block is rendered once per prototype with these in place of its own name, id and
+# comment. NUL appears in nothing else the generator prints (names and comments are sanitised).
+CNAME, BTF_ID, COMMENT = "\0C", "\0I", "\0M"
+
+
+@dataclass(frozen=True, slots=True)
+class PieceView:
+    reg: bool  # a register (ctx load) or a stack slot (probe read)
+    src: int  # ctx offset of the register field, or offset from the entry SP
+    rtype: str  # the register field's C type
+    skip: int  # bytes to skip in the register to reach its least significant `size` bytes
+    size: int
+    dst: int  # offset into the value
+    what: str  # comment: register or stack slot
+
+
+@dataclass(frozen=True, slots=True)
+class ValueView:
+    field: str  # member of the args struct ("value" for the return struct)
+    decl: str | None  # the member declaration; None: unavailable
+    comment: str
+    size: int
+    by_ref: bool
+    pieces: tuple[PieceView, ...]
+    check: bool = False  # assert the declaration's size (it names a vmlinux.h type)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionView:
+    cname: str
+    comment: str
+    btf_id: int | str
+    args: tuple[ValueView, ...]
+    ret: ValueView | None
+    ret_via_entry: bool  # the returned struct is read through the pointer saved at entry
+    retptr: tuple[PieceView, ...]  # its pieces at entry
+
+
+@dataclass(frozen=True, slots=True)
+class SpecOpsView:
+    nentry: int
+    nexit: int
+    ptr_size: int
+    ops: tuple[generic.Op, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecView:
+    cname: str
+    btf_id: int
+    ops: str  # the rendered SpecOpsView
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderView:
+    guard: str
+    arch: str
+    target_arch: str
+    big_endian: bool
+    pointer_size: int
+    ptr_type: str
+    ctx_name: str
+    ctx_struct: str
+    sp_offset: int
+    sp_type: str
+    self_contained: bool
+    forwards: tuple[tuple[str, str], ...]
+    definitions: tuple[Definition, ...]
+    max_ops: int
+    data_size: int
+    op_limit: int
+
+
+def reg_type(size: int) -> str:
+    return "__u64" if size == 8 else "__u32" if size == 4 else f"__u{size * 8}"
+
+
+def _pieces(v_pieces, big: bool, cache: dict | None = None) -> tuple[PieceView, ...]:
+    # Placement hands equal pieces out as one tuple (its per-type cache): view each once.
+    if cache is None:
+        return _view_pieces(v_pieces, big)
+    hit = cache.get(id(v_pieces))
+    if hit is not None and hit[0] is v_pieces:
+        return hit[1]
+    out = _view_pieces(v_pieces, big)
+    cache[id(v_pieces)] = (v_pieces, out)  # holding the tuple keeps its id from being reused
+    return out
+
+
+def _view_pieces(v_pieces, big: bool) -> tuple[PieceView, ...]:
+    out = []
+    for p in v_pieces:
+        if isinstance(p, RegPiece):
+            skip = p.reg_size - p.size if big else 0
+            out.append(PieceView(True, p.ctx_offset, reg_type(p.reg_size), skip, p.size,
+                                 p.value_offset, c_comment(f"{p.hwreg} (ctx->{p.reg})")))
+        else:
+            out.append(PieceView(False, p.stack, "", 0, p.size, p.value_offset,
+                                 f"stack +{p.stack}"))
+    return tuple(out)
+
+
+def _where(v: ValueLayout) -> str:
+    parts = []
+    for p in v.pieces:
+        parts.append(p.hwreg if isinstance(p, RegPiece) else f"stack+{p.stack}")
+    where = ", ".join(parts)
+    return f"by reference via {where}" if v.by_ref else where
+
+
+def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNAME,
+                  comment: str = COMMENT, btf_id: int | str = BTF_ID,
+                  cache: dict | None = None) -> FunctionView:
+    fields = Namespace(reserved={RETPTR_FIELD})
+    args = []
+    for i, a in enumerate(f.args):
+        field = fields.take(a.name or f"arg{i}")
+        label = c_comment(f"{a.name or f'arg{i}'}: {a.type_name}")
+        if a.unavailable is not None:
+            args.append(ValueView(field, None, f"{label}: unavailable: {c_comment(a.unavailable)}",
+                                  a.size, a.by_ref, ()))
+            continue
+        decl = ctypes.declare(a.type, field)
+        args.append(ValueView(field, decl, f"{label} ({c_comment(_where(a))})", a.size, a.by_ref,
+                              _pieces(a.pieces, big, cache), ctypes.external))
+    ret = None
+    via_entry = False
+    retptr: tuple[PieceView, ...] = ()
+    if f.ret is not None:
+        r = f.ret
+        label = c_comment(f"returns {r.type_name}")
+        if r.unavailable is not None:
+            ret = ValueView("value", None, f"{label}: unavailable: {c_comment(r.unavailable)}",
+                            r.size, r.by_ref, ())
+        else:
+            via_entry = r.by_ref and not r.at_exit
+            pieces = _pieces(r.pieces, big, cache)
+            if via_entry:
+                retptr, pieces = pieces, ()
+            ret = ValueView("value", ctypes.declare(r.type, "value"),
+                            f"{label} ({c_comment(_where(r))})", r.size, r.by_ref, pieces)
+    return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr)
+
+
+def function_comment(f: FunctionLayout) -> str:
+    return c_comment(f"{f.name} (BTF id {f.btf_id})" + (", variadic" if f.variadic else ""))
+
+
+def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render) -> list[str]:
+    """Each function's decoders: `render(view)` once per prototype (functions of one prototype
+    share their argument layouts), then the function's own name, id and comment put in."""
+    big = arch.byte_order == "big"
+    cache: dict[tuple, str] = {}
+    pieces: dict = {}
+    out = []
+    for f, cname in zip(arch.functions, names):
+        key = (id(f.args), id(f.ret))
+        text = cache.get(key)
+        if text is None:
+            text = cache[key] = render(function_view(f, ctypes, big, cache=pieces))
+        out.append(text.replace(CNAME, cname).replace(BTF_ID, str(f.btf_id))
+                   .replace(COMMENT, function_comment(f)))
+    return out
+
+
+def function_names(functions: tuple[FunctionLayout, ...]) -> list[str]:
+    """C names for the functions: sanitised; a name several functions share (static functions in
+    different files), or that collides once sanitised, gets the BTF id."""
+    counts: dict[str, int] = {}
+    for f in functions:
+        counts[f.name] = counts.get(f.name, 0) + 1
+    ns = Namespace()
+    out = []
+    for f in functions:
+        if counts[f.name] > 1:
+            out.append(ns.take(f"{c_ident(f.name)}__{f.btf_id}"))
+        else:
+            out.append(ns.take(f.name, str(f.btf_id)))
+    return out
+
+
+def c_types(arch: ArchLayout, table, self_contained: bool) -> CTypes:
+    return CTypes(table, arch.pointer_size, "self" if self_contained else "vmlinux",
+                  max_align=MAX_SCALAR_ALIGN.get(arch.arch, 2 * arch.pointer_size))
+
+
+def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
+    """The header around the function blocks; after them, so it has every definition."""
+    big = arch.byte_order == "big"
+    ctx = arch.ctx
+    return HeaderView(
+        guard=c_ident(guard).upper(),
+        arch=c_comment(arch.arch),
+        target_arch=TARGET_ARCH.get(arch.arch, c_ident(arch.arch)),
+        big_endian=big,
+        pointer_size=arch.pointer_size,
+        ptr_type=reg_type(arch.pointer_size),
+        ctx_name=c_comment(ctx.name),
+        ctx_struct=c_comment(ctx.struct_name),
+        sp_offset=ctx.sp_offset,
+        sp_type=reg_type(arch.pointer_size),
+        self_contained=ctypes.mode == "self",
+        forwards=tuple(sorted(ctypes.forwards.values(), key=lambda kv: kv[1])),
+        definitions=tuple(ctypes.definitions),
+        max_ops=generic.MAX_OPS,
+        data_size=generic.DATA_SIZE,
+        op_limit=generic.OP_LIMIT,
+    )
+
+
+def spec_views(arch: ArchLayout, names: list[str], plans, render) -> tuple[SpecView, ...]:
+    """The table rows; `render(SpecOpsView)` once per distinct plan."""
+    cache: dict[int, str] = {}
+    out = []
+    for f, n, p in zip(arch.functions, names, plans):
+        ops = cache.get(id(p))
+        if ops is None:
+            ops = cache[id(p)] = render(SpecOpsView(len(p.entry_ops), len(p.exit_ops),
+                                                    arch.pointer_size, p.entry_ops + p.exit_ops))
+        out.append(SpecView(n, f.btf_id, ops))
+    return tuple(out)

@@ -1,0 +1,168 @@
+"""All generated files for one placed arch: name -> content. Pure (no I/O), deterministic.
+
+Kernels have about half as many distinct prototypes as functions, and placement hands functions
+of one prototype the same argument tuples: everything below that depends only on the layout is
+computed once per prototype (keyed by those tuples' identity) and the function's own name and id
+are put in afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from btfgen.codegen import bpf, python
+from btfgen.codegen.names import c_ident, py_ident
+from btfgen.codegen.render import environment
+from btfgen.decoding import generic
+from btfgen.decoding.describe import function_desc
+from btfgen.layout import ArchLayout, FunctionLayout
+
+LANGS = ("bpf", "python", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Output file names for one arch."""
+
+    header: str
+    specs: str
+    module: str
+    manifest: str
+
+
+def file_names(arch: str) -> Names:
+    a = c_ident(arch)
+    return Names("btfgen.bpf.h", "btfgen_specs.h", f"btfgen_{py_ident(a)}.py", "layout.json")
+
+
+def _key(f: FunctionLayout) -> tuple[int, int]:
+    return (id(f.args), id(f.ret))
+
+
+def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
+    cache: dict[tuple, generic.GenericPlan] = {}
+    out = []
+    for f in arch.functions:
+        p = cache.get(_key(f))
+        if p is None:
+            p = cache[_key(f)] = generic.plan(f, arch.byte_order, arch.pointer_size)
+        out.append(p)
+    return out
+
+
+def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
+             specs_table: bool = True) -> dict[str, str]:
+    names = file_names(arch.arch)
+    gplans = plans(arch) if "bpf" in langs or "python" in langs else []
+    out: dict[str, str] = {}
+    if "bpf" in langs:
+        cnames = bpf.function_names(arch.functions)
+        out.update(bpf_files(arch, table, cnames, gplans, self_contained, specs_table, names))
+    if "python" in langs:
+        out[names.module] = python_module(arch, gplans)
+    if "json" in langs:
+        out[names.manifest] = manifest_text(arch)
+    return out
+
+
+def bpf_files(arch, table, cnames, gplans, self_contained, specs_table, names) -> dict[str, str]:
+    env = environment()
+    ctypes = bpf.c_types(arch, table, self_contained)
+    func_t = env.get_template("bpf_function.h.j2")
+    ptr = _PtrType(bpf.reg_type(arch.pointer_size))
+    blocks = bpf.function_blocks(arch, cnames, ctypes, lambda f: func_t.render(f=f, h=ptr))
+    h = bpf.header_view(arch, ctypes, guard=f"BTFGEN_{arch.arch}_H")
+    out = {names.header: env.get_template("bpf.h.j2").render(h=h, blocks=blocks)}
+    if specs_table:
+        ops_t = env.get_template("spec_ops.h.j2")
+        specs = bpf.spec_views(arch, cnames, gplans, lambda s: ops_t.render(s=s))
+        out[names.specs] = env.get_template("specs.h.j2").render(h=h, specs=specs)
+    return out
+
+
+class _PtrType:
+    """What the function template needs of the header before the header is complete."""
+
+    __slots__ = ("ptr_type",)
+
+    def __init__(self, ptr_type: str):
+        self.ptr_type = ptr_type
+
+
+def python_module(arch: ArchLayout, gplans) -> str:
+    lits = python.Literals()
+    memo: dict = {}
+    counts: dict[str, int] = {}
+    for f in arch.functions:
+        counts[f.name] = counts.get(f.name, 0) + 1
+    cache: dict[tuple, str] = {}
+    funcs = []
+    taken: set[str] = set()
+    for f, p in zip(arch.functions, gplans):
+        tail = cache.get(_key(f))
+        if tail is None:
+            desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
+            order, psize, args, ret, fast, record = desc[2:]
+            ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
+                   tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops))
+            parts = [lits.value_text(a) for a in args]
+            args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
+            ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"
+            tail = cache[_key(f)] = (f"{order!r}, {psize}, ({args_text}), {ret_text}, "
+                                     f"{fast!r}, {record!r}), {ops!r}")
+        key = f.name if counts[f.name] == 1 else f"{f.name}__{f.btf_id}"
+        while key in taken:  # only a hostile BTF gets here: names made to collide
+            key += "_"
+        taken.add(key)
+        funcs.append((repr(key), f"(({f.name!r}, {f.btf_id}, {tail})"))
+    view = python.ModuleView(
+        title=f"{py_ident(arch.arch)} ({py_ident(arch.ctx.name)})",
+        arch=repr(arch.arch), byte_order=repr(arch.byte_order), pointer_size=arch.pointer_size,
+        ctx=repr(arch.ctx.name), runtime=python.runtime_source(), types=tuple(lits.entries),
+        functions=tuple(funcs), spec_order=repr("<" if arch.byte_order == "little" else ">"),
+        max_ops=generic.MAX_OPS)
+    return environment().get_template("decoder.py.j2").render(m=view)
+
+
+def manifest_text(arch: ArchLayout) -> str:
+    """The manifest as compact JSON: each prototype's part serialised once, every function's
+    name and id spliced in (the same text `json.dumps(manifest(arch))` gives)."""
+    from btfgen.layout_json import function_json, to_json
+
+    doc = to_json(ArchLayout(arch.arch, arch.byte_order, arch.pointer_size, arch.ctx, ()))
+    head = json.dumps(doc, separators=(",", ":"))
+    marker = '"functions":[]}'
+    if not head.endswith(marker):
+        return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
+    cache: dict[tuple, str] = {}
+    parts = []
+    for f in arch.functions:
+        rest = cache.get(_key(f))
+        if rest is None:
+            d = function_json(f)
+            if list(d)[:2] != ["name", "btf_id"]:
+                return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
+            del d["name"], d["btf_id"]
+            rest = cache[_key(f)] = json.dumps(d, separators=(",", ":"))[1:]
+        parts.append(f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rest}')
+    return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
+
+
+def manifest(arch: ArchLayout) -> dict:
+    """`btfgen layout --json`'s document (btfgen.layout_json), one function dict per prototype
+    copied with the function's own name and id."""
+    from btfgen.layout_json import function_json, to_json
+
+    doc = to_json(ArchLayout(arch.arch, arch.byte_order, arch.pointer_size, arch.ctx, ()))
+    cache: dict[tuple, dict] = {}
+    functions = []
+    for f in arch.functions:
+        d = cache.get(_key(f))
+        if d is None:
+            d = cache[_key(f)] = function_json(f)
+        d = dict(d)
+        d["name"], d["btf_id"] = f.name, f.btf_id
+        functions.append(d)
+    doc["functions"] = functions
+    return doc

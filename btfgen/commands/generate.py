@@ -1,0 +1,139 @@
+"""Generate BPF C and Python decoders of function arguments (the default command).
+
+`btfgen` alone generates for the running kernel (/sys/kernel/btf/vmlinux, the host's arch);
+`btfgen vmlinux --arch riscv` is the build-step form. Functions are chosen by name, glob or a
+file of names (default: all). Files are written atomically and only when their content changed.
+Exit status: 0 ok, 1 some requested functions are missing (named on stderr), 2 bad usage/input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from btfgen.errors import BtfgenError
+
+DEFAULT_BTF = "/sys/kernel/btf/vmlinux"
+LANGS = ("bpf", "python", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("btf", nargs="?", default=DEFAULT_BTF, metavar="BTF",
+                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_BTF})")
+    parser.add_argument("--base", metavar="BASE", help="base BTF of a split BTF (a module's)")
+    parser.add_argument("--arch",
+                        help="target arch (default: the BTF's ELF machine, else the host)")
+    parser.add_argument("--func", action="append", default=[], metavar="NAME",
+                        help="a function name or glob (repeatable; default: every function)")
+    parser.add_argument("--funcs-file", metavar="F",
+                        help="a file of function names or globs, one per line, # comments")
+    parser.add_argument("--ctx", choices=("pt_regs", "ftrace_regs"), default="pt_regs",
+                        help="the trace ctx the register pieces refer to (default: pt_regs)")
+    parser.add_argument("--lang", default=",".join(LANGS),
+                        help="comma-separated outputs among bpf, python, json (default: all)")
+    parser.add_argument("-o", "--output", metavar="DIR",
+                        help="output directory (default: generated/<arch>/)")
+    parser.add_argument("--self-contained", action="store_true",
+                        help="the BPF header defines the types it needs (no vmlinux.h); "
+                             "always on for 32-bit targets")
+    parser.add_argument("--no-specs", action="store_true",
+                        help="do not write the generic decoder's C table (btfgen_specs.h)")
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    noise.add_argument("-v", "--verbose", action="store_true",
+                       help="list partly decodable functions and files written")
+
+
+class _Progress:
+    """Stage names on a terminal, overwritten in place; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        if self.enabled:
+            t = time.monotonic() - self.start
+            sys.stderr.write(f"\r\x1b[Kbtfgen: {t:5.1f}s {what}")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def parse_langs(text: str) -> tuple[str, ...]:
+    langs = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in langs if x not in LANGS]
+    if bad or not langs:
+        raise BtfgenError(f"--lang: {', '.join(bad) or 'nothing'}: choose among {', '.join(LANGS)}")
+    return langs
+
+
+def read_funcs_file(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise BtfgenError(f"{path}: {e.strerror or e}") from None
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out.append(line)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    langs = parse_langs(args.lang)
+    wanted = list(args.func)
+    if args.funcs_file:
+        wanted += read_funcs_file(args.funcs_file)
+    progress = _Progress(not args.quiet)
+
+    from btfgen.btf.reader import open_btf
+    from btfgen.decode import convention_for
+
+    progress("reading BTF")
+    btf = open_btf(args.btf, base=args.base)
+    conv = convention_for(btf, args.arch)
+    from btfgen.codegen.select import select_functions
+
+    funcs, missing = select_functions(btf, wanted)
+    progress(f"placing {len(funcs)} functions")
+    from btfgen.place import place_functions
+
+    arch = place_functions(btf, conv, funcs, ctx=args.ctx)
+    progress("generating " + ", ".join(langs))
+    from btfgen.codegen.outputs import generate
+    from btfgen.codegen.summary import summarize
+    from btfgen.codegen.write import write_if_changed
+
+    self_contained = args.self_contained or arch.pointer_size != 8
+    files = generate(arch, btf, langs, self_contained=self_contained,
+                     specs_table=not args.no_specs)
+    outdir = Path(args.output) if args.output else Path("generated") / arch.arch
+    progress(f"writing {outdir}")
+    written = [name for name, text in sorted(files.items())
+               if write_if_changed(outdir / name, text)]
+    progress.done()
+    if not args.quiet:
+        print(summarize(arch, outdir, len(files), len(written)), file=sys.stderr)
+    if args.verbose:
+        for name in written:
+            print(f"btfgen: wrote {outdir / name}", file=sys.stderr)
+        for line in summarize_partial(arch):
+            print(line, file=sys.stderr)
+    if missing:
+        print(f"btfgen: not in {args.btf}: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def summarize_partial(arch) -> list[str]:
+    from btfgen.codegen.summary import partial_reasons
+
+    return [f"btfgen: partly decodable: {f.name}: {'; '.join(reasons)}"
+            for f, reasons in partial_reasons(arch)]

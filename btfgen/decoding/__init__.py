@@ -1,0 +1,1 @@
+"""Decoding trace-ctx bytes into typed values: the stdlib-only runtime and its descriptors."""

@@ -1,0 +1,136 @@
+"""Descriptors (plain tuples, see `runtime`) from the type model and a function's layout.
+
+The same descriptors drive the library decoder and are printed as literals into generated Python
+modules, so both decode identically.
+"""
+
+from __future__ import annotations
+
+from btfgen.btf import types as T
+from btfgen.decoding.generic import GenericPlan, piece_source
+from btfgen.decoding.generic import plan as generic_plan
+from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
+
+MAX_DEPTH = 32
+
+
+def type_desc(t: T.Type, memo: dict | None = None) -> tuple:
+    """The descriptor of `t`; `memo` (by type id) makes one type one shared descriptor object,
+    which a generated module then prints once."""
+    try:
+        return _type_desc(t, 0, {} if memo is None else memo)
+    except T.TypeError_:
+        return ("bytes", 0)
+
+
+def _type_desc(t: T.Type, depth: int, memo: dict) -> tuple:
+    t = T.strip(t)
+    hit = memo.get(t.id)
+    if hit is not None and t.id:
+        return hit
+    d = _build(t, depth, memo)
+    memo[t.id] = d
+    return d
+
+
+def _build(t: T.Type, depth: int, memo: dict) -> tuple:
+    if depth > MAX_DEPTH:
+        return ("bytes", T.size_of(t))
+    if isinstance(t, T.Int):
+        if t.is_bool:
+            return ("bool", t.size)
+        return ("int", t.size, t.signed)
+    if isinstance(t, T.Enum):
+        names: dict[int, str] = {}
+        for v in t.values:
+            names.setdefault(v.value, v.name)
+        return ("enum", t.size, t.signed, names)
+    if isinstance(t, T.Ptr):
+        return ("ptr", t.table.pointer_size)
+    if isinstance(t, T.Float):
+        return ("float", t.size)
+    if isinstance(t, T.Array):
+        elem = T.strip(t.elem)
+        if isinstance(elem, T.Int) and elem.size == 1 and not elem.is_bool:
+            return ("chars", t.nelems)
+        return ("array", t.nelems, T.size_of(elem), _type_desc(elem, depth + 1, memo))
+    if isinstance(t, T.Composite):
+        tag = "struct" if isinstance(t, T.Struct) else "union"
+        return (tag, t.size, tuple(_members(t, 0, depth, memo)))
+    return ("bytes", T.size_of(t))
+
+
+def _members(t: T.Composite, base_bits: int, depth: int, memo: dict):
+    """Members as (name, bit_offset, bit_size, type); an anonymous struct/union member's own
+    members are lifted into its parent, as C lets you name them."""
+    for m in t.members:
+        mt = T.strip(m.type)
+        if not m.name:
+            if isinstance(mt, T.Composite) and not m.bitfield_size and depth < MAX_DEPTH:
+                yield from _members(mt, base_bits + m.bit_offset, depth + 1, memo)
+            continue  # an unnamed bitfield is padding
+        yield (m.name, base_bits + m.bit_offset, m.bitfield_size, _type_desc(mt, depth + 1, memo))
+
+
+def value_desc(v: ValueLayout, byte_order: str, memo: dict | None = None) -> tuple:
+    pieces = []
+    for p in v.pieces:
+        source, src = piece_source(p, byte_order)
+        pieces.append((source, src, p.size, p.value_offset))
+    return (v.name, type_desc(v.type, memo), v.size, tuple(pieces), v.by_ref, v.unavailable)
+
+
+_CODES = {1: "bB", 2: "hH", 4: "iI", 8: "qQ"}
+
+
+def fast_format(f: FunctionLayout, args: tuple, byte_order: str):
+    """(struct format, permutation) reading every argument in one go, or None when some argument
+    is not one whole scalar in one register."""
+    spots = []
+    for v, d in zip(f.args, args):
+        tdesc = d[1]
+        if v.unavailable is not None or v.by_ref or len(v.pieces) != 1:
+            return None
+        (p,) = v.pieces
+        if not isinstance(p, RegPiece) or p.size != v.size or v.size not in _CODES:
+            return None
+        if tdesc[0] == "int":
+            code = _CODES[v.size][0 if tdesc[2] else 1]
+        elif tdesc[0] == "ptr":
+            code = _CODES[v.size][1]
+        elif tdesc[0] == "bool" and v.size == 1:
+            code = "?"
+        else:
+            return None
+        spots.append((d[3][0][1], v.size, code))
+    order = sorted(range(len(spots)), key=lambda i: spots[i][0])
+    fmt, pos = ["<" if byte_order == "little" else ">"], 0
+    for i in order:
+        src, size, code = spots[i]
+        if src < pos:
+            return None  # overlapping pieces: let the general path say what they mean
+        if src > pos:
+            fmt.append(f"{src - pos}x")
+        fmt.append(code)
+        pos = src + size
+    perm = tuple(order.index(i) for i in range(len(spots)))
+    return ("".join(fmt), None if perm == tuple(range(len(perm))) else perm)
+
+
+def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
+                  gplan: GenericPlan | None = None, memo: dict | None = None) -> tuple:
+    order = "little" if byte_order == "little" else "big"
+    memo = {} if memo is None else memo
+    args = tuple(value_desc(a, byte_order, memo) for a in f.args)
+    ret = None
+    if f.ret is not None:
+        needs_entry = f.ret.by_ref and not f.ret.at_exit
+        ret = (value_desc(f.ret, byte_order, memo), needs_entry)
+    gplan = gplan or generic_plan(f, byte_order, pointer_size)
+
+    def plans(ps):
+        return tuple(None if p is None else (p.data_off, p.ptr_off, p.op_mask) for p in ps)
+
+    record = (plans(gplan.entry), plans(gplan.exit))
+    fast = fast_format(f, args, byte_order)
+    return (f.name, f.btf_id, order, pointer_size, args, ret, fast, record)

@@ -1,0 +1,82 @@
+"""Golden examples (generated/examples/<arch>/) stay in sync with the generators; each compiles (BPF C for
+its arch's byte order with -D__TARGET_ARCH_<x>, no vmlinux.h) and imports (Python)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+
+import pytest
+
+import golden
+from btfgen.codegen.bpf import TARGET_ARCH
+from toolchains import ARCHES, TOOLCHAINS
+
+REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
+
+
+@pytest.fixture(scope="module", params=ARCHES)
+def arch_outputs(request):
+    arch = request.param
+    if not TOOLCHAINS[arch].available():
+        pytest.skip(f"{TOOLCHAINS[arch].compiler} not installed")
+    btf, layout = golden.build(arch)
+    if len(layout.functions) != len(golden.FUNCTIONS):
+        # e.g. pahole reading names wrong from an object whose .debug_str relocations it does
+        # not apply: then no FUNC has the name asked for.
+        pytest.skip(f"{arch}: pahole's BTF lacks the functions ({len(layout.functions)} found)")
+    return arch, golden.outputs(arch)
+
+
+def test_golden_files_match(arch_outputs):
+    arch, out = arch_outputs
+    d = golden.GOLDEN / arch
+    if REGEN:
+        from btfgen.codegen.write import write_if_changed
+
+        for name, text in out.items():
+            write_if_changed(d / name, text)
+    assert sorted(p.name for p in d.iterdir()) == sorted(out), \
+        "golden set differs: BTFGEN_REGEN_GOLDEN=1 to regenerate"
+    for name, text in out.items():
+        assert (d / name).read_text() == text, \
+            f"{arch}/{name} is stale: BTFGEN_REGEN_GOLDEN=1 to regenerate"
+
+
+def test_generation_is_deterministic(arch_outputs):
+    arch, out = arch_outputs
+    assert golden.outputs(arch) == out
+
+
+def test_golden_bpf_compiles(arch_outputs, tmp_path):
+    arch, out = arch_outputs
+    for name, text in out.items():
+        (tmp_path / name).write_text(text)
+    src = tmp_path / "t.bpf.c"
+    calls = "\n".join(
+        f'SEC("kprobe") int run_{n}(void *ctx) {{ struct btfgen_args_{n} a; '
+        f"return btfgen_entry_{n}(ctx, &a); }}" for n in golden.FUNCTIONS)
+    src.write_text('#define BTFGEN_SAVE_ARGS\n#include "btfgen.bpf.h"\n#include "btfgen_specs.h"\n'
+                   'char LICENSE[] SEC("license") = "GPL";\n' + calls + "\n")
+    big = arch == "s390x"
+    proc = subprocess.run(["clang-19", "-target", "bpfeb" if big else "bpfel", "-O2", "-g",
+                           "-Wall", "-Werror", f"-D__TARGET_ARCH_{TARGET_ARCH[arch]}", "-c",
+                           str(src), "-o", str(tmp_path / "t.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_golden_python_imports(arch_outputs, tmp_path):
+    arch, out = arch_outputs
+    (name, text), = [(n, t) for n, t in out.items() if n.endswith(".py")]
+    compile(text, name, "exec")
+    path = tmp_path / name
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert sorted(mod.names()) == sorted(golden.FUNCTIONS)
+    assert mod.ARCH == arch
+    for n in golden.FUNCTIONS:
+        assert len(mod.spec(n)) == 8 + 8 * 32
