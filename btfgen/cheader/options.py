@@ -1,0 +1,43 @@
+"""Command-line options for taking prototypes from C headers, for any btfgen subcommand.
+
+    def add_arguments(parser):
+        ...
+        add_header_arguments(parser)
+
+    def run(args):
+        types = headers_from_args(args) or open_btf(args.btf, base=args.base)
+
+With --header the headers replace the BTF as the source of types; they are parsed for --arch
+(any name btfgen.abi.arches accepts), or for the machine btfgen runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+
+from btfgen.errors import HeaderError
+
+
+def add_header_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("prototypes from C headers (instead of BTF)")
+    group.add_argument("--header", metavar="FILE", action="append", default=[],
+                       help="a C header declaring the functions (repeatable; parsed in order "
+                            "as one translation unit by libclang, for --arch)")
+    group.add_argument("-I", dest="include_dirs", metavar="DIR", action="append", default=[],
+                       help="add DIR to the headers' include path (repeatable)")
+    group.add_argument("-D", dest="defines", metavar="NAME[=VALUE]", action="append",
+                       default=[], help="define a macro for the headers (repeatable)")
+
+
+def headers_from_args(args: argparse.Namespace):
+    """The HeaderTypes the options ask for, or None when no --header was given."""
+    if not getattr(args, "header", None):
+        if getattr(args, "include_dirs", None) or getattr(args, "defines", None):
+            raise HeaderError("-I/-D: only meaningful with --header")
+        return None
+    from btfgen.cheader import load_headers
+
+    arch = getattr(args, "arch", None) or platform.machine()
+    return load_headers(args.header, arch=arch, include_dirs=args.include_dirs,
+                        defines=args.defines)

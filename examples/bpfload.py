@@ -1,0 +1,320 @@
+"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes and read a ring buffer.
+
+Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so `attach_uprobe_multi` makes the
+link with the bpf() syscall itself; everything else is libbpf's own API. Errors become
+`BpfLoadError` carrying libbpf's log (the verifier's complaint, when loading fails).
+
+    obj = BpfObject("trace.bpf.o")
+    obj.load()
+    link = obj.attach_uprobe("on_entry", "/usr/bin/prog", "parse")
+    with RingBuffer(obj.map_fd("events"), lambda raw: print(raw.hex())) as rb:
+        rb.poll(100)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+from collections.abc import Callable, Sequence
+from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char_p, c_int, c_long, c_size_t, c_uint64,
+                    c_void_p)
+
+from elftools.elf.elffile import ELFFile
+
+TRACEFS = "/sys/kernel/tracing"
+
+
+class BpfLoadError(RuntimeError):
+    pass
+
+
+# -- libbpf ----------------------------------------------------------------------------------
+
+class _UprobeOpts(ctypes.Structure):
+    # struct bpf_uprobe_opts (libbpf.h): the size field lets libbpf accept older/newer layouts.
+    _fields_ = [("sz", c_size_t), ("ref_ctr_offset", c_size_t), ("bpf_cookie", c_uint64),
+                ("retprobe", c_bool), ("func_name", c_char_p)]
+
+
+_PRINT_FN = CFUNCTYPE(c_int, c_int, c_char_p, c_void_p)
+_SAMPLE_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
+
+_log: list[str] = []
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.vsnprintf.argtypes = [c_char_p, c_size_t, c_char_p, c_void_p]
+
+
+@_PRINT_FN
+def _collect_log(level, fmt, args):
+    # x86_64's va_list is an array, so what libbpf passes is already the pointer vsnprintf takes.
+    buf = ctypes.create_string_buffer(4096)
+    _libc.vsnprintf(buf, len(buf), fmt, args)
+    _log.append(buf.value.decode(errors="replace"))
+    return 0
+
+
+def _load_libbpf() -> ctypes.CDLL:
+    name = ctypes.util.find_library("bpf") or "libbpf.so.1"
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError as e:
+        raise BpfLoadError(f"libbpf: cannot load {name}: {e}") from None
+    sigs = {
+        "bpf_object__open_file": ([c_char_p, c_void_p], c_void_p),
+        "bpf_object__load": ([c_void_p], c_int),
+        "bpf_object__close": ([c_void_p], None),
+        "bpf_object__find_program_by_name": ([c_void_p, c_char_p], c_void_p),
+        "bpf_object__find_map_by_name": ([c_void_p, c_char_p], c_void_p),
+        "bpf_program__fd": ([c_void_p], c_int),
+        "bpf_program__set_expected_attach_type": ([c_void_p, c_int], c_int),
+        "bpf_program__set_autoload": ([c_void_p, c_bool], c_int),
+        "bpf_program__attach_uprobe_opts": (
+            [c_void_p, c_int, c_char_p, c_size_t, POINTER(_UprobeOpts)], c_void_p),
+        "bpf_link__destroy": ([c_void_p], c_int),
+        "bpf_map__fd": ([c_void_p], c_int),
+        "bpf_map_update_elem": ([c_int, c_void_p, c_void_p, c_uint64], c_int),
+        "ring_buffer__new": ([c_int, _SAMPLE_FN, c_void_p, c_void_p], c_void_p),
+        "ring_buffer__poll": ([c_void_p, c_int], c_int),
+        "ring_buffer__consume": ([c_void_p], c_int),
+        "ring_buffer__free": ([c_void_p], None),
+        "libbpf_set_print": ([_PRINT_FN], c_void_p),
+        "libbpf_probe_bpf_prog_type": ([c_int, c_void_p], c_int),
+    }
+    for fn, (argtypes, restype) in sigs.items():
+        f = getattr(lib, fn)
+        f.argtypes, f.restype = argtypes, restype
+    lib.libbpf_set_print(_collect_log)
+    return lib
+
+
+_lib: ctypes.CDLL | None = None
+
+
+def libbpf() -> ctypes.CDLL:
+    global _lib
+    if _lib is None:
+        _lib = _load_libbpf()
+    return _lib
+
+
+def _fail(what: str, err: int | None = None) -> BpfLoadError:
+    err = ctypes.get_errno() if err is None else err
+    log = "\n".join(line.rstrip() for line in _log[-40:] if line.strip())
+    _log.clear()
+    detail = f": {os.strerror(abs(err))}" if err else ""
+    return BpfLoadError(f"{what}{detail}" + (f"\n{log}" if log else ""))
+
+
+# -- where a function is in its file -----------------------------------------------------------
+
+def function_file_offset(binary: str, name: str) -> int:
+    """The file offset of symbol `name` (what uprobes attach by)."""
+    with open(binary, "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+        if symtab is None:
+            raise BpfLoadError(f"{binary}: no symbol table")
+        addrs = [s["st_value"] for s in symtab.get_symbol_by_name(name) or ()
+                 if s["st_info"]["type"] == "STT_FUNC" and s["st_value"]]
+        if not addrs:
+            raise BpfLoadError(f"{binary}: no function symbol {name!r}")
+        addr = addrs[0]
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr < seg["p_vaddr"] + \
+                    seg["p_memsz"]:
+                return addr - seg["p_vaddr"] + seg["p_offset"]
+    raise BpfLoadError(f"{binary}: {name} at {addr:#x} is in no loadable segment")
+
+
+# -- the bpf() syscall, for what libbpf 1.1 cannot do ----------------------------------------------
+
+_SYS_BPF = 321  # x86_64
+_BPF_PROG_TYPE_KPROBE = 2
+_BPF_LINK_CREATE = 28
+BPF_TRACE_UPROBE_MULTI = 48  # enum bpf_attach_type (kernel ≥ 6.6)
+BPF_F_UPROBE_MULTI_RETURN = 1
+
+
+class _LinkCreateUprobeMulti(ctypes.Structure):
+    # union bpf_attr, the link_create member with its uprobe_multi arm (include/uapi/linux/bpf.h)
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("path", c_uint64), ("offsets", c_uint64), ("ref_ctr_offsets", c_uint64),
+                ("cookies", c_uint64), ("cnt", ctypes.c_uint32), ("um_flags", ctypes.c_uint32),
+                ("pid", ctypes.c_uint32), ("_pad", ctypes.c_uint32)]
+
+
+_libc.syscall.restype = c_long
+
+
+class FdLink:
+    """A link made with the raw syscall: a file descriptor to close."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def destroy(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class LibbpfLink:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def destroy(self) -> None:
+        if self.ptr:
+            libbpf().bpf_link__destroy(self.ptr)
+            self.ptr = 0
+
+
+# -- objects ---------------------------------------------------------------------------------------
+
+class BpfObject:
+    def __init__(self, path: str) -> None:
+        lib = libbpf()
+        self.path = path
+        self._obj = lib.bpf_object__open_file(path.encode(), None)
+        if not self._obj:
+            raise _fail(f"{path}: libbpf could not open the object")
+        self.links: list[LibbpfLink | FdLink] = []
+
+    def program(self, name: str) -> int:
+        prog = libbpf().bpf_object__find_program_by_name(self._obj, name.encode())
+        if not prog:
+            raise BpfLoadError(f"{self.path}: no program {name!r}")
+        return prog
+
+    def expect_uprobe_multi(self, name: str) -> None:
+        """Call before load() for a program to be attached with attach_uprobe_multi."""
+        if libbpf().bpf_program__set_expected_attach_type(self.program(name),
+                                                          BPF_TRACE_UPROBE_MULTI):
+            raise _fail(f"{self.path}: {name}: cannot set expected attach type")
+
+    def set_autoload(self, name: str, on: bool) -> None:
+        libbpf().bpf_program__set_autoload(self.program(name), on)
+
+    def load(self) -> None:
+        _log.clear()
+        err = libbpf().bpf_object__load(self._obj)
+        if err:
+            raise _fail(f"{self.path}: loading failed", err)
+
+    def map_fd(self, name: str) -> int:
+        m = libbpf().bpf_object__find_map_by_name(self._obj, name.encode())
+        if not m:
+            raise BpfLoadError(f"{self.path}: no map {name!r}")
+        return libbpf().bpf_map__fd(m)
+
+    def update(self, map_name: str, key: bytes, value: bytes) -> None:
+        k, v = ctypes.create_string_buffer(key, len(key)), ctypes.create_string_buffer(value,
+                                                                                       len(value))
+        if libbpf().bpf_map_update_elem(self.map_fd(map_name), k, v, 0):
+            raise _fail(f"{self.path}: updating map {map_name}")
+
+    def attach_uprobe(self, prog: str, binary: str, func: str, *, retprobe: bool = False,
+                      cookie: int = 0, pid: int = -1) -> LibbpfLink:
+        opts = _UprobeOpts(sz=ctypes.sizeof(_UprobeOpts), bpf_cookie=cookie, retprobe=retprobe,
+                           func_name=func.encode())
+        link = libbpf().bpf_program__attach_uprobe_opts(self.program(prog), pid,
+                                                        os.path.abspath(binary).encode(), 0,
+                                                        ctypes.byref(opts))
+        if not link:
+            raise _fail(f"attaching {prog} to {binary}:{func}")
+        self.links.append(LibbpfLink(link))
+        return self.links[-1]
+
+    def attach_uprobe_multi(self, prog: str, binary: str, funcs: Sequence[str],
+                            cookies: Sequence[int], *, retprobe: bool = False,
+                            pid: int = 0) -> FdLink:
+        """One link for `prog` on every function of `funcs`, each with its cookie."""
+        n = len(funcs)
+        path = ctypes.create_string_buffer(os.path.abspath(binary).encode())
+        offsets = (c_uint64 * n)(*(function_file_offset(binary, f) for f in funcs))
+        cooks = (c_uint64 * n)(*cookies)
+        attr = _LinkCreateUprobeMulti(
+            prog_fd=libbpf().bpf_program__fd(self.program(prog)),
+            attach_type=BPF_TRACE_UPROBE_MULTI, path=ctypes.addressof(path),
+            offsets=ctypes.addressof(offsets), cookies=ctypes.addressof(cooks), cnt=n,
+            um_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid)
+        fd = _libc.syscall(_SYS_BPF, _BPF_LINK_CREATE, ctypes.byref(attr), ctypes.sizeof(attr))
+        if fd < 0:
+            raise _fail(f"uprobe_multi link for {prog} on {binary} ({n} functions)")
+        self.links.append(FdLink(fd))
+        return self.links[-1]
+
+    def close(self) -> None:
+        for link in reversed(self.links):
+            link.destroy()
+        self.links.clear()
+        if self._obj:
+            libbpf().bpf_object__close(self._obj)
+            self._obj = None
+
+    def __enter__(self) -> "BpfObject":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class RingBuffer:
+    """Calls `on_record(bytes)` for each record of a BPF_MAP_TYPE_RINGBUF map."""
+
+    def __init__(self, map_fd: int, on_record: Callable[[bytes], None]) -> None:
+        def sample(_ctx, data, size):
+            on_record(ctypes.string_at(data, size))
+            return 0
+
+        self._cb = _SAMPLE_FN(sample)  # kept alive as long as libbpf may call it
+        self._rb = libbpf().ring_buffer__new(map_fd, self._cb, None, None)
+        if not self._rb:
+            raise _fail("ring_buffer__new")
+
+    def poll(self, timeout_ms: int) -> int:
+        n = libbpf().ring_buffer__poll(self._rb, timeout_ms)
+        if n < 0 and -n != errno.EINTR:
+            raise _fail("ring_buffer__poll", n)
+        return n
+
+    def drain(self) -> int:
+        return libbpf().ring_buffer__consume(self._rb)
+
+    def close(self) -> None:
+        if self._rb:
+            libbpf().ring_buffer__free(self._rb)
+            self._rb = None
+
+    def __enter__(self) -> "RingBuffer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def bpf_unavailable() -> str | None:
+    """Why BPF uprobes cannot be used here, or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root (CAP_BPF and CAP_PERFMON)"
+    try:
+        libbpf()
+    except BpfLoadError as e:
+        return str(e)
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        return "kernel without BTF"
+    # Root in a container may still be refused bpf(): load a trivial kprobe-type program.
+    if libbpf().libbpf_probe_bpf_prog_type(_BPF_PROG_TYPE_KPROBE, None) != 1:
+        return "the kernel refuses to load kprobe/uprobe BPF programs here"
+    return None
+
+
+def mount_tracefs() -> None:
+    """libbpf creates uprobes through perf_event_open, but falls back to tracefs; mount it."""
+    if os.path.ismount(TRACEFS):
+        return
+    rc = os.system(f"mount -t tracefs nodev {TRACEFS} 2>/dev/null")
+    if rc and not os.path.ismount(TRACEFS):
+        raise BpfLoadError(f"cannot mount tracefs on {TRACEFS}")
