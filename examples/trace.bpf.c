@@ -2,13 +2,6 @@
  * The attach cookie indexes `specs`, which user space fills with the generated Python module's
  * spec(name); each call and each return becomes one struct btfgen_record in `events`. */
 #define BTFGEN_USER
-/* A uprobe's pt_regs is kernel memory and the stack is user memory, but the generic decoder
- * reads both through BTFGEN_READ: choose by address until it reads the ctx on its own
- * (x86_64: the kernel owns the upper half of the address space). */
-#define BTFGEN_READ(dst, size, src) \
-	((__u64)(unsigned long)(src) >= 0xffff800000000000ULL ? \
-	 bpf_probe_read_kernel((dst), (size), (const void *)(unsigned long)(src)) : \
-	 bpf_probe_read_user((dst), (size), (const void *)(unsigned long)(src)))
 /* Self-contained (no vmlinux.h, no kernel headers): it brings the __u* types and
  * bpf_helpers.h. */
 #include "btfgen.bpf.h"

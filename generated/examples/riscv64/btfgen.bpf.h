@@ -57,6 +57,11 @@ typedef __u32 __wsum;
 #define BTFGEN_READ(dst, size, src) bpf_probe_read_kernel((dst), (size), (const void *)(unsigned long)(src))
 #endif
 #endif
+/* The trace ctx is kernel memory even for uprobes (only the stack and by-reference values are
+ * user memory there), so the generic decoder reads it apart from BTFGEN_READ. */
+#ifndef BTFGEN_READ_CTX
+#define BTFGEN_READ_CTX(dst, size, src) bpf_probe_read_kernel((dst), (size), (const void *)(unsigned long)(src))
+#endif
 #ifndef BTFGEN_CTX_LOAD
 #define BTFGEN_CTX_LOAD(ctx, off, type) (*(const type *)((const char *)(ctx) + (off)))
 #endif
@@ -359,8 +364,12 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 				src = p32;
 			}
 		}
-		if (BTFGEN_READ(&rec->data[dst], size, src))
+		if (op->from == BTFGEN_FROM_CTX) {
+			if (BTFGEN_READ_CTX(&rec->data[dst], size, src))
+				rec->failed |= 1ULL << at;
+		} else if (BTFGEN_READ(&rec->data[dst], size, src)) {
 			rec->failed |= 1ULL << at;
+		}
 	}
 	return rec->failed ? -14 : 0;
 }
