@@ -28,4 +28,13 @@ static const struct btfgen_spec btfgen_specs[5] = {
  }, /* tiny */
 };
 
+/* The spec at index `i` (say, the attach cookie), or NULL: a plain bounds check the verifier
+ * follows, where a modulo of a table size that is not a power of two is not. */
+static __always_inline const struct btfgen_spec *btfgen_spec_at(__u64 i)
+{
+	if (i >= BTFGEN_NSPECS)
+		return (void *)0;
+	return &btfgen_specs[i];
+}
+
 #endif /* BTFGEN_S390X_H_SPECS */
