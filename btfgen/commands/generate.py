@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from btfgen.cheader.options import add_header_arguments, headers_from_args
 from btfgen.errors import BtfgenError
 
 DEFAULT_BTF = "/sys/kernel/btf/vmlinux"
@@ -40,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "always on for 32-bit targets")
     parser.add_argument("--no-specs", action="store_true",
                         help="do not write the generic decoder's C table (btfgen_specs.h)")
+    add_header_arguments(parser)
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     noise.add_argument("-v", "--verbose", action="store_true",
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from btfgen.decode import convention_for
 
     progress("reading BTF")
-    btf = open_btf(args.btf, base=args.base)
+    btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
     from btfgen.codegen.select import select_functions
 
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         for line in summarize_partial(arch):
             print(line, file=sys.stderr)
     if missing:
-        print(f"btfgen: not in {args.btf}: {', '.join(missing)}", file=sys.stderr)
+        print(f"btfgen: not in {btf.path}: {', '.join(missing)}", file=sys.stderr)
         return 1
     return 0
 

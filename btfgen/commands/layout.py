@@ -14,6 +14,7 @@ import sys
 
 from btfgen.abi.arches import arch_for_elf_machine, load_arch
 from btfgen.btf.reader import DEFAULT_PATH, open_btf
+from btfgen.cheader.options import add_header_arguments, headers_from_args
 from btfgen.errors import ArchError
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ctx", choices=("pt_regs", "ftrace_regs"), default="pt_regs",
                         help="the trace context register pieces refer to (default: pt_regs)")
     parser.add_argument("--json", action="store_true", help="print the JSON contract")
+    add_header_arguments(parser)
 
 
 def choose_arch(btf, name: str | None):
@@ -46,7 +48,7 @@ def choose_arch(btf, name: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    btf = open_btf(args.btf, base=args.base)
+    btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
     conv = choose_arch(btf, args.arch)
     if args.func:
         funcs, missing = [], []
