@@ -8,8 +8,10 @@ arch-specific fact is in btfgen/abi/arches/<arch>.abi.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable
 
 from btfgen.abi.classify import Classifier, Shape, pointer_shape
 from btfgen.abi.ctx import resolve_ctx
@@ -374,8 +376,23 @@ def place_functions(types, conv: Convention, funcs: Iterable[T.Func],
                     ctx: str = "pt_regs") -> ArchLayout:
     """Place every function of `funcs` (FUNC types of `types`) with `conv`, for `ctx`."""
     engine = _engine(types, conv, ctx)
-    layouts = tuple(engine.function(f) for f in funcs)
+    with _collector_paused():
+        layouts = tuple(engine.function(f) for f in funcs)
     return ArchLayout(conv.name, conv.byte_order, conv.pointer_size, engine.ctx, layouts)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Placing a whole kernel allocates ~10^5 objects that all stay alive (decoded types,
+    layouts, caches): the cyclic garbage collector's repeated passes over them would find
+    nothing to free and cost ~40% of the run. Paused for the duration, then restored."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def place_function(types, conv: Convention, func: T.Func, ctx: str = "pt_regs") -> FunctionLayout:

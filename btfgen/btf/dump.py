@@ -1,16 +1,19 @@
 """BTF as `bpftool btf dump file F [-B BASE] format raw` prints it, byte for byte.
 
 Formats the reader's raw records (`Btf.columns` for the fixed part of every record,
-`Btf.tail` for the rest: the same fields the type model is built from) rather than the model
-objects: a vmlinux has ~10^5 types and ~3·10^5 members, and a frozen object for each would make
-the dump many times slower than bpftool. For the same reason the kinds whose line is only
-their fixed part (FUNC, PTR & co, FWD, FLOAT: 3/5 of a vmlinux) are formatted a whole kind at
-a time, and members a record at a time, with `map` over columns.
+`Btf.items_of` and `Btf.tail` for the rest: the same fields the type model is built from)
+rather than the model objects: a vmlinux has ~10^5 types and ~3·10^5 members, and a frozen
+object for each would make the dump many times slower than bpftool. For the same reason every
+kind is formatted a whole kind at a time with `map` and comprehensions over columns: the kinds
+whose line is only their fixed part (FUNC, PTR & co, FWD, FLOAT: 3/5 of a vmlinux), and
+STRUCT, UNION and FUNC_PROTO with all their items gathered at once; the rare kinds, and any kind
+with a damaged record (so that the error names it), go one record at a time.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from itertools import accumulate, repeat
 from operator import add, and_, itemgetter, rshift
 
@@ -23,7 +26,7 @@ _KIND_NAME = {k: ("UNKNOWN" if k is Kind.UNKN else k.name) for k in Kind}
 
 # Kinds printed from the fixed part alone, one format each: (id, name, size/type, extra).
 _WHOLE_KIND = {
-    Kind.FUNC: "[%d] FUNC '%s' type_id=%d linkage=%s",
+    Kind.FUNC: "[%d] FUNC '%s' type_id=%d linkage=%s",  # spelled as an f-string in _whole_kind
     **{k: f"[%d] {k.name} '%s' type_id=%d%s" for k in (
         Kind.PTR, Kind.CONST, Kind.VOLATILE, Kind.RESTRICT, Kind.TYPEDEF, Kind.TYPE_TAG)},
     Kind.FWD: "[%d] FWD '%s'%.0s fwd_kind=%s",  # "%.0s": FWD's size word is not shown
@@ -33,6 +36,12 @@ _WHOLE_KIND = {
 _MEMBER = "\t'%s' type_id=%d bits_offset=%d".__mod__
 _PARAM = "\t'%s' type_id=%d".__mod__
 _ENUM_VALUE = "\t'%s' val=%d".__mod__
+
+# Kinds whose items are formatted a whole kind at a time: the record's line (id, kind, name,
+# size or return type, vlen) and one line per item, each item line starting with its own newline
+# so that a record's block is its line followed by its items joined with "". Value: what the
+# size_or_type word is called.
+_ITEMS_KIND = {Kind.STRUCT: "size", Kind.UNION: "size", Kind.FUNC_PROTO: "ret_type_id"}
 
 
 def _pick(seq, positions: list[int]) -> list:
@@ -72,24 +81,78 @@ def dump_raw(btf: Btf) -> str:
         positions = order[lo:hi]
         kind = Kind(code)
         fmt = _WHOLE_KIND.get(kind)
-        if fmt is None:
+        if fmt is not None:
+            lines = _whole_kind(kind, fmt, positions, first, names, infos, sizes)
+        elif kind in _ITEMS_KIND:
+            lines = _items_kind(btf, kind, positions, names, infos, sizes, names_get)
+        else:
+            lines = None
+        if lines is None:  # one record at a time; also what finds a damaged record
             for i in positions:
                 blocks[i] = _block(btf, first + i, kind, names[i], infos[i], sizes[i], column)
             continue
-        vlens = map(and_, _pick(infos, positions), repeat(0xFFFF))
-        if kind is Kind.FUNC:
-            extra = map(_LINKAGE.get, vlens, repeat("(unknown)"))
-        elif kind is Kind.FWD:
-            kflags = map(rshift, _pick(infos, positions), repeat(31))
-            extra = map(("struct", "union").__getitem__, kflags)
-        else:
-            extra = repeat("")
-        lines = map(fmt.__mod__, zip(map(add, positions, repeat(first)), _pick(names, positions),
-                                     _pick(sizes, positions), extra))
         for i, line in zip(positions, lines):
             blocks[i] = line
     blocks.append("")
     return "\n".join(blocks)  # type: ignore[arg-type]
+
+
+def _whole_kind(kind: Kind, fmt: str, positions: list[int], first: int, names: list[str],
+                infos, sizes) -> Iterable[str]:
+    """The lines of every record of a kind whose line is its fixed part alone."""
+    vlens = map(and_, _pick(infos, positions), repeat(0xFFFF))
+    if kind is Kind.FUNC:  # the most numerous kind: an f-string is cheaper than the format
+        return [f"[{i}] FUNC '{n}' type_id={t} linkage={linkage}"
+                for i, n, t, linkage in zip(map(add, positions, repeat(first)),
+                                            _pick(names, positions), _pick(sizes, positions),
+                                            map(_LINKAGE.get, vlens, repeat("(unknown)")))]
+    if kind is Kind.FWD:
+        kflags = map(rshift, _pick(infos, positions), repeat(31))
+        extra = map(("struct", "union").__getitem__, kflags)
+    else:
+        extra = repeat("")
+    return map(fmt.__mod__, zip(map(add, positions, repeat(first)), _pick(names, positions),
+                                _pick(sizes, positions), extra))
+
+
+def _items_kind(btf: Btf, kind: Kind, positions: list[int], names: list[str], infos, sizes,
+                names_get) -> list[str] | None:
+    """The blocks of every record of a kind with items (`_ITEMS_KIND`), or None when some
+    record needs the one-at-a-time path: a type id out of range, a member name not at the
+    start of a string."""
+    first = btf.first_id
+    my_infos = _pick(infos, positions)
+    ids = list(map(add, positions, repeat(first)))
+    columns = btf.items_of(ids, kind)
+    if columns is None:
+        return None
+    item_names = list(map(names_get, columns[0]))
+    if None in item_names:
+        return None
+    # f-strings in a comprehension: the cheapest formatting per line (~10^5 lines here).
+    if kind is Kind.FUNC_PROTO:
+        items = [f"\n\t'{n}' type_id={t}" for n, t in zip(item_names, columns[1])]
+    else:
+        items = [f"\n\t'{n}' type_id={t} bits_offset={o}"
+                 for n, t, o in zip(item_names, columns[1], columns[2])]
+    vlens = list(map(and_, my_infos, repeat(0xFFFF)))
+    bounds = list(accumulate(vlens, initial=0))
+    if kind is not Kind.FUNC_PROTO:
+        # kind_flag set (a few hundred structs in a kernel): the offset words of its members
+        # carry bitfield sizes.
+        for k in [k for k, info in enumerate(my_infos) if info >> 31]:
+            lo, hi = bounds[k], bounds[k + 1]
+            items[lo:hi] = map(_member_with_bitfield, item_names[lo:hi], columns[1][lo:hi],
+                               columns[2][lo:hi])
+    bodies = map("".join, map(items.__getitem__, map(slice, bounds, bounds[1:])))
+    kind_name, size_label = kind.name, _ITEMS_KIND[kind]
+    return [f"[{i}] {kind_name} '{n}' {size_label}={st} vlen={v}{body}" for i, n, st, v, body
+            in zip(ids, _pick(names, positions), _pick(sizes, positions), vlens, bodies)]
+
+
+def _member_with_bitfield(name: str, type_id: int, word: int) -> str:
+    line = f"\n\t'{name}' type_id={type_id} bits_offset={word & 0xFFFFFF}"
+    return f"{line} bitfield_size={word >> 24}" if word >> 24 else line
 
 
 def _block(btf: Btf, type_id: int, kind: Kind, name: str, info: int, st: int, column) -> str:

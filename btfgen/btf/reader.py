@@ -16,8 +16,8 @@ from __future__ import annotations
 import io
 from array import array
 from collections.abc import Iterator
-from itertools import accumulate, compress, repeat
-from operator import add, and_, eq, itemgetter, rshift
+from itertools import accumulate, chain, compress, repeat
+from operator import add, and_, eq, mul, ne, rshift, sub
 from typing import BinaryIO, NamedTuple
 
 from btfgen.btf import wire
@@ -74,6 +74,7 @@ _CHAIN_KINDS = frozenset({
     Kind.FUNC, Kind.VAR, Kind.DECL_TAG,
 })
 _REF_CODES = frozenset(int(k) for k in _REF_KINDS)
+_CHAIN_CODES = frozenset(int(k) for k in _CHAIN_KINDS)
 _KINDS = tuple(Kind(c) if c in Kind._value2member_map_ else None for c in range(32))
 # Plain ints: compared once per record in the hot loop.
 _INT, _ARRAY, _STRUCT, _UNION, _ENUM = 1, 3, 4, 5, 6
@@ -87,10 +88,6 @@ def _as_signed(values: array) -> array:
     return array("i", values.tobytes())  # the same native words, read as s32
 
 
-_SIMPLE_REF = {
-    Kind.PTR: Ptr, Kind.TYPEDEF: Typedef, Kind.VOLATILE: Volatile, Kind.CONST: Const,
-    Kind.RESTRICT: Restrict, Kind.TYPE_TAG: TypeTag,
-}
 
 
 class Record(NamedTuple):
@@ -158,7 +155,7 @@ class Btf:
         self._cache: dict[int, Type] = {0: Void(0, "", self)} if base is None else {}
         self._str_cache: dict[int, str] = {}
         self._chain_ok: set[int] = set()
-        self._names: dict[str, list[int]] | None = None
+        self._names: tuple[dict[str, int], dict[str, list[int]]] | None = None
         self._all_strings: dict[int, str] | None = None
         self._func_ids: list[int] | None = None
         self._pointer_size: int | None = None
@@ -285,23 +282,22 @@ class Btf:
         among them checked in range."""
         words = self._words
         offsets = self._offsets
-        if not offsets:
-            return Columns((), (), (), b"")
-        if len(offsets) == 1:
-            w = offsets[0]
-            name_offs, infos, size_types = (words[w],), (words[w + 1],), (words[w + 2],)
-        else:
-            name_offs = itemgetter(*offsets)(words)
-            infos = itemgetter(*map((1).__add__, offsets))(words)
-            size_types = itemgetter(*map((2).__add__, offsets))(words)
+        # `map` over one bound method and a plain list: the cheapest gather pure Python has.
+        at = words.__getitem__
+        starts = offsets.tolist()
+        name_offs = tuple(map(at, starts))
+        infos = tuple(map(at, map(add, starts, repeat(1))))
+        size_types = tuple(map(at, map(add, starts, repeat(2))))
         codes = bytes(map(and_, map(rshift, infos, repeat(24)), repeat(0x1F)))
         n = self._len
-        for i in [i for i, st in enumerate(size_types) if st >= n]:
-            if codes[i] in _REF_CODES:
-                type_id = self.first_id + i
-                raise self._error(self._offset_of(type_id),
-                                  f"type {type_id} ({_KINDS[codes[i]].name}): refers to type id "
-                                  f"{size_types[i]}, past the last ({n - 1})")
+        is_ref = map(_REF_CODES.__contains__, codes)
+        if max(compress(size_types, is_ref), default=0) >= n:  # find the first culprit
+            for i in [i for i, st in enumerate(size_types) if st >= n]:
+                if codes[i] in _REF_CODES:
+                    type_id = self.first_id + i
+                    raise self._error(self._offset_of(type_id),
+                                      f"type {type_id} ({_KINDS[codes[i]].name}): refers to "
+                                      f"type id {size_types[i]}, past the last ({n - 1})")
         return Columns(name_offs, infos, size_types, codes)
 
     def _items(self, type_id: int, code: int, vlen: int) -> list[array]:
@@ -321,6 +317,27 @@ class Btf:
                 raise self._error(self._offset_of(type_id),
                                   f"type {type_id} ({_KINDS[code].name}): refers to type id "
                                   f"{top}, past the last ({self._len - 1})")
+        return columns
+
+    def items_of(self, type_ids: list[int], code: int) -> tuple[list[int], ...] | None:
+        """The vlen items of many own records of kind `code` (one with items), one record after
+        another in the order given, as columns of u32 words (as in `Record.tail`, but ENUM values
+        are not made signed); None when a type id among them is out of range, which `tail` of
+        each record then reports. For the dump: one slice per record and column, no per-item
+        work in Python."""
+        ncols = _COLUMNS[code]
+        where = list(map(sub, type_ids, repeat(self.first_id)))
+        starts = list(map(add, map(self._offsets.__getitem__, where), repeat(3)))
+        vlens = map(and_, map(self._infos.__getitem__, where), repeat(0xFFFF))
+        ends = map(add, starts, map(mul, vlens, repeat(ncols)))
+        # The word index of each item's first field, then one C-level gather per column.
+        at = self._words.__getitem__
+        items = list(chain.from_iterable(map(range, starts, ends, repeat(ncols))))
+        columns = (list(map(at, items)),
+                   *(list(map(at, map(add, items, repeat(c)))) for c in range(1, ncols)))
+        ids = _ID_COLUMN[code]
+        if ids is not None and max(columns[ids], default=0) >= self._len:
+            return None
         return columns
 
     def tail(self, type_id: int, code: int, vlen: int) -> object:
@@ -368,73 +385,26 @@ class Btf:
     # -- decoding ----------------------------------------------------------------------------------
 
     def _decode(self, type_id: int) -> Type:
-        return self._build(type_id, self.record(type_id))
-
-    def _build(self, type_id: int, rec: Record) -> Type:
-        kind = rec.kind
-        name = self.string(rec.name_off, type_id)
-        if kind in _CHAIN_KINDS:
+        # The checks of `record()` first, in the same order, then the kind's builder; no
+        # Record in between: decoding is the bulk of placing a whole kernel's functions.
+        first = self.first_id
+        if not first <= type_id < self._len:
+            raise self._error(None, f"type id {type_id} out of range [{first}, {self._len})")
+        i = type_id - first
+        code = self._codes[i]
+        info = self._infos[i]
+        tail = self.tail(type_id, code, info & 0xFFFF)
+        name = self.string(self._name_offs[i], type_id)
+        if code in _CHAIN_CODES:
             self._check_chain(type_id)
-        st = rec.size_type
-        if kind in _SIMPLE_REF:
-            return _SIMPLE_REF[kind](type_id, name, self, st)
-        if kind is Kind.INT:
-            w = rec.tail
-            return Int(type_id, name, self, st, wire.int_encoding(w), wire.int_offset(w),
-                       wire.int_bits(w))
-        if kind is Kind.ARRAY:
-            elem, index, nelems = rec.tail
-            return Array(type_id, name, self, elem, index, nelems)
-        if kind is Kind.STRUCT or kind is Kind.UNION:
-            members = []
-            for name_off, mtype, word in zip(*rec.tail):
-                if rec.kflag:
-                    bit_off, bits = wire.member_bit_offset(word), wire.member_bitfield_size(word)
-                else:
-                    bit_off, bits = word, 0
-                members.append(Member(self.string(name_off, type_id), mtype, bit_off, bits, self))
-            cls = Struct if kind is Kind.STRUCT else Union
-            return cls(type_id, name, self, st, tuple(members), rec.kflag)
-        if kind is Kind.ENUM:
-            values = tuple(EnumValue(self.string(name_off, type_id), value)
-                           for name_off, value in zip(*rec.tail))
-            return Enum(type_id, name, self, st, rec.kflag, values, False)
-        if kind is Kind.ENUM64:
-            values = []
-            for name_off, lo, hi in zip(*rec.tail):
-                v = hi << 32 | lo
-                if rec.kflag and v >> 63:
-                    v -= 1 << 64
-                values.append(EnumValue(self.string(name_off, type_id), v))
-            return Enum(type_id, name, self, st, rec.kflag, tuple(values), True)
-        if kind is Kind.FWD:
-            return Fwd(type_id, name, self, rec.kflag)
-        if kind is Kind.FUNC:
-            if rec.vlen > Linkage.EXTERN:
-                raise self._error(rec.offset, f"type {type_id} (FUNC '{name}'): unknown "
-                                              f"linkage {rec.vlen}")
-            return Func(type_id, name, self, st, Linkage(rec.vlen))
-        if kind is Kind.FUNC_PROTO:
-            params = [Param(self.string(n_off, type_id), ptype, self)
-                      for n_off, ptype in zip(*rec.tail)]
-            variadic = bool(params) and params[-1].type_id == 0
-            if variadic:
-                params.pop()
-            for i, p in enumerate(params):
-                if p.type_id == 0:
-                    raise self._error(rec.offset, f"type {type_id} (FUNC_PROTO): parameter {i} "
-                                                  f"is void")
-            return FuncProto(type_id, name, self, st, tuple(params), variadic)
-        if kind is Kind.VAR:
-            return Var(type_id, name, self, st, rec.tail)
-        if kind is Kind.DATASEC:
-            return Datasec(type_id, name, self, st,
-                           tuple(VarSecinfo(t, o, s) for t, o, s in zip(*rec.tail)))
-        if kind is Kind.FLOAT:
-            return Float(type_id, name, self, st)
-        if kind is Kind.DECL_TAG:
-            return DeclTag(type_id, name, self, st, rec.tail)
-        raise self._error(rec.offset, f"type {type_id}: unknown kind {kind}")  # pragma: no cover
+        return _BUILDERS[code](self, type_id, name, info, self._size_types[i], tail)
+
+    def _strings_at(self, offsets, type_id: int) -> list[str]:
+        """The strings at many offsets (item names), in bulk when they are all known already."""
+        found = list(map(self._str_cache.get, offsets))
+        if None in found:
+            found = [self.string(o, type_id) for o in offsets]
+        return found
 
     def _check_chain(self, type_id: int) -> None:
         """Refuse a loop of pointers/qualifiers/arrays: walking it (strip, spelling) would
@@ -469,9 +439,11 @@ class Btf:
 
     # -- lookups -----------------------------------------------------------------------------------
 
-    def _index(self) -> dict[str, list[int]]:
-        """Name -> ids of this table's own types, built once. Bulk operations throughout: a
-        vmlinux has ~10^5 named types."""
+    def _index(self) -> tuple[dict[str, int], dict[str, list[int]]]:
+        """(name -> the first id of that name, name -> the later ids of that name) of this
+        table's own named types, built once. Bulk operations throughout: a vmlinux has ~10^5
+        named types, nearly all of them with a name of their own, so only the repeats are
+        handled one by one."""
         if self._names is None:
             ids = range(self.first_id, self._len)
             self._func_ids = list(compress(ids, map(eq, self._codes, repeat(_FUNC))))
@@ -481,16 +453,26 @@ class Btf:
             if None in names_list:  # offsets into the middle of a string or into the base's
                 names_list = [n if n is not None else self.string(o, i)
                               for n, o, i in zip(names_list, name_offs, ids)]
-            names: dict[str, list[int]] = {}
-            for type_id, name in zip(ids, names_list):
-                if name:
-                    found = names.get(name)
-                    if found is None:
-                        names[name] = [type_id]
-                    else:
-                        found.append(type_id)
-            self._names = names
+            named_ids = list(compress(ids, names_list))  # "" (anonymous) is false
+            names_list = list(filter(None, names_list))
+            first: dict[str, int] = {}
+            kept = list(map(first.setdefault, names_list, named_ids))  # the first id stays
+            repeats: dict[str, list[int]] = {}
+            for name, type_id in compress(zip(names_list, named_ids), map(ne, kept, named_ids)):
+                found = repeats.get(name)
+                if found is None:
+                    repeats[name] = [type_id]
+                else:
+                    found.append(type_id)
+            self._names = first, repeats
         return self._names
+
+    def _ids_named(self, name: str) -> list[int]:
+        first, repeats = self._index()
+        type_id = first.get(name)
+        if type_id is None:
+            return []
+        return [type_id, *repeats.get(name, ())]
 
     def funcs(self) -> Iterator[Func]:
         """This table's own FUNC types in id order (a module's, not its base's)."""
@@ -509,7 +491,7 @@ class Btf:
         found = self.base.find_types(name, kind) if self.base is not None else []
         # "enum" is one meaning in two encodings: ENUM finds both, ENUM64 only the 64-bit one.
         kinds = (Kind.ENUM, Kind.ENUM64) if kind is Kind.ENUM else (kind,)
-        for type_id in self._index().get(name, ()):
+        for type_id in self._ids_named(name):
             t = self[type_id]
             if kind is None or t.kind in kinds:
                 found.append(t)
@@ -580,3 +562,112 @@ def open_btf(path: str = DEFAULT_PATH, base: str | Btf | None = None) -> Btf:
             return _load(str(path), f, base)
     except OSError as e:
         raise BtfError(f"{path}: {e.strerror or e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Building model objects from a record's fields, one function per kind code: (table, id, name,
+# info word, size_or_type word, tail as in `Record.tail`).
+
+_LINKAGES = tuple(Linkage)
+
+
+def _simple_ref(cls):
+    def build(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+        return cls(type_id, name, btf, st)
+    return build
+
+
+def _build_int(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    return Int(type_id, name, btf, st, wire.int_encoding(tail), wire.int_offset(tail),
+               wire.int_bits(tail))
+
+
+def _build_array(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    elem, index, nelems = tail
+    return Array(type_id, name, btf, elem, index, nelems)
+
+
+def _build_composite(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    name_offs, types, words = tail
+    names = btf._strings_at(name_offs, type_id)
+    kflag = bool(info >> 31)
+    if kflag:
+        members = tuple(Member(n, t, wire.member_bit_offset(w), wire.member_bitfield_size(w), btf)
+                        for n, t, w in zip(names, types, words))
+    else:
+        members = tuple(map(Member, names, types, words, repeat(0), repeat(btf)))
+    cls = Struct if (info >> 24) & 0x1F == _STRUCT else Union
+    return cls(type_id, name, btf, st, members, kflag)
+
+
+def _build_enum(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    values = tuple(map(EnumValue, btf._strings_at(tail[0], type_id), tail[1]))
+    return Enum(type_id, name, btf, st, bool(info >> 31), values, False)
+
+
+def _build_enum64(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    kflag = bool(info >> 31)
+    values = []
+    for v_name, lo, hi in zip(btf._strings_at(tail[0], type_id), tail[1], tail[2]):
+        v = hi << 32 | lo
+        if kflag and v >> 63:
+            v -= 1 << 64
+        values.append(EnumValue(v_name, v))
+    return Enum(type_id, name, btf, st, kflag, tuple(values), True)
+
+
+def _build_fwd(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    return Fwd(type_id, name, btf, bool(info >> 31))
+
+
+def _build_func(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    vlen = info & 0xFFFF
+    if vlen > Linkage.EXTERN:
+        raise btf._error(btf._offset_of(type_id), f"type {type_id} (FUNC '{name}'): unknown "
+                                                  f"linkage {vlen}")
+    return Func(type_id, name, btf, st, _LINKAGES[vlen])
+
+
+def _build_func_proto(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    n_offs, types = tail
+    params = list(map(Param, btf._strings_at(n_offs, type_id), types, repeat(btf)))
+    variadic = bool(params) and params[-1].type_id == 0
+    if variadic:
+        params.pop()
+    if 0 in types[:len(params)]:
+        i = list(types).index(0)
+        raise btf._error(btf._offset_of(type_id), f"type {type_id} (FUNC_PROTO): parameter {i} "
+                                                  f"is void")
+    return FuncProto(type_id, name, btf, st, tuple(params), variadic)
+
+
+def _build_var(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    return Var(type_id, name, btf, st, tail)
+
+
+def _build_datasec(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    return Datasec(type_id, name, btf, st, tuple(map(VarSecinfo, *tail)))
+
+
+def _build_float(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    return Float(type_id, name, btf, st)
+
+
+def _build_decl_tag(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    return DeclTag(type_id, name, btf, st, tail)
+
+
+def _build_unknown(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+    kind = (info >> 24) & 0x1F  # pragma: no cover - the scan refuses unknown kinds
+    raise btf._error(btf._offset_of(type_id), f"type {type_id}: unknown kind {_KINDS[kind]}")
+
+
+_BUILDERS = tuple({
+    Kind.INT: _build_int, Kind.PTR: _simple_ref(Ptr), Kind.ARRAY: _build_array,
+    Kind.STRUCT: _build_composite, Kind.UNION: _build_composite, Kind.ENUM: _build_enum,
+    Kind.FWD: _build_fwd, Kind.TYPEDEF: _simple_ref(Typedef), Kind.VOLATILE: _simple_ref(Volatile),
+    Kind.CONST: _simple_ref(Const), Kind.RESTRICT: _simple_ref(Restrict), Kind.FUNC: _build_func,
+    Kind.FUNC_PROTO: _build_func_proto, Kind.VAR: _build_var, Kind.DATASEC: _build_datasec,
+    Kind.FLOAT: _build_float, Kind.DECL_TAG: _build_decl_tag, Kind.TYPE_TAG: _simple_ref(TypeTag),
+    Kind.ENUM64: _build_enum64,
+}.get(code, _build_unknown) for code in range(32))

@@ -56,6 +56,11 @@ TAIL_WORDS_BY_CODE: tuple[tuple[int, int] | None, ...] = tuple(
     (t[0] // 4, t[1] // 4) if t else None for t in TAIL_BY_CODE
 )
 
+# For the scan: words of a whole record without its items (0 for an unknown kind), and words per
+# item.
+_FIXED_WORDS_BY_CODE = tuple(3 + t[0] if t else 0 for t in TAIL_WORDS_BY_CODE)
+_ITEM_WORDS_BY_CODE = tuple(t[1] if t else 0 for t in TAIL_WORDS_BY_CODE)
+
 
 def info_kind(info: int) -> int:
     return (info >> 24) & 0x1F
@@ -199,23 +204,37 @@ def type_words(data: bytes | memoryview, header: Header) -> array:
 def scan_types(words: array, header: Header, first_id: int = 1) -> array:
     """Word index of every type record in the type section, in id order (the first has id
     `first_id`), found in one pass over the info words."""
-    tails = TAIL_WORDS_BY_CODE
+    # The loop runs once per type (~10^5 in a vmlinux), so a record's length is looked up by
+    # its whole info word (a few hundred distinct values in a kernel), and the rare defects
+    # (truncation, unknown kind) are told apart after the loop.
+    lengths: dict[int, int] = {}
     offsets = array("I")
     append = offsets.append
     pos = 0
     end = len(words)
-    while pos < end:
-        if pos + 3 > end:
-            raise WireError(header.types_start + 4 * pos,
-                            f"type {first_id + len(offsets)}: truncated record "
-                            f"({header.type_len - 4 * pos} of {TYPE_SIZE} bytes)")
-        info = words[pos + 1]
-        tail = tails[(info >> 24) & 0x1F]
-        if tail is None:
-            raise WireError(header.types_start + 4 * pos + 4,
-                            f"type {first_id + len(offsets)}: unknown kind {(info >> 24) & 0x1F}")
-        append(pos)
-        pos += 3 + tail[0] + tail[1] * (info & 0xFFFF)
+    try:
+        while pos < end:
+            info = words[pos + 1]
+            length = lengths.get(info)
+            if length is None:
+                code = (info >> 24) & 0x1F
+                if not _FIXED_WORDS_BY_CODE[code]:
+                    break
+                length = _FIXED_WORDS_BY_CODE[code] + _ITEM_WORDS_BY_CODE[code] * (info & 0xFFFF)
+                lengths[info] = length
+            append(pos)
+            pos += length
+    except IndexError:  # a record cut off after its first word
+        pass
+    if (pos < end and pos + 3 > end) or (pos > end and offsets[-1] + 3 > end):
+        start = pos if pos < end else offsets.pop()
+        raise WireError(header.types_start + 4 * start,
+                        f"type {first_id + len(offsets)}: truncated record "
+                        f"({header.type_len - 4 * start} of {TYPE_SIZE} bytes)")
+    if pos < end:
+        code = (words[pos + 1] >> 24) & 0x1F
+        raise WireError(header.types_start + 4 * pos + 4,
+                        f"type {first_id + len(offsets)}: unknown kind {code}")
     if pos == end and header.type_len % 4:
         raise WireError(header.types_end - header.type_len % 4,
                         f"type section ends in {header.type_len % 4} stray bytes")
