@@ -2,7 +2,8 @@
 
 A `Shape` is the type seen by ABI rules: its class, size, alignment and signedness, plus the
 classifications some ABIs define on aggregates: the System V x86-64 eightbyte classes and the
-AArch64 homogeneous floating-point aggregate (HFA). Nothing here is arch-specific beyond the
+AArch64 homogeneous floating-point aggregate (HFA), GCC's machine-mode class (i386 passes and
+returns by it) and the AAPCS bitfield alignment. Nothing here is arch-specific beyond the
 `max_align` the caller passes in.
 """
 
@@ -27,6 +28,11 @@ class Shape:
     sysv: tuple[str, ...] = ()
     sysv_memory: bool = True
     hfa_members: int = 0  # AArch64: number of members of a homogeneous FP aggregate, else 0
+    # GCC's machine mode for an aggregate: "int" (an integer mode of at most 8 bytes), "float"
+    # (a struct one float field spans: SFmode/DFmode/XFmode) or "blk" (BLKmode).
+    mode: str = "blk"
+    # The largest natural alignment of the declared type of a direct bitfield member, else 0.
+    bitfield_align: int = 0
     reason: str = ""  # why an `opaque` type cannot be passed (a FWD by value, a cycle, ...)
 
     @property
@@ -44,6 +50,10 @@ class Shape:
             return self.hfa_members > 0
         if name == "sysv_memory":
             return self.sysv_memory
+        if name == "int_mode":
+            return self.mode == "int" if self.cls == "aggregate" else self.scalar
+        if name == "float_mode":
+            return self.mode == "float" if self.cls == "aggregate" else self.cls == "float"
         raise KeyError(name)
 
     def number(self, name: str) -> int:
@@ -53,6 +63,8 @@ class Shape:
             return self.align
         if name == "hfa_members":
             return self.hfa_members
+        if name == "bitfield_align":
+            return self.bitfield_align
         raise KeyError(name)
 
 
@@ -107,15 +119,19 @@ class Classifier:
             return Shape("opaque", 0, 1, reason=str(e))
 
     def _aggregate(self, s: T.Type, size: int, align: int) -> Shape:
+        bf_align = _bitfield_align(s, self.max_align)
         if size > MAX_FLATTEN:
-            return Shape("aggregate", size, align)
+            return Shape("aggregate", size, align, bitfield_align=bf_align)
         leaves: list[_Leaf] = []
         _flatten(s, 0, self.max_align, leaves, 0)
+        hfa = _hfa(s, 0)
         return Shape(
             "aggregate", size, align,
             sysv=(sysv := _sysv_classes(leaves, size)),
             sysv_memory=not sysv,
-            hfa_members=_hfa_members(leaves, size),
+            hfa_members=hfa[1] if hfa and 1 <= hfa[1] <= 4 else 0,
+            mode=_gcc_mode(s, 0) if size <= 16 else "blk",
+            bitfield_align=bf_align,
         )
 
 
@@ -168,13 +184,92 @@ def _sysv_classes(leaves: list[_Leaf], size: int) -> tuple[str, ...]:
     return tuple("INTEGER" if c == "NONE" else c for c in classes)
 
 
-def _hfa_members(leaves: list[_Leaf], size: int) -> int:
-    """AAPCS64 5.9.5: 1-4 members, all the same floating-point type, nothing else."""
-    if not leaves or len(leaves) > 4:
+def _hfa(t: T.Type, depth: int) -> tuple[int, int] | None:
+    """AAPCS64 5.9.5 (gcc aapcs_vfp_sub_candidate): -> (member size, member count) when every
+    Fundamental Data Type in `t` is the same floating-point type and nothing pads it, else None.
+    A struct adds its members' counts, a union takes the largest (union { double a[2]; double
+    b; } is a two-member HFA), an array multiplies."""
+    if depth > T.MAX_CHAIN:
+        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    s = T.strip(t)
+    if isinstance(s, T.Float):
+        return s.size, 1
+    if isinstance(s, T.Array):
+        sub = _hfa(s.elem, depth + 1)
+        return (sub[0], sub[1] * s.nelems) if sub else None
+    if not isinstance(s, T.Composite):
+        return None
+    width = count = 0
+    union = isinstance(s, T.Union)
+    for m in s.members:
+        if m.bitfield_size:
+            return None
+        sub = _hfa(m.type, depth + 1)
+        if sub is None or (width and sub[0] != width):
+            return None
+        width = sub[0]
+        count = max(count, sub[1]) if union else count + sub[1]
+    if not width or width * count != s.size:
+        return None
+    return width, count
+
+
+_INT_MODE_SIZES = (1, 2, 4, 8)
+
+
+def _gcc_mode(t: T.Type, depth: int) -> str:
+    """GCC's machine-mode class of `t` (stor-layout.cc compute_record_mode, mode_for_array), as
+    i386 -freg-struct-return and regparm see it: "int", "float" or "blk"; "none" for size 0.
+    An aggregate holding a BLKmode member (char[3], say) is BLKmode whatever its size; a struct
+    takes the mode of a field spanning it (struct { double d; } is DFmode: an x87 value), a
+    union never does. BTF cannot tell `char c[0]` (ignored by gcc) from a flexible array member
+    (which makes the struct BLKmode); the kernel uses only the latter."""
+    if depth > T.MAX_CHAIN:
+        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    s = T.strip(t)
+    if isinstance(s, T.Float):
+        return "float"
+    if not isinstance(s, (T.Composite, T.Array)):
+        return "int"
+    size = T.size_of(s)
+    if isinstance(s, T.Array):
+        if s.nelems == 0:
+            return "blk"
+        elem = _gcc_mode(s.elem, depth + 1)
+        if s.nelems == 1 or elem == "none":
+            return elem  # a one-element array has its element's mode
+        if elem == "blk":
+            return "blk"
+        return "int" if size in _INT_MODE_SIZES else "blk"
+    spanning = ""
+    for m in s.members:
+        if m.bitfield_size:
+            continue  # a bitfield's type has an integer mode
+        mtype = T.strip(m.type)
+        if isinstance(mtype, T.Array) and mtype.nelems == 0:
+            return "blk"  # a flexible array member
+        msize = T.size_of(mtype)
+        if msize == 0:
+            continue
+        mode = _gcc_mode(mtype, depth + 1)
+        if mode == "blk":
+            return "blk"
+        if msize == size and not spanning:
+            spanning = mode
+    if size == 0:
+        return "none"
+    if isinstance(s, T.Struct) and spanning:
+        return spanning
+    return "int" if size in _INT_MODE_SIZES else "blk"
+
+
+def _bitfield_align(s: T.Type, max_align: int) -> int:
+    """AAPCS (gcc >= 9, PR 88469): a direct bitfield member counts its declared type's
+    alignment for argument passing even in a packed struct."""
+    if not isinstance(s, T.Composite):
         return 0
-    first = leaves[0]
-    if any(leaf.kind != "float" or leaf.size != first.size for leaf in leaves):
-        return 0
-    if first.size * len(leaves) != size:
-        return 0
-    return len(leaves)
+    best = 0
+    for m in s.members:
+        if m.bitfield_size:
+            best = max(best, T.align_of(m.type, max_align))
+    return best

@@ -22,8 +22,13 @@ The language, statement by statement (`#` starts a comment):
 
 A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
 a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
-function is variadic, hfa = AArch64 homogeneous FP aggregate, sysv_memory = x86-64 class
-MEMORY), `not FLAG`, `size|align|hfa_members OP N` or `... in (N, ...)`. Actions, tried left to
+function is variadic, hfa = AArch64 homogeneous FP aggregate (unions included), sysv_memory =
+x86-64 class MEMORY, int_mode / float_mode = GCC gives the value an integer machine mode of at
+most 8 bytes / a floating-point one: for an aggregate, int_mode fails when it holds an array of
+a size no mode has (char[3]: BLKmode), float_mode holds for a struct one float field spans,
+struct { double d; }, nesting included), `not FLAG`, `size|align|hfa_members|bitfield_align OP N`
+or `... in (N, ...)`; bitfield_align = the largest natural alignment of the declared type of a
+direct bitfield member (0 without one), which packing does not lower. Actions, tried left to
 right until one finds room:
 
   regs(POOL[, even][, split][, per_member])  ceil(size/word) consecutive registers; `even` starts
@@ -53,8 +58,8 @@ from btfgen.resources import data_dir
 
 # What a condition may test (see btfgen/abi/classify.py for their meaning).
 CLASSES = frozenset({"integer", "bool", "enum", "pointer", "float", "aggregate", "scalar"})
-FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory"})
-NUMERIC = frozenset({"size", "align", "hfa_members"})
+FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "float_mode"})
+NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align"})
 REG_OPTIONS = frozenset({"even", "split", "per_member"})
 CTX_NAMES = ("pt_regs", "ftrace_regs")
 _COND_KINDS = ("flag", "not_flag", "compare", "member")

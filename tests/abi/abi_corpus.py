@@ -25,12 +25,15 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
 
 
-@lru_cache(maxsize=None)
 def protos_btf(arch: str):
+    return source_btf(arch, PROTOS.read_text())
+
+
+@lru_cache(maxsize=None)
+def source_btf(arch: str, source: str):
     from btfgen.btf.reader import open_btf
 
     tc = TOOLCHAINS[arch]
-    source = PROTOS.read_text()
     base = [*tc.cc, *tc.abi_flags, "-O0", "-g", "-ffreestanding", "-fno-stack-protector"]
     key = hashlib.sha256("\0".join([source, *base, "abi-corpus-1"]).encode()).hexdigest()[:24]
     out = CACHE / f"{key}.abi.o"

@@ -1,0 +1,134 @@
+"""Regression tables for ABI rules found by the conformance suite, one C source per arch.
+
+Each source is compiled with the kernel's ABI flags (tests/toolchains.py) and turned into BTF by
+pahole; btfgen's placement must equal the table. Every line was checked against gcc -O2 -S (the
+callee reading its last argument, the caller storing each argument). Notation as in
+test_placement.py: register names, `@N` entry SP + N, `,` between pieces, `&` by reference,
+`!` unavailable, `-> ret`, `(exit)` when readable at exit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from abi_corpus import available, source_btf
+from btfgen.abi.arches import load_arch
+from btfgen.place import place_functions
+from test_placement import render
+
+SOURCES = {
+    # i386 passes and returns by gcc's machine mode (-mregparm=3 -freg-struct-return): a struct
+    # a float spans is DFmode/SFmode (stack, x87 return), a union never is; an aggregate holding
+    # an array no integer mode fits (char[3], char[6]) is BLKmode: returned through the hidden
+    # pointer, which takes eax and shifts the arguments.
+    "i386": ("""
+        struct sd { double f0; }; struct sf { float f0; }; struct ssd { struct sd x; };
+        struct sad { double f[1]; }; union ud { double d; }; struct sfa2 { float f[2]; };
+        struct c31 { char f0[3]; char f1; }; union u6 { int a; char b[6]; short c; };
+        struct s22 { char f0[2]; char f1[2]; }; struct n31 { struct c31 x; };
+        struct s63 { short f0[3]; short f1; }; struct sa22 { char a[2][2]; };
+        int i_sd(int p0, struct sd p1, int p2) { return p2; }
+        int i_sf(struct sf p0, int p1) { return p1; }
+        int i_ssd(struct ssd p0, int p1) { return p1; }
+        int i_sad(struct sad p0, int p1) { return p1; }
+        int i_ud(union ud p0, int p1) { return p1; }
+        int i_sfa2(struct sfa2 p0, int p1) { return p1; }
+        struct c31 r_c31(int p0, int p1) { struct c31 r = {{0}}; return r; }
+        union u6 r_u6(int p0, int p1) { union u6 r = {0}; return r; }
+        struct n31 r_n31(int p0, int p1) { struct n31 r = {{{0}}}; return r; }
+        struct s63 r_s63(int p0, int p1) { struct s63 r = {{0}}; return r; }
+        struct s22 r_s22(int p0, int p1) { struct s22 r = {{0}}; return r; }
+        struct sa22 r_sa22(int p0, int p1) { struct sa22 r = {{{0}}}; return r; }
+        union ud r_ud(int p0) { union ud r = {0}; return r; }
+        struct sd r_sd(int p0) { struct sd r = {0}; return r; }
+        struct ssd r_ssd(int p0) { struct ssd r = {{0}}; return r; }
+        struct sfa2 r_sfa2(int p0) { struct sfa2 r = {{0}}; return r; }
+    """, """
+        i_sd eax @4 edx -> eax (exit)
+        i_sf @4 eax -> eax (exit)
+        i_ssd @4 eax -> eax (exit)
+        i_sad @4 eax -> eax (exit)
+        i_ud eax,edx ecx -> eax (exit)
+        i_sfa2 eax,edx ecx -> eax (exit)
+        r_c31 edx ecx -> &eax (exit)
+        r_u6 edx ecx -> &eax (exit)
+        r_n31 edx ecx -> &eax (exit)
+        r_s63 edx ecx -> &eax (exit)
+        r_s22 eax edx -> eax (exit)
+        r_sa22 eax edx -> eax (exit)
+        r_ud eax -> eax,edx (exit)
+        r_sd eax -> !
+        r_ssd eax -> !
+        r_sfa2 eax -> eax,edx (exit)
+    """),
+    # arm (gcc >= 9, PR 88469): a direct bitfield of declared type long long makes even a packed
+    # struct or union doubleword-aligned for passing; a packed double, or the bitfield one level
+    # down, does not.
+    "arm": ("""
+        struct __attribute__((packed)) p1 { char f0; long long f1 : 40; };
+        struct __attribute__((packed)) p2 { char f0; double f1; };
+        struct in { struct p1 x; };
+        struct __attribute__((packed)) p5 {
+            char f0; unsigned short f1 : 5; long long f2 : 12; double f3; double f4; };
+        union __attribute__((packed)) pu { char c[3]; long long x : 20; };
+        int a_p1(int a, struct p1 b, int c) { return c; }
+        int a_p2(int a, struct p2 b, int c) { return c; }
+        int a_in(int a, struct in b, int c) { return c; }
+        int a_p5(int a, long long b, int c, struct p5 d, int e) { return e; }
+        int a_pu(int a, union pu b, int c) { return c; }
+    """, """
+        a_in r0 r1,r2 r3 -> r0 (exit)
+        a_p1 r0 r2,r3 @0 -> r0 (exit)
+        a_p2 r0 r1,r2,r3 @0 -> r0 (exit)
+        a_p5 r0 r2,r3 @0 @8 @28 -> r0 (exit)
+        a_pu r0 r2 r3 -> r0 (exit)
+    """),
+    # arm64: a union whose members are all the same FP type (arrays of it included) is an HFA
+    # with as many members as its largest member: v registers, arguments and returns alike.
+    "arm64": ("""
+        union u1 { double f0[2]; double f1; }; union u2 { float a; double b; };
+        union u4 { float a[3]; float b; }; struct s5 { union u1 u; double d; };
+        union u6 { double a[5]; }; union u7 { float a; int b; };
+        long a_u1(int a, union u1 b, long c) { return c; }
+        long a_u2(int a, union u2 b, long c) { return c; }
+        long a_u4(int a, union u4 b, long c) { return c; }
+        long a_s5(int a, struct s5 b, long c) { return c; }
+        long a_u6(int a, union u6 b, long c) { return c; }
+        long a_u7(int a, union u7 b, long c) { return c; }
+        union u1 r_u1(long a) { union u1 r = {{0}}; return r; }
+        union u4 r_u4(long a) { union u4 r = {{0}}; return r; }
+        union u2 r_u2(long a) { union u2 r = {0}; return r; }
+    """, """
+        a_s5 x0 ! x1 -> x0 (exit)
+        a_u1 x0 ! x1 -> x0 (exit)
+        a_u2 x0 x1 x2 -> x0 (exit)
+        a_u4 x0 ! x1 -> x0 (exit)
+        a_u6 x0 &x1 x2 -> x0 (exit)
+        a_u7 x0 x1 x2 -> x0 (exit)
+        r_u1 x0 -> !
+        r_u2 x0 -> x0 (exit)
+        r_u4 x0 -> !
+    """),
+}
+
+CASES = [(arch, line.split()[0], line.strip())
+         for arch, (_, table) in SOURCES.items() for line in table.strip().splitlines()]
+
+
+def layout(arch: str):
+    if not available(arch):
+        pytest.skip(f"no {arch} toolchain")
+    btf = source_btf(arch, SOURCES[arch][0])
+    return place_functions(btf, load_arch(arch, btf.pointer_size), btf.funcs())
+
+
+@pytest.mark.parametrize("arch,name,expected", CASES, ids=[f"{a}-{n}" for a, n, _ in CASES])
+def test_placement_matches_compiler(arch, name, expected):
+    f = next(f for f in layout(arch).functions if f.name == name)
+    assert render(f) == expected
+
+
+@pytest.mark.parametrize("arch", list(SOURCES))
+def test_every_function_is_in_the_table(arch):
+    assert sorted(f.name for f in layout(arch).functions) == sorted(
+        line.split()[0] for line in SOURCES[arch][1].strip().splitlines())
