@@ -101,6 +101,7 @@ def count_insns(obj: Path) -> dict[str, int]:
 def instructions(tmp: Path) -> None:
     print("3. per-function decoder vs hand-written PT_REGS_PARMn (llvm-objdump-19)")
     import kernel
+
     from btfgen.codegen import bpf
     from btfgen.codegen.outputs import generate
     from btfgen.layout import ArchLayout, RegPiece
@@ -152,6 +153,7 @@ def generic(tmp: Path) -> None:
     d = tmp / "generic"
     d.mkdir()
     import kernel
+
     from btfgen.codegen.outputs import generate
     from btfgen.layout import ArchLayout
 

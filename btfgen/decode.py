@@ -85,16 +85,6 @@ def load(btf_path: str = "/sys/kernel/btf/vmlinux", arch: str | None = None,
 
 
 def convention_for(btf, arch: str | None = None):
-    """The convention `arch` names (a family name resolved by the BTF's pointer size), else the
-    one of the BTF's ELF machine, else the host's."""
-    from btfgen.abi.arches import arch_for_elf_machine, load_arch
+    from btfgen.abi.arches import convention_for as _convention_for
 
-    if arch:
-        return load_arch(arch, btf.pointer_size)
-    machine = getattr(btf, "elf_machine", None)
-    conv = arch_for_elf_machine(machine, btf.pointer_size) if machine else None
-    if conv is not None:
-        return conv
-    import platform
-
-    return load_arch(platform.machine(), btf.pointer_size)
+    return _convention_for(btf, arch)

@@ -18,8 +18,7 @@ import ctypes.util
 import errno
 import os
 from collections.abc import Callable, Sequence
-from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char_p, c_int, c_long, c_size_t, c_uint64,
-                    c_void_p)
+from ctypes import CFUNCTYPE, POINTER, c_bool, c_char_p, c_int, c_long, c_size_t, c_uint64, c_void_p
 
 from elftools.elf.elffile import ELFFile
 
@@ -254,7 +253,7 @@ class BpfObject:
             libbpf().bpf_object__close(self._obj)
             self._obj = None
 
-    def __enter__(self) -> "BpfObject":
+    def __enter__(self) -> BpfObject:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -288,7 +287,7 @@ class RingBuffer:
             libbpf().ring_buffer__free(self._rb)
             self._rb = None
 
-    def __enter__(self) -> "RingBuffer":
+    def __enter__(self) -> RingBuffer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,4 +1,4 @@
-"""The wheel carries templates/ and grammars/ and works from any directory, not only the checkout."""
+"""The wheel carries templates/ and grammars/ and works from any directory, not the checkout."""
 
 import os
 import subprocess
@@ -70,4 +70,4 @@ def test_every_package_is_in_the_wheel(installed):
         for p in (ROOT / "btfgen").rglob("__init__.py")
     }
     missing = sorted(d for d in source if not (installed / d / "__init__.py").exists())
-    assert not missing, f"packages missing from pyproject.toml [tool.setuptools] packages: {missing}"
+    assert not missing, f"not in pyproject.toml [tool.setuptools] packages: {missing}"

@@ -48,7 +48,7 @@ class TypeError_(Exception):
 class TypeTable(Protocol):
     pointer_size: int
 
-    def __getitem__(self, type_id: int) -> "Type": ...
+    def __getitem__(self, type_id: int) -> Type: ...
 
 
 # Int encoding bits, as in BTF_INT_ENCODING.
@@ -214,7 +214,7 @@ class Func(_Ref):
     kind = Kind.FUNC
 
     @property
-    def proto(self) -> "FuncProto":
+    def proto(self) -> FuncProto:
         proto = self.type
         if not isinstance(proto, FuncProto):
             raise TypeError_(f"type {self.id} ({self.name}): FUNC does not point to a FUNC_PROTO")

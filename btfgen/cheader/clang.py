@@ -46,7 +46,7 @@ def _lib():
     return lib
 
 
-def is_anonymous_member(record: "cindex.Cursor") -> bool:
+def is_anonymous_member(record: cindex.Cursor) -> bool:
     """`struct { union { int a; }; }`: the union is a member without a name of its own."""
     return bool(_lib().clang_Cursor_isAnonymousRecordDecl(record))
 
@@ -55,7 +55,7 @@ def is_anonymous_member(record: "cindex.Cursor") -> bool:
 _EXTRA_KINDS = {32: "FLOAT16", 163: "ATTRIBUTED", 177: "ATOMIC", 178: "BTFTAGATTRIBUTED"}
 
 
-def kind_of(t: "cindex.Type") -> str:
+def kind_of(t: cindex.Type) -> str:
     """The type's kind as the name of a CXTypeKind without its prefix ("POINTER", "ATOMIC")."""
     kind_id = t._kind_id
     name = _EXTRA_KINDS.get(kind_id)
@@ -67,22 +67,22 @@ def kind_of(t: "cindex.Type") -> str:
         return f"KIND{kind_id}"
 
 
-def _derived(fn, t: "cindex.Type") -> "cindex.Type":
+def _derived(fn, t: cindex.Type) -> cindex.Type:
     result = fn(t)
     result._tu = t._tu  # the bindings keep the translation unit alive through this field
     return result
 
 
-def unqualified(t: "cindex.Type") -> "cindex.Type":
+def unqualified(t: cindex.Type) -> cindex.Type:
     return _derived(_lib().clang_getUnqualifiedType, t)
 
 
-def modified(t: "cindex.Type") -> "cindex.Type":
+def modified(t: cindex.Type) -> cindex.Type:
     """`int __attribute__((x))` → int."""
     return _derived(_lib().clang_Type_getModifiedType, t)
 
 
-def atomic_value(t: "cindex.Type") -> "cindex.Type":
+def atomic_value(t: cindex.Type) -> cindex.Type:
     """`_Atomic(int)` → int."""
     return _derived(_lib().clang_Type_getValueType, t)
 
@@ -135,7 +135,7 @@ def command_line(target: Target, include_dirs, defines) -> list[str]:
 _INCLUDE_ATTRIBUTED_TYPES = 0x1000
 
 
-def parse(source_name: str, source: str, args: list[str]) -> "cindex.TranslationUnit":
+def parse(source_name: str, source: str, args: list[str]) -> cindex.TranslationUnit:
     """Parse `source` (an in-memory file that includes the headers); errors → HeaderError."""
     _require()
     _lib()

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-
 _INTERNED = ("struct", "union", "enum", "array")
 
 

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 
-from btfgen.abi.arches import arch_for_elf_machine, load_arch
+from btfgen.abi.arches import convention_for
 from btfgen.btf.reader import DEFAULT_PATH, open_btf
 from btfgen.cheader.options import add_header_arguments, headers_from_args
-from btfgen.errors import ArchError
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
 from btfgen.place import place_functions
@@ -35,21 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_header_arguments(parser)
 
 
-def choose_arch(btf, name: str | None):
-    if name:
-        return load_arch(name, btf.pointer_size)
-    machine = getattr(btf, "elf_machine", None)
-    if machine:
-        conv = arch_for_elf_machine(machine, btf.pointer_size)
-        if conv is None:
-            raise ArchError(f"{btf.path}: no ABI description for {machine}; pass --arch")
-        return conv
-    return load_arch(platform.machine(), btf.pointer_size)
-
-
 def run(args: argparse.Namespace) -> int:
     btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
-    conv = choose_arch(btf, args.arch)
+    conv = convention_for(btf, args.arch)
     if args.func:
         funcs, missing = [], []
         for name in dict.fromkeys(args.func):

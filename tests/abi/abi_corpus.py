@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from toolchains import CACHE, TOOLCHAINS
@@ -29,7 +29,7 @@ def protos_btf(arch: str):
     return source_btf(arch, PROTOS.read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def source_btf(arch: str, source: str):
     from btfgen.btf.reader import open_btf
 

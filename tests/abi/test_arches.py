@@ -54,6 +54,7 @@ def test_unknown_elf_machine():
 
 def test_btf_of_another_word_size_or_byte_order_is_refused():
     from abi_corpus import available, protos_btf
+
     from btfgen.place import place_functions
 
     if not (available("s390x") and available("arm")):

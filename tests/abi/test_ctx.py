@@ -6,12 +6,12 @@ import os
 import platform
 
 import pytest
-
 from abi_corpus import available
+from toolchains import compile_c
+
 from btfgen.abi.arches import load_arch
 from btfgen.abi.ctx import resolve_ctx
 from btfgen.btf.reader import open_btf
-from toolchains import compile_c
 
 VMLINUX = "/sys/kernel/btf/vmlinux"
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-
 from abi_corpus import available, protos_btf
-from btfgen.abi.dsl import parse_text
+
 from btfgen.abi.arches import conventions
+from btfgen.abi.dsl import parse_text
 from btfgen.errors import AbiError
 from btfgen.place import place_functions
 from btfgen.resources import arches_dir

@@ -10,11 +10,11 @@ test_placement.py: register names, `@N` entry SP + N, `,` between pieces, `&` by
 from __future__ import annotations
 
 import pytest
-
 from abi_corpus import available, source_btf
+from test_placement import render
+
 from btfgen.abi.arches import load_arch
 from btfgen.place import place_functions
-from test_placement import render
 
 SOURCES = {
     # i386 passes and returns by gcc's machine mode (-mregparm=3 -freg-struct-return): a struct

@@ -4,7 +4,8 @@ their registers, stack pieces lie above the stack-argument base."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from btfgen.abi.arches import conventions
 from btfgen.btf import types as T

@@ -14,12 +14,12 @@ unavailable (FP/vector register); `-> ret` is the return value, `(exit)` when re
 from __future__ import annotations
 
 import pytest
-
 from abi_corpus import available, protos_btf
+from toolchains import ARCHES
+
 from btfgen.abi.arches import load_arch
 from btfgen.layout import RegPiece, StackPiece
 from btfgen.place import place_functions
-from toolchains import ARCHES
 
 EXPECTED = {
     "x86_64": """

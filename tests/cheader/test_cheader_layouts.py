@@ -7,7 +7,6 @@ import os
 import re
 
 import pytest
-
 import toolchains
 from cheader_btf import btf_object
 from cheader_corpus import HEADER, SOURCE

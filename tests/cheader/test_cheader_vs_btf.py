@@ -4,7 +4,6 @@ compiled by the arch's real compiler, BTF by pahole), on every arch."""
 from __future__ import annotations
 
 import pytest
-
 import toolchains
 from cheader_btf import btf_object
 from cheader_compare import diff_funcs, diff_types

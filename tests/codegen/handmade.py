@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from btfgen.btf import types as T
 from btfgen.layout import (
-    ArchLayout, CtxInfo, CtxRegister, FunctionLayout, RegPiece, StackPiece, ValueLayout,
+    ArchLayout,
+    CtxInfo,
+    CtxRegister,
+    FunctionLayout,
+    RegPiece,
+    StackPiece,
+    ValueLayout,
 )
 
 

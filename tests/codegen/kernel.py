@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
@@ -19,14 +19,14 @@ def missing() -> str | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def btf():
     from btfgen.btf.reader import open_btf
 
     return open_btf(str(VMLINUX))
 
 
-@lru_cache(maxsize=None)
+@cache
 def placed_all():
     from btfgen.decode import convention_for
     from btfgen.place import place_functions

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
 import imagegen
+import pytest
 import zoo
 from bpfrun import BpfObject, bpf_permitted
+
 from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function

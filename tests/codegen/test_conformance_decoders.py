@@ -13,8 +13,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from bpfrun import BpfObject, bpf_permitted
+from toolchains import ARCHES, TOOLCHAINS
+
 from btfgen.codegen import bpf
 from btfgen.codegen.names import Namespace
 from btfgen.codegen.outputs import generate
@@ -23,7 +24,6 @@ from btfgen.decoding.describe import type_desc
 from btfgen.decoding.generic import piece_source
 from btfgen.decoding.runtime import Unavailable, convert
 from btfgen.layout import ArchLayout
-from toolchains import ARCHES, TOOLCHAINS
 
 conformance = pytest.importorskip("conformance.capture")
 check = pytest.importorskip("conformance.check")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import golden
 import pytest
 
-import golden
 from btfgen.btf import types as T
 from btfgen.decoding.describe import type_desc
 from btfgen.decoding.runtime import Enumerator, convert
@@ -92,6 +92,7 @@ def test_struct_bytes_from_the_compiler_decode_to_its_values(arch, tmp_path):
 
 def test_register_narrowing_and_sign_extension():
     import zoo
+
     from btfgen.decode import function
 
     table, arch = zoo.build()

@@ -7,11 +7,11 @@ import importlib.util
 import os
 import subprocess
 
-import pytest
-
 import golden
-from btfgen.codegen.bpf import TARGET_ARCH
+import pytest
 from toolchains import ARCHES, TOOLCHAINS
+
+from btfgen.codegen.bpf import TARGET_ARCH
 
 REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
 

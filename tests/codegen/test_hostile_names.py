@@ -10,11 +10,11 @@ import re
 import subprocess
 
 import pytest
+from handmade import Table, arch_layout, func, reg, stack, value
 
 from btfgen.codegen import bpf
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, py_ident
 from btfgen.codegen.outputs import generate
-from handmade import Table, arch_layout, func, reg, stack, value
 
 PWNED = "/tmp/btfgen-hostile-pwned"
 EVIL = [

@@ -4,10 +4,10 @@ assertions check every type it takes from vmlinux.h); the generic table too."""
 
 from __future__ import annotations
 
-import pytest
-
 import bpfrun
 import kernel
+import pytest
+
 from btfgen.codegen.outputs import generate
 from btfgen.layout import ArchLayout
 

@@ -4,11 +4,11 @@ over register/stack images holding chosen values among garbage."""
 
 from __future__ import annotations
 
-import pytest
-
 import imagegen
 import kernel
+import pytest
 from bpfrun import BpfObject, bpf_permitted
+
 from btfgen.btf import types as T
 from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate

@@ -9,9 +9,9 @@ import struct
 import subprocess
 
 import pytest
-
 import zoo
 from bpfrun import BpfObject, bpf_permitted
+
 from btfgen.codegen.outputs import generate
 
 PROGRAM = r"""

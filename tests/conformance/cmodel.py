@@ -33,7 +33,7 @@ class EnumT:
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
-    type: "CType"
+    type: CType
     count: int = 0  # > 0: an array of `count` elements
     bits: int = 0  # > 0: a bitfield of `bits` bits
 

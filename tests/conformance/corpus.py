@@ -12,8 +12,31 @@ import os
 import random
 
 from .cmodel import (
-    BOOL, CHAR, CHARP, DOUBLE, FLOAT, INT, INT128, INTEGERS, LLONG, LONG, SCHAR, SHORT, UCHAR,
-    UINT, UINT128, ULLONG, ULONG, USHORT, VOIDP, CType, EnumT, Field, Proto, Record, Scalar,
+    BOOL,
+    CHAR,
+    CHARP,
+    DOUBLE,
+    FLOAT,
+    INT,
+    INT128,
+    INTEGERS,
+    LLONG,
+    LONG,
+    SCHAR,
+    SHORT,
+    UCHAR,
+    UINT,
+    UINT128,
+    ULLONG,
+    ULONG,
+    USHORT,
+    VOIDP,
+    CType,
+    EnumT,
+    Field,
+    Proto,
+    Record,
+    Scalar,
     size_bound,
 )
 

@@ -41,7 +41,7 @@ class Snapshot:
                 "memory": [(a, d.hex()) for a, d in self.memory.regions]}
 
     @staticmethod
-    def from_plain(d: dict) -> "Snapshot":
+    def from_plain(d: dict) -> Snapshot:
         regions = tuple((a, bytes.fromhex(h)) for a, h in d["memory"])
         return Snapshot(dict(d["regs"]), d["sp"], Memory(regions))
 

@@ -11,9 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import bpfload
+import pytest
 
 HERE = Path(__file__).parent
 CLANG = "clang-19"

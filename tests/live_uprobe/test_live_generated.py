@@ -9,10 +9,9 @@ from __future__ import annotations
 import importlib.util
 import struct
 
-import pytest
-
 import bpfload
 import live_harness as harness
+import pytest
 from live_expected import ARGS, FUNCS, RETURNS
 
 from btfgen.btf import types as T

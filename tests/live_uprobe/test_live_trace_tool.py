@@ -7,8 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 import live_harness as harness
 
 TOOL = harness.HERE.parent.parent / "examples" / "btfgen_trace.py"

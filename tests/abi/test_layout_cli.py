@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from abi_corpus import available, protos_btf
 
 ROOT = Path(__file__).resolve().parents[2]

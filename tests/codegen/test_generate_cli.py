@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import golden
+import pytest
 import zoo
+from toolchains import TOOLCHAINS, compile_c
+
 from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
-from toolchains import TOOLCHAINS, compile_c
 
 ROOT = Path(__file__).resolve().parents[2]
 
