@@ -16,9 +16,9 @@ from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function
 from btfgen.decoding.describe import type_desc
-from btfgen.decoding.runtime import RECORD_HEADER, Unavailable, convert
+from btfgen.decoding.runtime import RECORD_HEADER_SIZE, Unavailable, convert
 
-RECORD_SIZE = RECORD_HEADER.size + 1024
+RECORD_SIZE = RECORD_HEADER_SIZE + 1024
 
 
 def _build(tmp_path, table, arch, images):

@@ -111,3 +111,23 @@ def test_register_narrowing_and_sign_extension():
     assert fast.entry(bytes(ctx)) == fast.decode_entry(bytes(ctx))
     batch = bytes(ctx) * 3
     assert list(fast.entries(batch, len(ctx))) == [fast.decode_entry(bytes(ctx))] * 3
+
+
+@pytest.mark.parametrize("arch,order", [("s390x", "big"), ("arm64", "little")])
+def test_generic_record_header_is_in_target_byte_order(arch, order):
+    """A generic record is written by the target's BPF, header included: a big-endian exit
+    record (kind 1) must not read as kind 0x01000000 on a little-endian host."""
+    import struct
+
+    import btfgen.decode as bd
+    import toolchains
+
+    obj = toolchains.compile_c("int __attribute__((noinline)) f(int a, long b) "
+                               "{ return a + b; }", arch)
+    fn = bd.load(str(obj), arch=arch).function("f")
+    head = ">IIQ" if order == "big" else "<IIQ"
+    exit_rec = struct.pack(head, fn.btf_id, 1, 0) + (42).to_bytes(4, order) + bytes(1020)
+    assert fn.decode_record(exit_rec) == 42
+    entry_rec = (struct.pack(head, fn.btf_id, 0, 0) + (7).to_bytes(4, order) + bytes(4)
+                 + (-5).to_bytes(8, order, signed=True) + bytes(1008))
+    assert fn.decode_record(entry_rec) == (7, -5)

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADER"]
+__all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
+           "RECORD_HEADER_SIZE"]
 
 # The generic BPF record: u32 btf_id, u32 kind (0 entry, 1 exit), u64 failed-op mask, then data.
-RECORD_HEADER = struct.Struct("=IIQ")
+# struct btfgen_record's header (u32 btf_id, u32 kind, u64 failed) as the target wrote it: in the
+# target's byte order, whatever the machine decoding it.
+RECORD_HEADERS = {"little": struct.Struct("<IIQ"), "big": struct.Struct(">IIQ")}
+RECORD_HEADER_SIZE = 16
 
 
 class DecodeError(ValueError):
@@ -227,8 +231,8 @@ class Function:
     def decode_record(self, record, read_memory=None):
         """Values from a generic BPF record (`btfgen_record`): a tuple of arguments for an entry
         record, the return value for an exit record."""
-        btf_id, kind, failed = RECORD_HEADER.unpack_from(record)
-        data = memoryview(record)[RECORD_HEADER.size :]
+        btf_id, kind, failed = RECORD_HEADERS[self.order].unpack_from(record)
+        data = memoryview(record)[RECORD_HEADER_SIZE:]
         plans = self._record[kind]
         values = self.args if kind == 0 else ((self.ret[0],) if self.ret else ())
         out = []
