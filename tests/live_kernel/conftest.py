@@ -1,0 +1,42 @@
+"""Fixtures for the live-kernel tests: one fetched kernel per target, skipped with a reason when
+QEMU or the Debian packages cannot be had."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from . import btf, debian
+from . import kernel as kernels
+from .targets import TARGETS, Target
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "live: boots Debian kernels under QEMU (needs the network once, then cached)"
+    )
+
+
+_kernels: dict[str, kernels.Kernel] = {}
+
+
+def kernel_for(name: str) -> kernels.Kernel:
+    target: Target = TARGETS[name]
+    if not target.qemu_available():
+        pytest.skip(f"{target.qemu[0]} is not installed")
+    if name not in _kernels:
+        try:
+            _kernels[name] = kernels.fetch(target)
+            kernels.busybox(target)
+        except debian.PackageError as e:
+            pytest.skip(f"{name}: kernel package cannot be had: {e}")
+    return _kernels[name]
+
+
+def btf_for(kernel: kernels.Kernel) -> Path:
+    """The kernel's BTF; a -dbg package that cannot be had skips like a kernel package."""
+    try:
+        return btf.vmlinux_btf(kernel)
+    except debian.PackageError as e:
+        pytest.skip(f"{kernel.target.name}: BTF cannot be made: {e}")

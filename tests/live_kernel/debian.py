@@ -1,0 +1,183 @@
+"""Debian packages of any suite and architecture through a private apt configuration.
+
+The machine's own apt sources, state and dpkg database are never touched: each (suite, arch) gets
+its own sources.list, index directory, archive cache and an empty dpkg status file, and every apt
+command names them with `-o`. Packages are fetched by `apt-get download`, which checks them against
+the signed index, and unpacked with `dpkg-deb`. Indexes are refreshed once a day (unstable moves);
+packages are cached by file name, which carries the version.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cache
+
+MIRROR = os.environ.get("BTFGEN_LIVE_MIRROR", "http://deb.debian.org/debian")
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+INDEX_MAX_AGE = float(os.environ.get("BTFGEN_LIVE_INDEX_MAX_AGE", 24 * 3600))
+
+
+class PackageError(RuntimeError):
+    """A package or index cannot be had (no network, no such package): tests skip on it."""
+
+
+@contextmanager
+def _locked(lock: Path):
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    if proc.returncode:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise PackageError(f"{what}: {' / '.join(tail) or f'exit {proc.returncode}'}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Apt:
+    suite: str  # "unstable", "bookworm", ...
+    arch: str  # Debian architecture: amd64, arm64, armhf, i386, ppc64el, s390x, riscv64
+
+    @property
+    def root(self) -> Path:
+        return cache.ROOT / "apt" / f"{self.suite}-{self.arch}"
+
+    def _options(self) -> list[str]:
+        r = self.root
+        return [
+            f"-oDir::Etc::sourcelist={r / 'sources.list'}",
+            f"-oDir::Etc::sourceparts={r / 'empty'}",
+            f"-oDir::Etc::preferences={r / 'empty' / 'none'}",
+            f"-oDir::Etc::preferencesparts={r / 'empty'}",
+            f"-oDir::State::Lists={r / 'lists'}",
+            f"-oDir::State::status={r / 'status'}",
+            f"-oDir::Cache={r / 'cache'}",
+            f"-oAPT::Architecture={self.arch}",
+            f"-oAPT::Architectures::={self.arch}",
+            "-oAcquire::Languages=none",
+            # Downloads land in our cache, which the unprivileged _apt user may not reach.
+            "-oAPT::Sandbox::User=root",
+            "-oDebug::NoLocking=1",
+        ]
+
+    def _prepare(self) -> None:
+        r = self.root
+        for d in ("empty", "lists/partial", "cache/archives/partial", "debs"):
+            (r / d).mkdir(parents=True, exist_ok=True)
+        (r / "status").touch()
+        (r / "sources.list").write_text(
+            f"deb [signed-by={KEYRING}] {MIRROR} {self.suite} main\n"
+        )
+
+    def update(self) -> None:
+        """Fetch the index unless a fresh one is cached."""
+        stamp = self.root / "updated"
+        with _locked(self.root / "lock"):
+            if stamp.exists() and time.time() - stamp.stat().st_mtime < INDEX_MAX_AGE:
+                return
+            self._prepare()
+            _run(["apt-get", *self._options(), "-qq", "update"], f"apt {self.suite}/{self.arch}")
+            if not any((self.root / "lists").glob("*_Packages*")):
+                raise PackageError(f"apt {self.suite}/{self.arch}: no package index fetched")
+            stamp.touch()
+
+    def show(self, package: str) -> dict[str, str] | None:
+        """The candidate version's control fields, or None when the suite has no such package."""
+        self.update()
+        proc = subprocess.run(
+            ["apt-cache", *self._options(), "show", "--no-all-versions", package],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode or not proc.stdout.strip():
+            return None
+        fields: dict[str, str] = {}
+        key = ""
+        for line in proc.stdout.splitlines():
+            if line[:1] in (" ", "\t") and key:
+                fields[key] += "\n" + line.strip()
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        # A purely virtual name yields a stanza without a Version.
+        return fields if "Version" in fields else None
+
+    def download(self, package: str) -> Path:
+        """The .deb of the candidate version, fetched once."""
+        fields = self.show(package)
+        if fields is None:
+            raise PackageError(f"apt {self.suite}/{self.arch}: no package {package}")
+        dest = self.root / "debs" / Path(fields["Filename"]).name
+        if dest.exists():
+            return dest
+        with _locked(self.root / "lock"):
+            if not dest.exists():
+                _run(
+                    ["apt-get", *self._options(), "-qq", "download", package],
+                    f"apt {self.suite}/{self.arch}: download {package}",
+                    cwd=dest.parent,
+                )
+                # apt-get download names the file itself (epochs as %3a); find it by version.
+                got = _find_download(dest.parent, package, fields["Version"], self.arch)
+                got.rename(dest)
+        return dest
+
+    def depends(self, package: str) -> list[str]:
+        fields = self.show(package) or {}
+        names = []
+        for alt in fields.get("Depends", "").split(","):
+            m = re.match(r"\s*([^\s(|]+)", alt)
+            if m:
+                names.append(m.group(1))
+        return names
+
+
+def _find_download(d: Path, package: str, version: str, arch: str) -> Path:
+    quoted = version.replace(":", "%3a")
+    for name in (f"{package}_{quoted}_{arch}.deb", f"{package}_{quoted}_all.deb"):
+        if (d / name).exists():
+            return d / name
+    raise PackageError(f"apt-get download {package}: no {package}_{quoted}_*.deb in {d}")
+
+
+def members(deb: Path) -> list[str]:
+    listing = _run(["dpkg-deb", "-c", str(deb)], f"dpkg-deb -c {deb.name}")
+    names = []
+    for line in listing.splitlines():
+        # "-rw-r--r-- root/root 123 2026-10-28 15:01 ./boot/vmlinuz-..." (links add " -> x")
+        parts = line.split(None, 5)
+        if len(parts) == 6 and not parts[0].startswith("d"):
+            names.append(parts[5].split(" -> ")[0])
+    return names
+
+
+def extract(deb: Path, pattern: str) -> list[Path]:
+    """Unpack the members whose path matches `pattern` (a regex) once; return their paths."""
+    dest = cache.ROOT / "unpacked" / deb.stem
+    wanted = [m for m in members(deb) if re.search(pattern, m)]
+    if not wanted:
+        raise PackageError(f"{deb.name}: no member matches {pattern}")
+    missing = [m for m in wanted if not (dest / m).exists()]
+    if missing:
+        dest.mkdir(parents=True, exist_ok=True)
+        tar = subprocess.Popen(
+            ["tar", "-x", "-C", str(dest), *missing],
+            stdin=subprocess.PIPE,
+        )
+        feed = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=tar.stdin)
+        tar.stdin.close()
+        if tar.wait() or feed.returncode:
+            raise PackageError(f"{deb.name}: unpacking {', '.join(missing)} failed")
+    return [dest / m for m in wanted]

@@ -1,0 +1,65 @@
+"""What runs in the guest: busybox, an /init that runs named steps between console markers, files.
+
+A step is a shell command line; its output and exit status come back through `Boot.section`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import kernel as kernels
+from . import qemu
+from .initramfs import Initramfs
+
+_PROLOGUE = f"""#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /tmp /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t tmpfs tmpfs /tmp
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+step() {{ name=$1; shift; echo "{qemu.BEGIN} $name"; "$@"; rc=$?; echo "{qemu.END} $name rc=$rc"; }}
+"""
+
+_EPILOGUE = f"""echo "{qemu.DONE}"
+poweroff -f
+"""
+
+
+@dataclass
+class Guest:
+    steps: list[tuple[str, str]] = field(default_factory=list)  # (name, shell command)
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # path -> data, mode
+
+    def step(self, name: str, command: str) -> None:
+        self.steps.append((name, command))
+
+    def file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        self.files[path] = (data, mode)
+
+    def init_script(self) -> str:
+        body = "".join(f"step {name} sh -c {_quote(cmd)}\n" for name, cmd in self.steps)
+        return _PROLOGUE + body + _EPILOGUE
+
+    def initrd(self, busybox: Path) -> bytes:
+        fs = Initramfs()
+        fs.chardev("dev/console", 5, 1)
+        fs.chardev("dev/null", 1, 3)
+        fs.file("bin/busybox", busybox.read_bytes(), 0o755)
+        fs.file("init", self.init_script().encode(), 0o755)
+        for path, (data, mode) in self.files.items():
+            fs.file(path, data, mode)
+        return fs.gz()
+
+    def run(
+        self, kernel: kernels.Kernel, append: str = "", timeout: float | None = None
+    ) -> qemu.Boot:
+        rd = self.initrd(kernels.busybox(kernel.target))
+        result = qemu.boot(kernel.target, kernel.image, rd, append, timeout)
+        result.check_done()
+        return result
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
