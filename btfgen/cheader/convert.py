@@ -202,7 +202,8 @@ class Builder:
         for qual, cls in (("restrict", T.Restrict), ("const", T.Const), ("volatile", T.Volatile)):
             if qual in quals:
                 base = inner
-                inner = self._intern((qual, base), lambda i: cls(i, "", self.table, base))
+                inner = self._intern(
+                    (qual, base), lambda i, cls=cls, base=base: cls(i, "", self.table, base))
         return inner
 
     def _int(self, kind_name: str, size: int) -> int:

@@ -79,7 +79,7 @@ def test_entry_decoders_copy_exactly_the_value_bytes(zoo_run):
 def test_exit_decoders_read_the_return_value(zoo_run):
     table, arch, cnames, images, results = zoo_run
     checked = 0
-    for f, img, (rc, _, ctx, _) in zip(arch.functions, images, results):
+    for f, img, (_rc, _, ctx, _) in zip(arch.functions, images, results):
         if f.ret is None:
             continue
         err = int.from_bytes(ctx[imagegen.ERR_OFF + 4 : imagegen.ERR_OFF + 8], "little",
@@ -92,7 +92,7 @@ def test_exit_decoders_read_the_return_value(zoo_run):
 
 def test_generic_decoder_records_decode_to_the_same_values(zoo_run):
     table, arch, cnames, images, results = zoo_run
-    for f, img, (rc, _, _, bss) in zip(arch.functions, images, results):
+    for f, img, (_rc, _, _, bss) in zip(arch.functions, images, results):
         fn = function(f, arch)
         entry = fn.decode_record(bss[:RECORD_SIZE])
         for a, want, got in zip(f.args, img.values, entry):
@@ -117,7 +117,7 @@ def test_python_decoders_agree_with_the_image(zoo_run):
         ctx = bytes(img.ctx)
         stack = ctx[imagegen.STACK_OFF :]
 
-        def read_memory(addr, size):
+        def read_memory(addr, size, ctx=ctx):
             return ctx[addr : addr + size]
 
         got = fn.entry(ctx, stack, read_memory)

@@ -119,8 +119,9 @@ def test_generic_record_header_is_in_target_byte_order(arch, order):
     record (kind 1) must not read as kind 0x01000000 on a little-endian host."""
     import struct
 
-    import btfgen.decode as bd
     import toolchains
+
+    import btfgen.decode as bd
 
     obj = toolchains.compile_c("int __attribute__((noinline)) f(int a, long b) "
                                "{ return a + b; }", arch)

@@ -1,5 +1,5 @@
-"""Golden examples (generated/examples/<arch>/) stay in sync with the generators; each compiles (BPF C for
-its arch's byte order with -D__TARGET_ARCH_<x>, no vmlinux.h) and imports (Python)."""
+"""Golden examples (generated/examples/<arch>/) stay in sync with the generators; each compiles
+(BPF C for its arch's byte order with -D__TARGET_ARCH_<x>, no vmlinux.h) and imports (Python)."""
 
 from __future__ import annotations
 

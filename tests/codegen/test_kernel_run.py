@@ -45,7 +45,7 @@ def _small(f) -> bool:
 def chosen():
     full = kernel.placed_all()
     picked, seen = [], set()
-    for name, pred in CATEGORIES.items():
+    for pred in CATEGORIES.values():
         n = 0
         for f in full.functions:
             if n == PER_CATEGORY:
