@@ -93,3 +93,7 @@ class ArchLayout:
     pointer_size: int
     ctx: CtxInfo
     functions: tuple[FunctionLayout, ...]
+    # From the arch description, for code that lays types out or names the target: the largest
+    # alignment a scalar gets, and libbpf's __TARGET_ARCH_<x> spelling.
+    max_scalar_align: int = 16
+    target_arch: str = ""

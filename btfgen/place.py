@@ -378,7 +378,9 @@ def place_functions(types, conv: Convention, funcs: Iterable[T.Func],
     engine = _engine(types, conv, ctx)
     with _collector_paused():
         layouts = tuple(engine.function(f) for f in funcs)
-    return ArchLayout(conv.name, conv.byte_order, conv.pointer_size, engine.ctx, layouts)
+    return ArchLayout(conv.name, conv.byte_order, conv.pointer_size, engine.ctx, layouts,
+                      max_scalar_align=conv.max_align,
+                      target_arch=conv.target_arch)
 
 
 @contextmanager

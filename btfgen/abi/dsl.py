@@ -133,6 +133,11 @@ class Convention:
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
 
+    @property
+    def target_arch(self) -> str:
+        """libbpf's __TARGET_ARCH_<x> spelling: the family (the kernel's ARCH), else the name."""
+        return self.families[0] if self.families else self.name
+
     def __repr__(self) -> str:
         return f"Convention({self.name!r}, {self.path!r})"
 

@@ -12,12 +12,6 @@ from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout
 
 RETPTR_FIELD = "btfgen_retptr"
 
-# `__TARGET_ARCH_<x>` as libbpf's bpf_tracing.h spells it.
-TARGET_ARCH = {
-    "x86_64": "x86", "i386": "x86", "arm64": "arm64", "arm": "arm", "riscv64": "riscv",
-    "riscv32": "riscv", "loongarch64": "loongarch", "s390x": "s390", "ppc64le": "powerpc",
-}
-MAX_SCALAR_ALIGN = {"i386": 4}
 
 # A function's block is rendered once per prototype with these in place of its own name, id and
 # comment. NUL appears in nothing else the generator prints (names and comments are sanitised).
@@ -202,7 +196,7 @@ def function_names(functions: tuple[FunctionLayout, ...]) -> list[str]:
 
 def c_types(arch: ArchLayout, table, self_contained: bool) -> CTypes:
     return CTypes(table, arch.pointer_size, "self" if self_contained else "vmlinux",
-                  max_align=MAX_SCALAR_ALIGN.get(arch.arch, 2 * arch.pointer_size))
+                  max_align=arch.max_scalar_align)
 
 
 def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
@@ -212,7 +206,7 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
     return HeaderView(
         guard=c_ident(guard).upper(),
         arch=c_comment(arch.arch),
-        target_arch=TARGET_ARCH.get(arch.arch, c_ident(arch.arch)),
+        target_arch=c_ident(arch.target_arch or arch.arch),
         big_endian=big,
         pointer_size=arch.pointer_size,
         ptr_type=reg_type(arch.pointer_size),

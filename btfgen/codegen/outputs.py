@@ -9,7 +9,7 @@ are put in afterwards.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from btfgen.codegen import bpf, python
 from btfgen.codegen.names import c_ident, py_ident
@@ -130,7 +130,7 @@ def manifest_text(arch: ArchLayout) -> str:
     name and id spliced in (the same text `json.dumps(manifest(arch))` gives)."""
     from btfgen.layout_json import function_json, to_json
 
-    doc = to_json(ArchLayout(arch.arch, arch.byte_order, arch.pointer_size, arch.ctx, ()))
+    doc = to_json(replace(arch, functions=()))
     head = json.dumps(doc, separators=(",", ":"))
     marker = '"functions":[]}'
     if not head.endswith(marker):
@@ -154,7 +154,7 @@ def manifest(arch: ArchLayout) -> dict:
     copied with the function's own name and id."""
     from btfgen.layout_json import function_json, to_json
 
-    doc = to_json(ArchLayout(arch.arch, arch.byte_order, arch.pointer_size, arch.ctx, ()))
+    doc = to_json(replace(arch, functions=()))
     cache: dict[tuple, dict] = {}
     functions = []
     for f in arch.functions:

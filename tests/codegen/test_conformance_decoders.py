@@ -11,6 +11,7 @@ target returned:
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 from bpfrun import BpfObject, bpf_permitted
@@ -213,8 +214,7 @@ def test_bpf_decoders_return_the_passed_values(arch, tmp_path):
     problems = []
     for n, group in enumerate(by_btf.values()):
         placed, btf = group[0][2], group[0][3]
-        layout = ArchLayout(placed.arch, placed.byte_order, placed.pointer_size, placed.ctx,
-                            tuple(r[1] for r in group))
+        layout = replace(placed, functions=tuple(r[1] for r in group))
         d = tmp_path / f"g{n}"
         d.mkdir()
         for name, text in generate(layout, btf, ("bpf",), self_contained=True,

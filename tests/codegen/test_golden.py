@@ -11,7 +11,7 @@ import golden
 import pytest
 from toolchains import ARCHES, TOOLCHAINS
 
-from btfgen.codegen.bpf import TARGET_ARCH
+from btfgen.abi.arches import load_arch
 
 REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
 
@@ -60,8 +60,9 @@ def test_golden_bpf_compiles(arch_outputs, tmp_path):
     src.write_text('#define BTFGEN_SAVE_ARGS\n#include "btfgen.bpf.h"\n#include "btfgen_specs.h"\n'
                    'char LICENSE[] SEC("license") = "GPL";\n' + calls + "\n")
     big = arch == "s390x"
+    target = load_arch(arch).target_arch
     proc = subprocess.run(["clang-19", "-target", "bpfeb" if big else "bpfel", "-O2", "-g",
-                           "-Wall", "-Werror", f"-D__TARGET_ARCH_{TARGET_ARCH[arch]}", "-c",
+                           "-Wall", "-Werror", f"-D__TARGET_ARCH_{target}", "-c",
                            str(src), "-o", str(tmp_path / "t.o")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""

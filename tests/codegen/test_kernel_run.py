@@ -4,6 +4,8 @@ over register/stack images holding chosen values among garbage."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import imagegen
 import kernel
 import pytest
@@ -15,7 +17,7 @@ from btfgen.codegen.outputs import generate
 from btfgen.decode import function
 from btfgen.decoding.describe import type_desc
 from btfgen.decoding.runtime import convert
-from btfgen.layout import ArchLayout, RegPiece, StackPiece
+from btfgen.layout import RegPiece, StackPiece
 
 pytestmark = pytest.mark.skipif(kernel.missing() is not None, reason=str(kernel.missing()))
 
@@ -59,7 +61,7 @@ def chosen():
             if f.name == name and f.btf_id not in seen:
                 picked.append(f)
                 seen.add(f.btf_id)
-    return ArchLayout(full.arch, full.byte_order, full.pointer_size, full.ctx, tuple(picked))
+    return replace(full, functions=tuple(picked))
 
 
 @pytest.fixture(scope="module")
