@@ -56,6 +56,7 @@ class SpecOpsView:
     nentry: int
     nexit: int
     ptr_size: int
+    carry: int  # GenericPlan.carry_code
     ops: tuple[generic.Op, ...]
 
 
@@ -84,6 +85,7 @@ class HeaderView:
     max_ops: int
     data_size: int
     op_limit: int
+    carry_missing_bit: int
 
 
 def reg_type(size: int) -> str:
@@ -220,6 +222,7 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
         max_ops=generic.MAX_OPS,
         data_size=generic.DATA_SIZE,
         op_limit=generic.OP_LIMIT,
+        carry_missing_bit=generic.CARRY_MISSING_BIT,
     )
 
 
@@ -231,6 +234,7 @@ def spec_views(arch: ArchLayout, names: list[str], plans, render) -> tuple[SpecV
         ops = cache.get(id(p))
         if ops is None:
             ops = cache[id(p)] = render(SpecOpsView(len(p.entry_ops), len(p.exit_ops),
-                                                    arch.pointer_size, p.entry_ops + p.exit_ops))
+                                                    arch.pointer_size, p.carry_code,
+                                                    p.entry_ops + p.exit_ops))
         out.append(SpecView(n, f.btf_id, ops))
     return tuple(out)

@@ -105,7 +105,7 @@ def python_module(arch: ArchLayout, gplans) -> str:
             desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
             order, psize, args, ret, fast, record = desc[2:]
             ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
-                   tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops))
+                   tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops), p.carry_code)
             parts = [lits.value_text(a) for a in args]
             args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
             ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"

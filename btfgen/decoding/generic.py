@@ -6,11 +6,16 @@ mass attach, after libbpf's USDT argument specs); user space decodes the record 
 plan. Each operation copies `size` bytes into the record's data at `dst` from the ctx (`src` is a
 ctx offset), from the stack (`src` is an offset from the entry SP), or through a pointer the
 record already holds (`src` is the pointer's data offset).
+
+A struct returned through a hidden pointer that the callee does not hand back (arm64's x8,
+s390x's r2) can only be found with the pointer the entry saw. The entry copies that pointer into
+its record (`carry` says where); the BPF program keeps it with the call and puts it at the exit
+record's data offset 0, where the exit's FROM_PTR operation follows it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
 
@@ -18,6 +23,8 @@ FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
 DATA_SIZE = 1024  # record data bytes; an op's dst and size are both below DATA_SIZE // 2
 OP_LIMIT = DATA_SIZE // 2
+# Bit of the record's failed mask set when an exit needed a carried pointer that was not saved.
+CARRY_MISSING_BIT = 63
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,12 @@ class GenericPlan:
     entry: tuple[ValuePlan | None, ...]  # per argument (None: not in the record)
     exit: tuple[ValuePlan | None, ...]  # the return value, if any
     skipped: tuple[str, ...]  # why values were left out
+    carry: int = -1  # entry data offset of the return pointer the exit needs; -1: none
+
+    @property
+    def carry_code(self) -> int:
+        """`struct btfgen_spec`'s carry byte: 0, or 1 + the carried pointer's data offset / 8."""
+        return 0 if self.carry < 0 else 1 + self.carry // 8
 
 
 def piece_source(piece, byte_order: str) -> tuple[int, int]:
@@ -95,16 +108,39 @@ class _Builder:
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, start, mask)
 
+    def carried(self, v: ValueLayout, carry: int) -> ValuePlan | None:
+        """A value behind the pointer the entry carried over, which sits at data offset 0."""
+        if carry < 0:
+            self.skipped.append("return value: no room for its pointer in the entry record")
+            return None
+        mask = 1 << CARRY_MISSING_BIT
+        self.cursor = dst = _align8(self.psize)
+        if v.size >= OP_LIMIT or MAX_OPS - self.first < 1:
+            self.skipped.append("return value: by-reference value too large, pointer only")
+            return ValuePlan(-1, 0, mask)
+        mask |= 1 << self.first
+        self.ops.append(Op(FROM_PTR, 0, dst, v.size))
+        self.cursor = _align8(dst + v.size)
+        return ValuePlan(dst, 0, mask)
+
 
 def plan(f: FunctionLayout, byte_order: str, pointer_size: int) -> GenericPlan:
     b = _Builder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
+    ret = f.ret
+    carry = -1
+    if ret is not None and ret.by_ref and not ret.at_exit and ret.unavailable is None:
+        # The pointer as a plain value of the entry record (no argument decodes it).
+        pointer = replace(ret, by_ref=False, size=pointer_size)
+        held = b.value(pointer, "return pointer")
+        if held is not None:
+            carry = held.data_off
     x = _Builder(byte_order, pointer_size, len(b.ops))
-    exit_ = ()
-    if f.ret is not None:
-        if f.ret.by_ref and not f.ret.at_exit:
-            x.skipped.append("return value: its pointer is only known at entry")
-            exit_ = (None,)
+    exit_: tuple[ValuePlan | None, ...] = ()
+    if ret is not None:
+        if ret.by_ref and not ret.at_exit and ret.unavailable is None:
+            exit_ = (x.carried(ret, carry),)
         else:
-            exit_ = (x.value(f.ret, "return value"),)
-    return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_, tuple(b.skipped + x.skipped))
+            exit_ = (x.value(ret, "return value"),)
+    return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
+                       tuple(b.skipped + x.skipped), carry)

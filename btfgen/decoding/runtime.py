@@ -29,6 +29,9 @@ __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RE
 # target's byte order, whatever the machine decoding it.
 RECORD_HEADERS = {"little": struct.Struct("<IIQ"), "big": struct.Struct(">IIQ")}
 RECORD_HEADER_SIZE = 16
+# The failed-mask bit of an exit whose carried return pointer was not kept (generic.py's
+# CARRY_MISSING_BIT; this module is copied into generated code, so it imports nothing of btfgen).
+CARRY_MISSING = 1 << 63
 
 
 class DecodeError(ValueError):
@@ -259,6 +262,8 @@ class Function:
             return Unavailable("not in the generic record")
         data_off, ptr_off, op_mask = plan
         if failed & op_mask:
+            if failed & op_mask & CARRY_MISSING:
+                return Unavailable("the return pointer was not kept from the entry")
             return Unavailable("the BPF read failed")
         if by_ref and data_off < 0:
             address = int.from_bytes(data[ptr_off : ptr_off + self.pointer_size], self.order)

@@ -105,6 +105,7 @@ def wrapper(f: FunctionLayout, cname: str, img: Image, spec_index: int) -> str:
         return "\n".join(lines)
     lines += [f'SEC("syscall") int exit_{cname}(void *ctx)', "{",
               f"\tstruct btfgen_args_{cname} a;", f"\tstruct btfgen_ret_{cname} r;", "\tint err;",
+              "\t__u64 carried;",
               "\t__builtin_memset(&a, 0, sizeof(a));", "\t__builtin_memset(&r, 0, sizeof(r));"]
     lines += _relocate(img.exit_relocs)
     lines.append(f"\tbtfgen_entry_{cname}_sp(ctx, {sp}, &a); /* what entry would have saved */")
@@ -113,6 +114,10 @@ def wrapper(f: FunctionLayout, cname: str, img: Image, spec_index: int) -> str:
     if f.ret.unavailable is None:
         lines.append(f"\t__builtin_memcpy((char *)ctx + {OUT_OFF + SLOT * len(f.args)}, "
                      "&r.value, sizeof(r.value));")
-    lines.append(f"\tbtfgen_generic_decode(ctx, {sp}, &btfgen_specs[{spec_index}], 1, &rec[1]);")
+    # The generic exit gets the carried return pointer from what the entry record would hold.
+    lines.append(f"\tbtfgen_generic_decode(ctx, {sp}, &btfgen_specs[{spec_index}], 0, &rec[1]);")
+    lines.append(f"\tcarried = btfgen_generic_carried(&btfgen_specs[{spec_index}], &rec[1]);")
+    lines.append(f"\tbtfgen_generic_decode_exit(ctx, {sp}, &btfgen_specs[{spec_index}], &rec[1], "
+                 "&carried);")
     lines += ["\treturn 0;", "}", ""]
     return "\n".join(lines)

@@ -14,7 +14,8 @@ import pytest
 
 from btfgen.btf import types as T
 from btfgen.decoding.describe import type_desc
-from btfgen.decoding.runtime import Enumerator, convert
+from btfgen.decoding.generic import plan as generic_plan
+from btfgen.decoding.runtime import Enumerator, Unavailable, convert
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -132,3 +133,33 @@ def test_generic_record_header_is_in_target_byte_order(arch, order):
     entry_rec = (struct.pack(head, fn.btf_id, 0, 0) + (7).to_bytes(4, order) + bytes(4)
                  + (-5).to_bytes(8, order, signed=True) + bytes(1008))
     assert fn.decode_record(entry_rec) == (7, -5)
+
+
+@pytest.mark.parametrize("arch,order", [("s390x", "big"), ("arm64", "little")])
+def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order):
+    """A struct returned through a pointer the callee does not hand back (s390x's r2, arm64's
+    x8): the entry record holds the pointer (`carry`), the exit record has it at data offset 0
+    and the struct after it; without it the value is reported missing, never read."""
+    import struct
+
+    import toolchains
+
+    import btfgen.decode as bd
+    from btfgen.decoding.generic import CARRY_MISSING_BIT
+
+    obj = toolchains.compile_c("struct big { long a, b, c, d; };\n"
+                               "struct big __attribute__((noinline)) f(long x) "
+                               "{ struct big r = { x, 2, 3, 4 }; return r; }", arch)
+    dec = bd.load(str(obj), arch=arch)
+    fn = dec.function("f")
+    placed = dec.arch_layout("f")
+    plan = generic_plan(dec.layout("f"), placed.byte_order, placed.pointer_size)
+    assert plan.carry >= 0 and plan.carry_code == 1 + plan.carry // 8
+    head = ">IIQ" if order == "big" else "<IIQ"
+    value = b"".join(v.to_bytes(8, order, signed=True) for v in (-1, 2, 3, 4))
+    exit_rec = (struct.pack(head, fn.btf_id, 1, 0) + (0xFFFF0000DEAD0000).to_bytes(8, order)
+                + value + bytes(1024 - 40))
+    assert fn.decode_record(exit_rec) == {"a": -1, "b": 2, "c": 3, "d": 4}
+    missing = struct.pack(head, fn.btf_id, 1, 1 << CARRY_MISSING_BIT) + bytes(1024)
+    got = fn.decode_record(missing)
+    assert isinstance(got, Unavailable) and "entry" in got.reason

@@ -3,9 +3,9 @@
 Per function: a kprobe that decodes the arguments with `btfgen_entry_F` into a slot saved with
 `btfgen_save_slot`, and a kretprobe that decodes the return value with `btfgen_exit_F` and
 restores the entry-time arguments from that slot. One kprobe.multi and one kretprobe.multi
-program run the generic table-driven decoder (`btfgen_generic_decode`) for all functions, the
-attach cookie indexing `btfgen_specs`. Every record goes to the `results` map under
-(action number << 16 | function << 2 | kind); the host reads the records' layout from the
+program run the generic table-driven decoder (`btfgen_generic_entry`/`_exit`) for all
+functions, the attach cookie indexing `btfgen_specs`. Every record goes to the `results` map
+under (action number << 16 | function << 2 | kind); the host reads the records' layout from the
 object's own BTF (the wrapper structs below), so nothing here assumes an offset.
 """
 
@@ -140,14 +140,19 @@ static __always_inline int multi(struct pt_regs *ctx, __u32 kind)
 {{
 	__u32 act = action(), key;
 	__u64 i = bpf_get_attach_cookie(ctx), ip = bpf_get_func_ip(ctx);
+	const struct btfgen_spec *spec = btfgen_spec_at(i);
 	struct btfgen_record *rec;
 
-	if (!act || i >= BTFGEN_NSPECS)
+	if (!act || !spec)
 		return 0;
 	rec = buffer();
 	if (!rec)
 		return 0;
-	btfgen_generic_decode(ctx, BTFGEN_SP(ctx), &btfgen_specs[i], kind, rec);
+	/* The exit follows a struct-return pointer only the entry saw (spec->carry) */
+	if (kind)
+		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, rec);
+	else
+		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, rec);
 	kind = kind ? {mexit} : {mentry};
 	key = act << 16 | i << 2 | kind;
 	bpf_map_update_elem(&multi_ip, &key, &ip, 1 /* BPF_NOEXIST */);

@@ -138,6 +138,7 @@ def test_typed_decoders(generated):
 GENERIC = r"""
 #include <linux/bpf.h>
 #define BTFGEN_USER
+#define BTFGEN_SAVE_ARGS /* btfgen_generic_exit keeps a struct-return pointer from the entry */
 #include "btfgen.bpf.h"
 
 /* The specs, one per function, written by user space (the Python module's spec(name)) at the
@@ -157,7 +158,10 @@ static __always_inline int run(void *ctx, __u32 kind)
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r)
 		return 0;
-	btfgen_generic_decode(ctx, BTFGEN_SP(ctx), spec, kind, r);
+	if (kind)
+		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, r);
+	else
+		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, r);
 	bpf_ringbuf_submit(r, 0);
 	return 0;
 }

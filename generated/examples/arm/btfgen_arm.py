@@ -18,6 +18,9 @@ __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RE
 # target's byte order, whatever the machine decoding it.
 RECORD_HEADERS = {"little": struct.Struct("<IIQ"), "big": struct.Struct(">IIQ")}
 RECORD_HEADER_SIZE = 16
+# The failed-mask bit of an exit whose carried return pointer was not kept (generic.py's
+# CARRY_MISSING_BIT; this module is copied into generated code, so it imports nothing of btfgen).
+CARRY_MISSING = 1 << 63
 
 
 class DecodeError(ValueError):
@@ -248,6 +251,8 @@ class Function:
             return Unavailable("not in the generic record")
         data_off, ptr_off, op_mask = plan
         if failed & op_mask:
+            if failed & op_mask & CARRY_MISSING:
+                return Unavailable("the return pointer was not kept from the entry")
             return Unavailable("the BPF read failed")
         if by_ref and data_off < 0:
             address = int.from_bytes(data[ptr_off : ptr_off + self.pointer_size], self.order)
@@ -274,11 +279,11 @@ _T.append(('struct', 4, (('a', 0, 3, ('int', 4, False)), ('b', 3, 5, ('int', 4, 
 _T.append(('struct', 4, (('c', 0, 0, ('int', 1, False)), ('s', 16, 0, ('int', 2, True)))))
 
 _DESCRIPTORS = {
-    'scalars': (('scalars', 34, 'little', 4, (('a', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 4, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 8, 1, 0),), False, None), ('d', ('ptr', 4), 4, ((0, 12, 4, 0),), False, None), ('e', ('int', 8, True), 8, ((1, 0, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((1, 8, 2, 0),), False, None), ('g', ('int', 4, True), 4, ((1, 12, 4, 0),), False, None), ('h', ('int', 4, False), 4, ((1, 16, 4, 0),), False, None), ('i', ('int', 4, True), 4, ((1, 20, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 32), (48, -1, 64), (56, -1, 128), (64, -1, 256)), ((0, -1, 512),))), (((0, 0, 4, 0), (4, 8, 1, 0), (8, 16, 1, 0), (12, 24, 4, 0), (0, 32, 8, 1), (8, 40, 2, 1), (12, 48, 4, 1), (16, 56, 4, 1), (20, 64, 4, 1)), ((0, 0, 4, 0),))),
-    'pass_pair': (('pass_pair', 32, 'little', 4, (('p', _T[0], 8, ((0, 4, 4, 0), (0, 8, 4, 4)), False, None), ('x', ('int', 4, True), 4, ((0, 12, 4, 0),), False, None)), (('', _T[0], 8, ((0, 0, 4, 0),), True, None), True), None, (((0, -1, 3), (8, -1, 4)), (None,))), (((4, 0, 4, 0), (8, 4, 4, 0), (12, 8, 4, 0)), ())),
-    'ret_big': (('ret_big', 30, 'little', 4, (('b', _T[2], 20, ((0, 4, 4, 0), (0, 8, 4, 4), (0, 12, 4, 8), (1, 0, 8, 12)), False, None), ('n', ('int', 4, True), 4, ((1, 8, 4, 0),), False, None)), (('', _T[2], 20, ((0, 0, 4, 0),), True, None), True), None, (((0, -1, 15), (24, -1, 16)), (None,))), (((4, 0, 4, 0), (8, 4, 4, 0), (12, 8, 4, 0), (0, 12, 8, 1), (8, 24, 4, 1)), ())),
-    'with_enum': (('with_enum', 28, 'little', 4, (('c', _T[3], 4, ((0, 0, 4, 0),), False, None), ('f', _T[4], 4, ((0, 4, 4, 0),), False, None), ('s', ('ptr', 4), 4, ((0, 8, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((0, 0, 4, 0), (4, 8, 4, 0), (8, 16, 4, 0)), ((0, 0, 4, 0),))),
-    'tiny': (('tiny', 26, 'little', 4, (('s', _T[5], 4, ((0, 0, 4, 0),), False, None), ('c', ('int', 1, False), 1, ((0, 4, 1, 0),), False, None), ('n', ('ptr', 4), 4, ((0, 8, 4, 0),), False, None)), (('', _T[5], 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((0, 0, 4, 0), (4, 8, 1, 0), (8, 16, 4, 0)), ((0, 0, 4, 0),))),
+    'scalars': (('scalars', 34, 'little', 4, (('a', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 4, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 8, 1, 0),), False, None), ('d', ('ptr', 4), 4, ((0, 12, 4, 0),), False, None), ('e', ('int', 8, True), 8, ((1, 0, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((1, 8, 2, 0),), False, None), ('g', ('int', 4, True), 4, ((1, 12, 4, 0),), False, None), ('h', ('int', 4, False), 4, ((1, 16, 4, 0),), False, None), ('i', ('int', 4, True), 4, ((1, 20, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 32), (48, -1, 64), (56, -1, 128), (64, -1, 256)), ((0, -1, 512),))), (((0, 0, 4, 0), (4, 8, 1, 0), (8, 16, 1, 0), (12, 24, 4, 0), (0, 32, 8, 1), (8, 40, 2, 1), (12, 48, 4, 1), (16, 56, 4, 1), (20, 64, 4, 1)), ((0, 0, 4, 0),), 0)),
+    'pass_pair': (('pass_pair', 32, 'little', 4, (('p', _T[0], 8, ((0, 4, 4, 0), (0, 8, 4, 4)), False, None), ('x', ('int', 4, True), 4, ((0, 12, 4, 0),), False, None)), (('', _T[0], 8, ((0, 0, 4, 0),), True, None), True), None, (((0, -1, 3), (8, -1, 4)), ((8, 0, 9223372036854775824),))), (((4, 0, 4, 0), (8, 4, 4, 0), (12, 8, 4, 0), (0, 16, 4, 0)), ((0, 8, 8, 2),), 3)),
+    'ret_big': (('ret_big', 30, 'little', 4, (('b', _T[2], 20, ((0, 4, 4, 0), (0, 8, 4, 4), (0, 12, 4, 8), (1, 0, 8, 12)), False, None), ('n', ('int', 4, True), 4, ((1, 8, 4, 0),), False, None)), (('', _T[2], 20, ((0, 0, 4, 0),), True, None), True), None, (((0, -1, 15), (24, -1, 16)), ((8, 0, 9223372036854775872),))), (((4, 0, 4, 0), (8, 4, 4, 0), (12, 8, 4, 0), (0, 12, 8, 1), (8, 24, 4, 1), (0, 32, 4, 0)), ((0, 8, 20, 2),), 5)),
+    'with_enum': (('with_enum', 28, 'little', 4, (('c', _T[3], 4, ((0, 0, 4, 0),), False, None), ('f', _T[4], 4, ((0, 4, 4, 0),), False, None), ('s', ('ptr', 4), 4, ((0, 8, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((0, 0, 4, 0), (4, 8, 4, 0), (8, 16, 4, 0)), ((0, 0, 4, 0),), 0)),
+    'tiny': (('tiny', 26, 'little', 4, (('s', _T[5], 4, ((0, 0, 4, 0),), False, None), ('c', ('int', 1, False), 1, ((0, 4, 1, 0),), False, None), ('n', ('ptr', 4), 4, ((0, 8, 4, 0),), False, None)), (('', _T[5], 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((0, 0, 4, 0), (4, 8, 1, 0), (8, 16, 4, 0)), ((0, 0, 4, 0),), 0)),
 }
 
 _FUNCTIONS: dict = {}
@@ -303,8 +308,8 @@ _SPEC_OP = struct.Struct('<' + "HHHBB")
 def spec(name: str) -> bytes:
     """`struct btfgen_spec` for the generic decoder, in the target's byte order."""
     btf_id, psize = _DESCRIPTORS[name][0][1], _DESCRIPTORS[name][0][3]
-    entry, exit_ = _DESCRIPTORS[name][1]
-    out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), psize, 0))
+    entry, exit_, carry = _DESCRIPTORS[name][1]
+    out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), psize, carry))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, 0)
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))

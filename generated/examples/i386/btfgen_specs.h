@@ -29,11 +29,14 @@ static const struct btfgen_spec btfgen_specs[5] = {
 };
 
 /* The spec at index `i` (say, the attach cookie), or NULL: a plain bounds check the verifier
- * follows, where a modulo of a table size that is not a power of two is not. */
+ * follows, where a modulo of a table size that is not a power of two is not. The empty asm
+ * keeps clang from computing the address before the check (the verifier rejects arithmetic on
+ * a map pointer with an unbounded index, even when the result goes unused). */
 static __always_inline const struct btfgen_spec *btfgen_spec_at(__u64 i)
 {
 	if (i >= BTFGEN_NSPECS)
 		return (void *)0;
+	asm volatile("" : "+r"(i));
 	return &btfgen_specs[i];
 }
 

@@ -20,7 +20,7 @@ static const struct btfgen_spec btfgen_specs[5] = {
  }, /* scalars */
 	{ .btf_id = 33, .nentry = 3, .nexit = 2, .ptr_size = 8, .ops = { { 24, 0, 8, 0 }, { 32, 8, 8, 0 }, { 40, 16, 4, 0 }, { 24, 0, 8, 0 }, { 32, 8, 8, 0 }, }
  }, /* pass_pair */
-	{ .btf_id = 31, .nentry = 6, .nexit = 0, .ptr_size = 8, .ops = { { 32, 0, 8, 0 }, { 40, 8, 8, 0 }, { 48, 16, 8, 0 }, { 56, 24, 8, 0 }, { 64, 32, 8, 0 }, { 72, 40, 4, 0 }, }
+	{ .btf_id = 31, .nentry = 7, .nexit = 1, .ptr_size = 8, .carry = 7, .ops = { { 32, 0, 8, 0 }, { 40, 8, 8, 0 }, { 48, 16, 8, 0 }, { 56, 24, 8, 0 }, { 64, 32, 8, 0 }, { 72, 40, 4, 0 }, { 24, 48, 8, 0 }, { 0, 8, 40, 2 }, }
  }, /* ret_big */
 	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .ops = { { 24, 0, 4, 0 }, { 32, 8, 4, 0 }, { 40, 16, 8, 0 }, { 24, 0, 4, 0 }, }
  }, /* with_enum */
@@ -29,11 +29,14 @@ static const struct btfgen_spec btfgen_specs[5] = {
 };
 
 /* The spec at index `i` (say, the attach cookie), or NULL: a plain bounds check the verifier
- * follows, where a modulo of a table size that is not a power of two is not. */
+ * follows, where a modulo of a table size that is not a power of two is not. The empty asm
+ * keeps clang from computing the address before the check (the verifier rejects arithmetic on
+ * a map pointer with an unbounded index, even when the result goes unused). */
 static __always_inline const struct btfgen_spec *btfgen_spec_at(__u64 i)
 {
 	if (i >= BTFGEN_NSPECS)
 		return (void *)0;
+	asm volatile("" : "+r"(i));
 	return &btfgen_specs[i];
 }
 

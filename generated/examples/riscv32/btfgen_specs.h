@@ -20,7 +20,7 @@ static const struct btfgen_spec btfgen_specs[5] = {
  }, /* scalars */
 	{ .btf_id = 31, .nentry = 3, .nexit = 2, .ptr_size = 4, .ops = { { 40, 0, 4, 0 }, { 44, 4, 4, 0 }, { 48, 8, 4, 0 }, { 40, 0, 4, 0 }, { 44, 4, 4, 0 }, }
  }, /* pass_pair */
-	{ .btf_id = 33, .nentry = 3, .nexit = 0, .ptr_size = 4, .ops = { { 44, 0, 4, 0 }, { 0, 8, 20, 2 }, { 48, 32, 4, 0 }, }
+	{ .btf_id = 33, .nentry = 4, .nexit = 1, .ptr_size = 4, .carry = 6, .ops = { { 44, 0, 4, 0 }, { 0, 8, 20, 2 }, { 48, 32, 4, 0 }, { 40, 40, 4, 0 }, { 0, 8, 20, 2 }, }
  }, /* ret_big */
 	{ .btf_id = 35, .nentry = 3, .nexit = 1, .ptr_size = 4, .ops = { { 40, 0, 4, 0 }, { 44, 8, 4, 0 }, { 48, 16, 4, 0 }, { 40, 0, 4, 0 }, }
  }, /* with_enum */
@@ -29,11 +29,14 @@ static const struct btfgen_spec btfgen_specs[5] = {
 };
 
 /* The spec at index `i` (say, the attach cookie), or NULL: a plain bounds check the verifier
- * follows, where a modulo of a table size that is not a power of two is not. */
+ * follows, where a modulo of a table size that is not a power of two is not. The empty asm
+ * keeps clang from computing the address before the check (the verifier rejects arithmetic on
+ * a map pointer with an unbounded index, even when the result goes unused). */
 static __always_inline const struct btfgen_spec *btfgen_spec_at(__u64 i)
 {
 	if (i >= BTFGEN_NSPECS)
 		return (void *)0;
+	asm volatile("" : "+r"(i));
 	return &btfgen_specs[i];
 }
 

@@ -31,7 +31,9 @@
  *
  * Mass attach: btfgen_generic_decode() runs one function's copy operations (a struct
  * btfgen_spec, one per function: the *_specs.h table, or specs loaded into a map and found by
- * attach cookie or BTF id) and fills a struct btfgen_record for user space to decode.
+ * attach cookie or BTF id) and fills a struct btfgen_record for user space to decode. Where an
+ * exit needs the entry's hidden return pointer (spec->carry: arm64's x8, s390x's r2), use
+ * btfgen_generic_entry()/btfgen_generic_exit() (BTFGEN_SAVE_ARGS), which keep it per call.
  */
 #ifndef BTFGEN_RISCV64_H
 #define BTFGEN_RISCV64_H
@@ -304,12 +306,14 @@ struct btfgen_op {
 	__u8 pad;
 };
 
+/* `carry`: the exit needs the hidden pointer to the returned struct that only the entry saw
+ * (arm64's x8, s390x's r2); btfgen_generic_entry/exit carry it from one to the other. */
 struct btfgen_spec {
 	__u32 btf_id;
 	__u8 nentry; /* ops[0, nentry) run at entry */
 	__u8 nexit; /* ops[nentry, nentry + nexit) run at exit */
 	__u8 ptr_size;
-	__u8 pad;
+	__u8 carry; /* 0, or 1 + entry data offset / 8 of the return pointer the exit needs */
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
@@ -373,6 +377,44 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 	}
 	return rec->failed ? -14 : 0;
 }
+
+#define BTFGEN_CARRY_MISSING_BIT 63 /* failed: no carried pointer at exit */
+
+/* The pointer an entry record carries for its exit (spec->carry), as raw record bytes: keep it
+ * with the call and hand it to btfgen_generic_decode_exit. 0 when the spec carries nothing. */
+static __always_inline __u64 btfgen_generic_carried(const struct btfgen_spec *spec,
+						   const struct btfgen_record *entry)
+{
+	__u32 at = ((__u32)spec->carry - 1) * 8 & (BTFGEN_OP_LIMIT - 1);
+	__u64 raw = 0;
+
+	if (!spec->carry)
+		return 0;
+	if (spec->ptr_size == 8)
+		__builtin_memcpy(&raw, &entry->data[at], 8);
+	else
+		__builtin_memcpy(&raw, &entry->data[at], 4);
+	return raw;
+}
+
+/* The exit record: `carried` is what btfgen_generic_carried gave at the matching entry, or NULL
+ * when it was not kept (the value is then marked failed, never read through a stale pointer). */
+static __always_inline int btfgen_generic_decode_exit(const void *ctx, __u64 sp,
+						      const struct btfgen_spec *spec,
+						      struct btfgen_record *rec, const __u64 *carried)
+{
+	__u64 raw = carried ? *carried : 0;
+	int err;
+
+	if (spec->carry)
+		__builtin_memcpy(&rec->data[0], &raw, 8);
+	err = btfgen_generic_decode(ctx, sp, spec, 1, rec);
+	if (spec->carry && !carried) {
+		rec->failed |= 1ULL << BTFGEN_CARRY_MISSING_BIT;
+		return -14;
+	}
+	return err;
+}
 #ifdef BTFGEN_SAVE_ARGS
 /* ---- entry save / exit restore ------------------------------------------------------------ */
 #ifndef BTFGEN_SAVE_MAX
@@ -406,34 +448,51 @@ struct {
 
 static const __u8 btfgen_zero[BTFGEN_SAVE_MAX];
 
-/* Entry: a zeroed slot of BTFGEN_SAVE_MAX bytes for this call, or NULL. */
-static __always_inline void *btfgen_save_slot(__u32 btf_id)
+/* A per-thread stack of slots in `saved`, its height in `depths`: each user of the pattern has
+ * its own pair, because only calls that push also pop and the heights must match. */
+static __always_inline void *btfgen__push(void *saved, void *depths, __u32 btf_id,
+					  const void *zero)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 *d = bpf_map_lookup_elem(&btfgen_depth, &id);
+	__u32 *d = bpf_map_lookup_elem(depths, &id);
 	struct btfgen_save_key key = { .pid_tgid = id, .depth = d ? *d : 0, .btf_id = btf_id };
 	__u32 next = key.depth + 1;
 
-	if (bpf_map_update_elem(&btfgen_saved, &key, btfgen_zero, 0 /* BPF_ANY */))
+	if (bpf_map_update_elem(saved, &key, zero, 0 /* BPF_ANY */))
 		return 0;
-	if (bpf_map_update_elem(&btfgen_depth, &id, &next, 0 /* BPF_ANY */))
+	if (bpf_map_update_elem(depths, &id, &next, 0 /* BPF_ANY */))
 		return 0;
-	return bpf_map_lookup_elem(&btfgen_saved, &key);
+	return bpf_map_lookup_elem(saved, &key);
 }
 
-static __always_inline struct btfgen_save_key btfgen_exit_key(__u32 btf_id)
+static __always_inline struct btfgen_save_key btfgen__top(void *depths, __u32 btf_id)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 *d = bpf_map_lookup_elem(&btfgen_depth, &id);
+	__u32 *d = bpf_map_lookup_elem(depths, &id);
 	struct btfgen_save_key key = { .pid_tgid = id, .depth = d && *d ? *d - 1 : 0,
 				       .btf_id = btf_id };
 	return key;
 }
 
+static __always_inline void btfgen__pop(void *saved, void *depths, __u32 btf_id)
+{
+	struct btfgen_save_key key = btfgen__top(depths, btf_id);
+	__u32 depth = key.depth;
+
+	bpf_map_delete_elem(saved, &key);
+	bpf_map_update_elem(depths, &key.pid_tgid, &depth, 0 /* BPF_ANY */);
+}
+
+/* Entry: a zeroed slot of BTFGEN_SAVE_MAX bytes for this call, or NULL. */
+static __always_inline void *btfgen_save_slot(__u32 btf_id)
+{
+	return btfgen__push(&btfgen_saved, &btfgen_depth, btf_id, btfgen_zero);
+}
+
 /* Exit: the slot saved by the matching entry, or NULL. */
 static __always_inline const void *btfgen_saved_slot(__u32 btf_id)
 {
-	struct btfgen_save_key key = btfgen_exit_key(btf_id);
+	struct btfgen_save_key key = btfgen__top(&btfgen_depth, btf_id);
 
 	return bpf_map_lookup_elem(&btfgen_saved, &key);
 }
@@ -441,11 +500,58 @@ static __always_inline const void *btfgen_saved_slot(__u32 btf_id)
 /* Exit, when done with the slot: forget it and step the thread's depth back. */
 static __always_inline void btfgen_release_slot(__u32 btf_id)
 {
-	struct btfgen_save_key key = btfgen_exit_key(btf_id);
-	__u32 depth = key.depth;
+	btfgen__pop(&btfgen_saved, &btfgen_depth, btf_id);
+}
 
-	bpf_map_delete_elem(&btfgen_saved, &key);
-	bpf_map_update_elem(&btfgen_depth, &key.pid_tgid, &depth, 0 /* BPF_ANY */);
+/* The generic decoder's own stack: only the carried return pointer, 8 bytes a call. */
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, BTFGEN_SAVE_ENTRIES);
+	__type(key, struct btfgen_save_key);
+	__type(value, __u64);
+} btfgen_carried SEC(".maps");
+
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, BTFGEN_SAVE_ENTRIES);
+	__type(key, __u64);
+	__type(value, __u32);
+} btfgen_carry_depth SEC(".maps");
+
+/* The generic decoder with the entry-save/exit-restore pattern for what an exit needs from its
+ * entry (the carried return pointer); for other functions they are btfgen_generic_decode. */
+static __always_inline int btfgen_generic_entry(const void *ctx, __u64 sp,
+						const struct btfgen_spec *spec,
+						struct btfgen_record *rec)
+{
+	int err = btfgen_generic_decode(ctx, sp, spec, 0, rec);
+	__u64 *slot;
+
+	if (spec->carry) {
+		slot = btfgen__push(&btfgen_carried, &btfgen_carry_depth, spec->btf_id, btfgen_zero);
+		if (slot)
+			*slot = btfgen_generic_carried(spec, rec);
+	}
+	return err;
+}
+
+static __always_inline int btfgen_generic_exit(const void *ctx, __u64 sp,
+					       const struct btfgen_spec *spec,
+					       struct btfgen_record *rec)
+{
+	struct btfgen_save_key key;
+	const __u64 *slot;
+	__u64 carried;
+
+	if (!spec->carry)
+		return btfgen_generic_decode(ctx, sp, spec, 1, rec);
+	key = btfgen__top(&btfgen_carry_depth, spec->btf_id);
+	slot = bpf_map_lookup_elem(&btfgen_carried, &key);
+	if (!slot)
+		return btfgen_generic_decode_exit(ctx, sp, spec, rec, 0);
+	carried = *slot;
+	btfgen__pop(&btfgen_carried, &btfgen_carry_depth, spec->btf_id);
+	return btfgen_generic_decode_exit(ctx, sp, spec, rec, &carried);
 }
 #endif /* BTFGEN_SAVE_ARGS */
 #endif /* BTFGEN_COMMON_H */

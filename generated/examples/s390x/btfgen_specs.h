@@ -18,22 +18,25 @@
 static const struct btfgen_spec btfgen_specs[5] = {
 	{ .btf_id = 35, .nentry = 9, .nexit = 1, .ptr_size = 8, .ops = { { 44, 0, 4, 0 }, { 55, 8, 1, 0 }, { 63, 16, 1, 0 }, { 64, 24, 8, 0 }, { 72, 32, 8, 0 }, { 166, 40, 2, 1 }, { 168, 48, 8, 1 }, { 180, 56, 4, 1 }, { 184, 64, 8, 1 }, { 40, 0, 8, 0 }, }
  }, /* scalars */
-	{ .btf_id = 33, .nentry = 3, .nexit = 0, .ptr_size = 8, .ops = { { 48, 0, 8, 0 }, { 0, 8, 16, 2 }, { 60, 24, 4, 0 }, }
+	{ .btf_id = 33, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 5, .ops = { { 48, 0, 8, 0 }, { 0, 8, 16, 2 }, { 60, 24, 4, 0 }, { 40, 32, 8, 0 }, { 0, 8, 16, 2 }, }
  }, /* pass_pair */
-	{ .btf_id = 31, .nentry = 3, .nexit = 0, .ptr_size = 8, .ops = { { 48, 0, 8, 0 }, { 0, 8, 40, 2 }, { 60, 48, 4, 0 }, }
+	{ .btf_id = 31, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 8, .ops = { { 48, 0, 8, 0 }, { 0, 8, 40, 2 }, { 60, 48, 4, 0 }, { 40, 56, 8, 0 }, { 0, 8, 40, 2 }, }
  }, /* ret_big */
 	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .ops = { { 44, 0, 4, 0 }, { 52, 8, 4, 0 }, { 56, 16, 8, 0 }, { 44, 0, 4, 0 }, }
  }, /* with_enum */
-	{ .btf_id = 27, .nentry = 3, .nexit = 0, .ptr_size = 8, .ops = { { 52, 0, 4, 0 }, { 63, 8, 1, 0 }, { 64, 16, 8, 0 }, }
+	{ .btf_id = 27, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 4, .ops = { { 52, 0, 4, 0 }, { 63, 8, 1, 0 }, { 64, 16, 8, 0 }, { 40, 24, 8, 0 }, { 0, 8, 4, 2 }, }
  }, /* tiny */
 };
 
 /* The spec at index `i` (say, the attach cookie), or NULL: a plain bounds check the verifier
- * follows, where a modulo of a table size that is not a power of two is not. */
+ * follows, where a modulo of a table size that is not a power of two is not. The empty asm
+ * keeps clang from computing the address before the check (the verifier rejects arithmetic on
+ * a map pointer with an unbounded index, even when the result goes unused). */
 static __always_inline const struct btfgen_spec *btfgen_spec_at(__u64 i)
 {
 	if (i >= BTFGEN_NSPECS)
 		return (void *)0;
+	asm volatile("" : "+r"(i));
 	return &btfgen_specs[i];
 }
 
