@@ -38,7 +38,8 @@ def timed(label, fn):
 
 
 def whole_kernel(tmp: Path) -> None:
-    print("1. whole running kernel, BPF + Python + JSON")
+    print("1. whole running kernel, BPF + Python + JSON "
+          f"({len(os.sched_getaffinity(0))} CPUs, load {os.getloadavg()[0]:.2f} before)")
     w = time.perf_counter()
     subprocess.run([sys.executable, "-m", "btfgen", "-o", str(tmp / "all"), "-q"], env=ENV,
                    check=True)
@@ -48,6 +49,10 @@ def whole_kernel(tmp: Path) -> None:
     subprocess.run([sys.executable, "-m", "btfgen", "-o", str(tmp / "all"), "-q"], env=ENV,
                    check=True)
     print(f"  again (nothing rewritten)    wall {time.perf_counter() - w:6.2f} s")
+    w = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "btfgen", "-o", str(tmp / "serial"), "-q", "-j", "1"],
+                   env=ENV, check=True)
+    print(f"  one process (-j 1, fresh)    wall {time.perf_counter() - w:6.2f} s")
     from btfgen.btf.reader import open_btf
     from btfgen.codegen import outputs
     from btfgen.decode import convention_for
@@ -58,7 +63,8 @@ def whole_kernel(tmp: Path) -> None:
     arch = timed(f"place {len(funcs)} functions",
                  lambda: place_functions(btf, convention_for(btf), funcs))
     for lang in outputs.LANGS:
-        timed(f"generate {lang}", lambda: outputs.generate(arch, btf, (lang,)))
+        timed(f"generate {lang}", lambda lang=lang: outputs.generate(arch, btf, (lang,)))
+    timed("generate all, 2 processes", lambda: outputs.generate(arch, btf, jobs=2))
     sizes = {p.name: p.stat().st_size for p in (tmp / "all").iterdir()}
     print("  sizes: " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(sizes.items())))
 

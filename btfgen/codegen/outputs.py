@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from btfgen.codegen import bpf, python
+from btfgen.codegen import bpf, forked, python
 from btfgen.codegen.names import c_ident, py_ident
 from btfgen.codegen.render import environment
 from btfgen.decoding import generic
@@ -52,33 +52,90 @@ def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
 
 
 def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
-             specs_table: bool = True) -> dict[str, str]:
+             specs_table: bool = True, jobs: int = 1) -> dict[str, str]:
+    """The files for `langs`; with `jobs` > 1 rendered by that many processes (same bytes)."""
     names = file_names(arch.arch)
-    gplans = plans(arch) if "bpf" in langs or "python" in langs else []
-    out: dict[str, str] = {}
+    kinds = []
     if "bpf" in langs:
-        cnames = bpf.function_names(arch.functions)
-        out.update(bpf_files(arch, table, cnames, gplans, self_contained, specs_table, names))
+        kinds += ["header"] + (["specs"] if specs_table else [])
     if "python" in langs:
-        out[names.module] = python_module(arch, gplans)
+        kinds.append("python")
     if "json" in langs:
-        out[names.manifest] = manifest_text(arch)
-    return out
+        kinds.append("json")
+    files = _Files(arch, table, names, self_contained)
+    groups = _groups(kinds, jobs)
+    return forked.run([lambda g=g: files.render(g) for g in groups])
 
 
-def bpf_files(arch, table, cnames, gplans, self_contained, specs_table, names) -> dict[str, str]:
-    env = environment()
-    ctypes = bpf.c_types(arch, table, self_contained)
-    func_t = env.get_template("bpf_function.h.j2")
-    ptr = _PtrType(bpf.reg_type(arch.pointer_size))
-    blocks = bpf.function_blocks(arch, cnames, ctypes, lambda f: func_t.render(f=f, h=ptr))
-    h = bpf.header_view(arch, ctypes, guard=f"BTFGEN_{arch.arch}_H")
-    out = {names.header: env.get_template("bpf.h.j2").render(h=h, blocks=blocks)}
-    if specs_table:
+# The two halves of the work take about as long on a whole kernel: the header is the largest
+# file; the spec table and the Python module share the generic plans.
+_HALVES = (("header", "json"), ("specs", "python"))
+
+
+def _groups(kinds: list[str], jobs: int) -> list[list[str]]:
+    if jobs < 2:
+        return [kinds]
+    groups = [[k for k in half if k in kinds] for half in _HALVES]
+    return [g for g in groups if g]
+
+
+class _Files:
+    """One output file per kind, with what several kinds share computed once per process."""
+
+    def __init__(self, arch: ArchLayout, table, names: Names, self_contained: bool):
+        self.arch, self.table, self.names = arch, table, names
+        self.self_contained = self_contained
+        self._plans: list[generic.GenericPlan] | None = None
+        self._cnames: list[str] | None = None
+
+    @property
+    def plans(self) -> list[generic.GenericPlan]:
+        if self._plans is None:
+            self._plans = plans(self.arch)
+        return self._plans
+
+    @property
+    def cnames(self) -> list[str]:
+        if self._cnames is None:
+            self._cnames = bpf.function_names(self.arch.functions)
+        return self._cnames
+
+    def render(self, kinds: list[str]) -> dict[str, str]:
+        out = {}
+        for kind in kinds:
+            name, text = getattr(self, "_" + kind)()
+            out[name] = text
+        return out
+
+    def _ctypes(self):
+        return bpf.c_types(self.arch, self.table, self.self_contained)
+
+    def _guard(self) -> str:
+        return f"BTFGEN_{self.arch.arch}_H"
+
+    def _header(self) -> tuple[str, str]:
+        env = environment()
+        ctypes = self._ctypes()
+        func_t = env.get_template("bpf_function.h.j2")
+        ptr = _PtrType(bpf.reg_type(self.arch.pointer_size))
+        blocks = bpf.function_blocks(self.arch, self.cnames, ctypes,
+                                     lambda f: func_t.render(f=f, h=ptr))
+        h = bpf.header_view(self.arch, ctypes, guard=self._guard())
+        return self.names.header, env.get_template("bpf.h.j2").render(h=h, blocks=blocks)
+
+    def _specs(self) -> tuple[str, str]:
+        env = environment()
         ops_t = env.get_template("spec_ops.h.j2")
-        specs = bpf.spec_views(arch, cnames, gplans, lambda s: ops_t.render(s=s))
-        out[names.specs] = env.get_template("specs.h.j2").render(h=h, specs=specs)
-    return out
+        specs = bpf.spec_views(self.arch, self.cnames, self.plans, lambda s: ops_t.render(s=s))
+        # The table needs only the header's guard and sizes, none of its type definitions.
+        h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
+        return self.names.specs, env.get_template("specs.h.j2").render(h=h, specs=specs)
+
+    def _python(self) -> tuple[str, str]:
+        return self.names.module, python_module(self.arch, self.plans)
+
+    def _json(self) -> tuple[str, str]:
+        return self.names.manifest, manifest_text(self.arch)
 
 
 class _PtrType:

@@ -9,6 +9,7 @@ Exit status: 0 ok, 1 some requested functions are missing (named on stderr), 2 b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "always on for 32-bit targets")
     parser.add_argument("--no-specs", action="store_true",
                         help="do not write the generic decoder's C table (btfgen_specs.h)")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
+                        help="processes rendering the outputs (default: the CPUs, for large "
+                             "selections)")
     add_header_arguments(parser)
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", action="store_true", help="no summary line")
@@ -65,6 +69,31 @@ class _Progress:
         if self.enabled:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
+
+
+# Below this many functions a forked process costs more than it saves.
+PARALLEL_FROM = 2000
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, 1 or more")
+    return n
+
+
+def _jobs_for(asked: int | None, nfuncs: int) -> int:
+    if asked is not None:
+        return asked
+    if nfuncs < PARALLEL_FROM:
+        return 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def parse_langs(text: str) -> tuple[str, ...]:
@@ -115,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 
     self_contained = args.self_contained or arch.pointer_size != 8
     files = generate(arch, btf, langs, self_contained=self_contained,
-                     specs_table=not args.no_specs)
+                     specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
     outdir = Path(args.output) if args.output else Path("generated") / arch.arch
     progress(f"writing {outdir}")
     written = [name for name, text in sorted(files.items())

@@ -71,6 +71,7 @@ def test_unchanged_files_are_not_rewritten(obj, tmp_path):
     (["/nonexistent/vmlinux"], "btfgen: error: /nonexistent/vmlinux: No such file or directory"),
     (["--arch", "vax"], "btfgen: error: unknown arch 'vax'"),
     (["--funcs-file", "/nonexistent/list"], "btfgen: error: /nonexistent/list: No such file"),
+    (["-j", "0"], "btfgen: error: argument -j/--jobs: '0': a number of processes"),
 ])
 def test_usage_errors_are_one_line(obj, args, message, tmp_path):
     if args[0] not in ("/nonexistent/vmlinux",):

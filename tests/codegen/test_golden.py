@@ -49,6 +49,15 @@ def test_generation_is_deterministic(arch_outputs):
     assert golden.outputs(arch) == out
 
 
+def test_parallel_generation_gives_the_same_files(arch_outputs):
+    """The whole-kernel path renders in forked processes: not one byte may differ."""
+    from btfgen.codegen.outputs import generate
+
+    arch, out = arch_outputs
+    btf, layout = golden.build(arch)
+    assert generate(layout, btf, self_contained=True, jobs=2) == out
+
+
 def test_golden_bpf_compiles(arch_outputs, tmp_path):
     arch, out = arch_outputs
     for name, text in out.items():

@@ -1,0 +1,30 @@
+"""The forked runner behind parallel generation: results merge in order, and a failure in a
+child is the same exception in the parent (a one-line BtfgenError stays one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from btfgen.codegen import forked
+from btfgen.errors import BtfgenError
+
+
+def test_results_merge_in_order():
+    works = [lambda i=i: {f"f{i}": str(i) * 3, "shared": str(i)} for i in range(3)]
+    assert forked.run(works) == {"f0": "000", "f1": "111", "f2": "222", "shared": "2"}
+
+
+def _boom():
+    raise BtfgenError("vmlinux: .BTF+0x10: bad type")
+
+
+def test_a_child_exception_is_raised_in_the_parent():
+    with pytest.raises(BtfgenError, match=r"^vmlinux: \.BTF\+0x10: bad type$"):
+        forked.run([lambda: {"a": "x"}, _boom])
+
+
+def test_a_child_that_dies_is_reported():
+    import os
+
+    with pytest.raises(forked.ChildFailed, match="without a result"):
+        forked.run([lambda: {"a": "x"}, lambda: os._exit(3)])
