@@ -1,8 +1,11 @@
-"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes and read a ring buffer.
+"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes and kprobe_multi
+links and read a ring buffer. Standard library only (pyelftools is needed just to find a user
+function's file offset), so it runs on a target that has nothing but Python and libbpf.
 
-Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so `attach_uprobe_multi` makes the
-link with the bpf() syscall itself; everything else is libbpf's own API. Errors become
-`BpfLoadError` carrying libbpf's log (the verifier's complaint, when loading fails).
+Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so the multi links are made with the
+bpf() syscall itself (its number is the one per-arch fact here); everything else is libbpf's own
+API. Errors become `BpfLoadError` carrying libbpf's log (the verifier's complaint, when loading
+fails).
 
     obj = BpfObject("trace.bpf.o")
     obj.load()
@@ -17,10 +20,9 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import platform
 from collections.abc import Callable, Sequence
 from ctypes import CFUNCTYPE, POINTER, c_bool, c_char_p, c_int, c_long, c_size_t, c_uint64, c_void_p
-
-from elftools.elf.elffile import ELFFile
 
 TRACEFS = "/sys/kernel/tracing"
 
@@ -47,7 +49,9 @@ _libc.vsnprintf.argtypes = [c_char_p, c_size_t, c_char_p, c_void_p]
 
 @_PRINT_FN
 def _collect_log(level, fmt, args):
-    # x86_64's va_list is an array, so what libbpf passes is already the pointer vsnprintf takes.
+    # Whatever libbpf hands over as va_list is passed on unchanged: on every Linux ABI it is one
+    # register (a pointer on x86_64, s390x, arm64 — an array, or a large struct passed by
+    # reference — and the pointer itself on riscv, ppc64, loongarch, i386 and arm).
     buf = ctypes.create_string_buffer(4096)
     _libc.vsnprintf(buf, len(buf), fmt, args)
     _log.append(buf.value.decode(errors="replace"))
@@ -110,6 +114,8 @@ def _fail(what: str, err: int | None = None) -> BpfLoadError:
 
 def function_file_offset(binary: str, name: str) -> int:
     """The file offset of symbol `name` (what uprobes attach by)."""
+    from elftools.elf.elffile import ELFFile  # only here: the rest must run on bare Python
+
     with open(binary, "rb") as f:
         elf = ELFFile(f)
         symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
@@ -129,11 +135,25 @@ def function_file_offset(binary: str, name: str) -> int:
 
 # -- the bpf() syscall, for what libbpf 1.1 cannot do ----------------------------------------------
 
-_SYS_BPF = 321  # x86_64
+# The bpf() syscall's number by `uname -m` (each arch's syscall table).
+SYS_BPF = {"x86_64": 321, "i386": 357, "i486": 357, "i586": 357, "i686": 357,
+           "aarch64": 280, "arm64": 280, "riscv64": 280, "loongarch64": 280,
+           "armv6l": 386, "armv7l": 386, "armv8l": 386, "arm": 386,
+           "s390x": 351, "ppc64le": 361, "ppc64": 361}
+_BPF_PROG_LOAD = 5
 _BPF_PROG_TYPE_KPROBE = 2
 _BPF_LINK_CREATE = 28
+BPF_TRACE_KPROBE_MULTI = 42  # enum bpf_attach_type (kernel ≥ 5.18)
+BPF_F_KPROBE_MULTI_RETURN = 1
 BPF_TRACE_UPROBE_MULTI = 48  # enum bpf_attach_type (kernel ≥ 6.6)
 BPF_F_UPROBE_MULTI_RETURN = 1
+
+
+def _sys_bpf(cmd: int, attr: ctypes.Structure) -> int:
+    machine = platform.machine()
+    if machine not in SYS_BPF:
+        raise BpfLoadError(f"the bpf() syscall number of {machine} is not known")
+    return _libc.syscall(SYS_BPF[machine], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
 
 
 class _LinkCreateUprobeMulti(ctypes.Structure):
@@ -145,7 +165,26 @@ class _LinkCreateUprobeMulti(ctypes.Structure):
                 ("pid", ctypes.c_uint32), ("_pad", ctypes.c_uint32)]
 
 
+class _LinkCreateKprobeMulti(ctypes.Structure):
+    # the link_create member with its kprobe_multi arm
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("km_flags", ctypes.c_uint32), ("cnt", ctypes.c_uint32),
+                ("syms", c_uint64), ("addrs", c_uint64), ("cookies", c_uint64)]
+
+
+class _ProgLoad(ctypes.Structure):
+    # union bpf_attr, the BPF_PROG_LOAD member up to expected_attach_type
+    _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32),
+                ("insns", c_uint64), ("license", c_uint64), ("log_level", ctypes.c_uint32),
+                ("log_size", ctypes.c_uint32), ("log_buf", c_uint64),
+                ("kern_version", ctypes.c_uint32), ("prog_flags", ctypes.c_uint32),
+                ("prog_name", ctypes.c_char * 16), ("prog_ifindex", ctypes.c_uint32),
+                ("expected_attach_type", ctypes.c_uint32)]
+
+
 _libc.syscall.restype = c_long
+_libc.syscall.argtypes = [c_long, c_long, c_void_p, c_long]
 
 
 class FdLink:
@@ -228,20 +267,52 @@ class BpfObject:
 
     def attach_uprobe_multi(self, prog: str, binary: str, funcs: Sequence[str],
                             cookies: Sequence[int], *, retprobe: bool = False,
-                            pid: int = 0) -> FdLink:
-        """One link for `prog` on every function of `funcs`, each with its cookie."""
+                            pid: int = 0, offsets: Sequence[int] | None = None) -> FdLink:
+        """One link for `prog` on every function of `funcs`, each with its cookie; `offsets`
+        (their file offsets) spare reading the binary's symbols."""
         n = len(funcs)
         path = ctypes.create_string_buffer(os.path.abspath(binary).encode())
-        offsets = (c_uint64 * n)(*(function_file_offset(binary, f) for f in funcs))
+        if offsets is None:
+            offsets = [function_file_offset(binary, f) for f in funcs]
+        offsets = (c_uint64 * n)(*offsets)
         cooks = (c_uint64 * n)(*cookies)
         attr = _LinkCreateUprobeMulti(
             prog_fd=libbpf().bpf_program__fd(self.program(prog)),
             attach_type=BPF_TRACE_UPROBE_MULTI, path=ctypes.addressof(path),
             offsets=ctypes.addressof(offsets), cookies=ctypes.addressof(cooks), cnt=n,
             um_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid)
-        fd = _libc.syscall(_SYS_BPF, _BPF_LINK_CREATE, ctypes.byref(attr), ctypes.sizeof(attr))
+        fd = _sys_bpf(_BPF_LINK_CREATE, attr)
         if fd < 0:
             raise _fail(f"uprobe_multi link for {prog} on {binary} ({n} functions)")
+        self.links.append(FdLink(fd))
+        return self.links[-1]
+
+    def expect_kprobe_multi(self, name: str) -> None:
+        """Call before load() for a program to be attached with attach_kprobe_multi."""
+        if libbpf().bpf_program__set_expected_attach_type(self.program(name),
+                                                          BPF_TRACE_KPROBE_MULTI):
+            raise _fail(f"{self.path}: {name}: cannot set expected attach type")
+
+    def attach_kprobe_multi(self, prog: str, funcs: Sequence[str], cookies: Sequence[int], *,
+                            retprobe: bool = False) -> FdLink:
+        """One link for `prog` on every kernel function of `funcs`, each with its cookie."""
+        n = len(funcs)
+        names = [ctypes.create_string_buffer(f.encode()) for f in funcs]
+        syms = (c_char_p * n)(*(ctypes.cast(b, c_char_p) for b in names))
+        cooks = (c_uint64 * n)(*cookies)
+        attr = _LinkCreateKprobeMulti(
+            prog_fd=libbpf().bpf_program__fd(self.program(prog)),
+            attach_type=BPF_TRACE_KPROBE_MULTI,
+            km_flags=BPF_F_KPROBE_MULTI_RETURN if retprobe else 0, cnt=n,
+            syms=ctypes.addressof(syms), cookies=ctypes.addressof(cooks))
+        fd = _sys_bpf(_BPF_LINK_CREATE, attr)
+        if fd < 0:
+            err = ctypes.get_errno()
+            why = kprobe_multi_unavailable()
+            if why:
+                raise BpfLoadError(why)
+            raise _fail(f"{'kretprobe' if retprobe else 'kprobe'}.multi link for {prog} "
+                        f"({n} kernel functions)", err)
         self.links.append(FdLink(fd))
         return self.links[-1]
 
@@ -308,6 +379,40 @@ def bpf_unavailable() -> str | None:
     if libbpf().libbpf_probe_bpf_prog_type(_BPF_PROG_TYPE_KPROBE, None) != 1:
         return "the kernel refuses to load kprobe/uprobe BPF programs here"
     return None
+
+
+def kprobe_multi_unavailable() -> str | None:
+    """Why this kernel cannot make kprobe_multi links, or None when it can: a trivial program
+    asks for a link on a function that does not exist, which only such a kernel looks up."""
+    # r0 = 0; exit (the opcode is the first byte in either byte order)
+    insns = ctypes.create_string_buffer(b"\xb7" + bytes(7) + b"\x95" + bytes(7), 16)
+    license_ = ctypes.create_string_buffer(b"GPL")
+    load = _ProgLoad(prog_type=_BPF_PROG_TYPE_KPROBE, insn_cnt=2,
+                     insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
+                     expected_attach_type=BPF_TRACE_KPROBE_MULTI)
+    prog_fd = _sys_bpf(_BPF_PROG_LOAD, load)
+    if prog_fd < 0:
+        return f"the kernel refuses to load a kprobe program: {os.strerror(ctypes.get_errno())}"
+    try:
+        name = ctypes.create_string_buffer(b"btfgen_no_such_function")
+        syms = (c_char_p * 1)(ctypes.cast(name, c_char_p))
+        attr = _LinkCreateKprobeMulti(prog_fd=prog_fd, attach_type=BPF_TRACE_KPROBE_MULTI,
+                                      cnt=1, syms=ctypes.addressof(syms))
+        fd = _sys_bpf(_BPF_LINK_CREATE, attr)
+        err = ctypes.get_errno()
+    finally:
+        os.close(prog_fd)
+    if fd >= 0:
+        os.close(fd)
+        return None
+    if err in (errno.ESRCH, errno.ENOENT):  # it looked the name up: the link type exists
+        return None
+    if err == errno.EOPNOTSUPP:
+        return "this kernel has no kprobe_multi links (built without CONFIG_FPROBE)"
+    if err in (errno.EPERM, errno.EACCES):
+        return f"kprobe_multi links are not permitted here: {os.strerror(err)}"
+    return (f"this kernel has no kprobe_multi links (they need Linux 5.18 or later with "
+            f"CONFIG_FPROBE): {os.strerror(err)}")
 
 
 def mount_tracefs() -> None:

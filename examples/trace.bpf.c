@@ -1,10 +1,23 @@
 /* btfgen_trace.py's BPF side: btfgen's generic decoder, one program for every traced function.
  * The attach cookie indexes `specs`, which user space fills with the generated Python module's
- * spec(name); each call and each return becomes one struct btfgen_record in `events`. */
-#define BTFGEN_USER
+ * spec(name); each call and each return becomes one struct trace_event in `events`.
+ *
+ * Built twice over: with -DBTFGEN_USER for uprobe_multi links on a user program (values read
+ * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. */
+
 /* Self-contained (no vmlinux.h, no kernel headers): it brings the __u* types and
- * bpf_helpers.h. */
+ * bpf_helpers.h. BTFGEN_SAVE_ARGS: btfgen_generic_exit follows a struct returned through a
+ * hidden pointer the callee does not hand back (s390x, arm64) with the pointer kept at entry. */
+#define BTFGEN_SAVE_ARGS
 #include "btfgen.bpf.h"
+
+#ifdef BTFGEN_USER
+#define TRACE_ENTRY "uprobe"
+#define TRACE_EXIT "uretprobe"
+#else
+#define TRACE_ENTRY "kprobe"
+#define TRACE_EXIT "kretprobe"
+#endif
 
 struct {
 	__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */);
@@ -13,31 +26,69 @@ struct {
 	__type(value, struct btfgen_spec);
 } specs SEC(".maps");
 
+/* [0]: trace only this process (0: every one); [1]: never this one (the tracer itself, whose
+ * ring-buffer reads would otherwise show up in the functions it traces). */
+struct {
+	__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u32);
+} filter SEC(".maps");
+
 struct {
 	__uint(type, 27 /* BPF_MAP_TYPE_RINGBUF */);
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
+/* Who made the call: kernel functions run on behalf of any process. */
+struct trace_event {
+	__u32 tgid;
+	__u32 pid;
+	char comm[16];
+	struct btfgen_record rec;
+};
+
+static __always_inline int wanted(__u32 tgid)
+{
+	__u32 only = 0, skip = 1;
+	__u32 *want = bpf_map_lookup_elem(&filter, &only);
+	__u32 *not = bpf_map_lookup_elem(&filter, &skip);
+
+	if (want && *want && *want != tgid)
+		return 0;
+	return !(not && *not == tgid);
+}
+
 static __always_inline int record(void *ctx, __u32 kind)
 {
+	__u64 id = bpf_get_current_pid_tgid();
 	__u32 at = bpf_get_attach_cookie(ctx);
-	const struct btfgen_spec *spec = bpf_map_lookup_elem(&specs, &at);
-	struct btfgen_record *r;
+	const struct btfgen_spec *spec;
+	struct trace_event *e;
 
+	if (!wanted(id >> 32))
+		return 0;
+	spec = bpf_map_lookup_elem(&specs, &at);
 	if (!spec)
 		return 0;
-	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-	if (!r)
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
 		return 0;
-	btfgen_generic_decode(ctx, BTFGEN_SP(ctx), spec, kind, r);
-	bpf_ringbuf_submit(r, 0);
+	e->tgid = id >> 32;
+	e->pid = (__u32)id;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (kind)
+		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+	else
+		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
-SEC("uprobe")
+SEC(TRACE_ENTRY)
 int trace_entry(void *ctx) { return record(ctx, 0); }
 
-SEC("uretprobe")
+SEC(TRACE_EXIT)
 int trace_exit(void *ctx) { return record(ctx, 1); }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -31,6 +31,7 @@ poweroff -f
 class Guest:
     steps: list[tuple[str, str]] = field(default_factory=list)  # (name, shell command)
     files: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # path -> data, mode
+    links: dict[str, str] = field(default_factory=dict)  # path -> symbolic link target
 
     def step(self, name: str, command: str) -> None:
         self.steps.append((name, command))
@@ -50,6 +51,8 @@ class Guest:
         fs.file("init", self.init_script().encode(), 0o755)
         for path, (data, mode) in self.files.items():
             fs.file(path, data, mode)
+        for path, target in self.links.items():
+            fs.symlink(path, target)
         return fs.gz()
 
     def run(

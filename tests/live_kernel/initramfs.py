@@ -22,6 +22,10 @@ class Initramfs:
         self._parents(path)
         self._entries[path.strip("/")] = (stat.S_IFREG | mode, data, 0)
 
+    def symlink(self, path: str, target: str) -> None:
+        self._parents(path)
+        self._entries[path.strip("/")] = (stat.S_IFLNK | 0o777, target.encode(), 0)
+
     def chardev(self, path: str, major: int, minor: int) -> None:
         self._parents(path)
         self._entries[path.strip("/")] = (stat.S_IFCHR | 0o600, b"", (major << 8) | minor)

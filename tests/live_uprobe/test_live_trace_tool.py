@@ -1,13 +1,17 @@
 """examples/btfgen_trace.py end to end, as a user runs it: on the target built with -g (types
-from its DWARF via pahole), and on the same program built without debug information (types
-from target.h via libclang)."""
+from its DWARF via pahole), on the same program built without debug information (types from
+target.h via libclang), built and run as two steps, and its one-line errors."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import bpfload
 import live_harness as harness
+import pytest
 
 TOOL = harness.HERE.parent.parent / "examples" / "btfgen_trace.py"
 
@@ -61,3 +65,53 @@ def test_unknown_function_is_one_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().startswith("btfgen_trace: no function 'no_such_function'")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_build_here_run_with_bare_python(tmp_path):
+    """The two steps: --build needs btfgen and clang; --run only Python's standard library (no
+    site-packages at all, -S) and libbpf, from the copied directory alone."""
+    harness.require_live()
+    exe, _ = harness.build_target(tmp_path)
+    built = tmp_path / "built"
+    proc = subprocess.run([sys.executable, str(TOOL), "--build", str(built), str(exe), *FUNCS],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    bare = shutil.which("python3", path="/usr/bin") or sys.executable
+    proc = subprocess.run([bare, "-S", str(built / "btfgen_trace.py"), "--run", str(built)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == EXPECTED
+
+
+def test_kernel_functions_on_this_kernel():
+    """This machine's kernel has no kprobe_multi (the QEMU tests in tests/live_kernel run the
+    tool on kernels that do): the tool must say so in one line, after probing for it."""
+    harness.require_live()
+    reason = bpfload.kprobe_multi_unavailable()
+    proc = subprocess.run([sys.executable, str(TOOL), "--kernel", "make_kuid", "--", "true"],
+                          capture_output=True, text=True, timeout=300)
+    if reason is None:
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"btfgen_trace: {reason}"
+
+
+@pytest.mark.parametrize("args, status, start", [
+    (["--kernel", "btfgen_no_such_function"], 1, "no function 'btfgen_no_such_function' in "),
+    (["--kernel"], 2, "name the kernel functions"),
+    (["--run", "/nonexistent-dir"], 1, "/nonexistent-dir: not a trace directory"),
+    (["--run", "/tmp", "vfs_read"], 2, "--run takes no functions"),
+    (["--kernel", "--btf", "/nonexistent.btf", "vfs_read"], 1, "/nonexistent.btf: no such file"),
+    (["--kernel", "--arch", "vax", "vfs_read"], 1, "unknown arch 'vax'"),
+    (["--kernel", "--duration", "0", "vfs_read"], 2, "--pid and --duration must be positive"),
+])
+def test_bad_input_is_one_line(args, status, start):
+    if "btfgen_no_such_function" in args and not Path("/sys/kernel/btf/vmlinux").exists():
+        pytest.skip("this kernel has no BTF to look the function up in")
+    proc = subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == status, proc.stderr
+    assert proc.stderr.startswith(f"btfgen_trace: {start}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -1,0 +1,153 @@
+"""btfgen_trace.py's build step: everything that needs btfgen and clang, written to a directory
+that trace_run.py loads on the target with only the standard library and libbpf.
+
+The directory holds the generated decoder module (btfgen_<arch>.py), the compiled BPF object
+(trace.bpf.o), the manifest (trace.json: the functions in cookie order and what they were built
+for) and copies of the three runtime scripts, so copying it to the target is the whole install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from btfgen.abi.arches import load_arch
+from btfgen.btf.reader import open_btf
+from btfgen.codegen import outputs
+from btfgen.codegen.select import select_functions
+from btfgen.place import place_functions
+
+HERE = Path(__file__).resolve().parent
+RUNTIME = ("btfgen_trace.py", "bpfload.py", "trace_run.py")
+MANIFEST = "trace.json"
+OBJECT = "trace.bpf.o"
+KERNEL_BTF = "/sys/kernel/btf/vmlinux"
+MAX_FUNCTIONS = 4096  # the specs map's size in trace.bpf.c
+# As the kernel build runs pahole: floats as FLOAT, not as INT.
+PAHOLE = ("pahole", "-J", "--btf_gen_floats")
+
+
+class BuildError(Exception):
+    """Bad input or a missing tool: one line for the user."""
+
+
+@dataclass
+class Request:
+    functions: list[str]  # names (globs for kernel functions)
+    kernel: bool = False
+    btf: str | None = None  # kernel: the BTF file, else the running kernel's
+    arch: str | None = None  # btfgen arch name, else the host's
+    program: str | None = None  # user: the executable
+    headers: list[str] = field(default_factory=list)  # user: prototypes from C headers
+    include: list[str] = field(default_factory=list)
+    define: list[str] = field(default_factory=list)
+
+
+def build(req: Request, out: Path) -> dict:
+    """Write the trace directory `out`; return its manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    types, source = _kernel_types(req) if req.kernel else _program_types(req, out)
+    conv = load_arch(req.arch or platform.machine(), getattr(types, "pointer_size", None))
+    funcs = _select(types, req, source)
+    layout = place_functions(types, conv, funcs, ctx="pt_regs")
+    for name, text in outputs.generate(layout, types, ("bpf", "python"),
+                                       self_contained=True).items():
+        (out / name).write_text(text)
+    _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
+    for name in RUNTIME:
+        if (HERE / name).resolve() != (out / name).resolve():
+            shutil.copyfile(HERE / name, out / name)
+    names = [f.name for f in layout.functions]
+    manifest = {
+        "format": 1,
+        "kind": "kernel" if req.kernel else "user",
+        "arch": layout.arch,
+        "module": outputs.file_names(layout.arch).module,
+        "object": OBJECT,
+        "functions": names,  # index = attach cookie = key in the specs map
+        "btf": source,
+    }
+    if req.kernel:
+        # The run step warns when the target kernel's BTF is not the one built for.
+        manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    else:
+        import bpfload  # pyelftools, on the build machine only
+
+        manifest["program"] = str(Path(req.program).resolve())
+        manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def _kernel_types(req: Request):
+    path = req.btf or KERNEL_BTF
+    if not Path(path).exists():
+        raise BuildError(f"{path}: no such file (a kernel without BTF? give --btf FILE)")
+    return open_btf(path), path
+
+
+def _program_types(req: Request, work: Path):
+    if req.headers:
+        from btfgen.cheader import load_headers
+
+        return load_headers(req.headers, arch=req.arch or platform.machine(),
+                            include_dirs=req.include, defines=req.define), req.headers[0]
+    if not Path(req.program).is_file():
+        raise BuildError(f"{req.program}: no such file")
+    from btfgen.errors import BtfgenError
+
+    try:
+        return open_btf(req.program), req.program
+    except BtfgenError:
+        pass  # no .BTF: make one from the DWARF, on a copy
+    copy = work / "program.btf"
+    shutil.copyfile(req.program, copy)
+    proc = subprocess.run([*PAHOLE, str(copy)], capture_output=True, text=True)
+    if proc.returncode:
+        raise BuildError(f"{req.program}: pahole could not make BTF (built with -g?): "
+                         f"{proc.stderr.strip()}")
+    try:
+        return open_btf(str(copy)), req.program
+    finally:
+        copy.unlink()
+
+
+def _select(types, req: Request, source: str) -> list:
+    if not req.kernel:
+        funcs = []
+        for name in dict.fromkeys(req.functions):
+            found = types.find_funcs(name)
+            if not found:
+                raise BuildError(f"no function {name!r} in {source}")
+            funcs.append(found[0])
+        return funcs
+    found, missing = select_functions(types, req.functions)
+    if missing:
+        raise BuildError(f"no function {missing[0]!r} in {source}"
+                         + (f" (nor {', '.join(missing[1:])})" if missing[1:] else ""))
+    # Static functions of one name in several files: a kprobe_multi link names a function by
+    # its symbol, so keep one prototype per name.
+    by_name: dict[str, object] = {}
+    for f in found:
+        by_name.setdefault(f.name, f)
+    funcs = list(by_name.values())
+    if len(funcs) > MAX_FUNCTIONS:
+        raise BuildError(f"{len(funcs)} functions match; at most {MAX_FUNCTIONS} at once")
+    return funcs
+
+
+def _compile(out: Path, target_arch: str, byte_order: str, user: bool) -> None:
+    clang = shutil.which("clang-19") or shutil.which("clang")
+    if clang is None:
+        raise BuildError("clang is needed to compile the BPF program")
+    cmd = [clang, "-O2", "-g", "-target", "bpfel" if byte_order == "little" else "bpfeb",
+           f"-D__TARGET_ARCH_{target_arch}", *(["-DBTFGEN_USER"] if user else []),
+           f"-I{out}", "-c", str(HERE / "trace.bpf.c"), "-o", str(out / OBJECT)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise BuildError(f"compiling trace.bpf.c failed: {proc.stderr.strip()}")

@@ -1,0 +1,270 @@
+"""btfgen_trace.py's run step: load a trace directory (trace_build.py) and print every traced
+call and return. Standard library and libbpf only: this is what runs on the target.
+
+Kernel functions are attached with one kprobe.multi and one kretprobe.multi link, a user
+program's with one uprobe_multi link per direction; the cookie of each function is its index in
+the manifest, which is also where its spec sits in the `specs` map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import signal
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import bpfload
+
+TRACEFS = Path(bpfload.TRACEFS)
+KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
+# `uname -m` -> btfgen's canonical arch name, to refuse a directory built for another arch.
+ARCHES = {"x86_64": "x86_64", "i386": "i386", "i486": "i386", "i586": "i386", "i686": "i386",
+          "aarch64": "arm64", "arm64": "arm64", "riscv64": "riscv64", "riscv32": "riscv32",
+          "loongarch64": "loongarch64", "s390x": "s390x", "ppc64le": "ppc64le",
+          "armv6l": "arm", "armv7l": "arm", "armv8l": "arm", "arm": "arm"}
+EVENT_HEADER = 24  # struct trace_event before its btfgen_record: tgid, pid, comm[16]
+
+
+class RunError(Exception):
+    """One line for the user."""
+
+
+@dataclass
+class Options:
+    command: list[str]  # run this and trace it while it runs (user mode: the program's args)
+    pid: int = 0  # or trace this running process
+    duration: float | None = None  # or stop after this many seconds
+
+
+def load_manifest(directory: Path) -> dict:
+    path = directory / "trace.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunError(f"{directory}: not a trace directory (no trace.json; make one with "
+                       "--build)") from None
+    except (OSError, ValueError) as e:
+        raise RunError(f"{path}: {e}") from None
+    if manifest.get("format") != 1:
+        raise RunError(f"{path}: unknown format {manifest.get('format')!r}")
+    return manifest
+
+
+def load_decoders(directory: Path, manifest: dict):
+    path = directory / manifest["module"]
+    spec = importlib.util.spec_from_file_location("btfgen_trace_decoders", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except OSError as e:
+        raise RunError(f"{path}: {e}") from None
+    return module
+
+
+def check_target(manifest: dict) -> list[str]:
+    """Refuse another arch; warnings (not errors) for what may still work."""
+    here = ARCHES.get(platform.machine(), platform.machine())
+    if here != manifest["arch"]:
+        raise RunError(f"built for {manifest['arch']}, this machine is {here}")
+    warnings = []
+    if manifest["kind"] == "kernel" and manifest.get("btf_sha256"):
+        try:
+            digest = hashlib.sha256(KERNEL_BTF.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        if digest and digest != manifest["btf_sha256"]:
+            warnings.append(f"built for the BTF of {manifest['btf']}, not this kernel's: "
+                            "arguments may be misplaced")
+    return warnings
+
+
+def traceable(names: list[str]) -> tuple[list[int], list[str]]:
+    """(indexes of the functions ftrace can attach to, names it cannot), by
+    available_filter_functions; everything when that list cannot be read."""
+    try:
+        text = (TRACEFS / "available_filter_functions").read_text()
+    except OSError:
+        return list(range(len(names))), []
+    known = {line.split()[0] for line in text.splitlines() if line.strip()}
+    keep = [i for i, n in enumerate(names) if n in known]
+    return keep, [n for n in names if n not in known]
+
+
+def run(directory: Path, opts: Options, out=sys.stdout) -> int:
+    manifest = load_manifest(directory)
+    decoders = load_decoders(directory, manifest)
+    for warning in check_target(manifest):
+        print(f"btfgen_trace: warning: {warning}", file=sys.stderr)
+    reason = bpfload.bpf_unavailable()
+    if reason:
+        raise RunError(f"BPF unavailable: {reason}")
+    kernel = manifest["kind"] == "kernel"
+    names = manifest["functions"]
+    bpfload.mount_tracefs()
+    if kernel:
+        keep, skipped = traceable(names)
+        if skipped:
+            print(f"btfgen_trace: not traceable here (not in available_filter_functions), "
+                  f"skipped: {', '.join(skipped)}", file=sys.stderr)
+        if not keep:
+            raise RunError("none of the functions can be traced on this kernel")
+    else:
+        keep = list(range(len(names)))
+    printer = Printer(decoders, names, out, who=kernel and not opts.pid and not opts.command)
+
+    with bpfload.BpfObject(str(directory / manifest["object"])) as obj:
+        for prog in ("trace_entry", "trace_exit"):
+            (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
+        obj.load()
+        for i, name in enumerate(names):
+            obj.update("specs", struct.pack("I", i), decoders.spec(name))
+        child = None
+        if opts.command or not (opts.pid or kernel):
+            program = [] if kernel else [manifest["program"]]
+            child = Gated([*program, *opts.command])
+        only = child.pid if child else opts.pid
+        obj.update("filter", struct.pack("I", 0), struct.pack("I", only))
+        obj.update("filter", struct.pack("I", 1), struct.pack("I", os.getpid()))
+        try:
+            _attach(obj, manifest, keep, kernel, only)
+        except BaseException:
+            if child:
+                child.cancel()
+            raise
+        with bpfload.RingBuffer(obj.map_fd("events"), printer.record) as rb:
+            if child:
+                child.start()
+            else:
+                what = "kernel functions" if kernel else "functions"
+                until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
+                print(f"btfgen_trace: tracing {len(keep)} {what} {until}", file=sys.stderr,
+                      flush=True)
+            return _follow(rb, child, opts)
+
+
+def _attach(obj, manifest: dict, keep: list[int], kernel: bool, pid: int) -> None:
+    names = [manifest["functions"][i] for i in keep]
+    for prog, ret in (("trace_entry", False), ("trace_exit", True)):
+        if kernel:
+            obj.attach_kprobe_multi(prog, names, keep, retprobe=ret)
+        else:
+            obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,
+                                    pid=pid, offsets=[manifest["offsets"][i] for i in keep])
+
+
+def _follow(rb, child, opts: Options) -> int:
+    stop: list[int] = []
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    deadline = None if opts.duration is None else time.monotonic() + opts.duration
+    status = None
+    while not stop:
+        rb.poll(100)
+        if child and (status := child.poll()) is not None:
+            break
+        if opts.pid and not os.path.exists(f"/proc/{opts.pid}"):
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    while rb.poll(50) > 0:
+        pass
+    rb.drain()
+    if status is not None:
+        return status
+    return 130 if stop and child else 0  # Ctrl-C is how tracing without a command ends
+
+
+class Gated:
+    """A command forked now but exec'd only on start(): its pid can be filtered on, and the
+    probes are in place, before it runs."""
+
+    def __init__(self, argv: list[str]) -> None:
+        r, self._w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self._w)
+            if os.read(r, 1) != b"x":  # the tracer gave up
+                os._exit(1)
+            try:
+                os.execvp(argv[0], argv)
+            except OSError as e:
+                print(f"btfgen_trace: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
+            os._exit(127)
+        os.close(r)
+
+    def start(self) -> None:
+        os.write(self._w, b"x")
+        os.close(self._w)
+
+    def cancel(self) -> None:
+        os.close(self._w)
+        os.waitpid(self.pid, 0)
+
+    def poll(self) -> int | None:
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+
+class Printer:
+    """One line per record: `func(arg=value, ...)` at entry, `func -> value` at exit; with
+    `who`, prefixed by the calling process (kernel functions traced system-wide)."""
+
+    def __init__(self, decoders, names: list[str], out, who: bool) -> None:
+        self.decoders = decoders
+        self.by_id = {decoders.function(n).btf_id: n for n in names} if names else {}
+        self.out = out
+        self.who = who
+        self.order = "<" if decoders.BYTE_ORDER == "little" else ">"
+
+    def record(self, raw: bytes) -> None:
+        try:
+            self._record(raw)
+        except Exception as e:  # libbpf's callback must not raise
+            print(f"btfgen_trace: a record could not be decoded: {e!r}", file=sys.stderr,
+                  flush=True)
+
+    def _record(self, raw: bytes) -> None:
+        tgid, _pid, comm = struct.unpack_from(self.order + "II16s", raw)
+        rec = raw[EVENT_HEADER:]
+        btf_id, kind = struct.unpack_from(self.order + "II", rec)
+        fn = self.decoders.function(self.by_id[btf_id])
+        value = fn.decode_record(rec)
+        prefix = ""
+        if self.who:
+            prefix = comm.split(b"\0")[0].decode(errors="replace") + f"[{tgid}] "
+        if kind == 0:
+            shown = ", ".join(f"{name}={show(v, _is_pointer(d))}"
+                              for (name, v), d in zip(fn.as_dict(value).items(), fn.args))
+            print(f"{prefix}{fn.name}({shown})", file=self.out, flush=True)
+        else:
+            ret = fn.ret[0] if fn.ret else None
+            print(f"{prefix}{fn.name} -> {show(value, _is_pointer(ret))}", file=self.out,
+                  flush=True)
+
+
+def _is_pointer(vdesc) -> bool:
+    # A generated value descriptor: (name, type descriptor, ...); the type's tag comes first.
+    try:
+        return vdesc[1][0] == "ptr"
+    except (TypeError, IndexError, KeyError):
+        return False
+
+
+def show(value, pointer: bool = False) -> str:
+    if pointer and isinstance(value, int):
+        return hex(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return repr(value)

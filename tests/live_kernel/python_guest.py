@@ -1,0 +1,99 @@
+"""Debian's own Python and libbpf for a guest: just the files of the few packages that a
+standard-library program using libbpf through ctypes loads, as initramfs files and links.
+
+The packages are the suite's current ones for the target's arch (python3.X-minimal for the
+interpreter, libpython3.X-minimal/-stdlib for the library and ctypes, libffi for ctypes, libbpf1
+and what it links: libelf, zlib, zstd; libc6 and expat). Documentation, the test suite and
+modules nothing here imports (tkinter, idlelib, ...) stay out to keep the initramfs small.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+
+from . import cache, debian
+from . import kernel as kernels
+from .targets import Target
+
+# Members taken from each package: programs and shared libraries, the Python library.
+_WANTED = re.compile(r"^\./(usr/bin/python3\.\d+$|usr/lib(64|32)?/)")
+_UNWANTED = re.compile(
+    r"/(test|tests|idlelib|tkinter|turtledemo|ensurepip|lib2to3|pydoc_data|config-3[^/]*|"
+    r"gconv|__phello__|sqlite3|curses|dbm)/|\.a$|/audit/|"
+    r"/lib-dynload/_(test|codecs_|remote_debugging|ctypes_test|xxtestfuzz)"
+)
+
+
+@dataclass
+class Files:
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    python: str = ""  # the interpreter's path in the guest
+
+
+def python_version(apt: debian.Apt) -> str:
+    fields = apt.show("python3-minimal")
+    m = re.match(r"(\d+\.\d+)", (fields or {}).get("Version", ""))
+    if not m:
+        raise debian.PackageError(f"apt {apt.suite}/{apt.arch}: no python3-minimal version")
+    return m.group(1)
+
+
+def packages(apt: debian.Apt) -> list[str]:
+    v = python_version(apt)
+    libelf = "libelf1t64" if apt.show("libelf1t64") else "libelf1"
+    return [f"python{v}-minimal", f"libpython{v}-minimal", f"libpython{v}-stdlib", "libffi8",
+            "libbpf1", libelf, "zlib1g", "libzstd1", "libc6", "libexpat1"]
+
+
+def files(target: Target) -> Files:
+    """The guest's Python files; cached until the package index is next refreshed (asking apt
+    about a dozen packages costs seconds)."""
+    apt = kernels.apt_for(target)
+    apt.update()
+    key = cache.digest(apt.suite, apt.arch, str((apt.root / "updated").stat().st_mtime_ns),
+                       _WANTED.pattern, _UNWANTED.pattern)
+    dest = cache.ROOT / "python-guest" / f"{apt.suite}-{apt.arch}-{key}.pickle"
+    if dest.exists():
+        return pickle.loads(dest.read_bytes())
+    out = _collect(apt)
+    cache.write_atomic(dest, pickle.dumps(out))
+    return out
+
+
+def _collect(apt: debian.Apt) -> Files:
+    out = Files()
+    for package in packages(apt):
+        deb = apt.download(package)
+        root = cache.ROOT / "unpacked" / deb.stem
+        for path in debian.extract(deb, _WANTED.pattern):
+            rel = str(path.relative_to(root))
+            if _UNWANTED.search("/" + rel):
+                continue
+            if path.is_symlink():
+                out.links[rel] = os.readlink(path)
+            elif path.is_file():
+                out.files[rel] = (path.read_bytes(), path.stat().st_mode & 0o777)
+    v = python_version(apt)
+    out.python = f"/usr/bin/python{v}"
+    out.links["usr/bin/python3"] = f"python{v}"
+    # Merged /usr: the programs' interpreter paths (/lib64/ld-linux-x86-64.so.2,
+    # /lib/ld-linux-aarch64.so.1, ...) go through these.
+    for top in ("lib", "lib64", "lib32"):
+        if any(p.startswith(f"usr/{top}/") for p in (*out.files, *out.links)):
+            out.links.setdefault(top, f"usr/{top}")
+    return out
+
+
+def library_path(target: Target) -> str:
+    """Where the guest's shared libraries are: the multiarch directory of the arch."""
+    return f"/usr/lib/{_TRIPLETS[target.deb_arch]}"
+
+
+_TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu",
+             "armhf": "arm-linux-gnueabihf", "i386": "i386-linux-gnu",
+             "ppc64el": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu",
+             "riscv64": "riscv64-linux-gnu"}

@@ -1,0 +1,171 @@
+"""examples/btfgen_trace.py on kernel functions, built on this machine and run in the guest.
+
+The host builds a trace directory for the guest kernel's BTF and arch (`--kernel --btf --arch
+--build`); the guest gets Debian's own python3 and libbpf1 (nothing else: no btfgen, no
+compiler), runs `btfgen_trace.py --run DIR -- /loader ...` (the loader with an empty bundle only
+makes the scenario's system calls) and the printed lines are checked against the values the
+calls passed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from btfgen.btf.reader import open_btf
+
+from . import build, cache, debian, python_guest, scenario
+from .conftest import btf_for, kernel_for
+from .guest import Guest
+from .targets import TARGETS
+
+pytestmark = pytest.mark.live
+
+TOOL = Path(__file__).resolve().parents[2] / "examples" / "btfgen_trace.py"
+FUNCTIONS = [e.function for e in scenario.expectations(8, 4096)]
+# A glob, as a user would write one: matches shmem_file_llseek alone.
+GLOBS = {"shmem_file_llseek": "shmem_file_llsee?"}
+# No maps, no programs (each count padded to 8 bytes): the loader only makes the calls.
+EMPTY_BUNDLE = b"BTFGBNDL" + bytes(16)
+# Targets whose kernel cannot run the tool, and why (found by test_generated.py).
+NO_MULTI = {
+    "bookworm-amd64": "Linux 6.1 has no kprobe_multi here (Debian's 6.1 lacks CONFIG_FPROBE)",
+    "bookworm-i386": "Linux 6.1 has no kprobe_multi here (Debian's 6.1 lacks CONFIG_FPROBE)",
+    "unstable-armhf": "armmp-lpae has no kprobe_multi (no FPROBE on 32-bit arm)",
+    "unstable-ppc64el": "kprobe_multi cookies are broken there: "
+                        + str(TARGETS["unstable-ppc64el"].multi_broken),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_trace_tool_in_guest(name, tmp_path):
+    if name in NO_MULTI:
+        pytest.skip(NO_MULTI[name])
+    k = kernel_for(name)
+    t = k.target
+    btf_path = btf_for(k)
+    table = open_btf(str(btf_path))
+    psize = table.pointer_size
+    present = [f for f in FUNCTIONS if table.find_funcs(f)]
+    out = tmp_path / "trace"
+    proc = subprocess.run(
+        [sys.executable, str(TOOL), "--kernel", "--btf", str(btf_path), "--arch", t.arch,
+         "--build", str(out), *(GLOBS.get(f, f) for f in present)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+    try:
+        py = python_guest.files(t)
+    except debian.PackageError as e:
+        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+    g = Guest(files=dict(py.files), links=dict(py.links))
+    for f in out.iterdir():
+        if f.is_file():
+            g.file(f"trace/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    g.file("loader", build.loader(t).read_bytes(), 0o755)
+    g.file("empty.bundle", EMPTY_BUNDLE)
+    actions = " ".join(" ".join(a) for a in scenario.actions(psize))
+    g.step("trace", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                    f"{py.python} btfgen_trace.py --run /trace -- /loader /empty.bundle "
+                    f"{actions} 2>&1")
+    # Every process, stopped with SIGINT as by Ctrl-C: each line names its caller.
+    g.step("everyone", f"cd /trace && export LD_LIBRARY_PATH={python_guest.library_path(t)}; "
+                       f"{py.python} btfgen_trace.py --run /trace 2>/tmp/err >/tmp/out & "
+                       "until grep -q tracing /tmp/err; do sleep 0.2; done; "
+                       f"/loader /empty.bundle lseek {scenario.SEEK_TO:#x} >/dev/null; "
+                       "kill -INT $!; wait $!; rc=$?; cat /tmp/err /tmp/out; exit $rc")
+    boot = g.run(k)
+    text, rc = boot.section("trace")
+    assert rc == 0, f"{name}: the tool failed (exit {rc}):\n{text[-3000:]}"
+    # Kept for reading (the README's example output comes from here).
+    cache.write_atomic(cache.ROOT / "results" / f"trace-tool-{name}.txt",
+                       f"{k.release}, boot {boot.seconds:.1f}s\n{text}".encode())
+
+    lines = [line.rstrip() for line in text.splitlines()]
+    pagesize = int(next(m.group(1) for line in lines if (m := re.match(r"pagesize (\d+)$",
+                                                                        line))))
+    calls = dict(m.groups() for line in lines if (m := re.match(r"call (\S+) = (\S+)$", line)))
+    problems, checked = [], 0
+    groups: set[str] = set()
+    for exp in scenario.expectations(psize, pagesize):
+        f = exp.function
+        if f not in present:
+            assert exp.group, f"{name}: {f} not in the kernel's BTF"
+            continue
+        params = {p.name for p in table.find_funcs(f)[0].proto.params}
+        want = {a: v for a, v in exp.args.items() if a in params or a not in exp.optional}
+        at = _find_entry(lines, f, want)
+        if at is None:
+            seen = [line for line in lines if line.startswith(f + "(")]
+            problems.append(f"{f}: no call with {want}; printed: {seen[:5]}")
+            continue
+        checked += len(want)
+        if exp.group:
+            groups.add(exp.group)
+        ret = exp.ret
+        if ret == scenario.RETURNED:
+            action = next(a for a, n in scenario.PHASE.items() if n == exp.phase)
+            ret = int(calls[action], 0)
+        if ret is None:
+            continue
+        got = next((line.split(" -> ", 1)[1] for line in lines[at + 1:]
+                    if line.startswith(f + " -> ")), None)
+        if got is None or not _same(ret, _value(got)):
+            problems.append(f"{f}: return expected {ret:#x}, printed {got}")
+        checked += 1
+    everyone, rc = boot.section("everyone")
+    assert rc == 0, f"{name}: tracing every process failed (exit {rc}):\n{everyone[-2000:]}"
+    seek = re.compile(rf"^loader\[\d+\] shmem_file_llseek\(file=0x[0-9a-f]+, "
+                      rf"offset={scenario.SEEK_TO}, whence=0\)$", re.M)
+    if "shmem_file_llseek" in present and not seek.search(everyone):
+        problems.append(f"every process: no loader[PID] shmem_file_llseek line:\n{everyone}")
+    assert not problems, f"{name} ({k.release}):\n" + "\n".join(problems) + "\n" + text[-2000:]
+    assert groups, f"{name}: no struct-by-value function was checked"
+    assert checked >= 15, f"{name}: only {checked} values checked"
+
+
+def _find_entry(lines: list[str], fn: str, want: dict[str, int]) -> int | None:
+    for i, line in enumerate(lines):
+        if line.startswith(fn + "(") and line.endswith(")"):
+            args = _fields(line[len(fn) + 1:-1])
+            if all(a in args and _same(v, _value(args[a])) for a, v in want.items()):
+                return i
+    return None
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`a=1, b={c=2, d=3}` -> {"a": "1", "b": "{c=2, d=3}"}: split at top-level commas."""
+    out, depth, start = {}, 0, 0
+    for i, ch in enumerate(text + ","):
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            key, _, value = text[start:i].strip().partition("=")
+            out[key] = value
+            start = i + 1
+    return out
+
+
+def _value(text: str):
+    """A printed value as a number: ints, hex pointers, NAME(7) enums, one-member structs."""
+    text = text.strip()
+    if re.fullmatch(r"-?\d+|0x[0-9a-f]+", text):
+        return int(text, 0)
+    if m := re.fullmatch(r"\w+\((-?\d+)\)", text):
+        return int(m.group(1))
+    if text.startswith("{") and text.endswith("}"):
+        inner = _fields(text[1:-1])
+        if len(inner) == 1:
+            return _value(next(iter(inner.values())))
+    return text
+
+
+def _same(expected: int, printed) -> bool:
+    mask = (1 << 64) - 1
+    return isinstance(printed, int) and expected & mask == printed & mask
