@@ -13,6 +13,7 @@ import json
 import platform
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,11 +132,18 @@ def _select(types, req: Request, source: str) -> list:
         raise BuildError(f"no function {missing[0]!r} in {source}"
                          + (f" (nor {', '.join(missing[1:])})" if missing[1:] else ""))
     # Static functions of one name in several files: a kprobe_multi link names a function by
-    # its symbol, so keep one prototype per name.
-    by_name: dict[str, object] = {}
+    # its symbol, so one prototype per name. Where they differ, which one a call went to is
+    # unknown, and decoding with the wrong one would print wrong values: leave the name out.
+    by_name: dict[str, list] = {}
     for f in found:
-        by_name.setdefault(f.name, f)
-    funcs = list(by_name.values())
+        by_name.setdefault(f.name, []).append(f)
+    ambiguous = [n for n, fs in by_name.items() if len({f.type_id for f in fs}) > 1]
+    if ambiguous:
+        print("btfgen_trace: left out, several static functions of that name with different "
+              f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
+    funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
+    if not funcs:
+        raise BuildError("nothing left to trace")
     if len(funcs) > MAX_FUNCTIONS:
         raise BuildError(f"{len(funcs)} functions match; at most {MAX_FUNCTIONS} at once")
     return funcs

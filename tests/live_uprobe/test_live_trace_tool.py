@@ -4,6 +4,7 @@ target.h via libclang), built and run as two steps, and its one-line errors."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -115,3 +116,38 @@ def test_bad_input_is_one_line(args, status, start):
     assert proc.returncode == status, proc.stderr
     assert proc.stderr.startswith(f"btfgen_trace: {start}"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_static_functions_of_one_name_with_different_prototypes_are_left_out(tmp_path):
+    """kprobe_multi attaches by symbol name: where static functions of one name differ in
+    prototype, which one a call reached is unknown, so the name is left out (and said so)
+    rather than decoded with a guessed prototype. Same-prototype duplicates stay."""
+    if shutil.which("clang-19") is None and shutil.which("clang") is None:
+        pytest.skip("no clang to compile the BPF object")
+    sys.path.insert(0, str(harness.HERE.parent / "btf"))
+    from rawbtf import BtfWriter
+
+    w = BtfWriter()
+    i32 = w.int_("int", 4, encoding=1)
+    i64 = w.int_("long", 8, encoding=1)
+    one = w.func_proto(i32, [("a", i32)])
+    two = w.func_proto(i64, [("a", i64), ("b", i64)])
+    w.func("dup", one, linkage=0)
+    w.func("dup", two, linkage=0)
+    w.func("same", one, linkage=0)
+    w.func("same", one, linkage=0)
+    w.func("other", two)
+    btf = tmp_path / "vmlinux.btf"
+    btf.write_bytes(w.bytes())
+    out = tmp_path / "trace"
+    proc = subprocess.run([sys.executable, str(TOOL), "--kernel", "--btf", str(btf), "--arch",
+                           "x86_64", "--build", str(out), "dup", "same", "other"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "different prototypes: dup" in proc.stderr
+    assert json.loads((out / "trace.json").read_text())["functions"] == ["same", "other"]
+    only = subprocess.run([sys.executable, str(TOOL), "--kernel", "--btf", str(btf), "--arch",
+                           "x86_64", "--build", str(tmp_path / "t2"), "dup"],
+                          capture_output=True, text=True, timeout=300)
+    assert only.returncode == 1
+    assert only.stderr.strip().splitlines()[-1] == "btfgen_trace: nothing left to trace"
