@@ -31,10 +31,13 @@ def run(works: list[Work]) -> dict[str, str]:
     out = {}
     try:
         out.update(works[0]())
-    finally:
-        results = [_collect(pid, fd) for pid, fd in children]
-    for r in results:
-        out.update(r)
+    except BaseException:  # Ctrl-C included: reap the children, keep this exception
+        for pid, fd in children:
+            os.close(fd)
+            os.waitpid(pid, 0)
+        raise
+    for pid, fd in children:
+        out.update(_collect(pid, fd))
     return out
 
 

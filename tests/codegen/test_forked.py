@@ -28,3 +28,28 @@ def test_a_child_that_dies_is_reported():
 
     with pytest.raises(forked.ChildFailed, match="without a result"):
         forked.run([lambda: {"a": "x"}, lambda: os._exit(3)])
+
+
+def test_the_parents_own_exception_wins_and_children_are_reaped():
+    def big():
+        return {"big": "x" * (1 << 22)}  # more than a pipe holds: the child blocks writing
+
+    before = _children()
+    with pytest.raises(BtfgenError, match="bad type"):
+        forked.run([_boom, big])
+    assert _children() == before  # none left behind, not even a zombie
+
+
+def _children() -> set[int]:
+    import os
+    from pathlib import Path
+
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            out.add(int(stat.parent.name))
+    return out
