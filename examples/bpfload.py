@@ -75,6 +75,7 @@ def _load_libbpf() -> ctypes.CDLL:
         "bpf_program__set_autoload": ([c_void_p, c_bool], c_int),
         "bpf_program__attach_uprobe_opts": (
             [c_void_p, c_int, c_char_p, c_size_t, POINTER(_UprobeOpts)], c_void_p),
+        "bpf_program__attach": ([c_void_p], c_void_p),
         "bpf_link__destroy": ([c_void_p], c_int),
         "bpf_map__fd": ([c_void_p], c_int),
         "bpf_map_update_elem": ([c_int, c_void_p, c_void_p, c_uint64], c_int),
@@ -314,6 +315,14 @@ class BpfObject:
             raise _fail(f"{'kretprobe' if retprobe else 'kprobe'}.multi link for {prog} "
                         f"({n} kernel functions)", err)
         self.links.append(FdLink(fd))
+        return self.links[-1]
+
+    def attach(self, prog: str) -> LibbpfLink:
+        """Attach where the program's section says (tracepoint/CATEGORY/NAME, ...)."""
+        link = libbpf().bpf_program__attach(self.program(prog))
+        if not link:
+            raise _fail(f"attaching {prog}")
+        self.links.append(LibbpfLink(link))
         return self.links[-1]
 
     def close(self) -> None:

@@ -26,14 +26,23 @@ struct {
 	__type(value, struct btfgen_spec);
 } specs SEC(".maps");
 
-/* [0]: trace only this process (0: every one); [1]: never this one (the tracer itself, whose
- * ring-buffer reads would otherwise show up in the functions it traces). */
+/* [0]: 1 to trace only the processes in `followed` (else every one); [1]: never this one (the
+ * tracer itself, whose ring-buffer reads would otherwise show up in the functions it traces);
+ * [2]: child_pid's offset in the sched_process_fork event (from its tracefs format). */
 struct {
 	__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u32);
 } filter SEC(".maps");
+
+/* The traced command (or --pid) and every process it forks, by tgid. */
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} followed SEC(".maps");
 
 struct {
 	__uint(type, 27 /* BPF_MAP_TYPE_RINGBUF */);
@@ -48,15 +57,35 @@ struct trace_event {
 	struct btfgen_record rec;
 };
 
+static __always_inline __u32 setting(__u32 at)
+{
+	__u32 *v = bpf_map_lookup_elem(&filter, &at);
+
+	return v ? *v : 0;
+}
+
 static __always_inline int wanted(__u32 tgid)
 {
-	__u32 only = 0, skip = 1;
-	__u32 *want = bpf_map_lookup_elem(&filter, &only);
-	__u32 *not = bpf_map_lookup_elem(&filter, &skip);
-
-	if (want && *want && *want != tgid)
+	if (setting(0) && !bpf_map_lookup_elem(&followed, &tgid))
 		return 0;
-	return !(not && *not == tgid);
+	return setting(1) != tgid;
+}
+
+/* Runs in the parent: a followed process's new child is followed too (a new thread's id is
+ * added as well, harmlessly: it is never anyone's tgid but its process's). */
+SEC("tracepoint/sched/sched_process_fork")
+int follow_fork(void *ctx)
+{
+	__u32 parent = bpf_get_current_pid_tgid() >> 32, child = 0;
+	__u8 yes = 1;
+
+	if (!setting(0) || !bpf_map_lookup_elem(&followed, &parent))
+		return 0;
+	if (bpf_probe_read_kernel(&child, sizeof(child),
+				  (const char *)ctx + (setting(2) & 0xfff)))
+		return 0;
+	bpf_map_update_elem(&followed, &child, &yes, 0 /* BPF_ANY */);
+	return 0;
 }
 
 static __always_inline int record(void *ctx, __u32 kind)

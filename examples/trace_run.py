@@ -119,9 +119,15 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
         keep = list(range(len(names)))
     printer = Printer(decoders, names, out, who=kernel and not opts.pid and not opts.command)
 
+    fork_offset = child_pid_offset()
     with bpfload.BpfObject(str(directory / manifest["object"])) as obj:
         for prog in ("trace_entry", "trace_exit"):
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
+        following = bool(opts.command or opts.pid or not kernel)
+        if following and fork_offset is None:
+            print("btfgen_trace: warning: no sched_process_fork event here: child processes "
+                  "are not traced", file=sys.stderr)
+        obj.set_autoload("follow_fork", following and fork_offset is not None)
         obj.load()
         for i, name in enumerate(names):
             obj.update("specs", struct.pack("I", i), decoders.spec(name))
@@ -130,10 +136,14 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             program = [] if kernel else [manifest["program"]]
             child = Gated([*program, *opts.command])
         only = child.pid if child else opts.pid
-        obj.update("filter", struct.pack("I", 0), struct.pack("I", only))
-        obj.update("filter", struct.pack("I", 1), struct.pack("I", os.getpid()))
+        for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
+            obj.update("filter", struct.pack("I", at), struct.pack("I", value))
+        if only:
+            obj.update("followed", struct.pack("I", only), b"\x01")
         try:
-            _attach(obj, manifest, keep, kernel, only)
+            if only and fork_offset is not None:
+                obj.attach("follow_fork")
+            _attach(obj, manifest, keep, kernel)
         except BaseException:
             if child:
                 child.cancel()
@@ -149,14 +159,30 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             return _follow(rb, child, opts)
 
 
-def _attach(obj, manifest: dict, keep: list[int], kernel: bool, pid: int) -> None:
+def _attach(obj, manifest: dict, keep: list[int], kernel: bool) -> None:
+    # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
+    # which grows as they fork.
     names = [manifest["functions"][i] for i in keep]
     for prog, ret in (("trace_entry", False), ("trace_exit", True)):
         if kernel:
             obj.attach_kprobe_multi(prog, names, keep, retprobe=ret)
         else:
             obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,
-                                    pid=pid, offsets=[manifest["offsets"][i] for i in keep])
+                                    offsets=[manifest["offsets"][i] for i in keep])
+
+
+def child_pid_offset() -> int | None:
+    """Where sched_process_fork's child_pid sits in the event (its tracefs format: the comm
+    fields before it changed size across kernel versions), or None without the event."""
+    try:
+        text = (TRACEFS / "events/sched/sched_process_fork/format").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = dict(part.strip().split(":", 1) for part in line.split(";") if ":" in part)
+        if fields.get("field", "").split()[-1:] == ["child_pid"]:
+            return int(fields["offset"])
+    return None
 
 
 def _follow(rb, child, opts: Options) -> int:

@@ -69,9 +69,11 @@ def test_trace_tool_in_guest(name, tmp_path):
     g.file("loader", build.loader(t).read_bytes(), 0o755)
     g.file("empty.bundle", EMPTY_BUNDLE)
     actions = " ".join(" ".join(a) for a in scenario.actions(psize))
+    # The calls come from a child of the traced shell (`; true` keeps sh from exec'ing the
+    # loader in its place): what the command forks is traced too.
     g.step("trace", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
-                    f"{py.python} btfgen_trace.py --run /trace -- /loader /empty.bundle "
-                    f"{actions} 2>&1")
+                    f"{py.python} btfgen_trace.py --run /trace -- sh -c "
+                    f"'/loader /empty.bundle {actions}; true' 2>&1")
     # Every process, stopped with SIGINT as by Ctrl-C: each line names its caller.
     g.step("everyone", f"cd /trace && export LD_LIBRARY_PATH={python_guest.library_path(t)}; "
                        f"{py.python} btfgen_trace.py --run /trace 2>/tmp/err >/tmp/out & "

@@ -151,3 +151,34 @@ def test_static_functions_of_one_name_with_different_prototypes_are_left_out(tmp
                           capture_output=True, text=True, timeout=300)
     assert only.returncode == 1
     assert only.stderr.strip().splitlines()[-1] == "btfgen_trace: nothing left to trace"
+
+
+FORKS = r"""
+#include <sys/wait.h>
+#include <unistd.h>
+long __attribute__((noinline)) work(int x, long y) { return x + y; }
+int main(void)
+{
+	if (fork() == 0)
+		return (int)work(7, -9) + 2;  /* exits 0 */
+	wait(0);
+	return (int)work(1, 2) - 3;
+}
+"""
+
+
+def test_child_processes_of_the_traced_program_are_traced(tmp_path):
+    """The tool follows what the program forks (sched_process_fork), and only that: a copy of
+    the program run beside it is not traced."""
+    harness.require_live()
+    src = tmp_path / "forks.c"
+    src.write_text(FORKS)
+    exe = tmp_path / "forks"
+    harness.run(["gcc", "-O2", "-g", str(src), "-o", str(exe)], "compiling forks.c")
+    stranger = subprocess.Popen(["sh", "-c", f"while :; do {exe}; done"])
+    try:
+        out = _trace(str(exe), "work")
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert out.splitlines() == ["work(x=7, y=-9)", "work -> -2", "work(x=1, y=2)", "work -> 3"]
