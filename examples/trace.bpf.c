@@ -9,6 +9,7 @@
  * bpf_helpers.h. BTFGEN_SAVE_ARGS: btfgen_generic_exit follows a struct returned through a
  * hidden pointer the callee does not hand back (s390x, arm64) with the pointer kept at entry. */
 #define BTFGEN_SAVE_ARGS
+#define BTFGEN_SAVE_MAX 8 /* only the generic decoder's 8-byte carry stack is used here */
 #include "btfgen.bpf.h"
 
 #ifdef BTFGEN_USER
