@@ -53,7 +53,7 @@ def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
 
 def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
              specs_table: bool = True, jobs: int = 1) -> dict[str, str]:
-    """The files for `langs`; with `jobs` > 1 rendered by that many processes (same bytes)."""
+    """The files for `langs`; with `jobs` > 1 rendered in two processes (the same bytes)."""
     names = file_names(arch.arch)
     kinds = []
     if "bpf" in langs:

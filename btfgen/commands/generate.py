@@ -43,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-specs", action="store_true",
                         help="do not write the generic decoder's C table (btfgen_specs.h)")
     parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
-                        help="processes rendering the outputs (default: the CPUs, for large "
-                             "selections)")
+                        help="1: render the outputs in this process; more: in two at once "
+                             "(default: two where there are several CPUs and 2000+ functions)")
     add_header_arguments(parser)
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", action="store_true", help="no summary line")
