@@ -114,10 +114,10 @@ class _Builder:
             self.skipped.append("return value: no room for its pointer in the entry record")
             return None
         mask = 1 << CARRY_MISSING_BIT
-        self.cursor = dst = _align8(self.psize)
-        if v.size >= OP_LIMIT or MAX_OPS - self.first < 1:
+        if v.size >= OP_LIMIT or self.first >= MAX_OPS:
             self.skipped.append("return value: by-reference value too large, pointer only")
             return ValuePlan(-1, 0, mask)
+        dst = _align8(self.psize)
         mask |= 1 << self.first
         self.ops.append(Op(FROM_PTR, 0, dst, v.size))
         self.cursor = _align8(dst + v.size)
@@ -128,8 +128,10 @@ def plan(f: FunctionLayout, byte_order: str, pointer_size: int) -> GenericPlan:
     b = _Builder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
     ret = f.ret
+    carries = (ret is not None and ret.by_ref and not ret.at_exit
+               and ret.unavailable is None)
     carry = -1
-    if ret is not None and ret.by_ref and not ret.at_exit and ret.unavailable is None:
+    if carries:
         # The pointer as a plain value of the entry record (no argument decodes it).
         pointer = replace(ret, by_ref=False, size=pointer_size)
         held = b.value(pointer, "return pointer")
@@ -137,10 +139,9 @@ def plan(f: FunctionLayout, byte_order: str, pointer_size: int) -> GenericPlan:
             carry = held.data_off
     x = _Builder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
-    if ret is not None:
-        if ret.by_ref and not ret.at_exit and ret.unavailable is None:
-            exit_ = (x.carried(ret, carry),)
-        else:
-            exit_ = (x.value(ret, "return value"),)
+    if carries:
+        exit_ = (x.carried(ret, carry),)
+    elif ret is not None:
+        exit_ = (x.value(ret, "return value"),)
     return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
                        tuple(b.skipped + x.skipped), carry)
