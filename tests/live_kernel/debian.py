@@ -5,6 +5,11 @@ its own sources.list, index directory, archive cache and an empty dpkg status fi
 command names them with `-o`. Packages are fetched by `apt-get download`, which checks them against
 the signed index, and unpacked with `dpkg-deb`. Indexes are refreshed once a day (unstable moves);
 packages are cached by file name, which carries the version.
+
+The mirror is the one this machine's apt already uses (BTFGEN_LIVE_MIRROR overrides it). It may
+be a snapshot whose Release files are past their Valid-Until date: the kernels are pinned to exact
+versions (targets.py) and apt still checks the Release signature and every package's hash, so the
+date is not checked.
 """
 
 from __future__ import annotations
@@ -20,13 +25,50 @@ from pathlib import Path
 
 from . import cache
 
-MIRROR = os.environ.get("BTFGEN_LIVE_MIRROR", "http://deb.debian.org/debian")
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 INDEX_MAX_AGE = float(os.environ.get("BTFGEN_LIVE_INDEX_MAX_AGE", 24 * 3600))
 
 
 class PackageError(RuntimeError):
-    """A package or index cannot be had (no network, no such package): tests skip on it."""
+    """A package or index cannot be had (no network, no such package, no mirror): tests skip on
+    it, or fail with CI=true."""
+
+
+def _source_uris() -> list[str]:
+    """The URIs of the machine's Debian sources (one-line and deb822 forms), in apt's order."""
+    etc = Path(os.environ.get("BTFGEN_LIVE_APT_ETC", "/etc/apt"))
+    files = [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list")),
+             *sorted((etc / "sources.list.d").glob("*.sources"))]
+    uris = []
+    for f in files:
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if f.suffix == ".sources":
+                if line.lower().startswith("uris:"):
+                    uris += line.split(":", 1)[1].split()
+            elif line.startswith("deb "):
+                # deb [options] URI suite component...
+                words = re.sub(r"\[[^]]*\]", " ", line[4:]).split()
+                if words:
+                    uris.append(words[0])
+    return uris
+
+
+def mirror() -> str:
+    """The Debian archive to fetch from: BTFGEN_LIVE_MIRROR, else the first source of this
+    machine whose path is the main archive (…/debian, not …/debian-security)."""
+    override = os.environ.get("BTFGEN_LIVE_MIRROR")
+    if override:
+        return override
+    for uri in _source_uris():
+        if re.match(r"^https?://", uri) and uri.rstrip("/").endswith("/debian"):
+            return uri.rstrip("/")
+    raise PackageError("this machine's apt sources name no Debian archive (…/debian); "
+                       "set BTFGEN_LIVE_MIRROR")
 
 
 @contextmanager
@@ -67,6 +109,8 @@ class Apt:
             f"-oAPT::Architecture={self.arch}",
             f"-oAPT::Architectures::={self.arch}",
             "-oAcquire::Languages=none",
+            # A snapshot mirror's Release files may be past Valid-Until (see the module's doc).
+            "-oAcquire::Check-Valid-Until=false",
             # Downloads land in our cache, which the unprivileged _apt user may not reach.
             "-oAPT::Sandbox::User=root",
             "-oDebug::NoLocking=1",
@@ -78,7 +122,7 @@ class Apt:
             (r / d).mkdir(parents=True, exist_ok=True)
         (r / "status").touch()
         (r / "sources.list").write_text(
-            f"deb [signed-by={KEYRING}] {MIRROR} {self.suite} main\n"
+            f"deb [signed-by={KEYRING}] {mirror()} {self.suite} main\n"
         )
 
     def update(self) -> None:
@@ -93,11 +137,13 @@ class Apt:
                 raise PackageError(f"apt {self.suite}/{self.arch}: no package index fetched")
             stamp.touch()
 
-    def show(self, package: str) -> dict[str, str] | None:
-        """The candidate version's control fields, or None when the suite has no such package."""
+    def show(self, package: str, version: str | None = None) -> dict[str, str] | None:
+        """The control fields of `version` (default: the candidate), or None when the suite has
+        no such package or version."""
         self.update()
         proc = subprocess.run(
-            ["apt-cache", *self._options(), "show", "--no-all-versions", package],
+            ["apt-cache", *self._options(), "show", "--no-all-versions",
+             f"{package}={version}" if version else package],
             capture_output=True,
             text=True,
         )
@@ -114,18 +160,20 @@ class Apt:
         # A purely virtual name yields a stanza without a Version.
         return fields if "Version" in fields else None
 
-    def download(self, package: str) -> Path:
-        """The .deb of the candidate version, fetched once."""
-        fields = self.show(package)
+    def download(self, package: str, version: str | None = None) -> Path:
+        """The .deb of `version` (default: the candidate), fetched once."""
+        fields = self.show(package, version)
         if fields is None:
-            raise PackageError(f"apt {self.suite}/{self.arch}: no package {package}")
+            what = f"{package} {version}" if version else package
+            raise PackageError(f"apt {self.suite}/{self.arch}: no package {what}")
         dest = self.root / "debs" / Path(fields["Filename"]).name
         if dest.exists():
             return dest
         with _locked(self.root / "lock"):
             if not dest.exists():
                 _run(
-                    ["apt-get", *self._options(), "-qq", "download", package],
+                    ["apt-get", *self._options(), "-qq", "download",
+                     f"{package}={fields['Version']}"],
                     f"apt {self.suite}/{self.arch}: download {package}",
                     cwd=dest.parent,
                 )

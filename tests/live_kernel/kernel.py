@@ -30,21 +30,9 @@ def apt_for(target: Target) -> debian.Apt:
     return debian.Apt(target.suite, target.deb_arch)
 
 
-def release_of(target: Target) -> str:
-    """The suite's current kernel release for the flavour, from the meta package's Depends."""
-    apt = apt_for(target)
-    meta = f"linux-image-{target.flavour}"
-    pattern = re.compile(rf"^linux-image-(\d[^ ]*-{re.escape(target.flavour)})(-unsigned)?$")
-    for dep in apt.depends(meta):
-        m = pattern.match(dep)
-        if m:
-            return m.group(1)
-    raise debian.PackageError(f"apt {target.suite}/{target.deb_arch}: {meta} names no kernel")
-
-
 def fetch(target: Target) -> Kernel:
     apt = apt_for(target)
-    release = release_of(target)
+    release, version = target.release, target.kernel_version
     # Unstable splits the image out (linux-binary[-unsigned]-R); older suites ship linux-image-R
     # with the modules inside. Unsigned first: the same kernel, without the EFI signature wrapper.
     for package in (
@@ -53,14 +41,14 @@ def fetch(target: Target) -> Kernel:
         f"linux-image-{release}-unsigned",
         f"linux-image-{release}",
     ):
-        fields = apt.show(package)
-        if fields is None:
+        if apt.show(package) is None:
             continue
-        deb = apt.download(package)
+        deb = apt.download(package, version)
         images = debian.extract(deb, _IMAGE)
-        return Kernel(target, release, fields["Version"], package, images[0])
+        return Kernel(target, release, version, package, images[0])
     raise debian.PackageError(
-        f"apt {target.suite}/{target.deb_arch}: no image package for {release}"
+        f"apt {target.suite}/{target.deb_arch}: no image package for {release} (pinned in "
+        f"tests/live_kernel/targets.py: has the suite moved on?)"
     )
 
 
@@ -72,7 +60,7 @@ def busybox(target: Target) -> Path:
 
 def debug_vmlinux(kernel: Kernel) -> Path:
     """The unstripped vmlinux of the -dbg package (large: fetched only where BTF must be made)."""
-    deb = apt_for(kernel.target).download(f"linux-image-{kernel.release}-dbg")
+    deb = apt_for(kernel.target).download(f"linux-image-{kernel.release}-dbg", kernel.version)
     r = re.escape(kernel.release)
     # boot/vmlinux-R is a symbolic link to lib/modules/R/vmlinux in newer packages.
     found = debian.extract(deb, rf"(/vmlinux-{r}|/modules/{r}/vmlinux)$")

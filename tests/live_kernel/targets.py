@@ -9,6 +9,13 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
+# The kernels, pinned: (Debian's kernel ABI name, package version) per suite. A moved suite fails
+# loudly (the version is gone from its index) instead of testing another kernel unseen.
+PINNED = {
+    "unstable": ("7.2.13+deb14", "7.2.13-1"),
+    "bookworm": ("6.1.0-50", "6.1.176-1"),
+}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -28,6 +35,15 @@ class Target:
     # Why kprobe_multi links and fprobe events are not used on this kernel (a kernel defect,
     # found by these tests): the BPF kretprobes would stop running.
     multi_broken: str | None = None
+
+    @property
+    def release(self) -> str:
+        """uname -r of the pinned kernel."""
+        return f"{PINNED[self.suite][0]}-{self.flavour}"
+
+    @property
+    def kernel_version(self) -> str:
+        return PINNED[self.suite][1]
 
     def qemu_available(self) -> bool:
         return shutil.which(self.qemu[0]) is not None

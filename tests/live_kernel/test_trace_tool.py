@@ -20,7 +20,7 @@ import pytest
 from btfgen.btf.reader import open_btf
 
 from . import build, cache, debian, python_guest, scenario
-from .conftest import btf_for, kernel_for
+from .conftest import btf_for, kernel_for, unavailable
 from .guest import Guest
 from .targets import TARGETS
 
@@ -70,7 +70,7 @@ def test_trace_tool_in_guest(name, tmp_path):
     try:
         py = python_guest.files(t)
     except debian.PackageError as e:
-        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+        unavailable(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
     g = Guest(files=dict(py.files), links=dict(py.links))
     for f in out.iterdir():
         if f.is_file():
