@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from btfgen.btf import types as T
 from btfgen.codegen.cdecl import CTypes, Definition
-from btfgen.codegen.names import Namespace, c_comment, c_ident
+from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string
 from btfgen.decoding import generic
 from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout
 
@@ -65,6 +66,28 @@ class SpecView:
     cname: str
     btf_id: int
     ops: str  # the rendered SpecOpsView
+
+
+@dataclass(frozen=True, slots=True)
+class UserValueView:
+    """One row of struct btfgen_value_info, as C initialisers (strings already literals)."""
+
+    name: str
+    type: str
+    unavailable: str
+    data_off: int
+    ptr_off: int
+    size: int
+    kind: str
+    op_mask: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserFuncView:
+    name: str  # a C string literal
+    btf_id: int
+    args: tuple[UserValueView, ...]
+    ret: UserValueView | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,4 +260,39 @@ def spec_views(arch: ArchLayout, names: list[str], plans, render) -> tuple[SpecV
                                                     arch.pointer_size, p.carry_code,
                                                     p.entry_ops + p.exit_ops))
         out.append(SpecView(n, f.btf_id, ops))
+    return tuple(out)
+
+
+_NULL = "(void *)0"
+
+
+def _value_kind(v: ValueLayout) -> str:
+    t = T.strip(v.type)
+    if isinstance(t, T.Int) and t.is_bool:
+        return "BTFGEN_VALUE_BOOL"
+    if isinstance(t, T.Ptr):
+        return "BTFGEN_VALUE_POINTER"
+    if isinstance(t, (T.Int, T.Enum)) and v.size <= 8:
+        return "BTFGEN_VALUE_SIGNED" if v.signed else "BTFGEN_VALUE_UNSIGNED"
+    return "BTFGEN_VALUE_BYTES"
+
+
+def _user_value(v: ValueLayout, vp: generic.ValuePlan | None) -> UserValueView:
+    if vp is None:
+        why = v.unavailable or "too large for the generic record"
+        return UserValueView(c_string(v.name), c_string(v.type_name), c_string(why), -1, -1,
+                             v.size, "BTFGEN_VALUE_NONE", "0")
+    return UserValueView(c_string(v.name), c_string(v.type_name), _NULL, vp.data_off, vp.ptr_off,
+                         v.size, _value_kind(v), f"{vp.op_mask:#x}ULL")
+
+
+def user_views(arch: ArchLayout, plans) -> tuple[UserFuncView, ...]:
+    """What user space needs to read each function's records (btfgen_specs.h outside BPF)."""
+    out = []
+    for f, p in zip(arch.functions, plans):
+        args = tuple(_user_value(a, vp) for a, vp in zip(f.args, p.entry))
+        ret = None
+        if f.ret is not None:
+            ret = _user_value(f.ret, p.exit[0] if p.exit else None)
+        out.append(UserFuncView(c_string(f.name), f.btf_id, args, ret))
     return tuple(out)

@@ -129,8 +129,9 @@ class _Files:
         specs = bpf.spec_views(self.arch, self.cnames, self.plans, lambda s: ops_t.render(s=s))
         # The table needs only the header's guard and sizes, none of its type definitions.
         h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
+        users = bpf.user_views(self.arch, self.plans)
         return self.names.specs, env.get_template("specs.h.j2").render(
-            h=h, specs=specs, decoders_header=self.names.header)
+            h=h, specs=specs, users=users, decoders_header=self.names.header)
 
     def _python(self) -> tuple[str, str]:
         return self.names.module, python_module(self.arch, self.plans)

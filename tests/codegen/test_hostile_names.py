@@ -114,6 +114,28 @@ def test_c_compiles_with_exactly_the_expected_decoders(outputs, tmp_path):
         assert line.count("/*") <= line.count("*/") or line.startswith(("/*", " *"))
 
 
+def test_user_space_table_keeps_names_as_data(outputs, tmp_path):
+    """btfgen_specs.h in a C loader: every function and parameter name is a string, exactly."""
+    table, arch, out = outputs
+    (tmp_path / "btfgen_specs.h").write_text(out["btfgen_specs.h"])
+    src = tmp_path / "names.c"
+    src.write_text('#include <stdio.h>\n#include "btfgen_specs.h"\nint main(void) {\n'
+                   "\tfor (unsigned i = 0; i < BTFGEN_NSPECS; i++) {\n"
+                   '\t\tprintf("%s\\n", btfgen_funcs[i].name);\n'
+                   "\t\tfor (unsigned a = 0; a < btfgen_funcs[i].nargs; a++)\n"
+                   '\t\t\tprintf("%s\\n", btfgen_funcs[i].args[a].name);\n\t}\n}\n')
+    exe = tmp_path / "names"
+    proc = subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}", str(src),
+                           "-o", str(exe)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got = subprocess.run([str(exe)], capture_output=True, check=True).stdout
+    want = "".join(f"{f.name}\n" + "".join(f"{a.name}\n" for a in f.args)
+                   for f in arch.functions)
+    assert sorted(got.decode("utf-8", "replace").splitlines(keepends=True)) == \
+        sorted(want.encode("utf-8", "replace").decode("utf-8", "replace")
+               .splitlines(keepends=True))
+
+
 def test_python_imports_and_keeps_names_as_data(outputs, tmp_path):
     table, arch, out = outputs
     import os

@@ -78,3 +78,98 @@ def test_self_contained_alone(arch, tmp_path):
     _generate(arch, tmp_path, "--self-contained")
     for header in HEADERS:
         _compile(arch, tmp_path, "", header)
+
+
+# User space (the loader that fills the spec map and reads records) includes btfgen_specs.h with
+# its own C library: the arches whose cross gcc has one here.
+USER_CC = {"x86_64": "gcc", "i386": "i686-linux-gnu-gcc", "arm64": "aarch64-linux-gnu-gcc",
+           "riscv64": "riscv64-linux-gnu-gcc", "s390x": "s390x-linux-gnu-gcc",
+           "ppc64le": "powerpc64le-linux-gnu-gcc", "arm": "arm-linux-gnueabihf-gcc"}
+
+_PRINT_TABLE = r"""
+#include <stdio.h>
+#include "btfgen_specs.h"
+static void show(const char *what, const struct btfgen_value_info *v)
+{
+	printf("%s %s %s %s %d %d %u %u %llx\n", what, v->name, v->type,
+	       v->unavailable ? v->unavailable : "-", v->data_off, v->ptr_off, v->size, v->kind,
+	       (unsigned long long)v->op_mask);
+}
+int main(void)
+{
+	for (unsigned i = 0; i < BTFGEN_NSPECS; i++) {
+		printf("func %s %u %u %u\n", btfgen_funcs[i].name, btfgen_funcs[i].btf_id,
+		       btfgen_funcs[i].nargs, btfgen_specs[i].nentry);
+		for (unsigned a = 0; a < btfgen_funcs[i].nargs; a++)
+			show("arg", &btfgen_funcs[i].args[a]);
+		if (btfgen_funcs[i].ret)
+			show("ret", btfgen_funcs[i].ret);
+	}
+	return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", sorted(USER_CC))
+def test_specs_header_in_user_space(arch, tmp_path):
+    """It compiles with the target's own C compiler (-Wall -Wextra -Werror) and, run on this
+    machine, describes each record as the generic plans that wrote the spec table lay it out."""
+    import shutil
+
+    from btfgen.decoding import generic
+
+    cc = USER_CC[arch]
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    _generate(arch, tmp_path)
+    src = tmp_path / "loader.c"
+    src.write_text(_PRINT_TABLE)
+    exe = tmp_path / "loader"
+    proc = subprocess.run([cc, "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror",
+                           f"-I{tmp_path}", str(src), "-o", str(exe)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    if arch != "x86_64":
+        return
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    from btfgen.abi.arches import load_arch
+    from btfgen.btf.reader import open_btf
+    from btfgen.place import place_functions
+
+    btf = open_btf(str(compile_c(SOURCE, arch)))
+    funcs = [f for name in golden.FUNCTIONS for f in btf.find_funcs(name)]
+    layout = place_functions(btf, load_arch(arch, btf.pointer_size), funcs)
+    want = {}
+    for f in layout.functions:
+        p = generic.plan(f, layout.byte_order, layout.pointer_size)
+        rows = want[f.name] = [f"func {f.name} {f.btf_id} {len(f.args)} {len(p.entry_ops)}"]
+        values = [("arg", a, vp) for a, vp in zip(f.args, p.entry)]
+        if f.ret is not None:
+            values.append(("ret", f.ret, p.exit[0] if p.exit else None))
+        for what, v, vp in values:
+            off = (vp.data_off, vp.ptr_off, f"{vp.op_mask:x}") if vp else (-1, -1, "0")
+            assert (v.unavailable is None) == (vp is not None)
+            rows.append(f"{what} {v.name} {v.type_name} {v.unavailable or '-'} {off[0]} "
+                        f"{off[1]} {v.size} {_kind(v)} {off[2]}")
+    got: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if line.startswith("func "):
+            block = got[line.split()[1]] = []
+        block.append(line)
+    assert got == want
+
+
+def _kind(v) -> int:
+    from btfgen.btf import types as T
+
+    t = T.strip(v.type)
+    if v.unavailable:
+        return 0
+    if isinstance(t, T.Int) and t.is_bool:
+        return 3
+    if isinstance(t, T.Ptr):
+        return 4
+    if isinstance(t, (T.Int, T.Enum)):
+        return 1 if v.signed else 2
+    return 5

@@ -290,6 +290,8 @@ static __always_inline int btfgen_exit_tiny(const void *ctx, const struct btfgen
 
 #ifndef BTFGEN_COMMON_H
 #define BTFGEN_COMMON_H
+#ifndef BTFGEN_GENERIC_TYPES
+#define BTFGEN_GENERIC_TYPES
 /* ---- the generic, table-driven decoder ------------------------------------------------------ */
 #define BTFGEN_MAX_OPS 32 /* copy operations per function (entry + exit) */
 #define BTFGEN_DATA_SIZE 1024 /* record data bytes */
@@ -323,6 +325,7 @@ struct btfgen_record {
 	__u64 failed; /* bit i: operation i failed (its bytes are zero) */
 	__u8 data[BTFGEN_DATA_SIZE];
 };
+#endif /* BTFGEN_GENERIC_TYPES */
 
 /* Copy one function's values into `rec`: a bounded loop the verifier walks once per iteration,
  * every offset masked into the record. `sp` is the entry stack pointer (BTFGEN_SP(ctx)). */
