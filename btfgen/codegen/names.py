@@ -81,9 +81,6 @@ class Namespace:
         self._taken.add(candidate)
         return candidate
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._taken
-
 
 _COMMENT_BAD = re.compile(r"[^\x20-\x7e]|\*/|/\*|\\|\?\?")
 
@@ -107,8 +104,3 @@ def c_string(text: str) -> str:
         else:
             out.append(f"\\{byte:03o}")
     return '"' + "".join(out) + '"'
-
-
-def py_comment(text: str) -> str:
-    """`text` safe after `#` on one line."""
-    return re.sub(r"[^\x20-\x7e]", "?", text)
