@@ -19,7 +19,15 @@ from btfgen.abi.dsl import Action, Convention, Rule
 from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.errors import ArchError
-from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, RegPiece, StackPiece, ValueLayout
+from btfgen.layout import (
+    ArchLayout,
+    CtxInfo,
+    FunctionLayout,
+    ProtoLayout,
+    RegPiece,
+    StackPiece,
+    ValueLayout,
+)
 
 
 def _round_up(n: int, a: int) -> int:
@@ -58,7 +66,7 @@ class _Engine:
         # placing a whole vmlinux take seconds, not minutes.
         self._arg_cache: dict[tuple, tuple] = {}
         self._value_cache: dict[tuple, ValueLayout] = {}
-        self._proto_cache: dict[int, tuple] = {}
+        self._proto_cache: dict[int, ProtoLayout] = {}  # by FUNC_PROTO type id
         self._spell_cache: dict[int, str] = {}
 
     def new_alloc(self) -> _Alloc:
@@ -242,15 +250,12 @@ class _Engine:
         return tuple(out), None
 
     def function(self, func: T.Func) -> FunctionLayout:
-        proto_id = func.type_id
-        hit = self._proto_cache.get(proto_id)
-        if hit is None:
-            hit = self._proto(func.proto)
-            self._proto_cache[proto_id] = hit
-        args, ret, variadic = hit
-        return FunctionLayout(func.name, func.id, args, ret, variadic)
+        proto = self._proto_cache.get(func.type_id)
+        if proto is None:
+            proto = self._proto_cache[func.type_id] = self._proto(func.proto)
+        return FunctionLayout(func.name, func.id, proto)
 
-    def _proto(self, proto: T.FuncProto) -> tuple:
+    def _proto(self, proto: T.FuncProto) -> ProtoLayout:
         variadic = proto.variadic
         alloc = self.new_alloc()
         ret_t = proto.ret
@@ -270,7 +275,7 @@ class _Engine:
         ret = None
         if ret_plan is not None:
             ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
-        return args, ret, variadic
+        return ProtoLayout(args, ret, variadic)
 
     def _arg(self, param: T.Param, alloc: _Alloc, variadic: bool) -> ValueLayout:
         """One argument's layout. Where a value goes depends only on its type and the allocation
@@ -395,8 +400,3 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def place_function(types, conv: Convention, func: T.Func, ctx: str = "pt_regs") -> FunctionLayout:
-    """One function; for many, `place_functions` shares the per-type caches."""
-    return _engine(types, conv, ctx).function(func)
