@@ -97,6 +97,13 @@ class _RetUnavailable:
 
 
 _RetPlan = _RetInRegs | _RetSret | _RetUnavailable
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """Where a prototype's placement starts: its return value, the allocation state after it."""
+
+    ret: ValueLayout | None  # None: void
+    next: tuple[int, ...]
+    stack: int
 
 
 class _Engine:
@@ -117,6 +124,7 @@ class _Engine:
         self._arg_cache: dict[tuple, _Placed] = {}
         self._value_cache: dict[tuple, ValueLayout] = {}
         self._proto_cache: dict[int, ProtoLayout] = {}  # by FUNC_PROTO type id
+        self._start_cache: dict[tuple[int, bool], _Start] = {}  # by (return type id, variadic)
         self._spell_cache: dict[int, str] = {}
 
     def new_alloc(self) -> _Alloc:
@@ -286,25 +294,32 @@ class _Engine:
 
     def _proto(self, proto: T.FuncProto) -> ProtoLayout:
         variadic = proto.variadic
+        key = (proto.ret_id, variadic)
+        start = self._start_cache.get(key)
+        if start is None:
+            start = self._start_cache[key] = self._start(proto.ret, proto.ret_id, variadic)
+        alloc = _Alloc(list(start.next), start.stack)
+        args = tuple(self._arg(p, alloc, variadic) for p in proto.params)
+        return ProtoLayout(args, start.ret, variadic)
+
+    def _start(self, ret_t: T.Type, ret_id: int, variadic: bool) -> _Start:
+        """The return value's layout and the allocation state the arguments start from: both
+        depend only on the return type (a hidden struct-return pointer may shift the arguments)
+        and whether the function is variadic, so they are decided once per pair."""
         alloc = self.new_alloc()
-        ret_t = proto.ret
         ret_shape = self.classifier.shape(ret_t)
-        ret_plan = None
+        if ret_shape.cls == "void":
+            return _Start(None, tuple(alloc.next), alloc.stack)
         sret_raw: list[_Raw] = []
         sret_why = None
-        if ret_shape.cls != "void":
-            # The return is decided first: a hidden struct-return pointer may shift the arguments.
-            ret_plan = self._ret_plan(ret_shape, proto.ret_id, variadic)
-            if isinstance(ret_plan, _RetSret):
-                if self.conv.sret_mode == "arg":
-                    sret_raw, _, sret_why = self.place_arg(self.ptr, -1, alloc, variadic)
-                else:
-                    sret_raw = [_InReg(self.conv.sret_reg, 0, self.word)]
-        args = tuple(self._arg(p, alloc, variadic) for p in proto.params)
-        ret = None
-        if ret_plan is not None:
-            ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
-        return ProtoLayout(args, ret, variadic)
+        ret_plan = self._ret_plan(ret_shape, ret_id, variadic)
+        if isinstance(ret_plan, _RetSret):
+            if self.conv.sret_mode == "arg":
+                sret_raw, _, sret_why = self.place_arg(self.ptr, -1, alloc, variadic)
+            else:
+                sret_raw = [_InReg(self.conv.sret_reg, 0, self.word)]
+        ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
+        return _Start(ret, tuple(alloc.next), alloc.stack)
 
     def _arg(self, param: T.Param, alloc: _Alloc, variadic: bool) -> ValueLayout:
         """One argument's layout. Where a value goes depends only on its type and the allocation
