@@ -24,6 +24,11 @@ class RegPiece:
     value_offset: int
     size: int
 
+    def skip(self, byte_order: str) -> int:
+        """Bytes of the field before its least significant `size`: the high ones, which come
+        first on a big-endian target (the one place that rule lives)."""
+        return self.reg_size - self.size if byte_order == "big" else 0
+
 
 @dataclass(frozen=True, slots=True)
 class StackPiece:
@@ -54,13 +59,35 @@ class ValueLayout:
     signed: bool = False  # sign-extend from `size` bytes (scalars only)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ProtoLayout:
+    """Where the values of one prototype live. Placed once per distinct prototype and shared by
+    every function that has it (a kernel has about half as many prototypes as functions), so it
+    is the key every output caches its per-prototype work under. Compared and hashed by
+    identity: one object is one placement."""
+
+    args: tuple[ValueLayout, ...]
+    ret: ValueLayout | None  # None: void
+    variadic: bool
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionLayout:
     name: str
     btf_id: int
-    args: tuple[ValueLayout, ...]
-    ret: ValueLayout | None  # None: void
-    variadic: bool
+    proto: ProtoLayout
+
+    @property
+    def args(self) -> tuple[ValueLayout, ...]:
+        return self.proto.args
+
+    @property
+    def ret(self) -> ValueLayout | None:
+        return self.proto.ret
+
+    @property
+    def variadic(self) -> bool:
+        return self.proto.variadic
 
 
 @dataclass(frozen=True, slots=True)

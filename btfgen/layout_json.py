@@ -9,7 +9,7 @@ struct the register fields are in and whether it was read from the BTF or defaul
 
 from __future__ import annotations
 
-from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, RegPiece, ValueLayout
+from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 
 def to_json(layout: ArchLayout) -> dict:
@@ -24,20 +24,15 @@ def to_json(layout: ArchLayout) -> dict:
 
 
 def _functions(functions) -> list[dict]:
-    # Functions sharing a prototype share its placed values (btfgen.place caches by prototype):
-    # convert each shared tuple once.
-    done: dict[int, tuple] = {}
+    # Functions sharing a prototype share its placement: convert each prototype once.
+    done: dict[ProtoLayout, tuple] = {}
     out = []
     for f in functions:
-        key = id(f.args)
-        hit = done.get(key)
-        if hit is None or hit[0] is not f.args or hit[1] is not f.ret:
-            d = function_json(f)
-            done[key] = (f.args, f.ret, d["args"], d["ret"])
-        else:
-            d = {"name": f.name, "btf_id": f.btf_id, "args": hit[2], "ret": hit[3],
-                 "variadic": f.variadic}
-        out.append(d)
+        hit = done.get(f.proto)
+        if hit is None:
+            hit = done[f.proto] = proto_json(f.proto)
+        out.append({"name": f.name, "btf_id": f.btf_id, "args": hit[0], "ret": hit[1],
+                    "variadic": f.variadic})
     return out
 
 
@@ -56,13 +51,14 @@ def ctx_json(ctx: CtxInfo) -> dict:
 
 
 def function_json(f: FunctionLayout) -> dict:
-    return {
-        "name": f.name,
-        "btf_id": f.btf_id,
-        "args": [value_json(a, with_name=True) for a in f.args],
-        "ret": None if f.ret is None else value_json(f.ret, with_name=False),
-        "variadic": f.variadic,
-    }
+    args, ret = proto_json(f.proto)
+    return {"name": f.name, "btf_id": f.btf_id, "args": args, "ret": ret, "variadic": f.variadic}
+
+
+def proto_json(p: ProtoLayout) -> tuple[list[dict], dict | None]:
+    """(args, ret) of a prototype."""
+    return ([value_json(a, with_name=True) for a in p.args],
+            None if p.ret is None else value_json(p.ret, with_name=False))
 
 
 def value_json(v: ValueLayout, with_name: bool) -> dict:

@@ -15,11 +15,30 @@ from dataclasses import dataclass
 
 from btfgen.abi.classify import Classifier, Shape, pointer_shape
 from btfgen.abi.ctx import resolve_ctx
-from btfgen.abi.dsl import Action, Convention, Rule
+from btfgen.abi.dsl import (
+    Action,
+    ByRef,
+    Chunks,
+    Convention,
+    NoPlace,
+    Regs,
+    Rule,
+    Sret,
+    Stack,
+    Unavailable,
+)
 from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.errors import ArchError
-from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, RegPiece, StackPiece, ValueLayout
+from btfgen.layout import (
+    ArchLayout,
+    CtxInfo,
+    FunctionLayout,
+    ProtoLayout,
+    RegPiece,
+    StackPiece,
+    ValueLayout,
+)
 
 
 def _round_up(n: int, a: int) -> int:
@@ -38,9 +57,53 @@ class _Alloc:
     stack: int = 0
 
 
-# A located piece before the ctx map is applied: ("reg", hwreg, value_offset, size) or
-# ("stack", offset from entry SP, value_offset, size).
-_Raw = tuple
+@dataclass(frozen=True, slots=True)
+class _InReg:
+    """A located piece before the ctx map is applied: value bytes in a hardware register."""
+
+    hwreg: str
+    value_offset: int
+    size: int
+
+
+_Raw = _InReg | StackPiece  # a stack piece needs no map: it is final as placed
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """One argument placed from one allocation state: what the arg cache holds."""
+
+    pieces: tuple
+    by_ref: bool
+    unavailable: str | None
+    shape: Shape
+    next: tuple[int, ...]  # the allocation state after it
+    stack: int
+
+
+@dataclass(frozen=True, slots=True)
+class _RetInRegs:
+    raw: tuple[_Raw, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _RetSret:
+    """Through the hidden pointer."""
+
+
+@dataclass(frozen=True, slots=True)
+class _RetUnavailable:
+    reason: str
+
+
+_RetPlan = _RetInRegs | _RetSret | _RetUnavailable
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """Where a prototype's placement starts: its return value, the allocation state after it."""
+
+    ret: ValueLayout | None  # None: void
+    next: tuple[int, ...]
+    stack: int
 
 
 class _Engine:
@@ -53,12 +116,15 @@ class _Engine:
         self.ptr = pointer_shape(conv.pointer_size)
         self._rule_cache: dict[tuple, Rule | None] = {}
         self._pool_index = {name: i for i, name in enumerate(conv.pools)}
+        self._actions = {Regs: self._regs, Stack: self._stack, Chunks: self._chunks,
+                         NoPlace: lambda act, shape, alloc: []}
         # Placing one value depends only on its type and the allocation state before it, and
         # kernels share prototypes between many functions: these two caches are what makes
         # placing a whole vmlinux take seconds, not minutes.
-        self._arg_cache: dict[tuple, tuple] = {}
+        self._arg_cache: dict[tuple, _Placed] = {}
         self._value_cache: dict[tuple, ValueLayout] = {}
-        self._proto_cache: dict[int, tuple] = {}
+        self._proto_cache: dict[int, ProtoLayout] = {}  # by FUNC_PROTO type id
+        self._start_cache: dict[tuple[int, bool], _Start] = {}  # by (return type id, variadic)
         self._spell_cache: dict[int, str] = {}
 
     def new_alloc(self) -> _Alloc:
@@ -75,28 +141,12 @@ class _Engine:
         return name
 
     # -- rules ---------------------------------------------------------------------------------
-    def _match(self, rules: tuple[Rule, ...], shape: Shape, variadic: bool) -> Rule | None:
-        for rule in rules:
-            for c in rule.conds:
-                if c.kind == "flag" or c.kind == "not_flag":
-                    v = variadic if c.name == "variadic" else shape.flag(c.name)
-                    if v != (c.kind == "flag"):
-                        break
-                elif c.kind == "member":
-                    if shape.number(c.name) not in c.values:
-                        break
-                elif not _compare(shape.number(c.name), c.op, c.values[0]):
-                    break
-            else:
-                return rule
-        return None
-
     def rule_for(self, which: str, key: int | None, shape: Shape, variadic: bool) -> Rule | None:
         cache_key = (which, key, variadic)
         if key is not None and cache_key in self._rule_cache:
             return self._rule_cache[cache_key]
         rules = self.conv.arg_rules if which == "args" else self.conv.ret_rules
-        rule = self._match(rules, shape, variadic)
+        rule = next((r for r in rules if r.matches(shape, variadic)), None)
         if key is not None:
             self._rule_cache[cache_key] = rule
         return rule
@@ -113,12 +163,12 @@ class _Engine:
                                f"{shape.size} bytes")
         for act in rule.actions:
             try:
-                if act.kind == "byref":
+                if isinstance(act, ByRef):
                     if nested:
                         raise _NoPlace
                     pieces, _, why = self.place_arg(self.ptr, -1, alloc, variadic, True)
                     return pieces, True, why
-                if act.kind == "unavailable":
+                if isinstance(act, Unavailable):
                     return [], False, act.reason
                 return self._act(act, shape, alloc), False, None
             except _NoPlace:
@@ -126,23 +176,17 @@ class _Engine:
         return [], False, f"{rule.where(self.conv.path)}: no action of this rule found a place"
 
     def _act(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
-        kind = act.kind
-        if kind == "regs":
-            return self._regs(act, shape, alloc)
-        if kind == "stack":
-            return self._stack(act, shape, alloc)
-        if kind == "chunks":
-            return self._chunks(act, shape, alloc)
-        if kind == "none":
-            return []
-        raise _NoPlace  # sret in an argument list: rejected by the parser, never reached
+        place = self._actions.get(type(act))
+        if place is None:
+            raise _NoPlace  # sret in an argument list: rejected by the parser, never reached
+        return place(act, shape, alloc)
 
-    def _regs(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+    def _regs(self, act: Regs, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         conv = self.conv
-        pool_name = act.pools[0]
+        pool_name = act.pool
         pool = conv.pools[pool_name]
         size = shape.size
-        if "per_member" in act.options:
+        if act.per_member:
             count = shape.hfa_members or 1
             width = size // count
         else:
@@ -152,50 +196,50 @@ class _Engine:
             return self._shared(act, pool, size, width, count, alloc)
         pi = self._pool_index[pool_name]
         start = alloc.next[pi]
-        if "even" in act.options:
+        if act.even:
             start += start & 1
         free = len(pool) - start
         if count <= free:
             alloc.next[pi] = start + count
-            return [("reg", pool[start + k], k * width, min(width, size - k * width))
+            return [_InReg(pool[start + k], k * width, min(width, size - k * width))
                     for k in range(count)]
-        if "split" in act.options and free > 0 and alloc.stack == 0:
+        if act.split and free > 0 and alloc.stack == 0:
             # The first registers take the low-addressed bytes, the stack the rest (AAPCS C.5,
             # RISC-V / LoongArch 2xXLEN with one register left).
-            pieces = [("reg", pool[start + k], k * width, width) for k in range(free)]
+            pieces: list[_Raw] = [_InReg(pool[start + k], k * width, width) for k in range(free)]
             done = free * width
             off = alloc.stack
             alloc.stack = off + _round_up(size - done, conv.slot)
             alloc.next[pi] = len(pool)
-            return pieces + [("stack", conv.stack_base + off, done, size - done)]
+            return pieces + [StackPiece(conv.stack_base + off, done, size - done)]
         if pool_name in conv.close_on_miss:
             alloc.next[pi] = len(pool)
         raise _NoPlace
 
-    def _shared(self, act: Action, pool: tuple[str, ...], size: int, width: int, count: int,
+    def _shared(self, act: Regs, pool: tuple[str, ...], size: int, width: int, count: int,
                 alloc: _Alloc) -> list[_Raw]:
         """Registers shadow the first stack slots (ppc64 ELFv2): one cursor for both."""
         slot = self.conv.slot
         first = _round_up(alloc.stack, slot) // slot
-        if "even" in act.options:
+        if act.even:
             first += first & 1
-        if first >= len(pool) or (first + count > len(pool) and "split" not in act.options):
+        if first >= len(pool) or (first + count > len(pool) and not act.split):
             raise _NoPlace
         pieces: list[_Raw] = []
         for k in range(count):
             if first + k < len(pool):
-                pieces.append(("reg", pool[first + k], k * width, min(width, size - k * width)))
+                pieces.append(_InReg(pool[first + k], k * width, min(width, size - k * width)))
             else:
                 done = k * width
-                pieces.append(("stack", self.conv.stack_base + (first + k) * slot, done,
-                               size - done))
+                pieces.append(StackPiece(self.conv.stack_base + (first + k) * slot, done,
+                                         size - done))
                 break
         alloc.stack = (first + count) * slot
         return pieces
 
-    def _chunks(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+    def _chunks(self, act: Chunks, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         """System V x86-64: each eightbyte from the pool of its class, all or none."""
-        int_pool, fp_pool = act.pools
+        int_pool, fp_pool = act.int_pool, act.fp_pool
         classes = shape.sysv or ("INTEGER",) * max(1, (shape.size + 7) // 8)
         want = {int_pool: classes.count("INTEGER"), fp_pool: classes.count("SSE")}
         pools = self.conv.pools
@@ -210,10 +254,10 @@ class _Engine:
             name = int_pool if cls == "INTEGER" else fp_pool
             idx = alloc.next[index[name]]
             alloc.next[index[name]] = idx + 1
-            pieces.append(("reg", pools[name][idx], 8 * k, min(8, shape.size - 8 * k)))
+            pieces.append(_InReg(pools[name][idx], 8 * k, min(8, shape.size - 8 * k)))
         return pieces
 
-    def _stack(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+    def _stack(self, act: Stack, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         conv = self.conv
         align = conv.slot
         if act.align == "natural":
@@ -226,51 +270,56 @@ class _Engine:
         pos = conv.stack_base + off
         if conv.byte_order == "big" and size < conv.slot:
             pos += conv.slot - size  # right-justified in its slot
-        return [("stack", pos, 0, size)]
+        return [StackPiece(pos, 0, size)]
 
     # -- results -------------------------------------------------------------------------------
-    def pieces(self, raw: list[_Raw]) -> tuple[tuple, str | None]:
+    def pieces(self, raw) -> tuple[tuple, str | None]:
+        """The ctx map applied: each register piece names its ctx field."""
         out = []
         for p in raw:
-            if p[0] == "reg":
-                r = self.regmap.get(p[1])
+            if isinstance(p, _InReg):
+                r = self.regmap.get(p.hwreg)
                 if r is None:
-                    return (), f"in {p[1]}, which {self.ctx.struct_name} does not hold"
-                out.append(RegPiece(r.field, r.hwreg, r.offset, r.size, p[2], p[3]))
+                    return (), f"in {p.hwreg}, which {self.ctx.struct_name} does not hold"
+                out.append(RegPiece(r.field, r.hwreg, r.offset, r.size, p.value_offset, p.size))
             else:
-                out.append(StackPiece(p[1], p[2], p[3]))
+                out.append(p)
         return tuple(out), None
 
     def function(self, func: T.Func) -> FunctionLayout:
-        proto_id = func.type_id
-        hit = self._proto_cache.get(proto_id)
-        if hit is None:
-            hit = self._proto(func.proto)
-            self._proto_cache[proto_id] = hit
-        args, ret, variadic = hit
-        return FunctionLayout(func.name, func.id, args, ret, variadic)
+        proto = self._proto_cache.get(func.type_id)
+        if proto is None:
+            proto = self._proto_cache[func.type_id] = self._proto(func.proto)
+        return FunctionLayout(func.name, func.id, proto)
 
-    def _proto(self, proto: T.FuncProto) -> tuple:
+    def _proto(self, proto: T.FuncProto) -> ProtoLayout:
         variadic = proto.variadic
+        key = (proto.ret_id, variadic)
+        start = self._start_cache.get(key)
+        if start is None:
+            start = self._start_cache[key] = self._start(proto.ret, proto.ret_id, variadic)
+        alloc = _Alloc(list(start.next), start.stack)
+        args = tuple(self._arg(p, alloc, variadic) for p in proto.params)
+        return ProtoLayout(args, start.ret, variadic)
+
+    def _start(self, ret_t: T.Type, ret_id: int, variadic: bool) -> _Start:
+        """The return value's layout and the allocation state the arguments start from: both
+        depend only on the return type (a hidden struct-return pointer may shift the arguments)
+        and whether the function is variadic, so they are decided once per pair."""
         alloc = self.new_alloc()
-        ret_t = proto.ret
         ret_shape = self.classifier.shape(ret_t)
-        ret_plan = None
+        if ret_shape.cls == "void":
+            return _Start(None, tuple(alloc.next), alloc.stack)
         sret_raw: list[_Raw] = []
         sret_why = None
-        if ret_shape.cls != "void":
-            # The return is decided first: a hidden struct-return pointer may shift the arguments.
-            ret_plan = self._ret_plan(ret_shape, proto.ret_id, variadic)
-            if ret_plan[0] == "sret":
-                if self.conv.sret_mode == "arg":
-                    sret_raw, _, sret_why = self.place_arg(self.ptr, -1, alloc, variadic)
-                else:
-                    sret_raw = [("reg", self.conv.sret_reg, 0, self.word)]
-        args = tuple(self._arg(p, alloc, variadic) for p in proto.params)
-        ret = None
-        if ret_plan is not None:
-            ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
-        return args, ret, variadic
+        ret_plan = self._ret_plan(ret_shape, ret_id, variadic)
+        if isinstance(ret_plan, _RetSret):
+            if self.conv.sret_mode == "arg":
+                sret_raw, _, sret_why = self.place_arg(self.ptr, -1, alloc, variadic)
+            else:
+                sret_raw = [_InReg(self.conv.sret_reg, 0, self.word)]
+        ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
+        return _Start(ret, tuple(alloc.next), alloc.stack)
 
     def _arg(self, param: T.Param, alloc: _Alloc, variadic: bool) -> ValueLayout:
         """One argument's layout. Where a value goes depends only on its type and the allocation
@@ -279,62 +328,61 @@ class _Engine:
         state = (param.type_id, variadic, alloc.stack, *alloc.next)
         hit = self._arg_cache.get(state)
         if hit is None:
-            t = param.type
-            shape = self.classifier.shape(t)
+            shape = self.classifier.shape(param.type)
             raw, by_ref, why = self.place_arg(shape, param.type_id, alloc, variadic)
             pieces: tuple = ()
             if why is None:
                 pieces, why = self.pieces(raw)
-            hit = (pieces, by_ref, why, shape, tuple(alloc.next), alloc.stack)
-            self._arg_cache[state] = hit
+            hit = self._arg_cache[state] = _Placed(pieces, by_ref, why, shape, tuple(alloc.next),
+                                                   alloc.stack)
         else:
-            alloc.next[:] = hit[4]
-            alloc.stack = hit[5]
+            alloc.next[:] = hit.next
+            alloc.stack = hit.stack
         key = (param.name, state)
         value = self._value_cache.get(key)
         if value is None:
-            pieces, by_ref, why, shape = hit[:4]
-            t = param.type
-            value = ValueLayout(param.name, t, self.spell(t), shape.size, pieces, by_ref, False,
-                                why, shape.signed and shape.cls in ("integer", "enum"))
-            self._value_cache[key] = value
+            t, shape = param.type, hit.shape
+            value = self._value_cache[key] = ValueLayout(
+                name=param.name, type=t, type_name=self.spell(t), size=shape.size,
+                pieces=hit.pieces, by_ref=hit.by_ref, at_exit=False, unavailable=hit.unavailable,
+                signed=shape.signed and shape.cls in ("integer", "enum"))
         return value
 
-    def _ret_plan(self, shape: Shape, key: int, variadic: bool) -> tuple[str, object]:
-        """-> ("regs", raw pieces) | ("sret", None) | ("unavailable", reason)."""
+    def _ret_plan(self, shape: Shape, key: int, variadic: bool) -> _RetPlan:
         if shape.cls == "opaque":
-            return "unavailable", shape.reason
+            return _RetUnavailable(shape.reason)
         rule = self.rule_for("ret", key, shape, variadic)
         if rule is None:
-            return "unavailable", (f"{self.conv.path}: no return rule for a {shape.cls} of "
+            return _RetUnavailable(f"{self.conv.path}: no return rule for a {shape.cls} of "
                                    f"{shape.size} bytes")
         for act in rule.actions:
-            if act.kind == "sret":
-                return "sret", None
-            if act.kind == "unavailable":
-                return "unavailable", act.reason
+            if isinstance(act, Sret):
+                return _RetSret()
+            if isinstance(act, Unavailable):
+                return _RetUnavailable(act.reason)
             try:
-                return "regs", self._act(act, shape, self.new_alloc())
+                return _RetInRegs(tuple(self._act(act, shape, self.new_alloc())))
             except _NoPlace:
                 continue
-        return "unavailable", f"{rule.where(self.conv.path)}: no action of this rule found a place"
+        return _RetUnavailable(f"{rule.where(self.conv.path)}: no action of this rule found a "
+                               "place")
 
-    def _ret(self, t: T.Type, shape: Shape, plan: tuple[str, object], sret_raw: list[_Raw],
+    def _ret(self, t: T.Type, shape: Shape, plan: _RetPlan, sret_raw: list[_Raw],
              sret_why: str | None) -> ValueLayout:
         name = self.spell(t)
         signed = shape.signed and shape.cls in ("integer", "enum")
 
         def value(pieces=(), by_ref=False, at_exit=False, why=None) -> ValueLayout:
-            return ValueLayout("", t, name, shape.size, pieces, by_ref, at_exit, why, signed)
+            return ValueLayout(name="", type=t, type_name=name, size=shape.size, pieces=pieces,
+                               by_ref=by_ref, at_exit=at_exit, unavailable=why, signed=signed)
 
-        kind, data = plan
-        if kind == "unavailable":
-            return value(why=data)
-        if kind == "regs":
-            pieces, why = self.pieces(data)
+        if isinstance(plan, _RetUnavailable):
+            return value(why=plan.reason)
+        if isinstance(plan, _RetInRegs):
+            pieces, why = self.pieces(plan.raw)
             return value(pieces, at_exit=why is None, why=why)
         if self.conv.sret_exit:
-            pieces, why = self.pieces([("reg", self.conv.sret_exit, 0, self.word)])
+            pieces, why = self.pieces([_InReg(self.conv.sret_exit, 0, self.word)])
             if why is None:
                 return value(pieces, by_ref=True, at_exit=True)
         # Only the entry-time pointer is promised: a copy saved at entry finds the value.
@@ -342,20 +390,6 @@ class _Engine:
             return value(by_ref=True, why=sret_why)
         pieces, why = self.pieces(sret_raw)
         return value(pieces, by_ref=True, why=why)
-
-
-def _compare(a: int, op: str, b: int) -> bool:
-    if op == "<=":
-        return a <= b
-    if op == "<":
-        return a < b
-    if op == ">=":
-        return a >= b
-    if op == ">":
-        return a > b
-    if op == "==":
-        return a == b
-    return a != b
 
 
 def _engine(types, conv: Convention, ctx: str) -> _Engine:
@@ -395,8 +429,3 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def place_function(types, conv: Convention, func: T.Func, ctx: str = "pt_regs") -> FunctionLayout:
-    """One function; for many, `place_functions` shares the per-type caches."""
-    return _engine(types, conv, ctx).function(func)

@@ -48,10 +48,12 @@ register has been allocated, so later arguments still land where the compiler pu
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import lark
+from lark import v_args
 
 from btfgen.errors import AbiError
 from btfgen.resources import data_dir
@@ -62,26 +64,120 @@ FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "floa
 NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align"})
 REG_OPTIONS = frozenset({"even", "split", "per_member"})
 CTX_NAMES = ("pt_regs", "ftrace_regs")
-_COND_KINDS = ("flag", "not_flag", "compare", "member")
+
+_OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
+        "==": operator.eq, "!=": operator.ne}
 
 
+# -- conditions: each says itself whether a classified value (a `Shape`) meets it --------------
 @dataclass(frozen=True, slots=True)
-class Cond:
-    kind: str  # "flag" | "not_flag" | "compare" | "member"
+class Flag:
+    """A class or flag (`variadic` is the function's); `not FLAG` is negated."""
+
     name: str
-    op: str = ""
-    values: tuple[int, ...] = ()
+    negated: bool = False
+
+    def holds(self, shape, variadic: bool) -> bool:
+        value = variadic if self.name == "variadic" else shape.flag(self.name)
+        return value != self.negated
 
 
 @dataclass(frozen=True, slots=True)
-class Action:
-    kind: str  # "regs" | "chunks" | "stack" | "byref" | "sret" | "none" | "unavailable"
-    pools: tuple[str, ...] = ()
-    options: frozenset[str] = frozenset()
-    align: int | str | None = None  # stack: a number, "natural", or None (the slot size)
-    reason: str = ""
-    line: int = 0
-    column: int = 0
+class Compare:
+    name: str  # one of NUMERIC
+    op: str  # one of _OPS
+    value: int
+
+    def holds(self, shape, variadic: bool) -> bool:
+        return _OPS[self.op](shape.number(self.name), self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    name: str  # one of NUMERIC
+    values: tuple[int, ...]
+
+    def holds(self, shape, variadic: bool) -> bool:
+        return shape.number(self.name) in self.values
+
+
+Cond = Flag | Compare | Member
+
+
+# -- actions: where a value may go, tried left to right ----------------------------------------
+@dataclass(frozen=True, slots=True)
+class Regs:
+    pool: str
+    even: bool = False  # start at an even register index
+    split: bool = False  # what does not fit goes on the stack
+    per_member: bool = False  # one register per HFA member
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        return (self.pool,)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunks:
+    """Each chunk (the description's `chunk` bytes: x86-64's eightbyte) from the pool of its
+    class."""
+
+    int_pool: str
+    fp_pool: str
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        return (self.int_pool, self.fp_pool)
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    align: int | str | None = None  # a number, "natural", or None (the slot size)
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ByRef:
+    """A copy in memory; its pointer is placed by the same rules."""
+
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Sret:
+    """(ret only) returned through the hidden pointer."""
+
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlace:
+    """`none`: the value takes no location (an empty struct)."""
+
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    reason: str
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+
+Action = Regs | Chunks | Stack | ByRef | Sret | NoPlace | Unavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +186,9 @@ class Rule:
     actions: tuple[Action, ...]  # tried in order, the first that finds a place wins
     line: int
     column: int
+
+    def matches(self, shape, variadic: bool) -> bool:
+        return all(c.holds(shape, variadic) for c in self.conds)
 
     def where(self, path: str) -> str:
         return f"{path}:{self.line}:{self.column}"
@@ -164,7 +263,12 @@ def parse_text(text: str, path: str = "<abi>") -> Convention:
         tree = _parser().parse(text)
     except lark.UnexpectedInput as e:
         raise AbiError(f"{path}:{e.line}:{e.column}: {_describe(e, text)}") from None
-    return _Builder(path).build(tree)
+    try:
+        return _ToConvention(path).transform(tree)
+    except lark.exceptions.VisitError as e:
+        if isinstance(e.orig_exc, AbiError):
+            raise e.orig_exc from None
+        raise
 
 
 def _describe(e: lark.UnexpectedInput, text: str) -> str:
@@ -188,183 +292,215 @@ def _spell_terminal(name: str) -> str:
     return name
 
 
-class _Builder:
-    """Tree → Convention, checking meaning (known pools, conditions, registers) as it goes."""
+@dataclass
+class _Draft:
+    """What the statements of one description said, before the checks that need all of them."""
+
+    props: dict = field(default_factory=dict)  # PROP -> token
+    names: list = field(default_factory=list)
+    families: list = field(default_factory=list)
+    elf: str | None = None
+    pools: dict = field(default_factory=dict)  # name -> registers
+    closes: list = field(default_factory=list)  # tokens
+    sret_mode: str = "arg"
+    sret_reg: str | None = None
+    sret_exit: str | None = None
+    rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
+    ctxs: dict = field(default_factory=dict)
+
+
+@v_args(meta=True)
+class _ToConvention(lark.Transformer):
+    """Tree -> Convention: one method per grammar rule (or alias), checking meaning as it goes.
+    Statements fill a `_Draft`; `start` checks what needs the whole description and builds the
+    frozen `Convention`. A new statement is one grammar rule and one method here."""
 
     def __init__(self, path: str):
+        super().__init__()
         self.path = path
+        self.draft = _Draft()
 
-    def err(self, meta_or_token, what: str) -> AbiError:
-        line = getattr(meta_or_token, "line", 0)
-        col = getattr(meta_or_token, "column", 0)
-        return AbiError(f"{self.path}:{line}:{col}: {what}")
+    def err(self, at, what: str) -> AbiError:
+        return AbiError(f"{self.path}:{getattr(at, 'line', 0)}:{getattr(at, 'column', 0)}: {what}")
 
-    def build(self, tree: lark.Tree) -> Convention:
-        name_tok, *stmts = tree.children
-        props: dict[str, str] = {}
-        names: list[str] = []
-        families: list[str] = []
-        elf = None
-        pools: dict[str, tuple[str, ...]] = {}
-        close: set[str] = set()
-        sret_mode, sret_reg, sret_exit = "arg", None, None
-        rules: dict[str, tuple[Rule, ...]] = {}
-        ctxs: dict[str, CtxSpec] = {}
-        closes = []
-        for st in stmts:
-            kind = st.data
-            kids = st.children
-            if kind == "names":
-                names += [str(t) for t in kids]
-            elif kind == "family":
-                families += [str(t) for t in kids]
-            elif kind == "elf":
-                elf = str(kids[0])
-            elif kind == "prop":
-                props[str(kids[0])] = str(kids[1])
-            elif kind == "regs":
-                if str(kids[0]) in pools:
-                    raise self.err(kids[0], f"register pool {kids[0]} declared twice")
-                pools[str(kids[0])] = tuple(str(t) for t in kids[1:])
-            elif kind == "close":
-                closes.append(kids[0])
-            elif kind == "sret_arg":
-                sret_mode, sret_reg = "arg", None
-            elif kind == "sret_reg":
-                sret_mode, sret_reg = "reg", str(kids[0])
-            elif kind == "sret_exit":
-                sret_exit = str(kids[0])
-            elif kind == "rules":
-                rules[str(kids[0])] = tuple(self.rule(r) for r in kids[1:])
-            elif kind == "ctx":
-                spec = self.ctx(st)
-                ctxs[spec.name] = spec
-        for tok in closes:
-            if str(tok) not in pools:
+    def number(self, tok, at=None) -> int:
+        try:
+            return int(str(tok), 0)
+        except ValueError:
+            raise self.err(at or tok, f"expected a number, got {str(tok)!r}") from None
+
+    # -- statements ----------------------------------------------------------------------------
+    def names(self, meta, kids):
+        self.draft.names += map(str, kids)
+
+    def family(self, meta, kids):
+        self.draft.families += map(str, kids)
+
+    def elf(self, meta, kids):
+        self.draft.elf = str(kids[0])
+
+    def prop(self, meta, kids):
+        self.draft.props[str(kids[0])] = str(kids[1])
+
+    def regs(self, meta, kids):
+        name = str(kids[0])
+        if name in self.draft.pools:
+            raise self.err(kids[0], f"register pool {name} declared twice")
+        self.draft.pools[name] = tuple(map(str, kids[1:]))
+
+    def close(self, meta, kids):
+        self.draft.closes.append(kids[0])
+
+    def sret_arg(self, meta, kids):
+        self.draft.sret_mode, self.draft.sret_reg = "arg", None
+
+    def sret_reg(self, meta, kids):
+        self.draft.sret_mode, self.draft.sret_reg = "reg", str(kids[0])
+
+    def sret_exit(self, meta, kids):
+        self.draft.sret_exit = str(kids[0])
+
+    def rules(self, meta, kids):
+        which, *rules = kids
+        for rule in rules:
+            for act in rule.actions:
+                if isinstance(act, Sret) and str(which) != "ret":
+                    raise self.err(act, "`sret` is a return action")
+        self.draft.rules[str(which)] = tuple(rules)
+
+    def ctx(self, meta, kids):
+        name_tok, *rest = kids
+        if str(name_tok) not in CTX_NAMES:
+            raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        structs = [str(t)[1:-1] for t in rest if isinstance(t, lark.Token) and t.type == "STRING"]
+        size = self.number(rest[len(structs)])
+        entries = tuple(rest[len(structs) + 1:])
+        if not any(e.hwreg == "sp" for e in entries):
+            raise self.err(meta, f"ctx {name_tok}: no `sp` entry (the entry stack pointer)")
+        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), tuple(structs), size, entries)
+
+    def ctx_entry(self, meta, kids):
+        hw, fld, off, *sz = kids
+        return CtxEntry(str(hw), str(fld), self.number(off), self.number(sz[0]) if sz else 0)
+
+    # -- rules ---------------------------------------------------------------------------------
+    def rule(self, meta, kids):
+        conds = tuple(k for k in kids if isinstance(k, (Flag, Compare, Member)))
+        acts = tuple(k for k in kids if not isinstance(k, (Flag, Compare, Member)))
+        return Rule(conds, acts, meta.line, meta.column)
+
+    def otherwise(self, meta, kids):
+        return Rule((), tuple(kids), meta.line, meta.column)
+
+    def _flag_name(self, tok) -> str:
+        if str(tok) not in CLASSES | FLAGS:
+            known = ", ".join(sorted(CLASSES | FLAGS))
+            raise self.err(tok, f"unknown condition {str(tok)!r} (known: {known})")
+        return str(tok)
+
+    def _quantity(self, tok) -> str:
+        if str(tok) not in NUMERIC:
+            known = ", ".join(sorted(NUMERIC))
+            raise self.err(tok, f"unknown quantity {str(tok)!r} (known: {known})")
+        return str(tok)
+
+    def flag(self, meta, kids):
+        return Flag(self._flag_name(kids[0]))
+
+    def not_flag(self, meta, kids):
+        return Flag(self._flag_name(kids[0]), negated=True)
+
+    def compare(self, meta, kids):
+        return Compare(self._quantity(kids[0]), str(kids[1]), self.number(kids[2]))
+
+    def member(self, meta, kids):
+        return Member(self._quantity(kids[0]), tuple(self.number(t) for t in kids[1:]))
+
+    # -- actions -------------------------------------------------------------------------------
+    def regs_action(self, meta, kids):
+        for t in kids[1:]:
+            if str(t) not in REG_OPTIONS:
+                known = ", ".join(sorted(REG_OPTIONS))
+                raise self.err(t, f"unknown regs() option {str(t)!r} (known: {known})")
+        options = {str(t) for t in kids[1:]}
+        return Regs(str(kids[0]), "even" in options, "split" in options,
+                    "per_member" in options, line=meta.line, column=meta.column)
+
+    def chunks(self, meta, kids):
+        return Chunks(str(kids[0]), str(kids[1]), line=meta.line, column=meta.column)
+
+    def stack(self, meta, kids):
+        align: int | str | None = None
+        if kids:
+            text = str(kids[0])
+            if text == "natural":
+                align = "natural"
+            elif text[0].isdigit():
+                align = self.number(kids[0])
+            else:
+                raise self.err(kids[0], f"stack alignment is a number or natural, not {text}")
+        return Stack(align, line=meta.line, column=meta.column)
+
+    def byref(self, meta, kids):
+        return ByRef(line=meta.line, column=meta.column)
+
+    def sret_action(self, meta, kids):
+        return Sret(line=meta.line, column=meta.column)
+
+    def none(self, meta, kids):
+        return NoPlace(line=meta.line, column=meta.column)
+
+    def unavailable(self, meta, kids):
+        return Unavailable(str(kids[0])[1:-1], line=meta.line, column=meta.column)
+
+    # -- the whole description -----------------------------------------------------------------
+    def start(self, meta, kids):
+        name_tok = kids[0]
+        d = self.draft
+        props = d.props
+        for tok in d.closes:
+            if str(tok) not in d.pools:
                 raise self.err(tok, f"unknown register pool {tok}")
-            close.add(str(tok))
         for key in ("pointer", "endian", "slot", "stack_base"):
             if key not in props:
-                raise self.err(tree.meta, f"arch {name_tok}: missing `{key}`")
-        pointer_size = self.number(props["pointer"], tree.meta)
+                raise self.err(meta, f"arch {name_tok}: missing `{key}`")
+        pointer_size = self.number(props["pointer"], meta)
         # A ctx field's size defaults to the word.
-        ctxs = {
-            k: CtxSpec(c.name, c.structs, c.size, tuple(
-                CtxEntry(e.hwreg, e.field, e.offset, e.size or pointer_size) for e in c.entries))
-            for k, c in ctxs.items()
-        }
+        ctxs = {k: replace(c, entries=tuple(replace(e, size=e.size or pointer_size)
+                                            for e in c.entries))
+                for k, c in d.ctxs.items()}
         endian = props["endian"]
         if endian not in ("little", "big"):
-            raise self.err(tree.meta, f"endian must be little or big, not {endian}")
-        if "args" not in rules or "ret" not in rules:
-            raise self.err(tree.meta, f"arch {name_tok}: needs both `args` and `ret` rules")
-        all_regs = {r for regs in pools.values() for r in regs}
-        for which, rs in rules.items():
-            for rule in rs:
+            raise self.err(meta, f"endian must be little or big, not {endian}")
+        if "args" not in d.rules or "ret" not in d.rules:
+            raise self.err(meta, f"arch {name_tok}: needs both `args` and `ret` rules")
+        for rules in d.rules.values():
+            for rule in rules:
                 for act in rule.actions:
                     for pool in act.pools:
-                        if pool not in pools:
+                        if pool not in d.pools:
                             raise self.err(act, f"unknown register pool {pool}")
-                    if act.kind == "sret" and which != "ret":
-                        raise self.err(act, "`sret` is a return action")
-        if sret_reg is not None and sret_reg not in all_regs | {sret_reg}:
-            raise self.err(tree.meta, f"unknown sret register {sret_reg}")
+        all_regs = {r for regs in d.pools.values() for r in regs}
+        if d.sret_reg is not None and d.sret_reg not in all_regs | {d.sret_reg}:
+            raise self.err(meta, f"unknown sret register {d.sret_reg}")
         return Convention(
             name=str(name_tok),
             path=self.path,
-            names=tuple(names),
-            families=tuple(families),
-            elf_machine=elf,
+            names=tuple(d.names),
+            families=tuple(d.families),
+            elf_machine=d.elf,
             pointer_size=pointer_size,
             byte_order=endian,
-            max_align=self.number(props.get("max_align", props["pointer"]), tree.meta),
-            slot=self.number(props["slot"], tree.meta),
-            stack_base=self.number(props["stack_base"], tree.meta),
+            max_align=self.number(props.get("max_align", props["pointer"]), meta),
+            slot=self.number(props["slot"], meta),
+            stack_base=self.number(props["stack_base"], meta),
             shared_slots=props.get("shared_slots", "no") == "yes",
-            pools=pools,
-            close_on_miss=frozenset(close),
-            sret_mode=sret_mode,
-            sret_reg=sret_reg,
-            sret_exit=sret_exit,
-            arg_rules=rules["args"],
-            ret_rules=rules["ret"],
+            pools=dict(d.pools),
+            close_on_miss=frozenset(str(t) for t in d.closes),
+            sret_mode=d.sret_mode,
+            sret_reg=d.sret_reg,
+            sret_exit=d.sret_exit,
+            arg_rules=d.rules["args"],
+            ret_rules=d.rules["ret"],
             ctxs=ctxs,
         )
-
-    def number(self, text: str, meta) -> int:
-        try:
-            return int(text, 0)
-        except ValueError:
-            raise self.err(meta, f"expected a number, got {text!r}") from None
-
-    def rule(self, tree: lark.Tree) -> Rule:
-        if tree.data == "otherwise":
-            conds: tuple[Cond, ...] = ()
-            acts = tree.children
-        else:
-            conds = tuple(self.cond(c) for c in tree.children if c.data in _COND_KINDS)
-            acts = [c for c in tree.children if c.data not in _COND_KINDS]
-        return Rule(conds, tuple(self.action(a) for a in acts), tree.meta.line, tree.meta.column)
-
-    def cond(self, tree: lark.Tree) -> Cond:
-        kind = tree.data
-        name_tok = tree.children[0]
-        name = str(name_tok)
-        if kind in ("flag", "not_flag"):
-            if name not in CLASSES | FLAGS:
-                known = ", ".join(sorted(CLASSES | FLAGS))
-                raise self.err(name_tok, f"unknown condition {name!r} (known: {known})")
-            return Cond(kind, name)
-        if name not in NUMERIC:
-            known = ", ".join(sorted(NUMERIC))
-            raise self.err(name_tok, f"unknown quantity {name!r} (known: {known})")
-        if kind == "compare":
-            return Cond(kind, name, str(tree.children[1]), (int(str(tree.children[2]), 0),))
-        return Cond(kind, name, "in", tuple(int(str(t), 0) for t in tree.children[1:]))
-
-    def action(self, tree: lark.Tree) -> Action:
-        kind = tree.data
-        kids = tree.children
-        pos = {"line": tree.meta.line, "column": tree.meta.column}
-        if kind == "regs":
-            options = frozenset(str(t) for t in kids[1:])
-            for t in kids[1:]:
-                if str(t) not in REG_OPTIONS:
-                    known = ", ".join(sorted(REG_OPTIONS))
-                    raise self.err(t, f"unknown regs() option {str(t)!r} (known: {known})")
-            return Action("regs", pools=(str(kids[0]),), options=options, **pos)
-        if kind == "chunks":
-            return Action("chunks", pools=(str(kids[0]), str(kids[1])), **pos)
-        if kind == "stack":
-            align: int | str | None = None
-            if kids:
-                text = str(kids[0])
-                if text == "natural":
-                    align = "natural"
-                elif text[0].isdigit():
-                    align = int(text, 0)
-                else:
-                    raise self.err(kids[0], f"stack alignment is a number or natural, not {text}")
-            return Action("stack", align=align, **pos)
-        if kind == "unavailable":
-            return Action("unavailable", reason=str(kids[0])[1:-1], **pos)
-        return Action({"sret_action": "sret"}.get(kind, kind), **pos)
-
-    def ctx(self, tree: lark.Tree) -> CtxSpec:
-        name_tok, *rest = tree.children
-        if str(name_tok) not in CTX_NAMES:
-            raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
-        structs = []
-        i = 0
-        while isinstance(rest[i], lark.Token) and rest[i].type == "STRING":
-            structs.append(str(rest[i])[1:-1])
-            i += 1
-        size = int(str(rest[i]), 0)
-        entries = []
-        for e in rest[i + 1:]:
-            hw, fld, off, *sz = e.children
-            entries.append(CtxEntry(str(hw), str(fld), int(str(off), 0),
-                                    int(str(sz[0]), 0) if sz else 0))
-        if not any(e.hwreg == "sp" for e in entries):
-            raise self.err(tree.meta, f"ctx {name_tok}: no `sp` entry (the entry stack pointer)")
-        return CtxSpec(str(name_tok), tuple(structs), size, tuple(entries))

@@ -87,10 +87,6 @@ class Int(Type):
     def is_bool(self) -> bool:
         return bool(self.encoding & INT_BOOL)
 
-    @property
-    def is_char(self) -> bool:
-        return bool(self.encoding & INT_CHAR)
-
 
 @dataclass(frozen=True, slots=True)
 class _Ref(Type):

@@ -62,16 +62,8 @@ _FIXED_WORDS_BY_CODE = tuple(3 + t[0] if t else 0 for t in TAIL_WORDS_BY_CODE)
 _ITEM_WORDS_BY_CODE = tuple(t[1] if t else 0 for t in TAIL_WORDS_BY_CODE)
 
 
-def info_kind(info: int) -> int:
-    return (info >> 24) & 0x1F
-
-
 def info_vlen(info: int) -> int:
     return info & 0xFFFF
-
-
-def info_kflag(info: int) -> bool:
-    return bool(info >> 31)
 
 
 # INT's tail word (BTF_INT_ENCODING / BTF_INT_OFFSET / BTF_INT_BITS).
@@ -131,10 +123,6 @@ class Header:
     type_len: int
     str_off: int
     str_len: int
-
-    @property
-    def layout(self) -> Layout:
-        return LAYOUTS[self.byte_order]
 
     @property
     def types_start(self) -> int:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from btfgen.btf import types as T
 from btfgen.codegen.cdecl import CTypes, Definition
-from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string
+from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
 from btfgen.decoding import generic
-from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout
+from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 RETPTR_FIELD = "btfgen_retptr"
 
@@ -116,14 +116,12 @@ def reg_type(size: int) -> str:
 
 
 def _pieces(v_pieces, big: bool, cache: dict | None = None) -> tuple[PieceView, ...]:
-    # Placement hands equal pieces out as one tuple (its per-type cache): view each once.
+    # Prototypes share their argument pieces (`struct file *` first in thousands): view each once.
     if cache is None:
         return _view_pieces(v_pieces, big)
-    hit = cache.get(id(v_pieces))
-    if hit is not None and hit[0] is v_pieces:
-        return hit[1]
-    out = _view_pieces(v_pieces, big)
-    cache[id(v_pieces)] = (v_pieces, out)  # holding the tuple keeps its id from being reused
+    out = cache.get(v_pieces)
+    if out is None:
+        out = cache[v_pieces] = _view_pieces(v_pieces, big)
     return out
 
 
@@ -131,7 +129,7 @@ def _view_pieces(v_pieces, big: bool) -> tuple[PieceView, ...]:
     out = []
     for p in v_pieces:
         if isinstance(p, RegPiece):
-            skip = p.reg_size - p.size if big else 0
+            skip = p.skip("big" if big else "little")
             out.append(PieceView(True, p.ctx_offset, reg_type(p.reg_size), skip, p.size,
                                  p.value_offset, c_comment(f"{p.hwreg} (ctx->{p.reg})")))
         else:
@@ -190,33 +188,21 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render) 
     """Each function's decoders: `render(view)` once per prototype (functions of one prototype
     share their argument layouts), then the function's own name, id and comment put in."""
     big = arch.byte_order == "big"
-    cache: dict[tuple, str] = {}
+    cache: dict[ProtoLayout, str] = {}
     pieces: dict = {}
     out = []
     for f, cname in zip(arch.functions, names):
-        key = (id(f.args), id(f.ret))
-        text = cache.get(key)
+        text = cache.get(f.proto)
         if text is None:
-            text = cache[key] = render(function_view(f, ctypes, big, cache=pieces))
+            text = cache[f.proto] = render(function_view(f, ctypes, big, cache=pieces))
         out.append(text.replace(CNAME, cname).replace(BTF_ID, str(f.btf_id))
                    .replace(COMMENT, function_comment(f)))
     return out
 
 
 def function_names(functions: tuple[FunctionLayout, ...]) -> list[str]:
-    """C names for the functions: sanitised; a name several functions share (static functions in
-    different files), or that collides once sanitised, gets the BTF id."""
-    counts: dict[str, int] = {}
-    for f in functions:
-        counts[f.name] = counts.get(f.name, 0) + 1
-    ns = Namespace()
-    out = []
-    for f in functions:
-        if counts[f.name] > 1:
-            out.append(ns.take(f"{c_ident(f.name)}__{f.btf_id}"))
-        else:
-            out.append(ns.take(f.name, str(f.btf_id)))
-    return out
+    """C names for the functions (`names.function_keys`)."""
+    return function_keys(functions, c_ident)
 
 
 def c_types(arch: ArchLayout, table, self_contained: bool) -> CTypes:
@@ -250,13 +236,13 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
 
 
 def spec_views(arch: ArchLayout, names: list[str], plans, render) -> tuple[SpecView, ...]:
-    """The table rows; `render(SpecOpsView)` once per distinct plan."""
-    cache: dict[int, str] = {}
+    """The table rows; `render(SpecOpsView)` once per prototype."""
+    cache: dict[ProtoLayout, str] = {}
     out = []
     for f, n, p in zip(arch.functions, names, plans):
-        ops = cache.get(id(p))
+        ops = cache.get(f.proto)
         if ops is None:
-            ops = cache[id(p)] = render(SpecOpsView(len(p.entry_ops), len(p.exit_ops),
+            ops = cache[f.proto] = render(SpecOpsView(len(p.entry_ops), len(p.exit_ops),
                                                     arch.pointer_size, p.carry_code,
                                                     p.entry_ops + p.exit_ops))
         out.append(SpecView(n, f.btf_id, ops))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from btfgen.btf import types as T
-from btfgen.codegen.names import Namespace, c_comment, c_ident, is_c_ident
+from btfgen.codegen.names import Namespace, c_ident, is_c_ident
 
 # Base type names vmlinux.h may use verbatim: (size, signed) in BPF's LP64 data model. Any
 # other INT name, or one whose size or sign disagrees, is spelled as a fixed-width type.
@@ -28,7 +28,6 @@ _BASE_NAMES = {
     "unsigned long": (8, False), "long long": (8, True), "long long int": (8, True),
     "long long unsigned int": (8, False), "unsigned long long": (8, False),
 }
-_TAG_KINDS = ("struct", "union", "enum", "fwd")
 
 
 def fixed_int(size: int, signed: bool) -> str | None:
@@ -266,7 +265,3 @@ def _printable(t: T.Type) -> bool:
     except T.TypeError_:
         return False
     return not isinstance(s, T.Composite) or bool(s.members) or s.size == 0
-
-
-def comment(text: str) -> str:
-    return c_comment(text)

@@ -81,8 +81,19 @@ class Namespace:
         self._taken.add(candidate)
         return candidate
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._taken
+
+def function_keys(functions, clean=c_ident) -> list[str]:
+    """One distinct name per function (anything with `.name` and `.btf_id`), the same rule for
+    every output: the name through `clean` (the C filter; `str` for the Python module's dict
+    keys, which are printed as string literals); `name__<btf id>` where several functions share
+    a name (static functions of different files) or the name is taken; then a counter, for
+    names made to collide once cleaned."""
+    counts: dict[str, int] = {}
+    for f in functions:
+        counts[f.name] = counts.get(f.name, 0) + 1
+    ns = Namespace(clean)
+    return [ns.take(f"{clean(f.name)}__{f.btf_id}") if counts[f.name] > 1
+            else ns.take(f.name, str(f.btf_id)) for f in functions]
 
 
 _COMMENT_BAD = re.compile(r"[^\x20-\x7e]|\*/|/\*|\\|\?\?")
@@ -107,8 +118,3 @@ def c_string(text: str) -> str:
         else:
             out.append(f"\\{byte:03o}")
     return '"' + "".join(out) + '"'
-
-
-def py_comment(text: str) -> str:
-    """`text` safe after `#` on one line."""
-    return re.sub(r"[^\x20-\x7e]", "?", text)

@@ -1,9 +1,9 @@
 """All generated files for one placed arch: name -> content. Pure (no I/O), deterministic.
 
 Kernels have about half as many distinct prototypes as functions, and placement hands functions
-of one prototype the same argument tuples: everything below that depends only on the layout is
-computed once per prototype (keyed by those tuples' identity) and the function's own name and id
-are put in afterwards.
+of one prototype one `ProtoLayout`: everything below that depends only on the layout is computed
+once per prototype (keyed by that object) and the function's own name and id are put in
+afterwards.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 from dataclasses import dataclass, replace
 
 from btfgen.codegen import bpf, forked, python
-from btfgen.codegen.names import c_ident, py_ident
+from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
 from btfgen.decoding import generic
 from btfgen.decoding.describe import function_desc
-from btfgen.layout import ArchLayout, FunctionLayout
+from btfgen.layout import ArchLayout, ProtoLayout
 
 LANGS = ("bpf", "python", "json")
 
@@ -36,17 +36,14 @@ def file_names(arch: str) -> Names:
     return Names("btfgen.bpf.h", "btfgen_specs.h", f"btfgen_{py_ident(a)}.py", "layout.json")
 
 
-def _key(f: FunctionLayout) -> tuple[int, int]:
-    return (id(f.args), id(f.ret))
-
-
 def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
-    cache: dict[tuple, generic.GenericPlan] = {}
+    """Each function's generic plan; one object per prototype."""
+    cache: dict[ProtoLayout, generic.GenericPlan] = {}
     out = []
     for f in arch.functions:
-        p = cache.get(_key(f))
+        p = cache.get(f.proto)
         if p is None:
-            p = cache[_key(f)] = generic.plan(f, arch.byte_order, arch.pointer_size)
+            p = cache[f.proto] = generic.plan(f.proto, arch.byte_order, arch.pointer_size)
         out.append(p)
     return out
 
@@ -152,14 +149,11 @@ class _PtrType:
 def python_module(arch: ArchLayout, gplans) -> str:
     lits = python.Literals()
     memo: dict = {}
-    counts: dict[str, int] = {}
-    for f in arch.functions:
-        counts[f.name] = counts.get(f.name, 0) + 1
-    cache: dict[tuple, str] = {}
+    cache: dict[ProtoLayout, str] = {}
     funcs = []
-    taken: set[str] = set()
-    for f, p in zip(arch.functions, gplans):
-        tail = cache.get(_key(f))
+    keys = function_keys(arch.functions, str)
+    for f, p, key in zip(arch.functions, gplans, keys):
+        tail = cache.get(f.proto)
         if tail is None:
             desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
             order, psize, args, ret, fast, record = desc[2:]
@@ -168,12 +162,8 @@ def python_module(arch: ArchLayout, gplans) -> str:
             parts = [lits.value_text(a) for a in args]
             args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
             ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"
-            tail = cache[_key(f)] = (f"{order!r}, {psize}, ({args_text}), {ret_text}, "
+            tail = cache[f.proto] = (f"{order!r}, {psize}, ({args_text}), {ret_text}, "
                                      f"{fast!r}, {record!r}), {ops!r}")
-        key = f.name if counts[f.name] == 1 else f"{f.name}__{f.btf_id}"
-        while key in taken:  # only a hostile BTF gets here: names made to collide
-            key += "_"
-        taken.add(key)
         funcs.append((repr(key), f"(({f.name!r}, {f.btf_id}, {tail})"))
     view = python.ModuleView(
         title=f"{py_ident(arch.arch)} ({py_ident(arch.ctx.name)})",
@@ -187,23 +177,21 @@ def python_module(arch: ArchLayout, gplans) -> str:
 def manifest_text(arch: ArchLayout) -> str:
     """The manifest as compact JSON: each prototype's part serialised once, every function's
     name and id spliced in (the same text `json.dumps(manifest(arch))` gives)."""
-    from btfgen.layout_json import function_json, to_json
+    from btfgen.layout_json import proto_json, to_json
 
     doc = to_json(replace(arch, functions=()))
     head = json.dumps(doc, separators=(",", ":"))
     marker = '"functions":[]}'
     if not head.endswith(marker):
         return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
-    cache: dict[tuple, str] = {}
+    cache: dict[ProtoLayout, str] = {}
     parts = []
     for f in arch.functions:
-        rest = cache.get(_key(f))
+        rest = cache.get(f.proto)
         if rest is None:
-            d = function_json(f)
-            if list(d)[:2] != ["name", "btf_id"]:
-                return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
-            del d["name"], d["btf_id"]
-            rest = cache[_key(f)] = json.dumps(d, separators=(",", ":"))[1:]
+            args, ret = proto_json(f.proto)
+            d = {"args": args, "ret": ret, "variadic": f.proto.variadic}
+            rest = cache[f.proto] = json.dumps(d, separators=(",", ":"))[1:]
         parts.append(f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rest}')
     return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
 
@@ -211,17 +199,6 @@ def manifest_text(arch: ArchLayout) -> str:
 def manifest(arch: ArchLayout) -> dict:
     """`btfgen layout --json`'s document (btfgen.layout_json), one function dict per prototype
     copied with the function's own name and id."""
-    from btfgen.layout_json import function_json, to_json
+    from btfgen.layout_json import to_json
 
-    doc = to_json(replace(arch, functions=()))
-    cache: dict[tuple, dict] = {}
-    functions = []
-    for f in arch.functions:
-        d = cache.get(_key(f))
-        if d is None:
-            d = cache[_key(f)] = function_json(f)
-        d = dict(d)
-        d["name"], d["btf_id"] = f.name, f.btf_id
-        functions.append(d)
-    doc["functions"] = functions
-    return doc
+    return to_json(arch)

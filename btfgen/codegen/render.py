@@ -28,7 +28,3 @@ def environment() -> jinja2.Environment:
         env.filters["py"] = py_ident
         _ENV = env
     return _ENV
-
-
-def render(template: str, **context) -> str:
-    return environment().get_template(template).render(**context)

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
+from btfgen.decoding import runtime
+from btfgen.layout import FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
 DATA_SIZE = 1024  # record data bytes; an op's dst and size are both below DATA_SIZE // 2
 OP_LIMIT = DATA_SIZE // 2
-# Bit of the record's failed mask set when an exit needed a carried pointer that was not saved.
-CARRY_MISSING_BIT = 63
+# Bit of the record's failed mask set when an exit needed a carried pointer that was not saved:
+# defined once, by the runtime that reads it (it imports nothing, being copied into modules).
+CARRY_MISSING_BIT = runtime.CARRY_MISSING.bit_length() - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +63,7 @@ def piece_source(piece, byte_order: str) -> tuple[int, int]:
     """(source, src): where a piece's bytes are. A register piece is the least significant
     `size` bytes of its field: the field's high addresses on a big-endian target."""
     if isinstance(piece, RegPiece):
-        skip = piece.reg_size - piece.size if byte_order == "big" else 0
-        return FROM_CTX, piece.ctx_offset + skip
+        return FROM_CTX, piece.ctx_offset + piece.skip(byte_order)
     return FROM_STACK, piece.stack
 
 
@@ -70,7 +71,7 @@ def _align8(n: int) -> int:
     return (n + 7) & ~7
 
 
-class _Builder:
+class _PlanBuilder:
     def __init__(self, byte_order: str, pointer_size: int, first_op: int):
         self.order, self.psize = byte_order, pointer_size
         self.ops: list[Op] = []
@@ -124,8 +125,8 @@ class _Builder:
         return ValuePlan(dst, 0, mask)
 
 
-def plan(f: FunctionLayout, byte_order: str, pointer_size: int) -> GenericPlan:
-    b = _Builder(byte_order, pointer_size, 0)
+def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int) -> GenericPlan:
+    b = _PlanBuilder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
     ret = f.ret
     carries = (ret is not None and ret.by_ref and not ret.at_exit
@@ -137,7 +138,7 @@ def plan(f: FunctionLayout, byte_order: str, pointer_size: int) -> GenericPlan:
         held = b.value(pointer, "return pointer")
         if held is not None:
             carry = held.data_off
-    x = _Builder(byte_order, pointer_size, len(b.ops))
+    x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
     if carries:
         exit_ = (x.carried(ret, carry),)

@@ -10,6 +10,7 @@ from btfgen.layout import (
     CtxInfo,
     CtxRegister,
     FunctionLayout,
+    ProtoLayout,
     RegPiece,
     StackPiece,
     ValueLayout,
@@ -101,7 +102,7 @@ def _spell(t: T.Type) -> str:
 
 
 def func(name: str, btf_id: int, args, ret=None, variadic: bool = False) -> FunctionLayout:
-    return FunctionLayout(name, btf_id, tuple(args), ret, variadic)
+    return FunctionLayout(name, btf_id, ProtoLayout(tuple(args), ret, variadic))
 
 
 def arch_layout(functions, *, arch="x86_64", byte_order="little", pointer_size=8,

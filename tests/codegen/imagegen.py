@@ -69,9 +69,9 @@ def _place(img: bytearray, v, data: bytes, order: str, psize: int, relocs: list[
     for p in v.pieces:
         _put(img, p, ptr, order)
     (p0,) = v.pieces  # a pointer is one piece in every ABI here
-    source, src = piece_source(p0, order)
-    skip = p0.reg_size - p0.size if isinstance(p0, RegPiece) and order == "big" else 0
-    relocs.append((src if source == 0 else STACK_OFF + src) - skip)
+    # The relocation rewrites the whole field holding the pointer: the register's field start
+    # (not piece_source's, which is past the high bytes on a big-endian target), or its slot.
+    relocs.append(p0.ctx_offset if isinstance(p0, RegPiece) else STACK_OFF + p0.stack)
 
 
 def _relocate(relocs: list[int]) -> list[str]:
