@@ -19,6 +19,10 @@ The language, statement by statement (`#` starts a comment):
   sret_exit R;                 the callee returns that pointer in R (readable at exit)
   args { RULE... }  ret { RULE... }
   ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
+  dwarf cfa N { HWREG = DWARFNO; ... sp = DWARFNO; }
+                               DWARF facts: at the first instruction the CFA (call frame address,
+                               what DW_OP_call_frame_cfa and most frame bases mean) is the entry
+                               SP + N; the psABI's DWARF numbers of the registers that matter
 
 A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
 a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
@@ -111,6 +115,18 @@ class CtxSpec:
     entries: tuple[CtxEntry, ...]  # includes the stack pointer (hwreg "sp")
 
 
+@dataclass(frozen=True, slots=True)
+class DwarfFacts:
+    """What reading DWARF locations needs from the arch: the CFA at entry and register numbers."""
+
+    cfa: int  # the CFA at a function's first instruction, bytes above the entry SP
+    regs: dict[int, str]  # DWARF register number -> register name (as the pools spell it)
+
+    @property
+    def sp(self) -> int:
+        return next(n for n, name in self.regs.items() if name == "sp")
+
+
 @dataclass(frozen=True, eq=False)
 class Convention:
     name: str
@@ -132,6 +148,7 @@ class Convention:
     arg_rules: tuple[Rule, ...]
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
+    dwarf: DwarfFacts | None = None
 
     @property
     def target_arch(self) -> str:
@@ -211,6 +228,7 @@ class _Builder:
         rules: dict[str, tuple[Rule, ...]] = {}
         ctxs: dict[str, CtxSpec] = {}
         closes = []
+        dwarf = None
         for st in stmts:
             kind = st.data
             kids = st.children
@@ -239,6 +257,8 @@ class _Builder:
             elif kind == "ctx":
                 spec = self.ctx(st)
                 ctxs[spec.name] = spec
+            elif kind == "dwarf":
+                dwarf = self.dwarf(st)
         for tok in closes:
             if str(tok) not in pools:
                 raise self.err(tok, f"unknown register pool {tok}")
@@ -289,6 +309,7 @@ class _Builder:
             arg_rules=rules["args"],
             ret_rules=rules["ret"],
             ctxs=ctxs,
+            dwarf=dwarf,
         )
 
     def number(self, text: str, meta) -> int:
@@ -349,6 +370,18 @@ class _Builder:
         if kind == "unavailable":
             return Action("unavailable", reason=str(kids[0])[1:-1], **pos)
         return Action({"sret_action": "sret"}.get(kind, kind), **pos)
+
+    def dwarf(self, tree: lark.Tree) -> DwarfFacts:
+        cfa, *pairs = tree.children
+        regs: dict[int, str] = {}
+        for name, num in zip(pairs[::2], pairs[1::2]):
+            n = int(str(num), 0)
+            if n in regs or str(name) in regs.values():
+                raise self.err(name, f"DWARF register {name} = {n} given twice")
+            regs[n] = str(name)
+        if "sp" not in regs.values():
+            raise self.err(tree.meta, "dwarf: no `sp` entry (the stack pointer's number)")
+        return DwarfFacts(int(str(cfa), 0), regs)
 
     def ctx(self, tree: lark.Tree) -> CtxSpec:
         name_tok, *rest = tree.children
