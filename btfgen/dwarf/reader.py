@@ -176,6 +176,11 @@ class DwarfFile:
                 return
             except Exception as e:  # noqa: BLE001
                 raise DwarfError(f"{self.path}: damaged DWARF: {_first_line(e)}") from None
+            end = cu.cu_offset + cu["unit_length"] + cu.structs.initial_length_field_size()
+            if end > self.dwarf.debug_info_sec.size:
+                raise DwarfError(f"{self.path}: .debug_info+{cu.cu_offset:#x}: truncated DWARF: "
+                                 f"the unit ends at {end:#x}, past the section's end "
+                                 f"({self.dwarf.debug_info_sec.size:#x})")
             version = cu.header.version
             if version not in _VERSIONS:
                 raise DwarfError(f"{self.path}: .debug_info+{cu.cu_offset:#x}: DWARF version "
@@ -187,7 +192,16 @@ class DwarfFile:
             except Exception as e:  # noqa: BLE001 - a damaged unit, whatever pyelftools raises
                 raise DwarfError(f"{self.path}: .debug_info+{cu.cu_offset:#x}: damaged DWARF: "
                                  f"{_first_line(e)}") from None
+            self._forget_units()
             yield from found
+
+    def _forget_units(self) -> None:
+        """pyelftools keeps every parsed unit with all its DIEs (5 GB over a whole vmlinux);
+        what a unit gave is in DwarfFunction objects already, so its DIEs can go."""
+        for name in ("_cu_cache", "_cu_offsets_map"):
+            cache = getattr(self.dwarf, name, None)
+            if isinstance(cache, list):
+                cache.clear()
 
 
 class _Unit:
