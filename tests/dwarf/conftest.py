@@ -5,3 +5,7 @@ from pathlib import Path
 for d in (Path(__file__).resolve().parent.parent, Path(__file__).resolve().parent):
     if str(d) not in sys.path:
         sys.path.insert(0, str(d))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "live: needs Debian kernel packages (network once, cached)")
