@@ -14,6 +14,7 @@ import sys
 from btfgen.abi.arches import convention_for
 from btfgen.btf.reader import DEFAULT_PATH, open_btf
 from btfgen.cheader.options import add_header_arguments, headers_from_args
+from btfgen.dwarf.options import add_dwarf_arguments, apply_dwarf
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
 from btfgen.place import place_functions
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the trace context register pieces refer to (default: pt_regs)")
     parser.add_argument("--json", action="store_true", help="print the JSON contract")
     add_header_arguments(parser)
+    add_dwarf_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         funcs = list(btf.funcs())
     layout = place_functions(btf, conv, funcs, ctx=args.ctx)
+    layout = apply_dwarf(layout, args, args.btf, conv, selected=bool(args.func))
     if args.json:
         doc = to_json(layout)
         # Indented for a few functions (read by people), compact for many (read by programs).
@@ -94,4 +97,6 @@ def _row(label: str, v: ValueLayout) -> str:
             where = f"*({where})"
         if v.at_exit:
             where += " at exit"
+    if v.source == "dwarf":
+        where += " (DWARF)"
     return f"  {label:<24} {v.type_name:<32} {v.size:>4}  {where}"
