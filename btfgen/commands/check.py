@@ -18,7 +18,8 @@ from btfgen.abi.arches import arch_for_elf_machine, convention_for
 from btfgen.btf.reader import open_btf
 from btfgen.dwarf.compare import AGREE, DISAGREE, FunctionVerdict, compare_function
 from btfgen.dwarf.reader import DwarfFile, elf_machine
-from btfgen.errors import BtfError, DwarfError
+from btfgen.dwarf.pahole import open_input
+from btfgen.errors import DwarfError
 from btfgen.place import place_functions
 
 
@@ -39,14 +40,7 @@ def load_btf_for(elf: str, btf: str | None, base: str | None):
     """--btf, else the ELF's .BTF, else pahole's BTF of its DWARF."""
     if btf:
         return open_btf(btf, base=base)
-    try:
-        return open_btf(elf, base=base)
-    except BtfError as e:
-        if "no .BTF section" not in str(e):
-            raise
-    from btfgen.dwarf.pahole import btf_from_dwarf
-
-    return btf_from_dwarf(elf)
+    return open_input(elf, base=base)
 
 
 def conv_for(btf, elf: str, arch: str | None):

@@ -23,7 +23,8 @@ LANGS = ("bpf", "python", "json")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("btf", nargs="?", default=DEFAULT_BTF, metavar="BTF",
-                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_BTF})")
+                        help=f"raw BTF, an ELF file with .BTF, or one built with -g (BTF by pahole) "
+                             f"(default: {DEFAULT_BTF})")
     parser.add_argument("--base", metavar="BASE", help="base BTF of a split BTF (a module's)")
     parser.add_argument("--arch",
                         help="target arch (default: the BTF's ELF machine, else the host)")
@@ -127,11 +128,11 @@ def run(args: argparse.Namespace) -> int:
         wanted += read_funcs_file(args.funcs_file)
     progress = _Progress(not args.quiet)
 
-    from btfgen.btf.reader import open_btf
+    from btfgen.dwarf.pahole import open_input
     from btfgen.decode import convention_for
 
     progress("reading BTF")
-    btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
+    btf = headers_from_args(args) or open_input(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
     from btfgen.codegen.select import select_functions
 

@@ -12,7 +12,8 @@ import json
 import sys
 
 from btfgen.abi.arches import convention_for
-from btfgen.btf.reader import DEFAULT_PATH, open_btf
+from btfgen.btf.reader import DEFAULT_PATH
+from btfgen.dwarf.pahole import open_input
 from btfgen.cheader.options import add_header_arguments, headers_from_args
 from btfgen.dwarf.options import add_dwarf_arguments, apply_dwarf
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
@@ -22,7 +23,8 @@ from btfgen.place import place_functions
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
-                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_PATH})")
+                        help=f"raw BTF, an ELF file with .BTF, or one built with -g (BTF by pahole) "
+                             f"(default: {DEFAULT_PATH})")
     parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
     parser.add_argument("--arch", metavar="ARCH",
                         help="target architecture (default: the ELF's, else this machine's)")
@@ -36,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
+    btf = headers_from_args(args) or open_input(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
     if args.func:
         funcs, missing = [], []

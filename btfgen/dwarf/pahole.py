@@ -40,3 +40,22 @@ def _elf_machine(path: str | Path) -> tuple[str, int]:
     with open(path, "rb") as f:
         elf = ELFFile(f)
         return str(elf["e_machine"]), elf.elfclass // 8
+
+
+def open_input(path: str, base: str | None = None):
+    """BTF from `path` as `open_btf` reads it; an ELF file with DWARF and no .BTF (a program
+    built with -g) gets its BTF from pahole, the same type model as every other input."""
+    from btfgen.btf.reader import open_btf
+    from btfgen.errors import BtfError
+
+    try:
+        return open_btf(path, base=base)
+    except BtfError as e:
+        if "no .BTF section" not in str(e) or base is not None:
+            raise
+        from .reader import has_dwarf
+
+        if not has_dwarf(path):
+            raise BtfError(f"{path}: ELF file has neither .BTF nor DWARF (.debug_info): build it "
+                           f"with -g, or give its prototypes with --header") from None
+    return btf_from_dwarf(path)
