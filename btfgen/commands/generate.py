@@ -23,8 +23,8 @@ LANGS = ("bpf", "python", "json")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("btf", nargs="?", default=DEFAULT_BTF, metavar="BTF",
-                        help=f"raw BTF, an ELF file with .BTF, or one built with -g (BTF by pahole) "
-                             f"(default: {DEFAULT_BTF})")
+                        help="raw BTF, an ELF file with .BTF, or one built with -g (BTF by "
+                             f"pahole) (default: {DEFAULT_BTF})")
     parser.add_argument("--base", metavar="BASE", help="base BTF of a split BTF (a module's)")
     parser.add_argument("--arch",
                         help="target arch (default: the BTF's ELF machine, else the host)")

@@ -23,8 +23,8 @@ from btfgen.place import place_functions
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
-                        help=f"raw BTF, an ELF file with .BTF, or one built with -g (BTF by pahole) "
-                             f"(default: {DEFAULT_PATH})")
+                        help="raw BTF, an ELF file with .BTF, or one built with -g (BTF by "
+                             f"pahole) (default: {DEFAULT_PATH})")
     parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
     parser.add_argument("--arch", metavar="ARCH",
                         help="target architecture (default: the ELF's, else this machine's)")

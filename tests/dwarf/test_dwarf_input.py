@@ -51,7 +51,8 @@ def test_generate_from_a_debug_binary(tmp_path):
         pytest.skip("no gcc or pahole")
     src = tmp_path / "p.c"
     src.write_text("struct s { long a; int b; };\n"
-                   "__attribute__((noinline)) long foo(struct s v, int k) { return v.a * k + v.b; }\n"
+                   "__attribute__((noinline)) long foo(struct s v, int k)\n"
+                   "{ return v.a * k + v.b; }\n"
                    "int main(void) { struct s v = {2, 3}; return (int)foo(v, 4); }\n")
     prog = tmp_path / "prog"
     subprocess.run(["gcc", "-O2", "-g", str(src), "-o", str(prog)], check=True)
