@@ -19,9 +19,11 @@ from typing import Iterable, Iterator
 from btfgen.abi.dsl import Convention, DwarfFacts
 from btfgen.errors import DwarfError
 
+from . import scan
 from .locations import EntryLocation, FrameBase, entry_location, frame_base
 
 _VERSIONS = (2, 3, 4, 5)
+_SUBPROGRAM = frozenset({"DW_TAG_subprogram"})
 _QUALIFIERS = frozenset({
     "DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type", "DW_TAG_restrict_type",
     "DW_TAG_atomic_type", "DW_TAG_immutable_type", "DW_TAG_packed_type", "DW_TAG_shared_type",
@@ -97,10 +99,14 @@ class DwarfFile:
             self._aranges = self.dwarf.get_aranges() if self._has(".debug_aranges") else None
         except Exception as e:  # noqa: BLE001
             raise DwarfError(f"{path}: damaged DWARF: {_first_line(e)}") from None
+        self._info = None
+        self._addresses: tuple | None = None
         self._symbols: dict[int, list[str]] | None = None
         self._by_name: dict[str, list[int]] | None = None
 
     def close(self) -> None:
+        if self._info:
+            self._info.release()
         self._stream.close()
 
     def __enter__(self) -> DwarfFile:
@@ -132,6 +138,16 @@ class DwarfFile:
                     by_name.setdefault(name, []).append(value)
             self._symbols, self._by_name = by_addr, by_name
         return self._symbols
+
+    def addresses_of(self, names: set[str]) -> frozenset[int]:
+        if self._addresses is None or self._addresses[0] is not names:
+            self.symbols()
+            assert self._by_name is not None
+            found = {a for n in names for a in self._by_name.get(n, ())}
+            found |= {a for n, addrs in self._by_name.items() if "." in n and
+                      n.split(".", 1)[0] in names for a in addrs}
+            self._addresses = (names, frozenset(found))
+        return self._addresses[1]
 
     def symbol_addresses(self, name: str) -> list[int]:
         self.symbols()
@@ -194,6 +210,13 @@ class DwarfFile:
             self._forget_units()
             yield from found
 
+    def _info_bytes(self):
+        """.debug_info's bytes as a memoryview (no copy), or None where the stream has none."""
+        if self._info is None:
+            stream = self.dwarf.debug_info_sec.stream
+            self._info = stream.getbuffer() if hasattr(stream, "getbuffer") else False
+        return self._info or None
+
     def _forget_units(self) -> None:
         """pyelftools keeps every parsed unit with all its DIEs (5 GB over a whole vmlinux);
         what a unit gave is in DwarfFunction objects already, so its DIEs can go."""
@@ -214,6 +237,9 @@ class _Unit:
         self.cu = cu
         self.symbols = symbols
         self.wanted = wanted
+        # With names: the addresses of their symbols and of their clones' (foo.isra.0), so the
+        # scanner decodes only those subprograms.
+        self.addresses = file.addresses_of(wanted) if wanted is not None else None
         self.facts = file.facts
         self.pointer_size = cu.header.address_size
         self.version = cu.header.version
@@ -228,10 +254,28 @@ class _Unit:
         # pyelftools has already turned a DW_FORM_addrx index into the address.
         return None if attr is None else attr.value
 
-    def functions(self) -> Iterator[DwarfFunction]:
+    def _subprograms(self) -> Iterator:
+        """The unit's top-level subprogram DIEs: found by the raw scanner where it can, else
+        by pyelftools' own walk."""
+        from elftools.dwarf.die import DIE
+
+        data = self.file._info_bytes()
+        if data is not None:
+            try:
+                offsets = list(scan.top_level(self.cu, data, _SUBPROGRAM, self.addresses))
+            except (scan.Unknown, IndexError, KeyError):
+                offsets = None
+            if offsets is not None:
+                stream = self.file.dwarf.debug_info_sec.stream
+                for off in offsets:
+                    yield DIE(self.cu, stream, off)
+                return
         for die in self.cu.iter_DIE_children(self.top):
-            if die.tag != "DW_TAG_subprogram":
-                continue
+            if die.tag == "DW_TAG_subprogram":
+                yield die
+
+    def functions(self) -> Iterator[DwarfFunction]:
+        for die in self._subprograms():
             attrs = die.attributes
             if "DW_AT_declaration" in attrs:
                 continue
