@@ -15,6 +15,7 @@ from btfgen.errors import BtfgenError
 SUBCOMMANDS = {
     "dump": "print BTF as `bpftool btf dump ... format raw` does",
     "layout": "print where each argument and return value lives",
+    "check": "compare btfgen's placement with the compiler's DWARF",
 }
 DEFAULT_COMMAND = "generate"
 

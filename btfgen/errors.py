@@ -19,3 +19,7 @@ class ArchError(BtfgenError):
 
 class HeaderError(BtfgenError):
     """A C header that libclang could not parse."""
+
+
+class DwarfError(BtfgenError):
+    """DWARF that is missing, damaged, of an unknown version or of another arch."""

@@ -57,6 +57,10 @@ class ValueLayout:
     # tail, a kind the description has no rule for); `pieces` is then empty.
     unavailable: str | None = None
     signed: bool = False  # sign-extend from `size` bytes (scalars only)
+    # Which source placed the value where DWARF was consulted: "abi" (the arch description
+    # applied to the prototype) or "dwarf" (the compiler's own word: the function's compiled
+    # convention differs from its prototype); None when no DWARF was consulted.
+    source: str | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -3,7 +3,8 @@
 Keys promised (more may be added, none removed): arch, ctx, byte_order, functions[name, btf_id,
 args[name, type, size, pieces, by_ref, at_exit, unavailable], ret, variadic]. A register piece
 is {"reg", "hwreg", "value_offset", "size"} (plus the ctx offset), a stack piece {"stack",
-"value_offset", "size"} with `stack` the byte offset from the entry SP. `ctx_info` says which
+"value_offset", "size"} with `stack` the byte offset from the entry SP. Where DWARF was
+consulted, every value also has "source": "abi" | "dwarf" (which of the two placed it). `ctx_info` says which
 struct the register fields are in and whether it was read from the BTF or defaulted.
 """
 
@@ -72,6 +73,8 @@ def value_json(v: ValueLayout, with_name: bool) -> dict:
         "at_exit": v.at_exit,
         "unavailable": v.unavailable,
     })
+    if v.source is not None:  # only where DWARF was consulted (`--dwarf`, an ELF with DWARF)
+        out["source"] = v.source
     return out
 
 

@@ -19,6 +19,10 @@ The language, statement by statement (`#` starts a comment):
   sret_exit R;                 the callee returns that pointer in R (readable at exit)
   args { RULE... }  ret { RULE... }
   ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
+  dwarf cfa N { HWREG = DWARFNO; ... sp = DWARFNO; }
+                               DWARF facts: at the first instruction the CFA (call frame address,
+                               what DW_OP_call_frame_cfa and most frame bases mean) is the entry
+                               SP + N; the psABI's DWARF numbers of the registers that matter
 
 A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
 a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
@@ -210,6 +214,18 @@ class CtxSpec:
     entries: tuple[CtxEntry, ...]  # includes the stack pointer (hwreg "sp")
 
 
+@dataclass(frozen=True, slots=True)
+class DwarfFacts:
+    """What reading DWARF locations needs from the arch: the CFA at entry and register numbers."""
+
+    cfa: int  # the CFA at a function's first instruction, bytes above the entry SP
+    regs: dict[int, str]  # DWARF register number -> register name (as the pools spell it)
+
+    @property
+    def sp(self) -> int:
+        return next(n for n, name in self.regs.items() if name == "sp")
+
+
 @dataclass(frozen=True, eq=False)
 class Convention:
     name: str
@@ -231,6 +247,7 @@ class Convention:
     arg_rules: tuple[Rule, ...]
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
+    dwarf: DwarfFacts | None = None
 
     @property
     def target_arch(self) -> str:
@@ -307,6 +324,7 @@ class _Draft:
     sret_exit: str | None = None
     rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
     ctxs: dict = field(default_factory=dict)
+    dwarf: DwarfFacts | None = None
 
 
 @v_args(meta=True)
@@ -378,6 +396,18 @@ class _ToConvention(lark.Transformer):
         if not any(e.hwreg == "sp" for e in entries):
             raise self.err(meta, f"ctx {name_tok}: no `sp` entry (the entry stack pointer)")
         self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), tuple(structs), size, entries)
+
+    def dwarf(self, meta, kids):
+        cfa, *pairs = kids
+        regs: dict[int, str] = {}
+        for name, num in zip(pairs[::2], pairs[1::2]):
+            n = self.number(num)
+            if n in regs or str(name) in regs.values():
+                raise self.err(name, f"DWARF register {name} = {n} given twice")
+            regs[n] = str(name)
+        if "sp" not in regs.values():
+            raise self.err(meta, "dwarf: no `sp` entry (the stack pointer's number)")
+        self.draft.dwarf = DwarfFacts(self.number(cfa), regs)
 
     def ctx_entry(self, meta, kids):
         hw, fld, off, *sz = kids
@@ -503,4 +533,5 @@ class _ToConvention(lark.Transformer):
             arg_rules=d.rules["args"],
             ret_rules=d.rules["ret"],
             ctxs=ctxs,
+            dwarf=d.dwarf,
         )

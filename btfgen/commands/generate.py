@@ -23,7 +23,8 @@ LANGS = ("bpf", "python", "json")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("btf", nargs="?", default=DEFAULT_BTF, metavar="BTF",
-                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_BTF})")
+                        help="raw BTF, an ELF file with .BTF, or one built with -g (BTF by "
+                             f"pahole) (default: {DEFAULT_BTF})")
     parser.add_argument("--base", metavar="BASE", help="base BTF of a split BTF (a module's)")
     parser.add_argument("--arch",
                         help="target arch (default: the BTF's ELF machine, else the host)")
@@ -46,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="1: render the outputs in this process; more: in two at once "
                              "(default: two where there are several CPUs and 2000+ functions)")
     add_header_arguments(parser)
+    from btfgen.dwarf.options import add_dwarf_arguments
+
+    add_dwarf_arguments(parser)
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     noise.add_argument("-v", "--verbose", action="store_true",
@@ -124,11 +128,11 @@ def run(args: argparse.Namespace) -> int:
         wanted += read_funcs_file(args.funcs_file)
     progress = _Progress(not args.quiet)
 
-    from btfgen.btf.reader import open_btf
+    from btfgen.dwarf.pahole import open_input
     from btfgen.decode import convention_for
 
     progress("reading BTF")
-    btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
+    btf = headers_from_args(args) or open_input(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
     from btfgen.codegen.select import select_functions
 
@@ -137,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
     from btfgen.place import place_functions
 
     arch = place_functions(btf, conv, funcs, ctx=args.ctx)
+    from btfgen.dwarf.options import apply_dwarf
+
+    progress("reading DWARF")
+    arch = apply_dwarf(arch, args, args.btf, conv, selected=bool(wanted), quiet=args.quiet)
     progress("generating " + ", ".join(langs))
     from btfgen.codegen.outputs import generate
     from btfgen.codegen.summary import summarize

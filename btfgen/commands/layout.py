@@ -12,8 +12,10 @@ import json
 import sys
 
 from btfgen.abi.arches import convention_for
-from btfgen.btf.reader import DEFAULT_PATH, open_btf
+from btfgen.btf.reader import DEFAULT_PATH
+from btfgen.dwarf.pahole import open_input
 from btfgen.cheader.options import add_header_arguments, headers_from_args
+from btfgen.dwarf.options import add_dwarf_arguments, apply_dwarf
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
 from btfgen.place import place_functions
@@ -21,7 +23,8 @@ from btfgen.place import place_functions
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
-                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_PATH})")
+                        help="raw BTF, an ELF file with .BTF, or one built with -g (BTF by "
+                             f"pahole) (default: {DEFAULT_PATH})")
     parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
     parser.add_argument("--arch", metavar="ARCH",
                         help="target architecture (default: the ELF's, else this machine's)")
@@ -31,10 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the trace context register pieces refer to (default: pt_regs)")
     parser.add_argument("--json", action="store_true", help="print the JSON contract")
     add_header_arguments(parser)
+    add_dwarf_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
+    btf = headers_from_args(args) or open_input(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
     if args.func:
         funcs, missing = [], []
@@ -50,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         funcs = list(btf.funcs())
     layout = place_functions(btf, conv, funcs, ctx=args.ctx)
+    layout = apply_dwarf(layout, args, args.btf, conv, selected=bool(args.func))
     if args.json:
         doc = to_json(layout)
         # Indented for a few functions (read by people), compact for many (read by programs).
@@ -94,4 +99,6 @@ def _row(label: str, v: ValueLayout) -> str:
             where = f"*({where})"
         if v.at_exit:
             where += " at exit"
+    if v.source == "dwarf":
+        where += " (DWARF)"
     return f"  {label:<24} {v.type_name:<32} {v.size:>4}  {where}"

@@ -1,0 +1,147 @@
+"""Compare btfgen's placement with the compiler's DWARF for every function (`btfgen check`).
+
+ELF is a vmlinux, module, object or program built with -g. Its BTF is --btf FILE, else the
+ELF's own .BTF, else BTF made from its DWARF by pahole. For every function the placement of each
+parameter is compared with where DWARF says it is at the function's first instruction. Prints a
+summary (compared, agree, disagree, not comparable by reason) and every disagreement; exit
+status 1 when anything disagrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+from btfgen.abi.arches import arch_for_elf_machine, convention_for
+from btfgen.btf.reader import open_btf
+from btfgen.dwarf.compare import AGREE, DISAGREE, FunctionVerdict, compare_function
+from btfgen.dwarf.reader import DwarfFile, elf_machine
+from btfgen.dwarf.pahole import open_input
+from btfgen.errors import DwarfError
+from btfgen.place import place_functions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("elf", metavar="ELF", help="an ELF file with DWARF (.debug_info)")
+    parser.add_argument("--btf", metavar="FILE",
+                        help="its BTF (default: the ELF's .BTF, else made from its DWARF)")
+    parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
+    parser.add_argument("--arch", metavar="ARCH", help="target architecture (default: the ELF's)")
+    parser.add_argument("--func", metavar="NAME", action="append", default=[],
+                        help="a function to check (repeatable; default: every function)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="list every function that is not comparable, with the reason")
+
+
+def load_btf_for(elf: str, btf: str | None, base: str | None):
+    """--btf, else the ELF's .BTF, else pahole's BTF of its DWARF."""
+    if btf:
+        return open_btf(btf, base=base)
+    return open_input(elf, base=base)
+
+
+def conv_for(btf, elf: str, arch: str | None):
+    """--arch, else the ELF's machine (a raw --btf file names none), else the BTF's."""
+    if arch or getattr(btf, "elf_machine", None):
+        return convention_for(btf, arch)
+    machine = elf_machine(elf)
+    conv = arch_for_elf_machine(machine, btf.pointer_size) if machine else None
+    if conv is None:
+        raise DwarfError(f"{elf}: no ABI description for {machine or 'this file'}; pass --arch")
+    return conv
+
+
+def check(elf: str, btf, conv, names: list[str] | None) -> list[FunctionVerdict]:
+    """Every BTF function (or those named) against the DWARF of `elf`."""
+    if names:
+        funcs = [f for n in dict.fromkeys(names) for f in btf.find_funcs(n)]
+    else:
+        funcs = list(btf.funcs())
+    layout = place_functions(btf, conv, funcs)
+    wanted = {f.name for f in layout.functions}
+    found: dict[str, list] = {}
+    with DwarfFile(elf, conv) as dwarf:
+        for fn in dwarf.functions(wanted if names else None):
+            if fn.name in wanted:
+                found.setdefault(fn.name, []).append(fn)
+    verdicts = {}
+    for f in layout.functions:
+        if f.name in verdicts:
+            continue  # one verdict per name: statics of one name are compared together
+        verdicts[f.name] = compare_function(f, found.get(f.name, []), conv)
+    return [verdicts[k] for k in sorted(verdicts)]
+
+
+def summarize(verdicts: list[FunctionVerdict]) -> dict:
+    kinds = Counter(v.verdict for v in verdicts)
+    params = Counter(p.verdict for v in verdicts if v.verdict in (AGREE, DISAGREE)
+                     for p in v.params)
+    return {
+        "functions": len(verdicts),
+        "compared": kinds[AGREE] + kinds[DISAGREE],
+        "agree": kinds[AGREE],
+        "disagree": kinds[DISAGREE],
+        "not_comparable": {k: n for k, n in sorted(kinds.items()) if k not in (AGREE, DISAGREE)},
+        "params_compared": params[AGREE] + params[DISAGREE],
+        "params_agree": params[AGREE],
+        "params_disagree": params[DISAGREE],
+    }
+
+
+def as_json(v: FunctionVerdict) -> dict:
+    return {"name": v.name, "address": v.address, "verdict": v.verdict, "detail": v.detail,
+            "params": [{"name": p.name, "verdict": p.verdict, "btfgen": p.btfgen,
+                        "dwarf": p.dwarf} for p in v.params]}
+
+
+def run(args: argparse.Namespace) -> int:
+    btf = load_btf_for(args.elf, args.btf, args.base)
+    conv = conv_for(btf, args.elf, args.arch)
+    if args.func:
+        missing = [n for n in dict.fromkeys(args.func) if not btf.find_funcs(n)]
+        if missing:
+            print(f"btfgen check: {btf.path}: no function named {', '.join(missing)}",
+                  file=sys.stderr)
+            return 1
+    verdicts = check(args.elf, btf, conv, args.func or None)
+    summary = summarize(verdicts)
+    bad = [v for v in verdicts if v.verdict == DISAGREE]
+    if args.json:
+        doc = {"elf": args.elf, "btf": btf.path, "arch": conv.name, "summary": summary,
+               "disagreements": [as_json(v) for v in bad]}
+        if args.verbose:
+            doc["functions"] = [as_json(v) for v in verdicts]
+        sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(format_text(args.elf, conv.name, summary, bad, verdicts, args.verbose))
+    sys.stdout.flush()
+    return 1 if bad else 0
+
+
+def format_text(elf: str, arch: str, s: dict, bad: list[FunctionVerdict],
+                verdicts: list[FunctionVerdict], verbose: bool) -> str:
+    lines = [f"{elf} ({arch}): {s['functions']} functions, {s['compared']} compared: "
+             f"{s['agree']} agree, {s['disagree']} disagree "
+             f"({s['params_compared']} parameters: {s['params_agree']} agree, "
+             f"{s['params_disagree']} disagree)"]
+    if s["not_comparable"]:
+        lines.append("not comparable:")
+        for reason, n in sorted(s["not_comparable"].items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"  {n:>7}  {reason}")
+    if bad:
+        lines.append("disagreements:")
+        for v in bad:
+            at = f" @ {v.address:#x}" if v.address is not None else ""
+            lines.append(f"  {v.name}{at}")
+            for p in v.params:
+                if p.verdict == DISAGREE:
+                    lines.append(f"    {p.name or '?'}: btfgen {p.btfgen}, DWARF {p.dwarf}")
+    if verbose:
+        lines.append("functions not compared:")
+        for v in verdicts:
+            if v.verdict not in (AGREE, DISAGREE):
+                lines.append(f"  {v.name}: {v.verdict}{': ' + v.detail if v.detail else ''}")
+    return "\n".join(lines) + "\n"
