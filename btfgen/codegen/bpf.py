@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, function_keys
-from btfgen.decoding import generic
+from btfgen.decoding import generic, spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 RETPTR_FIELD = "btfgen_retptr"
@@ -86,6 +86,9 @@ class HeaderView:
     data_size: int
     op_limit: int
     carry_missing_bit: int
+    op_fields: tuple[spec_format.Field, ...] = spec_format.OP
+    spec_fields: tuple[spec_format.Field, ...] = spec_format.SPEC_HEAD
+    record_fields: tuple[spec_format.Field, ...] = spec_format.RECORD_HEAD
 
 
 def reg_type(size: int) -> str:
@@ -169,12 +172,18 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render) 
     pieces: dict = {}
     out = []
     for f, cname in zip(arch.functions, names):
-        text = cache.get(f.proto)
-        if text is None:
-            text = cache[f.proto] = render(function_view(f, ctypes, big, cache=pieces))
-        out.append(text.replace(CNAME, cname).replace(BTF_ID, str(f.btf_id))
-                   .replace(COMMENT, function_comment(f)))
+        fmt = cache.get(f.proto)
+        if fmt is None:
+            fmt = cache[f.proto] = _format(render(function_view(f, ctypes, big, cache=pieces)))
+        out.append(fmt % {"c": cname, "i": f.btf_id, "m": function_comment(f)})
     return out
+
+
+def _format(text: str) -> str:
+    """A block rendered with the placeholders as a %-format: one pass per function fills in all
+    three."""
+    return (text.replace("%", "%%").replace(CNAME, "%(c)s").replace(BTF_ID, "%(i)d")
+            .replace(COMMENT, "%(m)s"))
 
 
 def function_names(functions: tuple[FunctionLayout, ...]) -> list[str]:
@@ -212,15 +221,17 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
     )
 
 
-def spec_views(arch: ArchLayout, names: list[str], plans, render) -> tuple[SpecView, ...]:
-    """The table rows; `render(SpecOpsView)` once per prototype."""
-    cache: dict[ProtoLayout, str] = {}
-    out = []
-    for f, n, p in zip(arch.functions, names, plans):
-        ops = cache.get(f.proto)
-        if ops is None:
-            ops = cache[f.proto] = render(SpecOpsView(len(p.entry_ops), len(p.exit_ops),
-                                                    arch.pointer_size, p.carry_code,
-                                                    p.entry_ops + p.exit_ops))
-        out.append(SpecView(n, f.btf_id, ops))
-    return tuple(out)
+def spec_views(arch: ArchLayout, names: list[str], plans, render_all) -> tuple[SpecView, ...]:
+    """The table rows; `render_all([SpecOpsView])` once, with one view per prototype, gives
+    their texts in order (a render per prototype costs more in the template engine's setup than
+    in the text)."""
+    index: dict[ProtoLayout, int] = {}
+    views = []
+    for f, p in zip(arch.functions, plans):
+        if f.proto not in index:
+            index[f.proto] = len(views)
+            views.append(SpecOpsView(len(p.entry_ops), len(p.exit_ops), arch.pointer_size,
+                                     p.carry_code, p.entry_ops + p.exit_ops))
+    texts = render_all(views)
+    return tuple(SpecView(n, f.btf_id, texts[index[f.proto]])
+                 for f, n in zip(arch.functions, names))

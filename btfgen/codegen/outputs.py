@@ -15,6 +15,7 @@ from btfgen.codegen import bpf, forked, python
 from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
 from btfgen.decoding import generic
+from btfgen.gcpause import collector_paused
 from btfgen.decoding.describe import function_desc
 from btfgen.layout import ArchLayout, ProtoLayout
 
@@ -61,7 +62,8 @@ def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = Fal
         kinds.append("json")
     files = _Files(arch, table, names, self_contained)
     groups = _groups(kinds, jobs)
-    return forked.run([lambda g=g: files.render(g) for g in groups])
+    with collector_paused():
+        return forked.run([lambda g=g: files.render(g) for g in groups])
 
 
 # The two halves of the work take about as long on a whole kernel: the header is the largest
@@ -123,7 +125,8 @@ class _Files:
     def _specs(self) -> tuple[str, str]:
         env = environment()
         ops_t = env.get_template("spec_ops.h.j2")
-        specs = bpf.spec_views(self.arch, self.cnames, self.plans, lambda s: ops_t.render(s=s))
+        specs = bpf.spec_views(self.arch, self.cnames, self.plans,
+                               lambda ss: ops_t.render(ss=ss).split("\0"))
         # The table needs only the header's guard and sizes, none of its type definitions.
         h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
         return self.names.specs, env.get_template("specs.h.j2").render(h=h, specs=specs)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from btfgen.decoding import spec_format
+
 _INTERNED = ("struct", "union", "enum", "array")
 
 
@@ -73,6 +75,8 @@ class ModuleView:
     functions: tuple[tuple[str, str], ...]  # (key literal, descriptor literal)
     spec_order: str  # struct format prefix for the spec table
     max_ops: int
+    spec_head_format: str = spec_format.struct_format(spec_format.SPEC_HEAD)
+    op_format: str = spec_format.struct_format(spec_format.OP)
 
 
 def runtime_source() -> str:

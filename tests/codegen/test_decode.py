@@ -15,6 +15,7 @@ import pytest
 from btfgen.btf import types as T
 from btfgen.decoding.describe import type_desc
 from btfgen.decoding.generic import plan as generic_plan
+from btfgen.decoding import runtime
 from btfgen.decoding.runtime import Enumerator, Unavailable, convert
 
 PROGRAM = r"""
@@ -127,7 +128,7 @@ def test_generic_record_header_is_in_target_byte_order(arch, order):
     obj = toolchains.compile_c("int __attribute__((noinline)) f(int a, long b) "
                                "{ return a + b; }", arch)
     fn = bd.load(str(obj), arch=arch).function("f")
-    head = ">IIQ" if order == "big" else "<IIQ"
+    head = runtime.RECORD_HEADERS[order].format
     exit_rec = struct.pack(head, fn.btf_id, 1, 0) + (42).to_bytes(4, order) + bytes(1020)
     assert fn.decode_record(exit_rec) == 42
     entry_rec = (struct.pack(head, fn.btf_id, 0, 0) + (7).to_bytes(4, order) + bytes(4)
@@ -155,7 +156,7 @@ def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order)
     placed = dec.arch_layout("f")
     plan = generic_plan(dec.layout("f"), placed.byte_order, placed.pointer_size)
     assert plan.carry >= 0 and plan.carry_code == 1 + plan.carry // 8
-    head = ">IIQ" if order == "big" else "<IIQ"
+    head = runtime.RECORD_HEADERS[order].format
     value = b"".join(v.to_bytes(8, order, signed=True) for v in (-1, 2, 3, 4))
     exit_rec = (struct.pack(head, fn.btf_id, 1, 0) + (0xFFFF0000DEAD0000).to_bytes(8, order)
                 + value + bytes(1024 - 40))
