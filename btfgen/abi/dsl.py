@@ -11,6 +11,9 @@ The language, statement by statement (`#` starts a comment):
   family N...;                 shared names (kernel ARCH, __TARGET_ARCH_*) picked by pointer size
   elf EM_...;                  the ELF e_machine that means this arch
   pointer N; endian little|big; max_align N; slot N;
+  hfa_max_members N;           AArch64: the most members a homogeneous FP aggregate has (else 0)
+  sysv_max_size N;             x86-64: the largest aggregate classified by eightbytes (else 0)
+  clang "TRIPLE"; libc "DIR"...;  libclang's target for C headers; the libc include dirs
   stack_base N;                where stack arguments start, bytes above the entry SP
   shared_slots yes;            registers are the first stack slots (ppc64 parameter save area)
   regs POOL = R, R, ...;       an ordered register pool
@@ -19,6 +22,8 @@ The language, statement by statement (`#` starts a comment):
   sret_exit R;                 the callee returns that pointer in R (readable at exit)
   args { RULE... }  ret { RULE... }
   ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
+  ctx ftrace_regs "struct" ... wraps pt_regs as MEMBER;   the registers of a ctx described above,
+                               in a struct that holds it at offset 0 as MEMBER
 
 A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
 a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
@@ -231,6 +236,11 @@ class Convention:
     arg_rules: tuple[Rule, ...]
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
+    # What classify.py computes beyond class, size and alignment: 0 turns a classification off.
+    hfa_max_members: int = 0
+    sysv_max_size: int = 0
+    clang_triple: str = ""  # libclang's target for C headers; "": headers unsupported
+    libc_dirs: tuple[str, ...] = ()
 
     @property
     def target_arch(self) -> str:
@@ -305,6 +315,8 @@ class _Draft:
     sret_mode: str = "arg"
     sret_reg: str | None = None
     sret_exit: str | None = None
+    clang: str = ""
+    libc: tuple = ()
     rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
     ctxs: dict = field(default_factory=dict)
 
@@ -360,6 +372,12 @@ class _ToConvention(lark.Transformer):
     def sret_exit(self, meta, kids):
         self.draft.sret_exit = str(kids[0])
 
+    def clang(self, meta, kids):
+        self.draft.clang = str(kids[0])[1:-1]
+
+    def libc(self, meta, kids):
+        self.draft.libc = tuple(str(t)[1:-1] for t in kids)
+
     def rules(self, meta, kids):
         which, *rules = kids
         for rule in rules:
@@ -378,6 +396,17 @@ class _ToConvention(lark.Transformer):
         if not any(e.hwreg == "sp" for e in entries):
             raise self.err(meta, f"ctx {name_tok}: no `sp` entry (the entry stack pointer)")
         self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), tuple(structs), size, entries)
+
+    def ctx_wraps(self, meta, kids):
+        name_tok, *structs, inner, member = kids
+        if str(name_tok) not in CTX_NAMES:
+            raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        wrapped = self.draft.ctxs.get(str(inner))
+        if wrapped is None:
+            raise self.err(inner, f"ctx {name_tok} wraps {inner}, which is not described above")
+        entries = tuple(replace(e, field=f"{member}.{e.field}") for e in wrapped.entries)
+        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), tuple(str(s)[1:-1] for s in structs),
+                                                 wrapped.size, entries)
 
     def ctx_entry(self, meta, kids):
         hw, fld, off, *sz = kids
@@ -503,4 +532,8 @@ class _ToConvention(lark.Transformer):
             arg_rules=d.rules["args"],
             ret_rules=d.rules["ret"],
             ctxs=ctxs,
+            hfa_max_members=self.number(props.get("hfa_max_members", "0"), meta),
+            sysv_max_size=self.number(props.get("sysv_max_size", "0"), meta),
+            clang_triple=d.clang,
+            libc_dirs=d.libc,
         )
