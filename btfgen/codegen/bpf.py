@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, function_keys
-from btfgen.decoding import generic, spec_format
+from btfgen.records import generic, spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 RETPTR_FIELD = "btfgen_retptr"

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from btfgen.codegen import bpf, forked, python
 from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
-from btfgen.decoding import generic
+from btfgen.records import generic
 from btfgen.gcpause import collector_paused
-from btfgen.decoding.describe import function_desc
+from btfgen.records.describe import function_desc
 from btfgen.layout import ArchLayout, ProtoLayout
 
 LANGS = ("bpf", "python", "json")

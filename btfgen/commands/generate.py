@@ -14,25 +14,25 @@ import sys
 import time
 from pathlib import Path
 
-from btfgen.cheader.options import add_header_arguments, headers_from_args
+from btfgen.codegen.outputs import LANGS
+from btfgen.commands.options import (
+    add_btf_arguments,
+    add_ctx_argument,
+    add_header_arguments,
+    headers_from_args,
+)
 from btfgen.errors import BtfgenError
-
-DEFAULT_BTF = "/sys/kernel/btf/vmlinux"
-LANGS = ("bpf", "python", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("btf", nargs="?", default=DEFAULT_BTF, metavar="BTF",
-                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_BTF})")
-    parser.add_argument("--base", metavar="BASE", help="base BTF of a split BTF (a module's)")
+    add_btf_arguments(parser)
     parser.add_argument("--arch",
                         help="target arch (default: the BTF's ELF machine, else the host)")
     parser.add_argument("--func", action="append", default=[], metavar="NAME",
                         help="a function name or glob (repeatable; default: every function)")
     parser.add_argument("--funcs-file", metavar="F",
                         help="a file of function names or globs, one per line, # comments")
-    parser.add_argument("--ctx", choices=("pt_regs", "ftrace_regs"), default="pt_regs",
-                        help="the trace ctx the register pieces refer to (default: pt_regs)")
+    add_ctx_argument(parser)
     parser.add_argument("--lang", default=",".join(LANGS),
                         help="comma-separated outputs among bpf, python, json (default: all)")
     parser.add_argument("-o", "--output", metavar="DIR",
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     progress("reading BTF")
     btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
-    from btfgen.codegen.select import select_functions
+    from btfgen.commands.select import select_functions
 
     funcs, missing = select_functions(btf, wanted)
     progress(f"placing {len(funcs)} functions")
@@ -139,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
     arch = place_functions(btf, conv, funcs, ctx=args.ctx)
     progress("generating " + ", ".join(langs))
     from btfgen.codegen.outputs import generate
-    from btfgen.codegen.summary import summarize
-    from btfgen.codegen.write import write_if_changed
+    from btfgen.commands.summary import summarize
+    from btfgen.commands.write import write_if_changed
 
     self_contained = args.self_contained or arch.pointer_size != 8
     files = generate(arch, btf, langs, self_contained=self_contained,
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summarize_partial(arch) -> list[str]:
-    from btfgen.codegen.summary import partial_reasons
+    from btfgen.commands.summary import partial_reasons
 
     return [f"btfgen: partly decodable: {f.name}: {'; '.join(reasons)}"
             for f, reasons in partial_reasons(arch)]

@@ -13,10 +13,10 @@ import golden
 import pytest
 
 from btfgen.btf import types as T
-from btfgen.decoding.describe import type_desc
-from btfgen.decoding.generic import plan as generic_plan
-from btfgen.decoding import runtime
-from btfgen.decoding.runtime import Enumerator, Unavailable, convert
+from btfgen.records.describe import type_desc
+from btfgen.records.generic import plan as generic_plan
+from btfgen.records import runtime
+from btfgen.records.runtime import Enumerator, Unavailable, convert
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -146,7 +146,7 @@ def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order)
     import toolchains
 
     import btfgen.decode as bd
-    from btfgen.decoding.generic import CARRY_MISSING_BIT
+    from btfgen.records.generic import CARRY_MISSING_BIT
 
     obj = toolchains.compile_c("struct big { long a, b, c, d; };\n"
                                "struct big __attribute__((noinline)) f(long x) "

@@ -7,8 +7,8 @@ modules, so both decode identically.
 from __future__ import annotations
 
 from btfgen.btf import types as T
-from btfgen.decoding.generic import GenericPlan, piece_source
-from btfgen.decoding.generic import plan as generic_plan
+from btfgen.records.generic import GenericPlan, piece_source
+from btfgen.records.generic import plan as generic_plan
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
 
 MAX_DEPTH = 32
