@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from btfgen.btf.types import Type
 
+# The trace contexts a layout can refer to (every description describes both).
+CTX_NAMES = ("pt_regs", "ftrace_regs")
+
 
 @dataclass(frozen=True, slots=True)
 class RegPiece:

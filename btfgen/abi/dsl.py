@@ -61,6 +61,7 @@ import lark
 from lark import v_args
 
 from btfgen.errors import AbiError
+from btfgen.layout import CTX_NAMES
 from btfgen.resources import data_dir
 
 # What a condition may test (see btfgen/abi/classify.py for their meaning).
@@ -68,7 +69,6 @@ CLASSES = frozenset({"integer", "bool", "enum", "pointer", "float", "aggregate",
 FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "float_mode"})
 NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align"})
 REG_OPTIONS = frozenset({"even", "split", "per_member"})
-CTX_NAMES = ("pt_regs", "ftrace_regs")
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
         "==": operator.eq, "!=": operator.ne}

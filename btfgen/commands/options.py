@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import platform
 
-from btfgen.abi.dsl import CTX_NAMES
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.errors import HeaderError
+from btfgen.layout import CTX_NAMES
 
 
 def add_btf_arguments(parser: argparse.ArgumentParser) -> None:
