@@ -149,8 +149,7 @@ class Classifier:
 
 
 def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int) -> None:
-    if depth > T.MAX_CHAIN:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    below = T.descend(t, depth)
     s = T.strip(t)
     if isinstance(s, T.Composite):
         for m in s.members:
@@ -160,13 +159,13 @@ def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int)
                 last = (m.bit_offset + m.bitfield_size - 1) // 8
                 out.append(_Leaf(base + first, last - first + 1, "int", False))
             else:
-                _flatten(m.type, base + m.bit_offset // 8, max_align, out, depth + 1)
+                _flatten(m.type, base + m.bit_offset // 8, max_align, out, below)
         return
     if isinstance(s, T.Array):
         elem = s.elem
         esize = T.size_of(elem)
         for i in range(s.nelems if esize else 0):
-            _flatten(elem, base + i * esize, max_align, out, depth + 1)
+            _flatten(elem, base + i * esize, max_align, out, below)
         return
     size = T.size_of(s)
     align = T.align_of(s, max_align)
@@ -201,13 +200,12 @@ def _hfa(t: T.Type, depth: int) -> tuple[int, int] | None:
     Fundamental Data Type in `t` is the same floating-point type and nothing pads it, else None.
     A struct adds its members' counts, a union takes the largest (union { double a[2]; double
     b; } is a two-member HFA), an array multiplies."""
-    if depth > T.MAX_CHAIN:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    below = T.descend(t, depth)
     s = T.strip(t)
     if isinstance(s, T.Float):
         return s.size, 1
     if isinstance(s, T.Array):
-        sub = _hfa(s.elem, depth + 1)
+        sub = _hfa(s.elem, below)
         return (sub[0], sub[1] * s.nelems) if sub else None
     if not isinstance(s, T.Composite):
         return None
@@ -216,7 +214,7 @@ def _hfa(t: T.Type, depth: int) -> tuple[int, int] | None:
     for m in s.members:
         if m.bitfield_size:
             return None
-        sub = _hfa(m.type, depth + 1)
+        sub = _hfa(m.type, below)
         if sub is None or (width and sub[0] != width):
             return None
         width = sub[0]
@@ -236,8 +234,7 @@ def _gcc_mode(t: T.Type, depth: int) -> str:
     takes the mode of a field spanning it (struct { double d; } is DFmode: an x87 value), a
     union never does. BTF cannot tell `char c[0]` (ignored by gcc) from a flexible array member
     (which makes the struct BLKmode); the kernel uses only the latter."""
-    if depth > T.MAX_CHAIN:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    below = T.descend(t, depth)
     s = T.strip(t)
     if isinstance(s, T.Float):
         return "float"
@@ -247,7 +244,7 @@ def _gcc_mode(t: T.Type, depth: int) -> str:
     if isinstance(s, T.Array):
         if s.nelems == 0:
             return "blk"
-        elem = _gcc_mode(s.elem, depth + 1)
+        elem = _gcc_mode(s.elem, below)
         if s.nelems == 1 or elem == "none":
             return elem  # a one-element array has its element's mode
         if elem == "blk":
@@ -263,7 +260,7 @@ def _gcc_mode(t: T.Type, depth: int) -> str:
         msize = T.size_of(mtype)
         if msize == 0:
             continue
-        mode = _gcc_mode(mtype, depth + 1)
+        mode = _gcc_mode(mtype, below)
         if mode == "blk":
             return "blk"
         if msize == size and not spanning:
