@@ -14,6 +14,8 @@ The language, statement by statement (`#` starts a comment):
   hfa_max_members N;           AArch64: the most members a homogeneous FP aggregate has (else 0)
   sysv_max_size N;             x86-64: the largest aggregate classified by eightbytes (else 0)
   clang "TRIPLE"; libc "DIR"...;  libclang's target for C headers; the libc include dirs
+  include "FILE";              the statements of FILE (relative to this one), read here
+A number `Nw` is N words (N x `pointer`, declared before it): what scales with the word.
   stack_base N;                where stack arguments start, bytes above the entry SP
   shared_slots yes;            registers are the first stack slots (ppc64 parameter save area)
   regs POOL = R, R, ...;       an ordered register pool
@@ -191,12 +193,13 @@ class Rule:
     actions: tuple[Action, ...]  # tried in order, the first that finds a place wins
     line: int
     column: int
+    file: str = ""  # the file it is written in, when an include put it in another description
 
     def matches(self, shape, variadic: bool) -> bool:
         return all(c.holds(shape, variadic) for c in self.conds)
 
     def where(self, path: str) -> str:
-        return f"{path}:{self.line}:{self.column}"
+        return f"{self.file or path}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +257,8 @@ class Convention:
 @functools.lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
     grammar = (data_dir("grammars") / "abi.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
+                     start=["start", "body"])
 
 
 def parse_file(path: str | Path, display: str | None = None) -> Convention:
@@ -265,16 +269,24 @@ def parse_file(path: str | Path, display: str | None = None) -> Convention:
         text = path.read_text()
     except OSError as e:
         raise AbiError(f"{name}: {e.strerror or e}") from None
-    return parse_text(text, name)
+    return parse_text(text, name, path.parent)
 
 
-def parse_text(text: str, path: str = "<abi>") -> Convention:
+def parse_text(text: str, path: str = "<abi>", directory: Path | None = None) -> Convention:
+    """`directory`: where the files an `include` names are (default: the current one)."""
+    return _transform(_parse(text, path, "start"), _ToConvention(path, directory or Path(".")))
+
+
+def _parse(text: str, path: str, start: str) -> lark.Tree:
     try:
-        tree = _parser().parse(text)
+        return _parser().parse(text, start=start)
     except lark.UnexpectedInput as e:
         raise AbiError(f"{path}:{e.line}:{e.column}: {_describe(e, text)}") from None
+
+
+def _transform(tree: lark.Tree, transformer: lark.Transformer):
     try:
-        return _ToConvention(path).transform(tree)
+        return transformer.transform(tree)
     except lark.exceptions.VisitError as e:
         if isinstance(e.orig_exc, AbiError):
             raise e.orig_exc from None
@@ -327,19 +339,29 @@ class _ToConvention(lark.Transformer):
     Statements fill a `_Draft`; `start` checks what needs the whole description and builds the
     frozen `Convention`. A new statement is one grammar rule and one method here."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, directory: Path, draft: _Draft | None = None,
+                 including: tuple[str, ...] = ()):
         super().__init__()
         self.path = path
-        self.draft = _Draft()
+        self.directory = directory
+        self.draft = draft or _Draft()
+        self.including = including  # the files whose include led here (a loop is an error)
 
     def err(self, at, what: str) -> AbiError:
         return AbiError(f"{self.path}:{getattr(at, 'line', 0)}:{getattr(at, 'column', 0)}: {what}")
 
     def number(self, tok, at=None) -> int:
+        text = str(tok)
+        words = text.endswith("w")
         try:
-            return int(str(tok), 0)
+            n = int(text[:-1] if words else text, 0)
         except ValueError:
-            raise self.err(at or tok, f"expected a number, got {str(tok)!r}") from None
+            raise self.err(at or tok, f"expected a number, got {text!r}") from None
+        if not words:
+            return n
+        if "pointer" not in self.draft.props or self.draft.props["pointer"].endswith("w"):
+            raise self.err(at or tok, f"{text}: words before the `pointer` size is known")
+        return n * int(self.draft.props["pointer"], 0)
 
     # -- statements ----------------------------------------------------------------------------
     def names(self, meta, kids):
@@ -352,7 +374,26 @@ class _ToConvention(lark.Transformer):
         self.draft.elf = str(kids[0])
 
     def prop(self, meta, kids):
-        self.draft.props[str(kids[0])] = str(kids[1])
+        value = str(kids[1])
+        if value.endswith("w"):  # in words: resolved now, while `pointer` is the one above
+            value = str(self.number(kids[1]))
+        self.draft.props[str(kids[0])] = value
+
+    def include(self, meta, kids):
+        name = str(kids[0])[1:-1]
+        file = self.directory / name
+        shown = str(Path(self.path).parent / name)
+        if shown in self.including or shown == self.path:
+            raise self.err(kids[0], f"include {name}: includes itself")
+        try:
+            text = file.read_text()
+        except OSError as e:
+            raise self.err(kids[0], f"include {name}: {e.strerror or e}") from None
+        sub = _ToConvention(shown, file.parent, self.draft, (*self.including, self.path))
+        _transform(_parse(text, shown, "body"), sub)
+
+    def body(self, meta, kids):
+        return None
 
     def regs(self, meta, kids):
         name = str(kids[0])
@@ -416,10 +457,13 @@ class _ToConvention(lark.Transformer):
     def rule(self, meta, kids):
         conds = tuple(k for k in kids if isinstance(k, (Flag, Compare, Member)))
         acts = tuple(k for k in kids if not isinstance(k, (Flag, Compare, Member)))
-        return Rule(conds, acts, meta.line, meta.column)
+        return Rule(conds, acts, meta.line, meta.column, self._included_from())
 
     def otherwise(self, meta, kids):
-        return Rule((), tuple(kids), meta.line, meta.column)
+        return Rule((), tuple(kids), meta.line, meta.column, self._included_from())
+
+    def _included_from(self) -> str:
+        return self.path if self.including else ""
 
     def _flag_name(self, tok) -> str:
         if str(tok) not in CLASSES | FLAGS:
