@@ -128,19 +128,19 @@ def _where(v: ValueLayout) -> str:
 
 def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNAME,
                   comment: str = COMMENT, btf_id: int | str = BTF_ID,
-                  cache: dict | None = None) -> FunctionView:
+                  cache: dict | None = None, views: dict | None = None) -> FunctionView:
+    """`cache` (pieces) and `views` (argument views, by value, position and field: values recur
+    across prototypes as one object) carry work from one prototype to the next."""
     fields = Namespace(reserved={RETPTR_FIELD})
     args = []
     for i, a in enumerate(f.args):
         field = fields.take(a.name or f"arg{i}")
-        label = c_comment(f"{a.name or f'arg{i}'}: {a.type_name}")
-        if a.unavailable is not None:
-            args.append(ValueView(field, None, f"{label}: unavailable: {c_comment(a.unavailable)}",
-                                  a.size, a.by_ref, ()))
-            continue
-        decl = ctypes.declare(a.type, field)
-        args.append(ValueView(field, decl, f"{label} ({c_comment(_where(a))})", a.size, a.by_ref,
-                              _pieces(a.pieces, big, cache), ctypes.external))
+        view = None if views is None else views.get((a, i, field))
+        if view is None:
+            view = _arg_view(a, i, field, ctypes, big, cache)
+            if views is not None:
+                views[a, i, field] = view
+        args.append(view)
     ret = None
     via_entry = False
     retptr: tuple[PieceView, ...] = ()
@@ -160,6 +160,17 @@ def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNA
     return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr)
 
 
+def _arg_view(a: ValueLayout, i: int, field: str, ctypes: CTypes, big: bool,
+              cache: dict | None) -> ValueView:
+    label = c_comment(f"{a.name or f'arg{i}'}: {a.type_name}")
+    if a.unavailable is not None:
+        return ValueView(field, None, f"{label}: unavailable: {c_comment(a.unavailable)}",
+                         a.size, a.by_ref, ())
+    decl = ctypes.declare(a.type, field)
+    return ValueView(field, decl, f"{label} ({c_comment(_where(a))})", a.size, a.by_ref,
+                     _pieces(a.pieces, big, cache), ctypes.external)
+
+
 def function_comment(f: FunctionLayout) -> str:
     return c_comment(f"{f.name} (BTF id {f.btf_id})" + (", variadic" if f.variadic else ""))
 
@@ -170,11 +181,13 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render) 
     big = arch.byte_order == "big"
     cache: dict[ProtoLayout, str] = {}
     pieces: dict = {}
+    views: dict = {}
     out = []
     for f, cname in zip(arch.functions, names):
         fmt = cache.get(f.proto)
         if fmt is None:
-            fmt = cache[f.proto] = _format(render(function_view(f, ctypes, big, cache=pieces)))
+            fmt = cache[f.proto] = _format(render(function_view(f, ctypes, big, cache=pieces,
+                                                                views=views)))
         out.append(fmt % {"c": cname, "i": f.btf_id, "m": function_comment(f)})
     return out
 

@@ -17,7 +17,7 @@ from btfgen.codegen.render import environment
 from btfgen.records import generic
 from btfgen.gcpause import collector_paused
 from btfgen.records.describe import function_desc
-from btfgen.layout import ArchLayout, ProtoLayout
+from btfgen.layout import ArchLayout, ProtoLayout, ValueLayout
 
 LANGS = ("bpf", "python", "json")
 
@@ -178,7 +178,7 @@ def python_module(arch: ArchLayout, gplans) -> str:
 def manifest_text(arch: ArchLayout) -> str:
     """The manifest as compact JSON: each prototype's part serialised once, every function's
     name and id spliced in (the same text `json.dumps(manifest(arch))` gives)."""
-    from btfgen.layout_json import proto_json, to_json
+    from btfgen.layout_json import to_json, value_json
 
     doc = to_json(replace(arch, functions=()))
     head = json.dumps(doc, separators=(",", ":"))
@@ -186,13 +186,23 @@ def manifest_text(arch: ArchLayout) -> str:
     if not head.endswith(marker):
         return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
     cache: dict[ProtoLayout, str] = {}
+    values: dict[tuple[ValueLayout, bool], str] = {}
+
+    def text(v: ValueLayout, with_name: bool) -> str:
+        t = values.get((v, with_name))
+        if t is None:
+            t = values[v, with_name] = json.dumps(value_json(v, with_name), separators=(",", ":"))
+        return t
+
     parts = []
     for f in arch.functions:
         rest = cache.get(f.proto)
         if rest is None:
-            args, ret = proto_json(f.proto)
-            d = {"args": args, "ret": ret, "variadic": f.proto.variadic}
-            rest = cache[f.proto] = json.dumps(d, separators=(",", ":"))[1:]
+            p = f.proto
+            rest = cache[p] = (
+                '"args":[' + ",".join(text(a, True) for a in p.args) + '],"ret":'
+                + ("null" if p.ret is None else text(p.ret, False))
+                + (',"variadic":true}' if p.variadic else ',"variadic":false}'))
         parts.append(f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rest}')
     return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
 

@@ -70,6 +70,13 @@ def _members(t: T.Composite, base_bits: int, depth: int, memo: dict):
         yield (m.name, base_bits + m.bit_offset, m.bitfield_size, _type_desc(mt, below, memo))
 
 
+def _value_desc_memo(v: ValueLayout, byte_order: str, memo: dict) -> tuple:
+    d = memo.get(v)  # type descriptors are under int type ids, values under themselves
+    if d is None:
+        d = memo[v] = value_desc(v, byte_order, memo)
+    return d
+
+
 def value_desc(v: ValueLayout, byte_order: str, memo: dict | None = None) -> tuple:
     pieces = []
     for p in v.pieces:
@@ -119,11 +126,12 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
                   gplan: GenericPlan | None = None, memo: dict | None = None) -> tuple:
     order = "little" if byte_order == "little" else "big"
     memo = {} if memo is None else memo
-    args = tuple(value_desc(a, byte_order, memo) for a in f.args)
+    # Values recur across prototypes as one object: the memo keeps their descriptors too.
+    args = tuple(_value_desc_memo(a, byte_order, memo) for a in f.args)
     ret = None
     if f.ret is not None:
         needs_entry = f.ret.by_ref and not f.ret.at_exit
-        ret = (value_desc(f.ret, byte_order, memo), needs_entry)
+        ret = (_value_desc_memo(f.ret, byte_order, memo), needs_entry)
     gplan = gplan or generic_plan(f, byte_order, pointer_size)
 
     def plans(ps):
