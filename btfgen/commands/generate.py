@@ -118,6 +118,15 @@ def read_funcs_file(path: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # One pause for the whole run: re-enabled between placing and rendering, the collector
+    # would make one full pass over everything placed (a quarter second on a kernel) for nothing.
+    from btfgen.gcpause import collector_paused
+
+    with collector_paused():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     langs = parse_langs(args.lang)
     wanted = list(args.func)
     if args.funcs_file:
