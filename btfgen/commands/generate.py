@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
     progress("reading BTF")
     btf = headers_from_args(args) or open_btf(args.btf, base=args.base)
     conv = convention_for(btf, args.arch)
-    from btfgen.commands.select import select_functions
+    from btfgen.codegen.select import select_functions
 
     funcs, missing = select_functions(btf, wanted)
     progress(f"placing {len(funcs)} functions")
