@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from btfgen.btf.types import Type
 
+# The trace contexts a layout can refer to (every description describes both).
+CTX_NAMES = ("pt_regs", "ftrace_regs")
+
 
 @dataclass(frozen=True, slots=True)
 class RegPiece:
@@ -42,8 +45,12 @@ class StackPiece:
 Piece = RegPiece | StackPiece
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ValueLayout:
+    """One placed value. Placement hands the same object to every prototype where the value
+    (its type, name and allocation state) recurs, so like ProtoLayout it compares and hashes by
+    identity and outputs cache per-value work under it."""
+
     name: str  # parameter name ("" for the return value or an unnamed parameter)
     type: Type
     type_name: str  # C spelling

@@ -8,9 +8,7 @@ arch-specific fact is in btfgen/abi/arches/<arch>.abi.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from btfgen.abi.classify import Classifier, Shape, pointer_shape
@@ -30,6 +28,7 @@ from btfgen.abi.dsl import (
 from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.errors import ArchError
+from btfgen.gcpause import collector_paused
 from btfgen.layout import (
     ArchLayout,
     CtxInfo,
@@ -238,9 +237,10 @@ class _Engine:
         return pieces
 
     def _chunks(self, act: Chunks, shape: Shape, alloc: _Alloc) -> list[_Raw]:
-        """System V x86-64: each eightbyte from the pool of its class, all or none."""
+        """System V x86-64: each eightbyte (a word) from the pool of its class, all or none."""
         int_pool, fp_pool = act.int_pool, act.fp_pool
-        classes = shape.sysv or ("INTEGER",) * max(1, (shape.size + 7) // 8)
+        w = self.word
+        classes = shape.sysv or ("INTEGER",) * max(1, (shape.size + w - 1) // w)
         want = {int_pool: classes.count("INTEGER"), fp_pool: classes.count("SSE")}
         pools = self.conv.pools
         index = self._pool_index
@@ -254,7 +254,7 @@ class _Engine:
             name = int_pool if cls == "INTEGER" else fp_pool
             idx = alloc.next[index[name]]
             alloc.next[index[name]] = idx + 1
-            pieces.append(_InReg(pools[name][idx], 8 * k, min(8, shape.size - 8 * k)))
+            pieces.append(_InReg(pools[name][idx], w * k, min(w, shape.size - w * k)))
         return pieces
 
     def _stack(self, act: Stack, shape: Shape, alloc: _Alloc) -> list[_Raw]:
@@ -403,29 +403,15 @@ def _engine(types, conv: Convention, ctx: str) -> _Engine:
         where = getattr(types, "path", "the type table")
         raise ArchError(f"{where}: {order}-endian BTF, but arch {conv.name} is "
                         f"{conv.byte_order}-endian")
-    return _Engine(conv, resolve_ctx(types, conv, ctx), Classifier(conv.max_align))
+    return _Engine(conv, resolve_ctx(types, conv, ctx), Classifier.for_convention(conv))
 
 
 def place_functions(types, conv: Convention, funcs: Iterable[T.Func],
                     ctx: str = "pt_regs") -> ArchLayout:
     """Place every function of `funcs` (FUNC types of `types`) with `conv`, for `ctx`."""
     engine = _engine(types, conv, ctx)
-    with _collector_paused():
+    with collector_paused():
         layouts = tuple(engine.function(f) for f in funcs)
     return ArchLayout(conv.name, conv.byte_order, conv.pointer_size, engine.ctx, layouts,
                       max_scalar_align=conv.max_align,
                       target_arch=conv.target_arch)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Placing a whole kernel allocates ~10^5 objects that all stay alive (decoded types,
-    layouts, caches): the cyclic garbage collector's repeated passes over them would find
-    nothing to free and cost ~40% of the run. Paused for the duration, then restored."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -42,6 +42,9 @@ def test_wheel_carries_data(installed):
     assert any(f.startswith("btfgen/templates/") and f.endswith(".j2") for f in files), files
     assert any(f.startswith("btfgen/grammars/") and f.endswith(".lark") for f in files), files
     assert any(f.startswith("btfgen/abi/arches/") and f.endswith(".abi") for f in files), files
+    # every file a description includes (riscv.inc)
+    shipped = {p.name for p in (Path(__file__).resolve().parents[1] / "btfgen/abi/arches").iterdir()}
+    assert {f"btfgen/abi/arches/{n}" for n in shipped if n.endswith((".abi", ".inc"))} <= files
 
 
 def test_installed_package_finds_its_data_from_elsewhere(installed):

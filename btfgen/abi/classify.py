@@ -3,8 +3,9 @@
 A `Shape` is the type seen by ABI rules: its class, size, alignment and signedness, plus the
 classifications some ABIs define on aggregates: the System V x86-64 eightbyte classes and the
 AArch64 homogeneous floating-point aggregate (HFA), GCC's machine-mode class (i386 passes and
-returns by it) and the AAPCS bitfield alignment. Nothing here is arch-specific beyond the
-`max_align` the caller passes in.
+returns by it) and the AAPCS bitfield alignment. Nothing here is arch-specific: the limits come
+from the description (`max_align`, `hfa_max_members`, `sysv_max_size`, the word for the
+eightbytes), and a classification an arch does not ask for (limit 0) is never computed.
 """
 
 from __future__ import annotations
@@ -83,9 +84,18 @@ class _Leaf:
 class Classifier:
     """Shapes by type id for one type table; the cache is what keeps placing 56k functions fast."""
 
-    def __init__(self, max_align: int):
+    def __init__(self, max_align: int, *, hfa_max_members: int = 0, sysv_max_size: int = 0,
+                 word: int = 8):
         self.max_align = max_align
+        self.hfa_max_members = hfa_max_members
+        self.sysv_max_size = sysv_max_size  # also the eightbyte classes' limit
+        self.word = word  # the width of one System V "eightbyte" (chunks(...) places by it)
         self._cache: dict[int, Shape] = {}
+
+    @classmethod
+    def for_convention(cls, conv) -> Classifier:
+        return cls(conv.max_align, hfa_max_members=conv.hfa_max_members,
+                   sysv_max_size=conv.sysv_max_size, word=conv.pointer_size)
 
     def shape(self, t: T.Type) -> Shape:
         hit = self._cache.get(t.id)
@@ -122,22 +132,24 @@ class Classifier:
         bf_align = _bitfield_align(s, self.max_align)
         if size > MAX_FLATTEN:
             return Shape("aggregate", size, align, bitfield_align=bf_align)
-        leaves: list[_Leaf] = []
-        _flatten(s, 0, self.max_align, leaves, 0)
-        hfa = _hfa(s, 0)
+        sysv: tuple[str, ...] = ()
+        if 0 < size <= self.sysv_max_size:
+            leaves: list[_Leaf] = []
+            _flatten(s, 0, self.max_align, leaves, 0)
+            sysv = _sysv_classes(leaves, size, self.word)
+        hfa = _hfa(s, 0) if self.hfa_max_members else None
         return Shape(
             "aggregate", size, align,
-            sysv=(sysv := _sysv_classes(leaves, size)),
+            sysv=sysv,
             sysv_memory=not sysv,
-            hfa_members=hfa[1] if hfa and 1 <= hfa[1] <= 4 else 0,
+            hfa_members=hfa[1] if hfa and 1 <= hfa[1] <= self.hfa_max_members else 0,
             mode=_gcc_mode(s, 0) if size <= 16 else "blk",
             bitfield_align=bf_align,
         )
 
 
 def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int) -> None:
-    if depth > T.MAX_CHAIN:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    below = T.descend(t, depth)
     s = T.strip(t)
     if isinstance(s, T.Composite):
         for m in s.members:
@@ -147,13 +159,13 @@ def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int)
                 last = (m.bit_offset + m.bitfield_size - 1) // 8
                 out.append(_Leaf(base + first, last - first + 1, "int", False))
             else:
-                _flatten(m.type, base + m.bit_offset // 8, max_align, out, depth + 1)
+                _flatten(m.type, base + m.bit_offset // 8, max_align, out, below)
         return
     if isinstance(s, T.Array):
         elem = s.elem
         esize = T.size_of(elem)
         for i in range(s.nelems if esize else 0):
-            _flatten(elem, base + i * esize, max_align, out, depth + 1)
+            _flatten(elem, base + i * esize, max_align, out, below)
         return
     size = T.size_of(s)
     align = T.align_of(s, max_align)
@@ -161,20 +173,19 @@ def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int)
     out.append(_Leaf(base, size, kind, bool(base % align)))
 
 
-def _sysv_classes(leaves: list[_Leaf], size: int) -> tuple[str, ...]:
-    """System V x86-64 psABI 3.2.3 for an aggregate: () means MEMORY."""
-    if size > 16 or size == 0:
-        return ()
-    n = (size + 7) // 8
+def _sysv_classes(leaves: list[_Leaf], size: int, word: int) -> tuple[str, ...]:
+    """System V x86-64 psABI 3.2.3 for an aggregate of at most the description's limit: () means
+    MEMORY. `word` is the eightbyte."""
+    n = (size + word - 1) // word
     classes = ["NONE"] * n
     for leaf in leaves:
         if leaf.misaligned:
             return ()  # unaligned fields make the whole aggregate MEMORY
-        if leaf.kind == "float" and leaf.size > 8:
+        if leaf.kind == "float" and leaf.size > word:
             return ()  # long double (X87) members: MEMORY
         if leaf.size == 0:
             continue
-        for i in range(leaf.offset // 8, (leaf.offset + leaf.size - 1) // 8 + 1):
+        for i in range(leaf.offset // word, (leaf.offset + leaf.size - 1) // word + 1):
             if leaf.kind == "int" or classes[i] == "INTEGER":
                 classes[i] = "INTEGER"
             else:
@@ -189,13 +200,12 @@ def _hfa(t: T.Type, depth: int) -> tuple[int, int] | None:
     Fundamental Data Type in `t` is the same floating-point type and nothing pads it, else None.
     A struct adds its members' counts, a union takes the largest (union { double a[2]; double
     b; } is a two-member HFA), an array multiplies."""
-    if depth > T.MAX_CHAIN:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    below = T.descend(t, depth)
     s = T.strip(t)
     if isinstance(s, T.Float):
         return s.size, 1
     if isinstance(s, T.Array):
-        sub = _hfa(s.elem, depth + 1)
+        sub = _hfa(s.elem, below)
         return (sub[0], sub[1] * s.nelems) if sub else None
     if not isinstance(s, T.Composite):
         return None
@@ -204,7 +214,7 @@ def _hfa(t: T.Type, depth: int) -> tuple[int, int] | None:
     for m in s.members:
         if m.bitfield_size:
             return None
-        sub = _hfa(m.type, depth + 1)
+        sub = _hfa(m.type, below)
         if sub is None or (width and sub[0] != width):
             return None
         width = sub[0]
@@ -224,8 +234,7 @@ def _gcc_mode(t: T.Type, depth: int) -> str:
     takes the mode of a field spanning it (struct { double d; } is DFmode: an x87 value), a
     union never does. BTF cannot tell `char c[0]` (ignored by gcc) from a flexible array member
     (which makes the struct BLKmode); the kernel uses only the latter."""
-    if depth > T.MAX_CHAIN:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {T.MAX_CHAIN} (a cycle?)")
+    below = T.descend(t, depth)
     s = T.strip(t)
     if isinstance(s, T.Float):
         return "float"
@@ -235,7 +244,7 @@ def _gcc_mode(t: T.Type, depth: int) -> str:
     if isinstance(s, T.Array):
         if s.nelems == 0:
             return "blk"
-        elem = _gcc_mode(s.elem, depth + 1)
+        elem = _gcc_mode(s.elem, below)
         if s.nelems == 1 or elem == "none":
             return elem  # a one-element array has its element's mode
         if elem == "blk":
@@ -251,7 +260,7 @@ def _gcc_mode(t: T.Type, depth: int) -> str:
         msize = T.size_of(mtype)
         if msize == 0:
             continue
-        mode = _gcc_mode(mtype, depth + 1)
+        mode = _gcc_mode(mtype, below)
         if mode == "blk":
             return "blk"
         if msize == size and not spanning:

@@ -89,14 +89,14 @@ def field_location(struct: T.Type, path: str) -> tuple[int, int] | None:
 
 def _member(t: T.Type, name: str, depth: int) -> tuple[int, T.Type] | None:
     """A member by name, looking through anonymous struct/union members as C does."""
-    if not isinstance(t, T.Composite) or depth > T.MAX_CHAIN:
+    if not isinstance(t, T.Composite):
         return None
     for m in t.members:
         if m.name == name:
             return m.bit_offset, m.type
     for m in t.members:
         if not m.name:
-            inner = _member(T.strip(m.type), name, depth + 1)
+            inner = _member(T.strip(m.type), name, T.descend(t, depth))
             if inner is not None:
                 return m.bit_offset + inner[0], inner[1]
     return None

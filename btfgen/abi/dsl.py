@@ -11,6 +11,11 @@ The language, statement by statement (`#` starts a comment):
   family N...;                 shared names (kernel ARCH, __TARGET_ARCH_*) picked by pointer size
   elf EM_...;                  the ELF e_machine that means this arch
   pointer N; endian little|big; max_align N; slot N;
+  hfa_max_members N;           AArch64: the most members a homogeneous FP aggregate has (else 0)
+  sysv_max_size N;             x86-64: the largest aggregate classified by eightbytes (else 0)
+  clang "TRIPLE"; libc "DIR"...;  libclang's target for C headers; the libc include dirs
+  include "FILE";              the statements of FILE (relative to this one), read here
+A number `Nw` is N words (N x `pointer`, declared before it): what scales with the word.
   stack_base N;                where stack arguments start, bytes above the entry SP
   shared_slots yes;            registers are the first stack slots (ppc64 parameter save area)
   regs POOL = R, R, ...;       an ordered register pool
@@ -19,6 +24,8 @@ The language, statement by statement (`#` starts a comment):
   sret_exit R;                 the callee returns that pointer in R (readable at exit)
   args { RULE... }  ret { RULE... }
   ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
+  ctx ftrace_regs "struct" ... wraps pt_regs as MEMBER;   the registers of a ctx described above,
+                               in a struct that holds it at offset 0 as MEMBER
   dwarf cfa N { HWREG = DWARFNO; ... sp = DWARFNO; }
                                DWARF facts: at the first instruction the CFA (call frame address,
                                what DW_OP_call_frame_cfa and most frame bases mean) is the entry
@@ -60,6 +67,7 @@ import lark
 from lark import v_args
 
 from btfgen.errors import AbiError
+from btfgen.layout import CTX_NAMES
 from btfgen.resources import data_dir
 
 # What a condition may test (see btfgen/abi/classify.py for their meaning).
@@ -67,7 +75,6 @@ CLASSES = frozenset({"integer", "bool", "enum", "pointer", "float", "aggregate",
 FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "float_mode"})
 NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align"})
 REG_OPTIONS = frozenset({"even", "split", "per_member"})
-CTX_NAMES = ("pt_regs", "ftrace_regs")
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
         "==": operator.eq, "!=": operator.ne}
@@ -190,12 +197,13 @@ class Rule:
     actions: tuple[Action, ...]  # tried in order, the first that finds a place wins
     line: int
     column: int
+    file: str = ""  # the file it is written in, when an include put it in another description
 
     def matches(self, shape, variadic: bool) -> bool:
         return all(c.holds(shape, variadic) for c in self.conds)
 
     def where(self, path: str) -> str:
-        return f"{path}:{self.line}:{self.column}"
+        return f"{self.file or path}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +256,11 @@ class Convention:
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
     dwarf: DwarfFacts | None = None
+    # What classify.py computes beyond class, size and alignment: 0 turns a classification off.
+    hfa_max_members: int = 0
+    sysv_max_size: int = 0
+    clang_triple: str = ""  # libclang's target for C headers; "": headers unsupported
+    libc_dirs: tuple[str, ...] = ()
 
     @property
     def target_arch(self) -> str:
@@ -261,7 +274,8 @@ class Convention:
 @functools.lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
     grammar = (data_dir("grammars") / "abi.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
+                     start=["start", "body"])
 
 
 def parse_file(path: str | Path, display: str | None = None) -> Convention:
@@ -272,16 +286,24 @@ def parse_file(path: str | Path, display: str | None = None) -> Convention:
         text = path.read_text()
     except OSError as e:
         raise AbiError(f"{name}: {e.strerror or e}") from None
-    return parse_text(text, name)
+    return parse_text(text, name, path.parent)
 
 
-def parse_text(text: str, path: str = "<abi>") -> Convention:
+def parse_text(text: str, path: str = "<abi>", directory: Path | None = None) -> Convention:
+    """`directory`: where the files an `include` names are (default: the current one)."""
+    return _transform(_parse(text, path, "start"), _ToConvention(path, directory or Path(".")))
+
+
+def _parse(text: str, path: str, start: str) -> lark.Tree:
     try:
-        tree = _parser().parse(text)
+        return _parser().parse(text, start=start)
     except lark.UnexpectedInput as e:
         raise AbiError(f"{path}:{e.line}:{e.column}: {_describe(e, text)}") from None
+
+
+def _transform(tree: lark.Tree, transformer: lark.Transformer):
     try:
-        return _ToConvention(path).transform(tree)
+        return transformer.transform(tree)
     except lark.exceptions.VisitError as e:
         if isinstance(e.orig_exc, AbiError):
             raise e.orig_exc from None
@@ -322,6 +344,8 @@ class _Draft:
     sret_mode: str = "arg"
     sret_reg: str | None = None
     sret_exit: str | None = None
+    clang: str = ""
+    libc: tuple = ()
     rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
     ctxs: dict = field(default_factory=dict)
     dwarf: DwarfFacts | None = None
@@ -333,19 +357,29 @@ class _ToConvention(lark.Transformer):
     Statements fill a `_Draft`; `start` checks what needs the whole description and builds the
     frozen `Convention`. A new statement is one grammar rule and one method here."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, directory: Path, draft: _Draft | None = None,
+                 including: tuple[str, ...] = ()):
         super().__init__()
         self.path = path
-        self.draft = _Draft()
+        self.directory = directory
+        self.draft = draft or _Draft()
+        self.including = including  # the files whose include led here (a loop is an error)
 
     def err(self, at, what: str) -> AbiError:
         return AbiError(f"{self.path}:{getattr(at, 'line', 0)}:{getattr(at, 'column', 0)}: {what}")
 
     def number(self, tok, at=None) -> int:
+        text = str(tok)
+        words = text.endswith("w")
         try:
-            return int(str(tok), 0)
+            n = int(text[:-1] if words else text, 0)
         except ValueError:
-            raise self.err(at or tok, f"expected a number, got {str(tok)!r}") from None
+            raise self.err(at or tok, f"expected a number, got {text!r}") from None
+        if not words:
+            return n
+        if "pointer" not in self.draft.props or self.draft.props["pointer"].endswith("w"):
+            raise self.err(at or tok, f"{text}: words before the `pointer` size is known")
+        return n * int(self.draft.props["pointer"], 0)
 
     # -- statements ----------------------------------------------------------------------------
     def names(self, meta, kids):
@@ -358,7 +392,26 @@ class _ToConvention(lark.Transformer):
         self.draft.elf = str(kids[0])
 
     def prop(self, meta, kids):
-        self.draft.props[str(kids[0])] = str(kids[1])
+        value = str(kids[1])
+        if value.endswith("w"):  # in words: resolved now, while `pointer` is the one above
+            value = str(self.number(kids[1]))
+        self.draft.props[str(kids[0])] = value
+
+    def include(self, meta, kids):
+        name = str(kids[0])[1:-1]
+        file = self.directory / name
+        shown = str(Path(self.path).parent / name)
+        if shown in self.including or shown == self.path:
+            raise self.err(kids[0], f"include {name}: includes itself")
+        try:
+            text = file.read_text()
+        except OSError as e:
+            raise self.err(kids[0], f"include {name}: {e.strerror or e}") from None
+        sub = _ToConvention(shown, file.parent, self.draft, (*self.including, self.path))
+        _transform(_parse(text, shown, "body"), sub)
+
+    def body(self, meta, kids):
+        return None
 
     def regs(self, meta, kids):
         name = str(kids[0])
@@ -377,6 +430,12 @@ class _ToConvention(lark.Transformer):
 
     def sret_exit(self, meta, kids):
         self.draft.sret_exit = str(kids[0])
+
+    def clang(self, meta, kids):
+        self.draft.clang = str(kids[0])[1:-1]
+
+    def libc(self, meta, kids):
+        self.draft.libc = tuple(str(t)[1:-1] for t in kids)
 
     def rules(self, meta, kids):
         which, *rules = kids
@@ -409,6 +468,17 @@ class _ToConvention(lark.Transformer):
             raise self.err(meta, "dwarf: no `sp` entry (the stack pointer's number)")
         self.draft.dwarf = DwarfFacts(self.number(cfa), regs)
 
+    def ctx_wraps(self, meta, kids):
+        name_tok, *structs, inner, member = kids
+        if str(name_tok) not in CTX_NAMES:
+            raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        wrapped = self.draft.ctxs.get(str(inner))
+        if wrapped is None:
+            raise self.err(inner, f"ctx {name_tok} wraps {inner}, which is not described above")
+        entries = tuple(replace(e, field=f"{member}.{e.field}") for e in wrapped.entries)
+        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), tuple(str(s)[1:-1] for s in structs),
+                                                 wrapped.size, entries)
+
     def ctx_entry(self, meta, kids):
         hw, fld, off, *sz = kids
         return CtxEntry(str(hw), str(fld), self.number(off), self.number(sz[0]) if sz else 0)
@@ -417,10 +487,13 @@ class _ToConvention(lark.Transformer):
     def rule(self, meta, kids):
         conds = tuple(k for k in kids if isinstance(k, (Flag, Compare, Member)))
         acts = tuple(k for k in kids if not isinstance(k, (Flag, Compare, Member)))
-        return Rule(conds, acts, meta.line, meta.column)
+        return Rule(conds, acts, meta.line, meta.column, self._included_from())
 
     def otherwise(self, meta, kids):
-        return Rule((), tuple(kids), meta.line, meta.column)
+        return Rule((), tuple(kids), meta.line, meta.column, self._included_from())
+
+    def _included_from(self) -> str:
+        return self.path if self.including else ""
 
     def _flag_name(self, tok) -> str:
         if str(tok) not in CLASSES | FLAGS:
@@ -534,4 +607,8 @@ class _ToConvention(lark.Transformer):
             ret_rules=d.rules["ret"],
             ctxs=ctxs,
             dwarf=d.dwarf,
+            hfa_max_members=self.number(props.get("hfa_max_members", "0"), meta),
+            sysv_max_size=self.number(props.get("sysv_max_size", "0"), meta),
+            clang_triple=d.clang,
+            libc_dirs=d.libc,
         )

@@ -8,7 +8,6 @@ appends its parameter list, and a pointer to an array or function needs parenthe
 from __future__ import annotations
 
 from btfgen.btf.types import (
-    MAX_CHAIN,
     Array,
     Composite,
     Const,
@@ -25,16 +24,12 @@ from btfgen.btf.types import (
     Struct,
     Type,
     Typedef,
-    TypeError_,
     TypeTag,
     Var,
     Void,
     Volatile,
+    descend,
 )
-
-# Deep enough for any real declarator; only a cycle through function prototypes gets here
-# (the reader refuses cycles made of pointers and qualifiers).
-MAX_DEPTH = 4 * MAX_CHAIN
 
 _QUALIFIER_WORDS = ((Const, "const"), (Volatile, "volatile"), (Restrict, "restrict"))
 
@@ -65,9 +60,7 @@ def _qualifier(t: Type) -> str | None:
 
 
 def _spell(t: Type, declarator: str, depth: int) -> str:
-    if depth > MAX_DEPTH:
-        raise TypeError_(f"type {t.id}: declarator nested deeper than {MAX_DEPTH} (a cycle?)")
-    depth += 1
+    depth = descend(t, depth)
     if isinstance(t, Void):
         return _join("void", declarator)
     if isinstance(t, (Int, Float, Typedef)):

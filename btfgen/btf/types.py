@@ -273,8 +273,22 @@ class DeclTag(_Ref):
 
 
 # ---------------------------------------------------------------------------------------------
-# Measuring types. A chain longer than this is a cycle in hostile BTF, not a real kernel type.
-MAX_CHAIN = 64
+# Walking and measuring types. The one depth limit and cycle rule of every walk over types
+# (measuring here; spelling in cnames and codegen.cdecl, classifying in abi.classify, describing
+# in records.describe, ctx fields in abi.ctx): a chain or a nesting
+# deeper than this is a cycle in hostile BTF, not a real kernel type. The reader refuses loops
+# of references when it decodes; a loop through members (struct a { struct a x; }) only shows
+# as depth.
+MAX_DEPTH = 64
+MAX_CHAIN = MAX_DEPTH  # the modifier chains strip() follows
+
+
+def descend(t: Type, depth: int) -> int:
+    """The depth one step below `t` (into a type it refers to), or TypeError_ past MAX_DEPTH."""
+    if depth >= MAX_DEPTH:
+        raise TypeError_(f"type {t.id}: nested deeper than {MAX_DEPTH} (a cycle?)")
+    return depth + 1
+
 
 _QUALIFIERS = (Typedef, Volatile, Const, Restrict, TypeTag)
 
@@ -298,15 +312,13 @@ def strip_cv(t: Type) -> Type:
 
 
 def size_of(t: Type, _depth: int = 0) -> int:
-    if _depth > MAX_CHAIN:
-        raise TypeError_(f"type {t.id}: nested deeper than {MAX_CHAIN} (a cycle?)")
     t = strip(t)
     if isinstance(t, (Int, Composite, Enum, Float, Datasec)):
         return t.size
     if isinstance(t, Ptr):
         return t.table.pointer_size
     if isinstance(t, Array):
-        return t.nelems * size_of(t.elem, _depth + 1)
+        return t.nelems * size_of(t.elem, descend(t, _depth))
     raise TypeError_(f"type {t.id} ({t.name or t.kind.name}): has no size")
 
 
@@ -321,21 +333,19 @@ def align_of(t: Type, max_scalar_align: int, _depth: int = 0) -> int:
     past the naturally rounded size, raises the alignment to the smallest power of two that
     explains it.
     """
-    if _depth > MAX_CHAIN:
-        raise TypeError_(f"type {t.id}: nested deeper than {MAX_CHAIN} (a cycle?)")
     t = strip(t)
     if isinstance(t, (Int, Enum, Float)):
         return min(t.size, max_scalar_align) or 1
     if isinstance(t, Ptr):
         return min(t.table.pointer_size, max_scalar_align)
     if isinstance(t, Array):
-        return align_of(t.elem, max_scalar_align, _depth + 1)
+        return align_of(t.elem, max_scalar_align, descend(t, _depth))
     if isinstance(t, Composite):
         align = 1
         end = 0  # bytes the members seen so far occupy
         for m in t.members:
             # A bitfield contributes its base type's alignment (gcc), but cannot prove packing.
-            a = align_of(m.type, max_scalar_align, _depth + 1)
+            a = align_of(m.type, max_scalar_align, descend(t, _depth))
             if m.bitfield_size:
                 end = max(end, -(-(m.bit_offset + m.bitfield_size) // 8))
             else:
@@ -344,7 +354,7 @@ def align_of(t: Type, max_scalar_align: int, _depth: int = 0) -> int:
                 offset = m.offset
                 if isinstance(t, Struct) and offset > _round_up(end, a):
                     a = _alignment_explaining(end, offset, a)
-                end = max(end, offset + size_of(m.type, _depth + 1))
+                end = max(end, offset + size_of(m.type, descend(t, _depth)))
             align = max(align, a)
         if t.size > _round_up(end, align):
             align = _alignment_explaining(end, t.size, align)

@@ -18,9 +18,9 @@ from btfgen.errors import HeaderError
 from . import clang as C
 from .convert import Builder, FuncDecl, Unsupported
 from .table import HeaderTypes
-from .targets import TARGETS, target_for
+from .targets import target_for, targets
 
-__all__ = ["HeaderTypes", "load_headers", "TARGETS"]
+__all__ = ["HeaderTypes", "load_headers", "targets"]
 
 _MAIN = "<btfgen-headers>.c"
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from btfgen.btf import types as T
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
-from btfgen.decoding import generic
+from btfgen.records import generic, spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 RETPTR_FIELD = "btfgen_retptr"
@@ -109,6 +109,9 @@ class HeaderView:
     data_size: int
     op_limit: int
     carry_missing_bit: int
+    op_fields: tuple[spec_format.Field, ...] = spec_format.OP
+    spec_fields: tuple[spec_format.Field, ...] = spec_format.SPEC_HEAD
+    record_fields: tuple[spec_format.Field, ...] = spec_format.RECORD_HEAD
 
 
 def reg_type(size: int) -> str:
@@ -148,19 +151,19 @@ def _where(v: ValueLayout) -> str:
 
 def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNAME,
                   comment: str = COMMENT, btf_id: int | str = BTF_ID,
-                  cache: dict | None = None) -> FunctionView:
+                  cache: dict | None = None, views: dict | None = None) -> FunctionView:
+    """`cache` (pieces) and `views` (argument views, by value, position and field: values recur
+    across prototypes as one object) carry work from one prototype to the next."""
     fields = Namespace(reserved={RETPTR_FIELD})
     args = []
     for i, a in enumerate(f.args):
         field = fields.take(a.name or f"arg{i}")
-        label = c_comment(f"{a.name or f'arg{i}'}: {a.type_name}")
-        if a.unavailable is not None:
-            args.append(ValueView(field, None, f"{label}: unavailable: {c_comment(a.unavailable)}",
-                                  a.size, a.by_ref, ()))
-            continue
-        decl = ctypes.declare(a.type, field)
-        args.append(ValueView(field, decl, f"{label} ({c_comment(_where(a))})", a.size, a.by_ref,
-                              _pieces(a.pieces, big, cache), ctypes.external))
+        view = None if views is None else views.get((a, i, field))
+        if view is None:
+            view = _arg_view(a, i, field, ctypes, big, cache)
+            if views is not None:
+                views[a, i, field] = view
+        args.append(view)
     ret = None
     via_entry = False
     retptr: tuple[PieceView, ...] = ()
@@ -180,6 +183,17 @@ def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNA
     return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr)
 
 
+def _arg_view(a: ValueLayout, i: int, field: str, ctypes: CTypes, big: bool,
+              cache: dict | None) -> ValueView:
+    label = c_comment(f"{a.name or f'arg{i}'}: {a.type_name}")
+    if a.unavailable is not None:
+        return ValueView(field, None, f"{label}: unavailable: {c_comment(a.unavailable)}",
+                         a.size, a.by_ref, ())
+    decl = ctypes.declare(a.type, field)
+    return ValueView(field, decl, f"{label} ({c_comment(_where(a))})", a.size, a.by_ref,
+                     _pieces(a.pieces, big, cache), ctypes.external)
+
+
 def function_comment(f: FunctionLayout) -> str:
     return c_comment(f"{f.name} (BTF id {f.btf_id})" + (", variadic" if f.variadic else ""))
 
@@ -190,14 +204,22 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render) 
     big = arch.byte_order == "big"
     cache: dict[ProtoLayout, str] = {}
     pieces: dict = {}
+    views: dict = {}
     out = []
     for f, cname in zip(arch.functions, names):
-        text = cache.get(f.proto)
-        if text is None:
-            text = cache[f.proto] = render(function_view(f, ctypes, big, cache=pieces))
-        out.append(text.replace(CNAME, cname).replace(BTF_ID, str(f.btf_id))
-                   .replace(COMMENT, function_comment(f)))
+        fmt = cache.get(f.proto)
+        if fmt is None:
+            fmt = cache[f.proto] = _format(render(function_view(f, ctypes, big, cache=pieces,
+                                                                views=views)))
+        out.append(fmt % {"c": cname, "i": f.btf_id, "m": function_comment(f)})
     return out
+
+
+def _format(text: str) -> str:
+    """A block rendered with the placeholders as a %-format: one pass per function fills in all
+    three."""
+    return (text.replace("%", "%%").replace(CNAME, "%(c)s").replace(BTF_ID, "%(i)d")
+            .replace(COMMENT, "%(m)s"))
 
 
 def function_names(functions: tuple[FunctionLayout, ...]) -> list[str]:
@@ -235,18 +257,20 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
     )
 
 
-def spec_views(arch: ArchLayout, names: list[str], plans, render) -> tuple[SpecView, ...]:
-    """The table rows; `render(SpecOpsView)` once per prototype."""
-    cache: dict[ProtoLayout, str] = {}
-    out = []
-    for f, n, p in zip(arch.functions, names, plans):
-        ops = cache.get(f.proto)
-        if ops is None:
-            ops = cache[f.proto] = render(SpecOpsView(len(p.entry_ops), len(p.exit_ops),
-                                                    arch.pointer_size, p.carry_code,
-                                                    p.entry_ops + p.exit_ops))
-        out.append(SpecView(n, f.btf_id, ops))
-    return tuple(out)
+def spec_views(arch: ArchLayout, names: list[str], plans, render_all) -> tuple[SpecView, ...]:
+    """The table rows; `render_all([SpecOpsView])` once, with one view per prototype, gives
+    their texts in order (a render per prototype costs more in the template engine's setup than
+    in the text)."""
+    index: dict[ProtoLayout, int] = {}
+    views = []
+    for f, p in zip(arch.functions, plans):
+        if f.proto not in index:
+            index[f.proto] = len(views)
+            views.append(SpecOpsView(len(p.entry_ops), len(p.exit_ops), arch.pointer_size,
+                                     p.carry_code, p.entry_ops + p.exit_ops))
+    texts = render_all(views)
+    return tuple(SpecView(n, f.btf_id, texts[index[f.proto]])
+                 for f, n in zip(arch.functions, names))
 
 
 _NULL = "(void *)0"

@@ -79,7 +79,10 @@ class CTypes:
         if hit is None:
             # Spelled once per type with NUL for the name (no spelling contains a NUL).
             self.external = False
-            decl = self._spell(t, "\0", 0)
+            try:
+                decl = self._spell(t, "\0", 0)
+            except T.TypeError_:  # nested past the one depth limit: a cycle, bytes it is
+                decl = None
             if decl is None:
                 decl = bytes_decl("\0", T.size_of(t), self.align(t))
             hit = self._decls[t.id] = (decl, self.external)
@@ -93,17 +96,16 @@ class CTypes:
             return 1
 
     def _spell(self, t: T.Type, decl: str, depth: int) -> str | None:
-        if depth > T.MAX_CHAIN:
-            return None
+        below = T.descend(t, depth)
         sep = " " if decl else ""
         if isinstance(t, (T.Const, T.Volatile, T.Restrict, T.TypeTag)):
-            return self._spell(t.type, decl, depth + 1)
+            return self._spell(t.type, decl, below)
         if isinstance(t, T.Typedef):
             if (self.mode == "vmlinux" and self._nameable("typedef", t.name)
                     and _printable(t)):
                 self.external = True
                 return f"{t.name}{sep}{decl}"
-            return self._spell(t.type, decl, depth + 1)
+            return self._spell(t.type, decl, below)
         if isinstance(t, T.Void):
             return f"void{sep}{decl}"
         if isinstance(t, T.Int):
@@ -125,10 +127,10 @@ class CTypes:
         if isinstance(t, T.Ptr):
             if self.pointer_size != 8:
                 return f"__u{self.pointer_size * 8}{sep}{decl}"
-            inner = self._spell_pointee(t.type, f"*{decl}", depth + 1)
+            inner = self._spell_pointee(t.type, f"*{decl}", below)
             return inner if inner is not None else f"void *{decl}"
         if isinstance(t, T.Array):
-            inner = self._spell(t.elem, f"{_wrap(decl)}[{t.nelems}]", depth + 1)
+            inner = self._spell(t.elem, f"{_wrap(decl)}[{t.nelems}]", below)
             return inner
         if isinstance(t, T.Composite):
             kw = "struct" if isinstance(t, T.Struct) else "union"
@@ -138,7 +140,7 @@ class CTypes:
         return None  # floats, functions, forward declarations by value: bytes
 
     def _spell_pointee(self, t: T.Type, decl: str, depth: int) -> str | None:
-        s = T.strip_cv(t) if depth < T.MAX_CHAIN else t
+        s = T.strip_cv(t)
         if isinstance(s, (T.Composite, T.Fwd)):
             is_union = isinstance(s, T.Union) or (isinstance(s, T.Fwd) and s.is_union)
             kw = "union" if is_union else "struct"

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from btfgen.codegen import bpf, forked, python
 from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
-from btfgen.decoding import generic
-from btfgen.decoding.describe import function_desc
-from btfgen.layout import ArchLayout, ProtoLayout
+from btfgen.records import generic
+from btfgen.gcpause import collector_paused
+from btfgen.records.describe import function_desc
+from btfgen.layout import ArchLayout, ProtoLayout, ValueLayout
 
 LANGS = ("bpf", "python", "json")
 
@@ -61,7 +62,8 @@ def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = Fal
         kinds.append("json")
     files = _Files(arch, table, names, self_contained)
     groups = _groups(kinds, jobs)
-    return forked.run([lambda g=g: files.render(g) for g in groups])
+    with collector_paused():
+        return forked.run([lambda g=g: files.render(g) for g in groups])
 
 
 # The two halves of the work take about as long on a whole kernel: the header is the largest
@@ -123,7 +125,8 @@ class _Files:
     def _specs(self) -> tuple[str, str]:
         env = environment()
         ops_t = env.get_template("spec_ops.h.j2")
-        specs = bpf.spec_views(self.arch, self.cnames, self.plans, lambda s: ops_t.render(s=s))
+        specs = bpf.spec_views(self.arch, self.cnames, self.plans,
+                               lambda ss: ops_t.render(ss=ss).split("\0"))
         # The table needs only the header's guard and sizes, none of its type definitions.
         h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
         users = bpf.user_views(self.arch, self.plans)
@@ -177,7 +180,7 @@ def python_module(arch: ArchLayout, gplans) -> str:
 def manifest_text(arch: ArchLayout) -> str:
     """The manifest as compact JSON: each prototype's part serialised once, every function's
     name and id spliced in (the same text `json.dumps(manifest(arch))` gives)."""
-    from btfgen.layout_json import proto_json, to_json
+    from btfgen.layout_json import to_json, value_json
 
     doc = to_json(replace(arch, functions=()))
     head = json.dumps(doc, separators=(",", ":"))
@@ -185,13 +188,23 @@ def manifest_text(arch: ArchLayout) -> str:
     if not head.endswith(marker):
         return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
     cache: dict[ProtoLayout, str] = {}
+    values: dict[tuple[ValueLayout, bool], str] = {}
+
+    def text(v: ValueLayout, with_name: bool) -> str:
+        t = values.get((v, with_name))
+        if t is None:
+            t = values[v, with_name] = json.dumps(value_json(v, with_name), separators=(",", ":"))
+        return t
+
     parts = []
     for f in arch.functions:
         rest = cache.get(f.proto)
         if rest is None:
-            args, ret = proto_json(f.proto)
-            d = {"args": args, "ret": ret, "variadic": f.proto.variadic}
-            rest = cache[f.proto] = json.dumps(d, separators=(",", ":"))[1:]
+            p = f.proto
+            rest = cache[p] = (
+                '"args":[' + ",".join(text(a, True) for a in p.args) + '],"ret":'
+                + ("null" if p.ret is None else text(p.ret, False))
+                + (',"variadic":true}' if p.variadic else ',"variadic":false}'))
         parts.append(f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rest}')
     return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from btfgen.records import spec_format
+
 _INTERNED = ("struct", "union", "enum", "array")
 
 
@@ -73,11 +75,13 @@ class ModuleView:
     functions: tuple[tuple[str, str], ...]  # (key literal, descriptor literal)
     spec_order: str  # struct format prefix for the spec table
     max_ops: int
+    spec_head_format: str = spec_format.struct_format(spec_format.SPEC_HEAD)
+    op_format: str = spec_format.struct_format(spec_format.OP)
 
 
 def runtime_source() -> str:
     """The runtime's code after its `from __future__` line (the module docstring stays behind)."""
-    from btfgen.decoding import runtime
+    from btfgen.records import runtime
 
     src = Path(runtime.__file__).read_text()
     marker = "from __future__ import annotations\n"

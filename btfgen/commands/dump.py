@@ -10,14 +10,12 @@ import argparse
 import sys
 
 from btfgen.btf.dump import dump_raw
-from btfgen.btf.reader import DEFAULT_PATH, open_btf
+from btfgen.btf.reader import open_btf
+from btfgen.commands.options import add_btf_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
-                        help=f"raw BTF or an ELF file with .BTF (default: {DEFAULT_PATH})")
-    parser.add_argument("--base", metavar="BASE",
-                        help="the base BTF of a split BTF (vmlinux for a module)")
+    add_btf_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,26 +14,25 @@ import sys
 import time
 from pathlib import Path
 
-from btfgen.cheader.options import add_header_arguments, headers_from_args
+from btfgen.codegen.outputs import LANGS
+from btfgen.commands.options import (
+    add_btf_arguments,
+    add_ctx_argument,
+    add_header_arguments,
+    headers_from_args,
+)
 from btfgen.errors import BtfgenError
-
-DEFAULT_BTF = "/sys/kernel/btf/vmlinux"
-LANGS = ("bpf", "python", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("btf", nargs="?", default=DEFAULT_BTF, metavar="BTF",
-                        help="raw BTF, an ELF file with .BTF, or one built with -g (BTF by "
-                             f"pahole) (default: {DEFAULT_BTF})")
-    parser.add_argument("--base", metavar="BASE", help="base BTF of a split BTF (a module's)")
+    add_btf_arguments(parser, dwarf_input=True)
     parser.add_argument("--arch",
                         help="target arch (default: the BTF's ELF machine, else the host)")
     parser.add_argument("--func", action="append", default=[], metavar="NAME",
                         help="a function name or glob (repeatable; default: every function)")
     parser.add_argument("--funcs-file", metavar="F",
                         help="a file of function names or globs, one per line, # comments")
-    parser.add_argument("--ctx", choices=("pt_regs", "ftrace_regs"), default="pt_regs",
-                        help="the trace ctx the register pieces refer to (default: pt_regs)")
+    add_ctx_argument(parser)
     parser.add_argument("--lang", default=",".join(LANGS),
                         help="comma-separated outputs among bpf, python, json (default: all)")
     parser.add_argument("-o", "--output", metavar="DIR",
@@ -122,6 +121,15 @@ def read_funcs_file(path: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # One pause for the whole run: re-enabled between placing and rendering, the collector
+    # would make one full pass over everything placed (a quarter second on a kernel) for nothing.
+    from btfgen.gcpause import collector_paused
+
+    with collector_paused():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     langs = parse_langs(args.lang)
     wanted = list(args.func)
     if args.funcs_file:
@@ -147,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
     arch = apply_dwarf(arch, args, args.btf, conv, selected=bool(wanted), quiet=args.quiet)
     progress("generating " + ", ".join(langs))
     from btfgen.codegen.outputs import generate
-    from btfgen.codegen.summary import summarize
-    from btfgen.codegen.write import write_if_changed
+    from btfgen.commands.summary import summarize
+    from btfgen.commands.write import write_if_changed
 
     self_contained = args.self_contained or arch.pointer_size != 8
     files = generate(arch, btf, langs, self_contained=self_contained,
@@ -172,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summarize_partial(arch) -> list[str]:
-    from btfgen.codegen.summary import partial_reasons
+    from btfgen.commands.summary import partial_reasons
 
     return [f"btfgen: partly decodable: {f.name}: {'; '.join(reasons)}"
             for f, reasons in partial_reasons(arch)]

@@ -12,26 +12,26 @@ import json
 import sys
 
 from btfgen.abi.arches import convention_for
-from btfgen.btf.reader import DEFAULT_PATH
-from btfgen.dwarf.pahole import open_input
-from btfgen.cheader.options import add_header_arguments, headers_from_args
+from btfgen.commands.options import (
+    add_btf_arguments,
+    add_ctx_argument,
+    add_header_arguments,
+    headers_from_args,
+)
 from btfgen.dwarf.options import add_dwarf_arguments, apply_dwarf
+from btfgen.dwarf.pahole import open_input
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
 from btfgen.place import place_functions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
-                        help="raw BTF, an ELF file with .BTF, or one built with -g (BTF by "
-                             f"pahole) (default: {DEFAULT_PATH})")
-    parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
+    add_btf_arguments(parser, dwarf_input=True)
     parser.add_argument("--arch", metavar="ARCH",
                         help="target architecture (default: the ELF's, else this machine's)")
     parser.add_argument("--func", metavar="NAME", action="append", default=[],
                         help="a function to place (repeatable; default: every FUNC)")
-    parser.add_argument("--ctx", choices=("pt_regs", "ftrace_regs"), default="pt_regs",
-                        help="the trace context register pieces refer to (default: pt_regs)")
+    add_ctx_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the JSON contract")
     add_header_arguments(parser)
     add_dwarf_arguments(parser)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from abi_corpus import available, protos_btf
 
@@ -12,7 +14,17 @@ from btfgen.errors import AbiError
 from btfgen.place import place_functions
 from btfgen.resources import arches_dir
 
-RISCV64 = (arches_dir() / "riscv64.abi").read_text()
+
+
+def _flat_riscv64() -> str:
+    """riscv64.abi with its include inlined and its word-relative numbers in bytes: one text
+    to break in known places."""
+    text = (arches_dir() / "riscv64.abi").read_text()
+    text = text.replace('  include "riscv.inc";\n', (arches_dir() / "riscv.inc").read_text())
+    return re.sub(r"\b(\d+)w\b", lambda m: str(int(m.group(1)) * 8), text)
+
+
+RISCV64 = _flat_riscv64()
 
 
 def test_all_nine_descriptions_parse():
@@ -68,3 +80,34 @@ def test_unplaceable_values_are_reported_and_the_run_continues():
     assert f_7s16.args[8].pieces[0].hwreg == "a7"  # later arguments still placed
     assert r_s16.ret.unavailable.startswith("words.abi: no return rule for")
     assert [a.pieces[0].hwreg for a in f_ll.args] == ["a0", "a1", "a2"]
+
+
+def test_flat_text_is_the_description():
+    flat = parse_text(RISCV64, "riscv64.abi")
+    (shipped,) = [c for c in conventions() if c.name == "riscv64"]
+    assert (flat.ctxs, flat.pools, flat.max_align, flat.slot) == \
+        (shipped.ctxs, shipped.pools, shipped.max_align, shipped.slot)
+    assert [r.conds for r in flat.arg_rules] == [r.conds for r in shipped.arg_rules]
+
+
+def test_words_scale_with_the_pointer():
+    (r32,) = [c for c in conventions() if c.name == "riscv32"]
+    assert (r32.slot, r32.max_align, r32.ctxs["pt_regs"].size) == (4, 8, 144)
+    assert r32.ctxs["pt_regs"].entries[0].offset == 40
+
+
+def test_include_errors_name_their_file(tmp_path):
+    (tmp_path / "x.abi").write_text('arch x {\n  pointer 8;\n  include "part.inc";\n}\n')
+    with pytest.raises(AbiError, match=r"^x\.abi:3:11: include part\.inc: "):
+        parse_text((tmp_path / "x.abi").read_text(), "x.abi", tmp_path)
+    (tmp_path / "part.inc").write_text("  endian little;\n  slot 1w;\n  bogus;\n")
+    with pytest.raises(AbiError, match=r"^part\.inc:3:"):
+        parse_text((tmp_path / "x.abi").read_text(), "x.abi", tmp_path)
+    (tmp_path / "part.inc").write_text('  include "part.inc";\n')
+    with pytest.raises(AbiError, match="includes itself"):
+        parse_text((tmp_path / "x.abi").read_text(), "x.abi", tmp_path)
+
+
+def test_words_before_the_pointer_are_an_error():
+    with pytest.raises(AbiError, match=r"^w\.abi:1:15: 2w: words before the `pointer` size"):
+        parse_text("arch w { slot 2w; pointer 8; }", "w.abi")

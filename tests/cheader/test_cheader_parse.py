@@ -146,7 +146,7 @@ def test_standard_headers_are_the_targets(arch, tmp_path):
 def test_command_line_options(tmp_path):
     import argparse
 
-    from btfgen.cheader.options import add_header_arguments, headers_from_args
+    from btfgen.commands.options import add_header_arguments, headers_from_args
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--arch")

@@ -23,9 +23,9 @@ from btfgen.codegen import bpf
 from btfgen.codegen.names import Namespace
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function
-from btfgen.decoding.describe import type_desc
-from btfgen.decoding.generic import piece_source
-from btfgen.decoding.runtime import Unavailable, Unread, convert
+from btfgen.records.describe import type_desc
+from btfgen.records.generic import piece_source
+from btfgen.records.runtime import Unavailable, Unread, convert
 from btfgen.layout import ArchLayout
 
 conformance = pytest.importorskip("conformance.capture")

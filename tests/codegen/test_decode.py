@@ -13,9 +13,10 @@ import golden
 import pytest
 
 from btfgen.btf import types as T
-from btfgen.decoding.describe import type_desc
-from btfgen.decoding.generic import plan as generic_plan
-from btfgen.decoding.runtime import Enumerator, Unavailable, convert
+from btfgen.records.describe import type_desc
+from btfgen.records.generic import plan as generic_plan
+from btfgen.records import runtime
+from btfgen.records.runtime import Enumerator, Unavailable, convert
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -127,7 +128,7 @@ def test_generic_record_header_is_in_target_byte_order(arch, order):
     obj = toolchains.compile_c("int __attribute__((noinline)) f(int a, long b) "
                                "{ return a + b; }", arch)
     fn = bd.load(str(obj), arch=arch).function("f")
-    head = ">IIQ" if order == "big" else "<IIQ"
+    head = runtime.RECORD_HEADERS[order].format
     exit_rec = struct.pack(head, fn.btf_id, 1, 0) + (42).to_bytes(4, order) + bytes(1020)
     assert fn.decode_record(exit_rec) == 42
     entry_rec = (struct.pack(head, fn.btf_id, 0, 0) + (7).to_bytes(4, order) + bytes(4)
@@ -145,7 +146,7 @@ def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order)
     import toolchains
 
     import btfgen.decode as bd
-    from btfgen.decoding.generic import CARRY_MISSING_BIT
+    from btfgen.records.generic import CARRY_MISSING_BIT
 
     obj = toolchains.compile_c("struct big { long a, b, c, d; };\n"
                                "struct big __attribute__((noinline)) f(long x) "
@@ -155,7 +156,7 @@ def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order)
     placed = dec.arch_layout("f")
     plan = generic_plan(dec.layout("f"), placed.byte_order, placed.pointer_size)
     assert plan.carry >= 0 and plan.carry_code == 1 + plan.carry // 8
-    head = ">IIQ" if order == "big" else "<IIQ"
+    head = runtime.RECORD_HEADERS[order].format
     value = b"".join(v.to_bytes(8, order, signed=True) for v in (-1, 2, 3, 4))
     exit_rec = (struct.pack(head, fn.btf_id, 1, 0) + (0xFFFF0000DEAD0000).to_bytes(8, order)
                 + value + bytes(1024 - 40))

@@ -16,7 +16,7 @@ import pytest
 from toolchains import ARCHES, TOOLCHAINS
 
 from btfgen.abi.arches import load_arch
-from btfgen.decoding.generic import MAX_OPS
+from btfgen.records.generic import MAX_OPS
 
 REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
 
@@ -38,7 +38,7 @@ def test_golden_files_match(arch_outputs):
     arch, out = arch_outputs
     d = golden.GOLDEN / arch
     if REGEN:
-        from btfgen.codegen.write import write_if_changed
+        from btfgen.commands.write import write_if_changed
 
         for name, text in out.items():
             write_if_changed(d / name, text)

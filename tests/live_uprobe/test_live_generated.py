@@ -20,8 +20,8 @@ from btfgen.btf.reader import open_btf
 place = pytest.importorskip("btfgen.place")
 arches = pytest.importorskip("btfgen.abi.arches")
 outputs = pytest.importorskip("btfgen.codegen.outputs")
-describe = pytest.importorskip("btfgen.decoding.describe")
-runtime = pytest.importorskip("btfgen.decoding.runtime")
+describe = pytest.importorskip("btfgen.records.describe")
+runtime = pytest.importorskip("btfgen.records.runtime")
 
 HEAD = struct.Struct("<II")  # function index, kind (0 entry, 1 exit)
 

@@ -1,6 +1,7 @@
-"""Command-line options for taking prototypes from C headers, for any btfgen subcommand.
+"""Command-line options more than one subcommand takes, each defined here once.
 
     def add_arguments(parser):
+        add_btf_arguments(parser)
         ...
         add_header_arguments(parser)
 
@@ -16,7 +17,26 @@ from __future__ import annotations
 import argparse
 import platform
 
+from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.errors import HeaderError
+from btfgen.layout import CTX_NAMES
+
+
+def add_btf_arguments(parser: argparse.ArgumentParser, *, dwarf_input: bool = False) -> None:
+    """The BTF to read (positional, default the running kernel's) and --base. `dwarf_input`:
+    the command also takes an ELF built with -g and no .BTF (BTF made by pahole)."""
+    what = "raw BTF, an ELF file with .BTF" + (", or one built with -g (BTF by pahole)"
+                                               if dwarf_input else "")
+    parser.add_argument("btf", nargs="?", default=DEFAULT_PATH, metavar="BTF",
+                        help=f"{what} (default: {DEFAULT_PATH})")
+    parser.add_argument("--base", metavar="BASE",
+                        help="the base BTF of a split BTF (vmlinux for a module)")
+
+
+def add_ctx_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ctx", choices=CTX_NAMES, default=CTX_NAMES[0],
+                        help=f"the trace context register pieces refer to (default: "
+                             f"{CTX_NAMES[0]})")
 
 
 def add_header_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,11 +7,9 @@ modules, so both decode identically.
 from __future__ import annotations
 
 from btfgen.btf import types as T
-from btfgen.decoding.generic import GenericPlan, piece_source
-from btfgen.decoding.generic import plan as generic_plan
+from btfgen.records.generic import GenericPlan, piece_source
+from btfgen.records.generic import plan as generic_plan
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
-
-MAX_DEPTH = 32
 
 
 def type_desc(t: T.Type, memo: dict | None = None) -> tuple:
@@ -34,8 +32,7 @@ def _type_desc(t: T.Type, depth: int, memo: dict) -> tuple:
 
 
 def _build(t: T.Type, depth: int, memo: dict) -> tuple:
-    if depth > MAX_DEPTH:
-        return ("bytes", T.size_of(t))
+    below = T.descend(t, depth)  # past the one limit: the caller's ("bytes", 0)
     if isinstance(t, T.Int):
         if t.is_bool:
             return ("bool", t.size)
@@ -53,7 +50,7 @@ def _build(t: T.Type, depth: int, memo: dict) -> tuple:
         elem = T.strip(t.elem)
         if isinstance(elem, T.Int) and elem.size == 1 and not elem.is_bool:
             return ("chars", t.nelems)
-        return ("array", t.nelems, T.size_of(elem), _type_desc(elem, depth + 1, memo))
+        return ("array", t.nelems, T.size_of(elem), _type_desc(elem, below, memo))
     if isinstance(t, T.Composite):
         tag = "struct" if isinstance(t, T.Struct) else "union"
         return (tag, t.size, tuple(_members(t, 0, depth, memo)))
@@ -63,13 +60,21 @@ def _build(t: T.Type, depth: int, memo: dict) -> tuple:
 def _members(t: T.Composite, base_bits: int, depth: int, memo: dict):
     """Members as (name, bit_offset, bit_size, type); an anonymous struct/union member's own
     members are lifted into its parent, as C lets you name them."""
+    below = T.descend(t, depth)
     for m in t.members:
         mt = T.strip(m.type)
         if not m.name:
-            if isinstance(mt, T.Composite) and not m.bitfield_size and depth < MAX_DEPTH:
-                yield from _members(mt, base_bits + m.bit_offset, depth + 1, memo)
+            if isinstance(mt, T.Composite) and not m.bitfield_size:
+                yield from _members(mt, base_bits + m.bit_offset, below, memo)
             continue  # an unnamed bitfield is padding
-        yield (m.name, base_bits + m.bit_offset, m.bitfield_size, _type_desc(mt, depth + 1, memo))
+        yield (m.name, base_bits + m.bit_offset, m.bitfield_size, _type_desc(mt, below, memo))
+
+
+def _value_desc_memo(v: ValueLayout, byte_order: str, memo: dict) -> tuple:
+    d = memo.get(v)  # type descriptors are under int type ids, values under themselves
+    if d is None:
+        d = memo[v] = value_desc(v, byte_order, memo)
+    return d
 
 
 def value_desc(v: ValueLayout, byte_order: str, memo: dict | None = None) -> tuple:
@@ -121,11 +126,12 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
                   gplan: GenericPlan | None = None, memo: dict | None = None) -> tuple:
     order = "little" if byte_order == "little" else "big"
     memo = {} if memo is None else memo
-    args = tuple(value_desc(a, byte_order, memo) for a in f.args)
+    # Values recur across prototypes as one object: the memo keeps their descriptors too.
+    args = tuple(_value_desc_memo(a, byte_order, memo) for a in f.args)
     ret = None
     if f.ret is not None:
         needs_entry = f.ret.by_ref and not f.ret.at_exit
-        ret = (value_desc(f.ret, byte_order, memo), needs_entry)
+        ret = (_value_desc_memo(f.ret, byte_order, memo), needs_entry)
     gplan = gplan or generic_plan(f, byte_order, pointer_size)
 
     def plans(ps):

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The generic decoder's cost per call, next to the per-function decoder and hand-written reads.
+
+  python3 benchmarks/bench_generic.py [--repeat N] [--runs N]
+
+Two x86_64 prototypes from a C header (through libclang, as `btfgen --header` reads them):
+`f6` (6 scalars, all in registers) and `f12` (12 arguments: 6 in registers, 6 on the stack).
+For each, three BPF programs decode the same argument image (a pt_regs image and a stack image,
+both kernel memory: global variables) into a global record:
+
+- generic: `btfgen_generic_decode()` with the function's spec looked up in an array map, as a
+  mass-attach program does;
+- per-function: `btfgen_entry_<name>_sp()`, the generated decoder;
+- hand-written: `PT_REGS_PARM1..6` loads, and for f12 one `bpf_probe_read_kernel` of the six
+  stack slots (the cheapest a hand-written decoder can do).
+
+Each runs under BPF_PROG_TEST_RUN with `repeat` (a `tc` program, so the kernel repeats it and
+reports the mean time per run); an empty program gives the per-run overhead, subtracted. Best
+of --runs. Needs root (BPF), clang-19 and this machine's kernel (x86_64). Goal: generic <= 2x
+hand-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "codegen"))
+
+HEADER = """
+long f6(long a, int b, unsigned short c, void *d, unsigned char e, long long f);
+long f12(long a1, long a2, long a3, long a4, long a5, long a6,
+         long a7, long a8, long a9, long a10, long a11, long a12);
+"""
+
+PROGRAM = r"""
+#include "btfgen.bpf.h" /* self-contained: the __u types and bpf_helpers.h */
+char LICENSE[] SEC("license") = "GPL";
+
+struct { __uint(type, 2 /* BPF_MAP_TYPE_ARRAY */); __uint(max_entries, 2);
+	__type(key, __u32); __type(value, struct btfgen_spec); } specs SEC(".maps");
+
+__u64 regs[32];   /* the pt_regs image (168 bytes on x86_64) */
+__u64 stack[16];  /* the stack image: the return address, then the stack arguments */
+struct btfgen_record rec;
+struct btfgen_args_f6 out6;
+struct btfgen_args_f12 out12;
+struct { long v[12]; } hand;
+
+#define SP ((__u64)(unsigned long)stack)
+
+SEC("tc") int empty(void *skb) { return 0; }
+
+SEC("tc") int generic_f6(void *skb)
+{
+	__u32 key = 0;
+	struct btfgen_spec *s = bpf_map_lookup_elem(&specs, &key);
+
+	return s ? btfgen_generic_decode(regs, SP, s, 0, &rec) : 1;
+}
+
+SEC("tc") int generic_f12(void *skb)
+{
+	__u32 key = 1;
+	struct btfgen_spec *s = bpf_map_lookup_elem(&specs, &key);
+
+	return s ? btfgen_generic_decode(regs, SP, s, 0, &rec) : 1;
+}
+
+SEC("tc") int function_f6(void *skb) { return btfgen_entry_f6_sp(regs, SP, &out6); }
+SEC("tc") int function_f12(void *skb) { return btfgen_entry_f12_sp(regs, SP, &out12); }
+
+/* x86_64 pt_regs: di 112, si 104, dx 96, cx 88, r8 72, r9 64 (PT_REGS_PARM1..6). */
+#define PARM(n, off) hand.v[n] = *(volatile long *)((char *)regs + (off))
+SEC("tc") int hand_f6(void *skb)
+{
+	PARM(0, 112); PARM(1, 104); PARM(2, 96); PARM(3, 88); PARM(4, 72); PARM(5, 64);
+	return 0;
+}
+
+SEC("tc") int hand_f12(void *skb)
+{
+	PARM(0, 112); PARM(1, 104); PARM(2, 96); PARM(3, 88); PARM(4, 72); PARM(5, 64);
+	return bpf_probe_read_kernel(&hand.v[6], 48, (void *)(unsigned long)(SP + 8));
+}
+"""
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("sz", ctypes.c_size_t), ("data_in", ctypes.c_void_p),
+                ("data_out", ctypes.c_void_p), ("data_size_in", ctypes.c_uint32),
+                ("data_size_out", ctypes.c_uint32), ("ctx_in", ctypes.c_void_p),
+                ("ctx_out", ctypes.c_void_p), ("ctx_size_in", ctypes.c_uint32),
+                ("ctx_size_out", ctypes.c_uint32), ("retval", ctypes.c_uint32),
+                ("repeat", ctypes.c_int), ("duration", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32),
+                ("batch_size", ctypes.c_uint32)]
+
+
+def ns_per_run(obj, name: str, repeat: int) -> tuple[float, int]:
+    from bpfrun import BpfError, lib
+
+    packet = ctypes.create_string_buffer(64)  # an Ethernet header's worth: tc's minimum
+    opts = _Opts(sz=ctypes.sizeof(_Opts), data_in=ctypes.addressof(packet), data_size_in=64,
+                 repeat=repeat)
+    if lib().bpf_prog_test_run_opts(obj.prog_fd(name), ctypes.byref(opts)):
+        raise BpfError(f"BPF_PROG_TEST_RUN {name}: errno {ctypes.get_errno()}")
+    return float(opts.duration), ctypes.c_int32(opts.retval).value
+
+
+def build(tmp: Path):
+    from btfgen.abi.arches import load_arch
+    from btfgen.cheader import load_headers
+    from btfgen.codegen.outputs import generate, python_module
+    from btfgen.place import place_functions
+
+    (tmp / "f.h").write_text(HEADER)
+    types = load_headers([str(tmp / "f.h")], arch="x86_64")
+    funcs = [f for name in ("f6", "f12") for f in types.find_funcs(name)]
+    layout = place_functions(types, load_arch("x86_64", 8), funcs)
+    out = generate(layout, types, ("bpf", "python"), self_contained=True)
+    (tmp / "btfgen.bpf.h").write_text(out["btfgen.bpf.h"])
+    (tmp / "b.bpf.c").write_text(PROGRAM)
+    subprocess.run(["clang-19", "-target", "bpfel", "-O2", "-g", "-Wall", "-Werror",
+                    "-D__TARGET_ARCH_x86", "-I", str(tmp), "-c", str(tmp / "b.bpf.c"),
+                    "-o", str(tmp / "b.bpf.o")], check=True)
+    ns: dict = {}
+    from btfgen.codegen.outputs import plans
+
+    exec(compile(python_module(layout, plans(layout)), "btfgen_x86_64.py", "exec"), ns)
+    return tmp / "b.bpf.o", [ns["spec"]("f6"), ns["spec"]("f12")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    from bpfrun import BpfObject, bpf_permitted, lib
+
+    reason = bpf_permitted()
+    if reason or platform.machine() != "x86_64":
+        print(f"skipped: {reason or 'not an x86_64 machine'}")
+        return 0
+    with tempfile.TemporaryDirectory() as t:
+        obj_path, specs = build(Path(t))
+        with BpfObject(obj_path) as obj:
+            l = lib()
+            m = l.bpf_object__next_map(obj.obj, None)
+            while m and l.bpf_map__name(m) != b"specs":
+                m = l.bpf_object__next_map(obj.obj, m)
+            l.bpf_map_update_elem.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_uint64]
+            for i, spec in enumerate(specs):
+                key, val = ctypes.c_uint32(i), ctypes.create_string_buffer(spec, len(spec))
+                if l.bpf_map_update_elem(l.bpf_map__fd(m), ctypes.byref(key), val, 0):
+                    raise OSError(ctypes.get_errno(), "spec map update")
+            names = ["empty"] + [f"{k}_{f}" for f in ("f6", "f12")
+                                 for k in ("generic", "function", "hand")]
+            best = {n: float("inf") for n in names}
+            for _ in range(args.runs):  # interleaved, so a busy moment hits all alike
+                for n in names:
+                    d, ret = ns_per_run(obj, n, args.repeat)
+                    if ret != 0:
+                        raise SystemExit(f"{n} returned {ret}: a decode failed")
+                    best[n] = min(best[n], d)
+    base = best["empty"]
+    print(f"BPF_PROG_TEST_RUN, repeat {args.repeat}, best of {args.runs}; an empty program "
+          f"{base:.1f} ns/run (subtracted); load {os.getloadavg()[0]:.2f} on "
+          f"{len(os.sched_getaffinity(0))} CPUs")
+    for f, what in (("f6", "6 scalars in registers"), ("f12", "12 arguments, 6 on the stack")):
+        g, p, h = (best[f"{k}_{f}"] - base for k in ("generic", "function", "hand"))
+        print(f"  {f} ({what}): generic {g:6.1f} ns, per-function {p:6.1f} ns, "
+              f"hand-written {h:6.1f} ns; generic/hand {g / max(h, 0.1):.1f}x "
+              f"[goal <= 2x: {'ok' if g <= 2 * h else 'MISSED'}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""Decoding trace-ctx bytes into typed values: the stdlib-only runtime and its descriptors."""
