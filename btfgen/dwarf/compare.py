@@ -22,6 +22,7 @@ AGREE = "agree"
 DISAGREE = "disagree"
 PARAMS_DIFFER = "parameter list differs from BTF"
 SHADOW = "DWARF gives the register's slot in the parameter save area (the callee's home)"
+CALLEE_FRAME = "DWARF gives the callee's own frame (the prologue fills it)"
 POST_PROLOGUE = "DWARF gives the value's home for the whole function, not its entry location"
 
 
@@ -99,9 +100,9 @@ def _shadow(loc: EntryLocation, v: ValueLayout, conv: Convention) -> bool:
 
 
 def _caller_wrote(loc: EntryLocation) -> bool:
-    """Whether a location is memory only the caller can have filled at entry: the stack
-    argument area (at or above where stack arguments start)."""
-    return not loc.by_ref and all(p.stack is not None and p.stack >= 0 for p in loc.pieces)
+    """Whether a whole-function location is memory the caller filled: the stack (a register
+    or a pointer named for the whole function is where the body keeps the value)."""
+    return not loc.by_ref and all(p.stack is not None for p in loc.pieces)
 
 
 def _too_wide(loc: EntryLocation, conv: Convention) -> bool:
@@ -128,8 +129,13 @@ def compare_param(v: ValueLayout, param: DwarfParam, conv: Convention) -> ParamV
     # slot; gcc even gives __int128 halves swapped there). It is the entry location only
     # where the caller wrote it.
     loc = param.location
-    if param.whole_function and (not _caller_wrote(loc) or loc.pieces[0].stack < conv.stack_base):
+    if param.whole_function and not _caller_wrote(loc):
         return ParamVerdict(name, POST_PROLOGUE, ours, theirs)
+    if any(p.stack is not None and p.stack < conv.stack_base for p in loc.pieces):
+        # Below where stack arguments start (below the entry SP, the return address, s390x's
+        # save area): no caller writes an argument there; the prologue does (arm's variadic
+        # functions push r0-r3 so that the named arguments and the rest are contiguous).
+        return ParamVerdict(name, CALLEE_FRAME, ours, theirs)
     if _shadow(loc, v, conv):
         return ParamVerdict(name, SHADOW, ours, theirs)
     if _too_wide(loc, conv):
