@@ -1,4 +1,4 @@
-"""examples/btfgen_trace.py on kernel functions, built on this machine and run in the guest.
+"""`btfgen trace` on kernel functions, built on this machine and run in the guest.
 
 The host builds a trace directory for the guest kernel's BTF and arch (`--kernel --btf --arch
 --build`); the guest gets Debian's own python3 and libbpf1 (nothing else: no btfgen, no
@@ -26,7 +26,7 @@ from .targets import TARGETS
 
 pytestmark = pytest.mark.live
 
-TOOL = Path(__file__).resolve().parents[2] / "examples" / "btfgen_trace.py"
+TOOL = ["-m", "btfgen", "trace"]
 FUNCTIONS = [e.function for e in scenario.expectations(8, 4096)]
 # A glob, as a user would write one: matches shmem_file_llseek alone.
 GLOBS = {"shmem_file_llseek": "shmem_file_llsee?"}
@@ -62,7 +62,7 @@ def test_trace_tool_in_guest(name, tmp_path):
     present = [f for f in FUNCTIONS if table.find_funcs(f)]
     out = tmp_path / "trace"
     proc = subprocess.run(
-        [sys.executable, str(TOOL), "--kernel", "--btf", str(btf_path), "--arch", t.arch,
+        [sys.executable, *TOOL, "--kernel", "--btf", str(btf_path), "--arch", t.arch,
          "--build", str(out), *(GLOBS.get(f, f) for f in present)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

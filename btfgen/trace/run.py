@@ -1,5 +1,6 @@
-"""btfgen_trace.py's run step: load a trace directory (trace_build.py) and print every traced
-call and return. Standard library and libbpf only: this is what runs on the target.
+"""`btfgen trace`'s run step: load a trace directory (build.py) and print every traced call and
+return. Standard library and libbpf only: this is what runs on the target, copied into the trace
+directory beside bpfload.py and btfgen_trace.py (tool.py).
 
 Kernel functions are attached with one kprobe.multi and one kretprobe.multi link, a user
 program's with one uprobe_multi link per direction; the cookie of each function is its index in
@@ -20,7 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import bpfload
+try:  # in the package, or copied into a trace directory beside its siblings
+    from . import bpfload
+except ImportError:
+    import bpfload
 
 TRACEFS = Path(bpfload.TRACEFS)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -30,6 +34,10 @@ ARCHES = {"x86_64": "x86_64", "i386": "i386", "i486": "i386", "i586": "i386", "i
           "loongarch64": "loongarch64", "s390x": "s390x", "ppc64le": "ppc64le",
           "armv6l": "arm", "armv7l": "arm", "armv8l": "arm", "arm": "arm"}
 EVENT_HEADER = 24  # struct trace_event before its btfgen_record: tgid, pid, comm[16]
+
+
+# How messages name the tool: `btfgen trace`, or a trace directory's `btfgen_trace` (tool.main).
+PROG = "btfgen trace"
 
 
 class RunError(Exception):
@@ -101,7 +109,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     manifest = load_manifest(directory)
     decoders = load_decoders(directory, manifest)
     for warning in check_target(manifest):
-        print(f"btfgen_trace: warning: {warning}", file=sys.stderr)
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
     reason = bpfload.bpf_unavailable()
     if reason:
         raise RunError(f"BPF unavailable: {reason}")
@@ -111,7 +119,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     if kernel:
         keep, skipped = traceable(names)
         if skipped:
-            print(f"btfgen_trace: not traceable here (not in available_filter_functions), "
+            print(f"{PROG}: not traceable here (not in available_filter_functions), "
                   f"skipped: {', '.join(skipped)}", file=sys.stderr)
         if not keep:
             raise RunError("none of the functions can be traced on this kernel")
@@ -125,7 +133,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
         following = bool(opts.command or opts.pid or not kernel)
         if following and fork_offset is None:
-            print("btfgen_trace: warning: no sched_process_fork event here: child processes "
+            print(f"{PROG}: warning: no sched_process_fork event here: child processes "
                   "are not traced", file=sys.stderr)
         obj.set_autoload("follow_fork", following and fork_offset is not None)
         obj.load()
@@ -154,7 +162,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             else:
                 what = "kernel functions" if kernel else "functions"
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
-                print(f"btfgen_trace: tracing {len(keep)} {what} {until}", file=sys.stderr,
+                print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
             return _follow(rb, child, opts)
 
@@ -220,7 +228,7 @@ class Gated:
             try:
                 os.execvp(argv[0], argv)
             except OSError as e:
-                print(f"btfgen_trace: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
+                print(f"{PROG}: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
             os._exit(127)
         os.close(r)
 
@@ -254,7 +262,7 @@ class Printer:
         try:
             self._record(raw)
         except Exception as e:  # libbpf's callback must not raise
-            print(f"btfgen_trace: a record could not be decoded: {e!r}", file=sys.stderr,
+            print(f"{PROG}: a record could not be decoded: {e!r}", file=sys.stderr,
                   flush=True)
 
     def _record(self, raw: bytes) -> None:

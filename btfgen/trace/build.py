@@ -1,9 +1,10 @@
-"""btfgen_trace.py's build step: everything that needs btfgen and clang, written to a directory
-that trace_run.py loads on the target with only the standard library and libbpf.
+"""`btfgen trace`'s build step: everything that needs btfgen and clang, written to a directory
+that run.py loads on the target with only the standard library and libbpf.
 
 The directory holds the generated decoder module (btfgen_<arch>.py), the compiled BPF object
 (trace.bpf.o), the manifest (trace.json: the functions in cookie order and what they were built
-for) and copies of the three runtime scripts, so copying it to the target is the whole install.
+for) and copies of the run-side modules (btfgen_trace.py is tool.py), so copying it to the target
+is the whole install.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from btfgen.codegen.select import select_functions
 from btfgen.place import place_functions
 
 HERE = Path(__file__).resolve().parent
-RUNTIME = ("btfgen_trace.py", "bpfload.py", "trace_run.py")
+# The run side, as the trace directory names it: module in this package -> file there.
+RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
 KERNEL_BTF = "/sys/kernel/btf/vmlinux"
@@ -60,9 +62,8 @@ def build(req: Request, out: Path) -> dict:
                                        self_contained=True).items():
         (out / name).write_text(text)
     _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
-    for name in RUNTIME:
-        if (HERE / name).resolve() != (out / name).resolve():
-            shutil.copyfile(HERE / name, out / name)
+    for module, name in RUNTIME.items():
+        shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
     manifest = {
         "format": 1,
@@ -77,7 +78,7 @@ def build(req: Request, out: Path) -> dict:
         # The run step warns when the target kernel's BTF is not the one built for.
         manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
     else:
-        import bpfload  # pyelftools, on the build machine only
+        from btfgen.trace import bpfload  # pyelftools, on the build machine only
 
         manifest["program"] = str(Path(req.program).resolve())
         manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
@@ -139,7 +140,9 @@ def _select(types, req: Request, source: str) -> list:
         by_name.setdefault(f.name, []).append(f)
     ambiguous = [n for n, fs in by_name.items() if len({f.type_id for f in fs}) > 1]
     if ambiguous:
-        print("btfgen_trace: left out, several static functions of that name with different "
+        from btfgen.trace import run
+
+        print(f"{run.PROG}: left out, several static functions of that name with different "
               f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
     funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
     if not funcs:
