@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "dump": "print BTF as `bpftool btf dump ... format raw` does",
     "layout": "print where each argument and return value lives",
     "trace": "trace functions of a program or of the kernel, printing typed arguments and returns",
+    "decode": "print a recording made by `btfgen trace --record` (text, JSON lines, Parquet)",
 }
 # Commands with their own command line (`btfgen trace` splits off `-- COMMAND` before parsing,
 # and its run side must stay importable without the rest of btfgen): module -> its main(argv).

@@ -79,6 +79,8 @@ def _load_libbpf() -> ctypes.CDLL:
         "bpf_link__destroy": ([c_void_p], c_int),
         "bpf_map__fd": ([c_void_p], c_int),
         "bpf_map_update_elem": ([c_int, c_void_p, c_void_p, c_uint64], c_int),
+        "bpf_map_lookup_elem": ([c_int, c_void_p, c_void_p], c_int),
+        "libbpf_num_possible_cpus": ([], c_int),
         "ring_buffer__new": ([c_int, _SAMPLE_FN, c_void_p, c_void_p], c_void_p),
         "ring_buffer__poll": ([c_void_p, c_int], c_int),
         "ring_buffer__consume": ([c_void_p], c_int),
@@ -254,6 +256,14 @@ class BpfObject:
         if libbpf().bpf_map_update_elem(self.map_fd(map_name), k, v, 0):
             raise _fail(f"{self.path}: updating map {map_name}")
 
+    def lookup(self, map_name: str, key: bytes, size: int) -> bytes:
+        """The value at `key`: `size` bytes (for a per-CPU map, every possible CPU's value,
+        each padded to 8 bytes)."""
+        k, v = ctypes.create_string_buffer(key, len(key)), ctypes.create_string_buffer(size)
+        if libbpf().bpf_map_lookup_elem(self.map_fd(map_name), k, v):
+            raise _fail(f"{self.path}: reading map {map_name}")
+        return v.raw
+
     def attach_uprobe(self, prog: str, binary: str, func: str, *, retprobe: bool = False,
                       cookie: int = 0, pid: int = -1) -> LibbpfLink:
         opts = _UprobeOpts(sz=ctypes.sizeof(_UprobeOpts), bpf_cookie=cookie, retprobe=retprobe,
@@ -372,6 +382,13 @@ class RingBuffer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def possible_cpus() -> int:
+    n = libbpf().libbpf_num_possible_cpus()
+    if n <= 0:
+        raise _fail("counting the possible CPUs", -n)
+    return n
 
 
 def bpf_unavailable() -> str | None:

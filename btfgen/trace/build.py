@@ -26,7 +26,8 @@ from btfgen.place import place_functions
 
 HERE = Path(__file__).resolve().parent
 # The run side, as the trace directory names it: module in this package -> file there.
-RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py"}
+RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py",
+           "output.py": "output.py", "record.py": "record.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
 KERNEL_BTF = "/sys/kernel/btf/vmlinux"

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:  # in the package, or copied into a trace directory beside its siblings
-    from . import bpfload
+    from . import bpfload, output, record
 except ImportError:
     import bpfload
+    import output
+    import record
 
 TRACEFS = Path(bpfload.TRACEFS)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -33,8 +35,6 @@ ARCHES = {"x86_64": "x86_64", "i386": "i386", "i486": "i386", "i586": "i386", "i
           "aarch64": "arm64", "arm64": "arm64", "riscv64": "riscv64", "riscv32": "riscv32",
           "loongarch64": "loongarch64", "s390x": "s390x", "ppc64le": "ppc64le",
           "armv6l": "arm", "armv7l": "arm", "armv8l": "arm", "arm": "arm"}
-EVENT_HEADER = 24  # struct trace_event before its btfgen_record: tgid, pid, comm[16]
-
 
 # How messages name the tool: `btfgen trace`, or a trace directory's `btfgen_trace` (tool.main).
 PROG = "btfgen trace"
@@ -49,6 +49,9 @@ class Options:
     command: list[str]  # run this and trace it while it runs (user mode: the program's args)
     pid: int = 0  # or trace this running process
     duration: float | None = None  # or stop after this many seconds
+    errors: bool = False  # print only the calls that returned an error, with their arguments
+    as_json: bool = False  # JSON lines instead of text
+    record: str | None = None  # write the raw events to this file instead of printing
 
 
 def load_manifest(directory: Path) -> dict:
@@ -125,7 +128,46 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             raise RunError("none of the functions can be traced on this kernel")
     else:
         keep = list(range(len(names)))
-    printer = Printer(decoders, names, out, who=kernel and not opts.pid and not opts.command)
+    who = kernel and not opts.pid and not opts.command
+    sink = writer = None
+    if opts.record:
+        writer = recorder(opts.record, manifest, decoders, who)
+        sink = writer.record
+    else:
+        sink = output.Printer([decoders.function(n) for n in names], decoders.BYTE_ORDER, out,
+                              who=who, errors=opts.errors, as_json=opts.as_json, prog=PROG).record
+    try:
+        status, lost = _trace(directory, manifest, decoders, opts, keep, sink)
+    except BaseException:
+        if writer:
+            writer.abandon()
+        raise
+    if writer:
+        writer.close(lost)
+        print(f"{PROG}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
+    # Never silent about what the ring buffer had no room for.
+    print(f"{PROG}: {lost} records lost (ring buffer full)", file=sys.stderr)
+    return status
+
+
+def recorder(path: str, manifest: dict, decoders, who: bool):
+    header = {"format": "btfgen trace recording", "arch": manifest["arch"], "who": who,
+              "byte_order": decoders.BYTE_ORDER, "pointer_size": decoders.POINTER_SIZE,
+              "kernel_release": os.uname().release, "kind": manifest["kind"],
+              "program": manifest.get("program"), "btf": manifest.get("btf"),
+              "btf_sha256": manifest.get("btf_sha256")}
+    descs = [decoders._DESCRIPTORS[n][0] for n in manifest["functions"]]
+    try:
+        return record.Writer(path, header, descs, decoders.BYTE_ORDER)
+    except OSError as e:
+        raise RunError(f"{path}: {e.strerror}") from None
+
+
+def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
+           sink) -> tuple[int, int]:
+    """(the exit status, records lost)"""
+    kernel = manifest["kind"] == "kernel"
+    names = manifest["functions"]
 
     fork_offset = child_pid_offset()
     with bpfload.BpfObject(str(directory / manifest["object"])) as obj:
@@ -156,7 +198,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             if child:
                 child.cancel()
             raise
-        with bpfload.RingBuffer(obj.map_fd("events"), printer.record) as rb:
+        with bpfload.RingBuffer(obj.map_fd("events"), sink) as rb:
             if child:
                 child.start()
             else:
@@ -164,7 +206,10 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
-            return _follow(rb, child, opts)
+            status = _follow(rb, child, opts)
+        ncpu = bpfload.possible_cpus()
+        counts = obj.lookup("lost", struct.pack("I", 0), 8 * ncpu)
+        return status, sum(struct.unpack(f"{ncpu}Q", counts))
 
 
 def _attach(obj, manifest: dict, keep: list[int], kernel: bool) -> None:
@@ -245,60 +290,3 @@ class Gated:
         if pid == 0:
             return None
         return os.waitstatus_to_exitcode(status)
-
-
-class Printer:
-    """One line per record: `func(arg=value, ...)` at entry, `func -> value` at exit; with
-    `who`, prefixed by the calling process (kernel functions traced system-wide)."""
-
-    def __init__(self, decoders, names: list[str], out, who: bool) -> None:
-        self.decoders = decoders
-        self.by_id = {decoders.function(n).btf_id: n for n in names} if names else {}
-        self.out = out
-        self.who = who
-        self.order = "<" if decoders.BYTE_ORDER == "little" else ">"
-
-    def record(self, raw: bytes) -> None:
-        try:
-            self._record(raw)
-        except Exception as e:  # libbpf's callback must not raise
-            print(f"{PROG}: a record could not be decoded: {e!r}", file=sys.stderr,
-                  flush=True)
-
-    def _record(self, raw: bytes) -> None:
-        tgid, _pid, comm = struct.unpack_from(self.order + "II16s", raw)
-        rec = raw[EVENT_HEADER:]
-        btf_id, kind = struct.unpack_from(self.order + "II", rec)
-        fn = self.decoders.function(self.by_id[btf_id])
-        value = fn.decode_record(rec)
-        prefix = ""
-        if self.who:
-            prefix = comm.split(b"\0")[0].decode(errors="replace") + f"[{tgid}] "
-        if kind == 0:
-            shown = ", ".join(f"{name}={show(v, _is_pointer(d))}"
-                              for (name, v), d in zip(fn.as_dict(value).items(), fn.args))
-            print(f"{prefix}{fn.name}({shown})", file=self.out, flush=True)
-        else:
-            ret = fn.ret[0] if fn.ret else None
-            print(f"{prefix}{fn.name} -> {show(value, _is_pointer(ret))}", file=self.out,
-                  flush=True)
-
-
-def _is_pointer(vdesc) -> bool:
-    # A generated value descriptor: (name, type descriptor, ...); the type's tag comes first.
-    try:
-        return vdesc[1][0] == "ptr"
-    except (TypeError, IndexError, KeyError):
-        return False
-
-
-def show(value, pointer: bool = False) -> str:
-    if pointer and isinstance(value, int):
-        return hex(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={show(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (bytes, bytearray)):
-        return repr(bytes(value))
-    if isinstance(value, list):
-        return "[" + ", ".join(show(v) for v in value) + "]"
-    return repr(value)

@@ -67,6 +67,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="trace this running process (until it exits or Ctrl-C) instead of "
                         "running a command")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--errors", action="store_true",
+                   help="print only the calls that returned a negative errno (-1..-4095) or a "
+                        "NULL or error pointer, with the arguments they were called with")
+    p.add_argument("--json", action="store_true",
+                   help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
+                        "arguments or return value) instead of text")
+    p.add_argument("--record", metavar="FILE",
+                   help="write the raw events, and what decodes them, to FILE instead of "
+                        "printing (`btfgen decode FILE` prints them, anywhere)")
     p.add_argument("--build", metavar="DIR", type=Path,
                    help="only write the trace directory DIR (generated decoders, BPF object, "
                         "manifest, these scripts)")
@@ -92,7 +101,8 @@ def _main(argv: list[str], prog: str) -> int:
     p = _parser(prog)
     args = p.parse_args(argv)
     _check(p, args, command)
-    opts = trace_run.Options(command, args.pid, args.duration)
+    opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
+                             as_json=args.json, record=args.record)
     if args.run:
         return trace_run.run(args.run, opts)
     if args.build:
@@ -110,6 +120,10 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--run takes no functions or types: they were chosen at --build")
     if args.pid and command:
         p.error("--pid traces a running process: give no command after --")
+    if args.record and (args.errors or args.json):
+        p.error("--record keeps every raw event: choose --errors or --json when decoding")
+    if args.build and (args.record or args.errors or args.json):
+        p.error("--record, --errors and --json are for tracing: give them with --run")
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     if args.run:

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.live
 
 TOOL = ["-m", "btfgen", "trace"]
 FUNCTIONS = [e.function for e in scenario.expectations(8, 4096)]
+# An exit line ends with the time since its entry on the same thread.
+DURATION = re.compile(r" \(\d+\.\d{3} us\)$")
 # A glob, as a user would write one: matches shmem_file_llseek alone.
 GLOBS = {"shmem_file_llseek": "shmem_file_llsee?"}
 # No maps, no programs (each count padded to 8 bytes): the loader only makes the calls.
@@ -123,7 +125,7 @@ def test_trace_tool_in_guest(name, tmp_path):
             ret = int(calls[action], 0)
         if ret is None:
             continue
-        got = next((line.split(" -> ", 1)[1] for line in lines[at + 1:]
+        got = next((DURATION.sub("", line.split(" -> ", 1)[1]) for line in lines[at + 1:]
                     if line.startswith(f + " -> ")), None)
         if got is None or not _same(ret, _value(got)):
             problems.append(f"{f}: return expected {ret:#x}, printed {got}")
