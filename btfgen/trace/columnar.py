@@ -81,6 +81,9 @@ def _scalar(vdesc) -> str | None:
     return None
 
 
+word_sum = decode.word_sum()
+
+
 def arrays(path: str, function: str, kind: str = "entry"):
     """numpy structured arrays, one per batch of the file: the events of `function` (its
     entries or exits), every in-place scalar a field; zero-copy views of the batch read."""
@@ -91,8 +94,8 @@ def arrays(path: str, function: str, kind: str = "entry"):
 def record_batches(path: str, function: str, kind: str = "entry"):
     """pyarrow RecordBatches, one per batch of the file, with the columns timestamp, cpu, pid,
     tid and every argument (entry) or `return` (exit)."""
-    for layout, payload in _sections(path, function, kind):
-        yield _to_arrow(layout, payload)
+    for layout, payload in _sections(path, function, kind, reuse=True):
+        yield _to_arrow(layout, payload)  # copies: the read buffer can be reused
 
 
 def table(path: str, function: str, kind: str = "entry"):
@@ -110,7 +113,7 @@ def dataframe(path: str, function: str, kind: str = "entry"):
 
 
 def _empty(path: str, function: str, kind: str):
-    with record.Reader(path) as r:
+    with record.Reader(path, word_sum) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
     return _to_arrow(layout, b"").schema.empty_table()
@@ -125,10 +128,10 @@ def _function(reader: record.Reader, function: str):
     return decode.functions(reader)[at], at
 
 
-def _sections(path: str, function: str, kind: str):
+def _sections(path: str, function: str, kind: str, reuse: bool = False):
     if kind not in KINDS:
         raise BtfgenError(f"kind is entry or exit, not {kind!r}")
-    with record.Reader(path) as r:
+    with record.Reader(path, word_sum, reuse) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
         for batch in r.batches():
@@ -139,7 +142,7 @@ def _sections(path: str, function: str, kind: str):
 
 def _to_arrow(layout: Layout, payload):
     a = np.frombuffer(payload, dtype=layout.dtype)
-    failed = a["failed"]
+    failed = np.ascontiguousarray(a["failed"])  # one strided pass, then contiguous ones
     any_failed = bool(failed.any()) if len(a) else False
     cols = {}
     for name, _fmt, _at in EVENT_FIELDS:
@@ -227,7 +230,7 @@ def write_parquet(path: str, directory: str) -> int:
     decode.verify(path)  # a bad file writes nothing
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with record.Reader(path) as r:
+    with record.Reader(path, word_sum, reuse=True) as r:
         names = [d[0] for d in r.descriptors]
         fns = decode.functions(r)
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)
