@@ -111,14 +111,16 @@ def frombuffer_rate(path: Path) -> float:
     return rows / (time.perf_counter() - t)
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forking parent.
 PEAK = """
-import resource, sys
+import sys
 sys.path.insert(0, {root!r})
 from btfgen.trace import columnar
 rows = 0
 for b in columnar.record_batches({path!r}, "scalars", "entry"):
     rows += b.num_rows
-print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+hwm = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print(rows, hwm[0])
 """
 
 

@@ -52,6 +52,8 @@ class Options:
     errors: bool = False  # print only the calls that returned an error, with their arguments
     as_json: bool = False  # JSON lines instead of text
     record: str | None = None  # write the raw events to this file instead of printing
+    attach: str = "auto"  # kernel functions: "multi" (kprobe_multi), "single" (one kprobe
+    # per function, each with its cookie), or "auto": multi where the kernel has it
 
 
 def load_manifest(directory: Path) -> dict:
@@ -170,9 +172,11 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     names = manifest["functions"]
 
     fork_offset = child_pid_offset()
+    single = kernel and _single(opts.attach)
     with bpfload.BpfObject(str(directory / manifest["object"])) as obj:
         for prog in ("trace_entry", "trace_exit"):
-            (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
+            if not single:
+                (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
         following = bool(opts.command or opts.pid or not kernel)
         if following and fork_offset is None:
             print(f"{PROG}: warning: no sched_process_fork event here: child processes "
@@ -193,7 +197,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         try:
             if only and fork_offset is not None:
                 obj.attach("follow_fork")
-            _attach(obj, manifest, keep, kernel)
+            _attach(obj, manifest, keep, kernel, single)
         except BaseException:
             if child:
                 child.cancel()
@@ -212,12 +216,37 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         return status, sum(struct.unpack(f"{ncpu}Q", counts))
 
 
-def _attach(obj, manifest: dict, keep: list[int], kernel: bool) -> None:
+def _single(mode: str) -> bool:
+    """Whether kernel functions get one kprobe and kretprobe link each (saying which way was
+    taken, and why)."""
+    if mode == "auto":
+        why = bpfload.kprobe_multi_unavailable()
+        if why is None:
+            mode = "multi"
+        else:
+            also = bpfload.kprobes_unavailable()
+            if also:
+                raise RunError(f"{why}; {also}")
+            print(f"{PROG}: attaching one kprobe and kretprobe per function ({why})",
+                  file=sys.stderr)
+            return True
+    if mode == "multi":
+        print(f"{PROG}: attaching kprobe_multi links", file=sys.stderr)
+        return False
+    print(f"{PROG}: attaching one kprobe and kretprobe per function (as asked)", file=sys.stderr)
+    return True
+
+
+def _attach(obj, manifest: dict, keep: list[int], kernel: bool, single: bool) -> None:
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
     names = [manifest["functions"][i] for i in keep]
     for prog, ret in (("trace_entry", False), ("trace_exit", True)):
-        if kernel:
+        if single:
+            # The same program on every function: the cookie (Linux 5.15+) picks the spec.
+            for i, name in zip(keep, names):
+                obj.attach_kprobe(prog, name, i, retprobe=ret)
+        elif kernel:
             obj.attach_kprobe_multi(prog, names, keep, retprobe=ret)
         else:
             obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,

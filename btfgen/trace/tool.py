@@ -54,7 +54,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="PROGRAM then its functions; with --kernel, kernel functions or globs")
     p.add_argument("--kernel", action="store_true", help="trace kernel functions "
-                   "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE)")
+                   "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE; else one kprobe each: 5.15+)")
+    p.add_argument("--attach", choices=("auto", "multi", "single"), default="auto",
+                   help="kernel functions: kprobe_multi links (multi), one kprobe and "
+                        "kretprobe per function with a BPF cookie (single: Linux 5.15+, for "
+                        "kernels without kprobe_multi or with its cookies broken), or multi "
+                        "where the kernel has it (auto, the default)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
     p.add_argument("--arch", help="the target's arch (default: this machine's)")
@@ -102,7 +107,7 @@ def _main(argv: list[str], prog: str) -> int:
     args = p.parse_args(argv)
     _check(p, args, command)
     opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
-                             as_json=args.json, record=args.record)
+                             as_json=args.json, record=args.record, attach=args.attach)
     if args.run:
         return trace_run.run(args.run, opts)
     if args.build:
@@ -124,6 +129,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--record keeps every raw event: choose --errors or --json when decoding")
     if args.build and (args.record or args.errors or args.json):
         p.error("--record, --errors and --json are for tracing: give them with --run")
+    if args.attach != "auto" and args.build:
+        p.error("--attach is for tracing: give it with --run")
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     if args.run:

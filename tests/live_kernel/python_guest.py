@@ -18,8 +18,9 @@ from . import cache, debian
 from . import kernel as kernels
 from .targets import Target
 
-# Members taken from each package: programs and shared libraries, the Python library.
-_WANTED = re.compile(r"^\./(usr/bin/python3\.\d+$|usr/lib(64|32)?/)")
+# Members taken from each package: programs and shared libraries, the Python library. Before
+# Debian merged /usr into its packages (bookworm), libc6, zlib1g, ... put theirs in /lib.
+_WANTED = re.compile(r"^\./(usr/bin/python3\.\d+$|(usr/)?lib(64|32)?/)")
 _UNWANTED = re.compile(
     r"/(test|tests|idlelib|tkinter|turtledemo|ensurepip|lib2to3|pydoc_data|config-3[^/]*|"
     r"gconv|__phello__|sqlite3|curses|dbm)/|\.a$|/audit/|"
@@ -73,6 +74,8 @@ def _collect(apt: debian.Apt) -> Files:
             rel = str(path.relative_to(root))
             if _UNWANTED.search("/" + rel):
                 continue
+            if rel.startswith("lib"):  # /lib/... of an unmerged package: merged as Debian does
+                rel = "usr/" + rel
             if path.is_symlink():
                 out.links[rel] = os.readlink(path)
             elif path.is_file():

@@ -99,17 +99,19 @@ def test_build_here_run_with_bare_python(tmp_path):
 
 
 def test_kernel_functions_on_this_kernel():
-    """This machine's kernel has no kprobe_multi (the QEMU tests in tests/live_kernel run the
-    tool on kernels that do): the tool must say so in one line, after probing for it."""
+    """This machine's kernel has no kprobe_multi and no kprobes (the QEMU tests in
+    tests/live_kernel run the tool on kernels that do): the tool must say so in one line,
+    after probing for both."""
     harness.require_live()
-    reason = bpfload.kprobe_multi_unavailable()
+    multi = bpfload.kprobe_multi_unavailable()
+    single = bpfload.kprobes_unavailable()
     proc = subprocess.run([sys.executable, *TOOL, "--kernel", "make_kuid", "--", "true"],
                           capture_output=True, text=True, timeout=300)
-    if reason is None:
+    if multi is None or single is None:
         assert proc.returncode == 0, proc.stderr
         return
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"btfgen trace: {reason}"
+    assert proc.stderr.strip() == f"btfgen trace: {multi}; {single}"
 
 
 @pytest.mark.parametrize("args, status, start", [
