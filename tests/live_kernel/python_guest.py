@@ -56,7 +56,7 @@ def files(target: Target) -> Files:
     apt = kernels.apt_for(target)
     apt.update()
     key = cache.digest(apt.suite, apt.arch, str((apt.root / "updated").stat().st_mtime_ns),
-                       _WANTED.pattern, _UNWANTED.pattern)
+                       _WANTED.pattern, _UNWANTED.pattern, *packages(apt))
     dest = cache.ROOT / "python-guest" / f"{apt.suite}-{apt.arch}-{key}.pickle"
     if dest.exists():
         return pickle.loads(dest.read_bytes())
