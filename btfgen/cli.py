@@ -1,4 +1,4 @@
-"""`btfgen`: generate decoders (the default), `btfgen dump`, `btfgen layout`.
+"""`btfgen`: generate decoders (the default), `btfgen dump`, `btfgen layout`, `btfgen trace`.
 
 Every failure the user can cause ends in one line on stderr and exit status 2; a requested
 function that is missing is exit status 1 (the generator says which).
@@ -16,7 +16,12 @@ SUBCOMMANDS = {
     "dump": "print BTF as `bpftool btf dump ... format raw` does",
     "layout": "print where each argument and return value lives",
     "check": "compare btfgen's placement with the compiler's DWARF",
+    "trace": "trace functions of a program or of the kernel, printing typed arguments and returns",
+    "decode": "print a recording made by `btfgen trace --record` (text, JSON lines, Parquet)",
 }
+# Commands with their own command line (`btfgen trace` splits off `-- COMMAND` before parsing,
+# and its run side must stay importable without the rest of btfgen): module -> its main(argv).
+OWN_MAIN = {"trace": "btfgen.trace.tool"}
 DEFAULT_COMMAND = "generate"
 
 
@@ -39,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     command = DEFAULT_COMMAND
     if argv and argv[0] in SUBCOMMANDS:
         command, argv = argv[0], argv[1:]
+    if command in OWN_MAIN:
+        return importlib.import_module(OWN_MAIN[command]).main(argv, prog=f"btfgen {command}")
     try:
         parser = _build_parser(command)
         if command == DEFAULT_COMMAND and argv[:1] in (["-h"], ["--help"]):

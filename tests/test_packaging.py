@@ -45,6 +45,7 @@ def test_wheel_carries_data(installed):
     # every file a description includes (riscv.inc)
     shipped = {p.name for p in (Path(__file__).resolve().parents[1] / "btfgen/abi/arches").iterdir()}
     assert {f"btfgen/abi/arches/{n}" for n in shipped if n.endswith((".abi", ".inc"))} <= files
+    assert "btfgen/trace/trace.bpf.c" in files, files
 
 
 def test_installed_package_finds_its_data_from_elsewhere(installed):
@@ -74,3 +75,17 @@ def test_every_package_is_in_the_wheel(installed):
     }
     missing = sorted(d for d in source if not (installed / d / "__init__.py").exists())
     assert not missing, f"not in pyproject.toml [tool.setuptools] packages: {missing}"
+
+
+def test_installed_trace_command(installed):
+    """`btfgen trace` from the wheel, elsewhere: its help, and a trace directory built from the
+    installed package's BPF source (needs clang; the BTF is a tiny hand-made one)."""
+    env = dict(os.environ, PYTHONPATH=str(installed))
+    out = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--help"], cwd="/", env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "--kernel" in out.stdout and "--run DIR" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--kernel"], cwd="/",
+                         env=env, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.startswith("btfgen trace: name the kernel functions"), out.stderr

@@ -18,8 +18,9 @@ from . import cache, debian
 from . import kernel as kernels
 from .targets import Target
 
-# Members taken from each package: programs and shared libraries, the Python library.
-_WANTED = re.compile(r"^\./(usr/bin/python3\.\d+$|usr/lib(64|32)?/)")
+# Members taken from each package: programs and shared libraries, the Python library. Before
+# Debian merged /usr into its packages (bookworm), libc6, zlib1g, ... put theirs in /lib.
+_WANTED = re.compile(r"^\./(usr/bin/python3\.\d+$|(usr/)?lib(64|32)?/)")
 _UNWANTED = re.compile(
     r"/(test|tests|idlelib|tkinter|turtledemo|ensurepip|lib2to3|pydoc_data|config-3[^/]*|"
     r"gconv|__phello__|sqlite3|curses|dbm)/|\.a$|/audit/|"
@@ -46,7 +47,7 @@ def packages(apt: debian.Apt) -> list[str]:
     v = python_version(apt)
     libelf = "libelf1t64" if apt.show("libelf1t64") else "libelf1"
     return [f"python{v}-minimal", f"libpython{v}-minimal", f"libpython{v}-stdlib", "libffi8",
-            "libbpf1", libelf, "zlib1g", "libzstd1", "libc6", "libexpat1"]
+            "libbpf1", libelf, "zlib1g", "libzstd1", "libc6", "libexpat1", "libgcc-s1"]
 
 
 def files(target: Target) -> Files:
@@ -55,7 +56,7 @@ def files(target: Target) -> Files:
     apt = kernels.apt_for(target)
     apt.update()
     key = cache.digest(apt.suite, apt.arch, str((apt.root / "updated").stat().st_mtime_ns),
-                       _WANTED.pattern, _UNWANTED.pattern)
+                       _WANTED.pattern, _UNWANTED.pattern, *packages(apt))
     dest = cache.ROOT / "python-guest" / f"{apt.suite}-{apt.arch}-{key}.pickle"
     if dest.exists():
         return pickle.loads(dest.read_bytes())
@@ -73,6 +74,8 @@ def _collect(apt: debian.Apt) -> Files:
             rel = str(path.relative_to(root))
             if _UNWANTED.search("/" + rel):
                 continue
+            if rel.startswith("lib"):  # /lib/... of an unmerged package: merged as Debian does
+                rel = "usr/" + rel
             if path.is_symlink():
                 out.links[rel] = os.readlink(path)
             elif path.is_file():

@@ -11,8 +11,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import bpfload
+
 import pytest
+
+from btfgen.trace import bpfload
 
 HERE = Path(__file__).parent
 CLANG = "clang-19"

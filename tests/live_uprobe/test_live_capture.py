@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import struct
 
-import bpfload
 import live_harness as harness
 import pytest
+
+from btfgen.trace import bpfload
 from live_expected import ARGS, FUNCS, RETURNS
 
 from btfgen.btf.reader import open_btf

@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import bpfload
 import live_harness as harness
 from live_expected import ARGS, FUNCS, RETURNS
 from test_live_generated import _decode_typed, _typed_program
@@ -17,6 +16,7 @@ from btfgen.btf.reader import open_btf
 from btfgen.dwarf.options import apply_dwarf
 from btfgen.dwarf.pahole import open_input
 from btfgen.place import place_functions
+from btfgen.trace import bpfload
 
 
 class _Args:

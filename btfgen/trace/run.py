@@ -1,5 +1,6 @@
-"""btfgen_trace.py's run step: load a trace directory (trace_build.py) and print every traced
-call and return. Standard library and libbpf only: this is what runs on the target.
+"""`btfgen trace`'s run step: load a trace directory (build.py) and print every traced call and
+return. Standard library and libbpf only: this is what runs on the target, copied into the trace
+directory beside bpfload.py and btfgen_trace.py (tool.py).
 
 Kernel functions are attached with one kprobe.multi and one kretprobe.multi link, a user
 program's with one uprobe_multi link per direction; the cookie of each function is its index in
@@ -20,7 +21,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import bpfload
+try:  # in the package, or copied into a trace directory beside its siblings
+    from . import bpfload, output, record
+except ImportError:
+    import bpfload
+    import output
+    import record
 
 TRACEFS = Path(bpfload.TRACEFS)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -29,7 +35,9 @@ ARCHES = {"x86_64": "x86_64", "i386": "i386", "i486": "i386", "i586": "i386", "i
           "aarch64": "arm64", "arm64": "arm64", "riscv64": "riscv64", "riscv32": "riscv32",
           "loongarch64": "loongarch64", "s390x": "s390x", "ppc64le": "ppc64le",
           "armv6l": "arm", "armv7l": "arm", "armv8l": "arm", "arm": "arm"}
-EVENT_HEADER = 24  # struct trace_event before its btfgen_record: tgid, pid, comm[16]
+
+# How messages name the tool: `btfgen trace`, or a trace directory's `btfgen_trace` (tool.main).
+PROG = "btfgen trace"
 
 
 class RunError(Exception):
@@ -41,6 +49,11 @@ class Options:
     command: list[str]  # run this and trace it while it runs (user mode: the program's args)
     pid: int = 0  # or trace this running process
     duration: float | None = None  # or stop after this many seconds
+    errors: bool = False  # print only the calls that returned an error, with their arguments
+    as_json: bool = False  # JSON lines instead of text
+    record: str | None = None  # write the raw events to this file instead of printing
+    attach: str = "auto"  # kernel functions: "multi" (kprobe_multi), "single" (one kprobe
+    # per function, each with its cookie), or "auto": multi where the kernel has it
 
 
 def load_manifest(directory: Path) -> dict:
@@ -101,7 +114,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     manifest = load_manifest(directory)
     decoders = load_decoders(directory, manifest)
     for warning in check_target(manifest):
-        print(f"btfgen_trace: warning: {warning}", file=sys.stderr)
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
     reason = bpfload.bpf_unavailable()
     if reason:
         raise RunError(f"BPF unavailable: {reason}")
@@ -111,21 +124,62 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     if kernel:
         keep, skipped = traceable(names)
         if skipped:
-            print(f"btfgen_trace: not traceable here (not in available_filter_functions), "
+            print(f"{PROG}: not traceable here (not in available_filter_functions), "
                   f"skipped: {', '.join(skipped)}", file=sys.stderr)
         if not keep:
             raise RunError("none of the functions can be traced on this kernel")
     else:
         keep = list(range(len(names)))
-    printer = Printer(decoders, names, out, who=kernel and not opts.pid and not opts.command)
+    who = kernel and not opts.pid and not opts.command
+    sink = writer = None
+    if opts.record:
+        writer = recorder(opts.record, manifest, decoders, who)
+        sink = writer.record
+    else:
+        sink = output.Printer([decoders.function(n) for n in names], decoders.BYTE_ORDER, out,
+                              who=who, errors=opts.errors, as_json=opts.as_json, prog=PROG).record
+    try:
+        status, lost = _trace(directory, manifest, decoders, opts, keep, sink)
+    except BaseException:
+        if writer:
+            writer.abandon()
+        raise
+    if writer:
+        writer.close(lost)
+        print(f"{PROG}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
+    # Never silent about what the ring buffer had no room for.
+    print(f"{PROG}: {lost} records lost (ring buffer full)", file=sys.stderr)
+    return status
+
+
+def recorder(path: str, manifest: dict, decoders, who: bool):
+    header = {"format": "btfgen trace recording", "arch": manifest["arch"], "who": who,
+              "byte_order": decoders.BYTE_ORDER, "pointer_size": decoders.POINTER_SIZE,
+              "kernel_release": os.uname().release, "kind": manifest["kind"],
+              "program": manifest.get("program"), "btf": manifest.get("btf"),
+              "btf_sha256": manifest.get("btf_sha256")}
+    descs = [decoders._DESCRIPTORS[n][0] for n in manifest["functions"]]
+    try:
+        return record.Writer(path, header, descs, decoders.BYTE_ORDER)
+    except OSError as e:
+        raise RunError(f"{path}: {e.strerror}") from None
+
+
+def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
+           sink) -> tuple[int, int]:
+    """(the exit status, records lost)"""
+    kernel = manifest["kind"] == "kernel"
+    names = manifest["functions"]
 
     fork_offset = child_pid_offset()
+    single = kernel and _single(opts.attach)
     with bpfload.BpfObject(str(directory / manifest["object"])) as obj:
         for prog in ("trace_entry", "trace_exit"):
-            (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
+            if not single:
+                (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
         following = bool(opts.command or opts.pid or not kernel)
         if following and fork_offset is None:
-            print("btfgen_trace: warning: no sched_process_fork event here: child processes "
+            print(f"{PROG}: warning: no sched_process_fork event here: child processes "
                   "are not traced", file=sys.stderr)
         obj.set_autoload("follow_fork", following and fork_offset is not None)
         obj.load()
@@ -143,28 +197,56 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
         try:
             if only and fork_offset is not None:
                 obj.attach("follow_fork")
-            _attach(obj, manifest, keep, kernel)
+            _attach(obj, manifest, keep, kernel, single)
         except BaseException:
             if child:
                 child.cancel()
             raise
-        with bpfload.RingBuffer(obj.map_fd("events"), printer.record) as rb:
+        with bpfload.RingBuffer(obj.map_fd("events"), sink) as rb:
             if child:
                 child.start()
             else:
                 what = "kernel functions" if kernel else "functions"
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
-                print(f"btfgen_trace: tracing {len(keep)} {what} {until}", file=sys.stderr,
+                print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
-            return _follow(rb, child, opts)
+            status = _follow(rb, child, opts)
+        ncpu = bpfload.possible_cpus()
+        counts = obj.lookup("lost", struct.pack("I", 0), 8 * ncpu)
+        return status, sum(struct.unpack(f"{ncpu}Q", counts))
 
 
-def _attach(obj, manifest: dict, keep: list[int], kernel: bool) -> None:
+def _single(mode: str) -> bool:
+    """Whether kernel functions get one kprobe and kretprobe link each (saying which way was
+    taken, and why)."""
+    if mode == "auto":
+        why = bpfload.kprobe_multi_unavailable()
+        if why is None:
+            mode = "multi"
+        else:
+            also = bpfload.kprobes_unavailable()
+            if also:
+                raise RunError(f"{why}; {also}")
+            print(f"{PROG}: attaching one kprobe and kretprobe per function ({why})",
+                  file=sys.stderr)
+            return True
+    if mode == "multi":
+        print(f"{PROG}: attaching kprobe_multi links", file=sys.stderr)
+        return False
+    print(f"{PROG}: attaching one kprobe and kretprobe per function (as asked)", file=sys.stderr)
+    return True
+
+
+def _attach(obj, manifest: dict, keep: list[int], kernel: bool, single: bool) -> None:
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
     names = [manifest["functions"][i] for i in keep]
     for prog, ret in (("trace_entry", False), ("trace_exit", True)):
-        if kernel:
+        if single:
+            # The same program on every function: the cookie (Linux 5.15+) picks the spec.
+            for i, name in zip(keep, names):
+                obj.attach_kprobe(prog, name, i, retprobe=ret)
+        elif kernel:
             obj.attach_kprobe_multi(prog, names, keep, retprobe=ret)
         else:
             obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,
@@ -220,7 +302,7 @@ class Gated:
             try:
                 os.execvp(argv[0], argv)
             except OSError as e:
-                print(f"btfgen_trace: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
+                print(f"{PROG}: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
             os._exit(127)
         os.close(r)
 
@@ -237,60 +319,3 @@ class Gated:
         if pid == 0:
             return None
         return os.waitstatus_to_exitcode(status)
-
-
-class Printer:
-    """One line per record: `func(arg=value, ...)` at entry, `func -> value` at exit; with
-    `who`, prefixed by the calling process (kernel functions traced system-wide)."""
-
-    def __init__(self, decoders, names: list[str], out, who: bool) -> None:
-        self.decoders = decoders
-        self.by_id = {decoders.function(n).btf_id: n for n in names} if names else {}
-        self.out = out
-        self.who = who
-        self.order = "<" if decoders.BYTE_ORDER == "little" else ">"
-
-    def record(self, raw: bytes) -> None:
-        try:
-            self._record(raw)
-        except Exception as e:  # libbpf's callback must not raise
-            print(f"btfgen_trace: a record could not be decoded: {e!r}", file=sys.stderr,
-                  flush=True)
-
-    def _record(self, raw: bytes) -> None:
-        tgid, _pid, comm = struct.unpack_from(self.order + "II16s", raw)
-        rec = raw[EVENT_HEADER:]
-        btf_id, kind = struct.unpack_from(self.order + "II", rec)
-        fn = self.decoders.function(self.by_id[btf_id])
-        value = fn.decode_record(rec)
-        prefix = ""
-        if self.who:
-            prefix = comm.split(b"\0")[0].decode(errors="replace") + f"[{tgid}] "
-        if kind == 0:
-            shown = ", ".join(f"{name}={show(v, _is_pointer(d))}"
-                              for (name, v), d in zip(fn.as_dict(value).items(), fn.args))
-            print(f"{prefix}{fn.name}({shown})", file=self.out, flush=True)
-        else:
-            ret = fn.ret[0] if fn.ret else None
-            print(f"{prefix}{fn.name} -> {show(value, _is_pointer(ret))}", file=self.out,
-                  flush=True)
-
-
-def _is_pointer(vdesc) -> bool:
-    # A generated value descriptor: (name, type descriptor, ...); the type's tag comes first.
-    try:
-        return vdesc[1][0] == "ptr"
-    except (TypeError, IndexError, KeyError):
-        return False
-
-
-def show(value, pointer: bool = False) -> str:
-    if pointer and isinstance(value, int):
-        return hex(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={show(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (bytes, bytearray)):
-        return repr(bytes(value))
-    if isinstance(value, list):
-        return "[" + ", ".join(show(v) for v in value) + "]"
-    return repr(value)

@@ -39,6 +39,12 @@ class _UprobeOpts(ctypes.Structure):
                 ("retprobe", c_bool), ("func_name", c_char_p)]
 
 
+class _KprobeOpts(ctypes.Structure):
+    # struct bpf_kprobe_opts as libbpf 1.1 has it (later ones only add fields after these).
+    _fields_ = [("sz", c_size_t), ("bpf_cookie", c_uint64), ("offset", c_size_t),
+                ("retprobe", c_bool)]
+
+
 _PRINT_FN = CFUNCTYPE(c_int, c_int, c_char_p, c_void_p)
 _SAMPLE_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
 
@@ -76,9 +82,13 @@ def _load_libbpf() -> ctypes.CDLL:
         "bpf_program__attach_uprobe_opts": (
             [c_void_p, c_int, c_char_p, c_size_t, POINTER(_UprobeOpts)], c_void_p),
         "bpf_program__attach": ([c_void_p], c_void_p),
+        "bpf_program__attach_kprobe_opts": (
+            [c_void_p, c_char_p, POINTER(_KprobeOpts)], c_void_p),
         "bpf_link__destroy": ([c_void_p], c_int),
         "bpf_map__fd": ([c_void_p], c_int),
         "bpf_map_update_elem": ([c_int, c_void_p, c_void_p, c_uint64], c_int),
+        "bpf_map_lookup_elem": ([c_int, c_void_p, c_void_p], c_int),
+        "libbpf_num_possible_cpus": ([], c_int),
         "ring_buffer__new": ([c_int, _SAMPLE_FN, c_void_p, c_void_p], c_void_p),
         "ring_buffer__poll": ([c_void_p, c_int], c_int),
         "ring_buffer__consume": ([c_void_p], c_int),
@@ -254,6 +264,14 @@ class BpfObject:
         if libbpf().bpf_map_update_elem(self.map_fd(map_name), k, v, 0):
             raise _fail(f"{self.path}: updating map {map_name}")
 
+    def lookup(self, map_name: str, key: bytes, size: int) -> bytes:
+        """The value at `key`: `size` bytes (for a per-CPU map, every possible CPU's value,
+        each padded to 8 bytes)."""
+        k, v = ctypes.create_string_buffer(key, len(key)), ctypes.create_string_buffer(size)
+        if libbpf().bpf_map_lookup_elem(self.map_fd(map_name), k, v):
+            raise _fail(f"{self.path}: reading map {map_name}")
+        return v.raw
+
     def attach_uprobe(self, prog: str, binary: str, func: str, *, retprobe: bool = False,
                       cookie: int = 0, pid: int = -1) -> LibbpfLink:
         opts = _UprobeOpts(sz=ctypes.sizeof(_UprobeOpts), bpf_cookie=cookie, retprobe=retprobe,
@@ -317,6 +335,20 @@ class BpfObject:
         self.links.append(FdLink(fd))
         return self.links[-1]
 
+    def attach_kprobe(self, prog: str, func: str, cookie: int, *,
+                      retprobe: bool = False) -> LibbpfLink:
+        """One kprobe (or kretprobe) link for `prog` on kernel function `func`, with a BPF
+        cookie (Linux 5.15+): where kprobe_multi links are missing or broken."""
+        opts = _KprobeOpts(sz=ctypes.sizeof(_KprobeOpts), bpf_cookie=cookie, retprobe=retprobe)
+        _log.clear()
+        link = libbpf().bpf_program__attach_kprobe_opts(self.program(prog), func.encode(),
+                                                        ctypes.byref(opts))
+        if not link:
+            raise _fail(f"{'kretprobe' if retprobe else 'kprobe'} on {func}",
+                        -ctypes.get_errno())
+        self.links.append(LibbpfLink(link))
+        return self.links[-1]
+
     def attach(self, prog: str) -> LibbpfLink:
         """Attach where the program's section says (tracepoint/CATEGORY/NAME, ...)."""
         link = libbpf().bpf_program__attach(self.program(prog))
@@ -374,6 +406,13 @@ class RingBuffer:
         self.close()
 
 
+def possible_cpus() -> int:
+    n = libbpf().libbpf_num_possible_cpus()
+    if n <= 0:
+        raise _fail("counting the possible CPUs", -n)
+    return n
+
+
 def bpf_unavailable() -> str | None:
     """Why BPF uprobes cannot be used here, or None when they can."""
     if os.geteuid() != 0:
@@ -382,8 +421,8 @@ def bpf_unavailable() -> str | None:
         libbpf()
     except BpfLoadError as e:
         return str(e)
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        return "kernel without BTF"
+    # Not the kernel's BTF: the programs here read by offsets, with no CO-RE relocation (Debian's
+    # 686-pae 6.1 kernel runs them without one).
     # Root in a container may still be refused bpf(): load a trivial kprobe-type program.
     if libbpf().libbpf_probe_bpf_prog_type(_BPF_PROG_TYPE_KPROBE, None) != 1:
         return "the kernel refuses to load kprobe/uprobe BPF programs here"
@@ -422,6 +461,16 @@ def kprobe_multi_unavailable() -> str | None:
         return f"kprobe_multi links are not permitted here: {os.strerror(err)}"
     return (f"this kernel has no kprobe_multi links (they need Linux 5.18 or later with "
             f"CONFIG_FPROBE): {os.strerror(err)}")
+
+
+def kprobes_unavailable() -> str | None:
+    """Why this kernel cannot make kprobe links, or None: libbpf needs the kprobe PMU, or
+    tracefs's kprobe_events for its legacy way."""
+    if os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
+        return None
+    if os.path.exists(os.path.join(TRACEFS, "kprobe_events")):
+        return None
+    return "this kernel has no kprobes either (no kprobe PMU, no kprobe_events)"
 
 
 def mount_tracefs() -> None:

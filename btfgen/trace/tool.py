@@ -2,23 +2,24 @@
 """Trace functions of a user program or of the kernel: every call's typed arguments and every
 return value.
 
-    sudo python3 examples/btfgen_trace.py ./prog parse_header checksum -- input.bin
-    sudo python3 examples/btfgen_trace.py --header api.h ./prog api_open api_close
-    sudo python3 examples/btfgen_trace.py --pid 4242 /usr/bin/prog parse_header
-    sudo python3 examples/btfgen_trace.py --kernel 'vfs_*' do_sys_openat2 -- cat /etc/hostname
-    sudo python3 examples/btfgen_trace.py --kernel --duration 5 shmem_file_llseek
+    sudo btfgen trace ./prog parse_header checksum -- input.bin
+    sudo btfgen trace --header api.h ./prog api_open api_close
+    sudo btfgen trace --pid 4242 /usr/bin/prog parse_header
+    sudo btfgen trace --kernel 'vfs_*' do_sys_openat2 -- cat /etc/hostname
+    sudo btfgen trace --kernel --duration 5 shmem_file_llseek
 
 Build on one machine, run on another (the target needs only Python and libbpf):
 
-    python3 examples/btfgen_trace.py --kernel --btf target-vmlinux --arch riscv64 \\
+    btfgen trace --kernel --btf target-vmlinux --arch riscv64 \\
         --build DIR vfs_fallocate
     sudo python3 DIR/btfgen_trace.py --run DIR -- fallocate -l 1M /tmp/f
 
 Types come from a program's DWARF (turned into BTF by pahole, as the kernel build does), its C
 headers (--header, parsed by libclang), or the kernel's BTF. btfgen places the values for the
-arch's calling convention and generates the BPF and Python decoders; this script only builds
-(trace_build.py: btfgen and clang), then loads, attaches one multi link per direction (uprobe_multi
-or kprobe_multi) and prints (trace_run.py: standard library and libbpf).
+arch's calling convention and generates the BPF and Python decoders; this module only builds
+(build.py: btfgen and clang), then loads, attaches one multi link per direction (uprobe_multi
+or kprobe_multi) and prints (run.py: standard library and libbpf). It is copied into every trace
+directory as btfgen_trace.py, so it imports nothing of btfgen but its siblings there.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-if (HERE.parent / "btfgen").is_dir():  # run from a source checkout
-    sys.path.insert(0, str(HERE.parent))
-
-import bpfload  # noqa: E402
-import trace_run  # noqa: E402
+try:  # in the package, or copied into a trace directory beside its siblings
+    from . import bpfload
+    from . import run as trace_run
+except ImportError:
+    import bpfload
+    import run as trace_run
 
 USAGE = """\
 %(prog)s [options] PROGRAM FUNC... [-- ARGS...]
@@ -45,16 +45,21 @@ USAGE = """\
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not usage + message
-        self.exit(2, f"btfgen_trace: {message} (see --help)\n")
+        self.exit(2, f"{trace_run.PROG}: {message} (see --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="btfgen_trace.py", usage=USAGE, description=__doc__.split("\n\n")[0],
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, usage=USAGE, description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="PROGRAM then its functions; with --kernel, kernel functions or globs")
     p.add_argument("--kernel", action="store_true", help="trace kernel functions "
-                   "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE)")
+                   "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE; else one kprobe each: 5.15+)")
+    p.add_argument("--attach", choices=("auto", "multi", "single"), default="auto",
+                   help="kernel functions: kprobe_multi links (multi), one kprobe and "
+                        "kretprobe per function with a BPF cookie (single: Linux 5.15+, for "
+                        "kernels without kprobe_multi or with its cookies broken), or multi "
+                        "where the kernel has it (auto, the default)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
     p.add_argument("--arch", help="the target's arch (default: this machine's)")
@@ -67,6 +72,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="trace this running process (until it exits or Ctrl-C) instead of "
                         "running a command")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--errors", action="store_true",
+                   help="print only the calls that returned a negative errno (-1..-4095) or a "
+                        "NULL or error pointer, with the arguments they were called with")
+    p.add_argument("--json", action="store_true",
+                   help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
+                        "arguments or return value) instead of text")
+    p.add_argument("--record", metavar="FILE",
+                   help="write the raw events, and what decodes them, to FILE instead of "
+                        "printing (`btfgen decode FILE` prints them, anywhere)")
     p.add_argument("--build", metavar="DIR", type=Path,
                    help="only write the trace directory DIR (generated decoders, BPF object, "
                         "manifest, these scripts)")
@@ -74,16 +88,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def main(argv=None, prog: str = "btfgen trace") -> int:
+    """The tool's exit status: the traced command's, 1 when tracing failed, 2 on bad usage."""
+    trace_run.PROG = prog
+    try:
+        return _main(sys.argv[1:] if argv is None else argv, prog)
+    except (trace_run.RunError, bpfload.BpfLoadError) as e:  # one line, plus libbpf's log
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str], prog: str) -> int:
     command: list[str] = []
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
-    p = _parser()
+    p = _parser(prog)
     args = p.parse_args(argv)
     _check(p, args, command)
-    opts = trace_run.Options(command, args.pid, args.duration)
+    opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
+                             as_json=args.json, record=args.record, attach=args.attach)
     if args.run:
         return trace_run.run(args.run, opts)
     if args.build:
@@ -101,6 +125,12 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--run takes no functions or types: they were chosen at --build")
     if args.pid and command:
         p.error("--pid traces a running process: give no command after --")
+    if args.record and (args.errors or args.json):
+        p.error("--record keeps every raw event: choose --errors or --json when decoding")
+    if args.build and (args.record or args.errors or args.json):
+        p.error("--record, --errors and --json are for tracing: give them with --run")
+    if args.attach != "auto" and args.build:
+        p.error("--attach is for tracing: give it with --run")
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     if args.run:
@@ -117,9 +147,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
 
 def _build(args, out: Path) -> None:
     try:
-        import trace_build
-
         from btfgen.errors import BtfgenError
+        from btfgen.trace import build as trace_build
     except ImportError as e:
         raise trace_run.RunError(f"building needs btfgen ({e.name} is missing); build "
                                  "elsewhere and use --run here") from None
@@ -135,8 +164,5 @@ def _build(args, out: Path) -> None:
         raise trace_run.RunError(f"{e.filename or out}: {e.strerror}") from None
 
 
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (trace_run.RunError, bpfload.BpfLoadError) as e:  # one line, plus libbpf's log
-        sys.exit(f"btfgen_trace: {e}")
+if __name__ == "__main__":  # a trace directory's btfgen_trace.py
+    sys.exit(main(prog="btfgen_trace"))

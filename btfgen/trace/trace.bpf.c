@@ -1,4 +1,4 @@
-/* btfgen_trace.py's BPF side: btfgen's generic decoder, one program for every traced function.
+/* `btfgen trace`'s BPF side: btfgen's generic decoder, one program for every traced function.
  * The attach cookie indexes `specs`, which user space fills with the generated Python module's
  * spec(name); each call and each return becomes one struct trace_event in `events`.
  *
@@ -50,11 +50,24 @@ struct {
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
-/* Who made the call: kernel functions run on behalf of any process. */
+/* Records the ring buffer had no room for, per CPU (a plain add: no atomics, which 32-bit
+ * JITs may lack). User space sums them at the end. */
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Who made the call and when: kernel functions run on behalf of any process; entry and exit
+ * are paired per thread (pid) by user space, which also prints the time between them. */
 struct trace_event {
 	__u32 tgid;
 	__u32 pid;
 	char comm[16];
+	__u64 ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u32 cpu;
+	__u32 pad;
 	struct btfgen_record rec;
 };
 
@@ -102,10 +115,19 @@ static __always_inline int record(void *ctx, __u32 kind)
 	if (!spec)
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e)
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+
+		if (n)
+			*n += 1;
 		return 0;
+	}
 	e->tgid = id >> 32;
 	e->pid = (__u32)id;
+	e->ns = bpf_ktime_get_ns();
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	if (kind)
 		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);

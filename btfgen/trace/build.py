@@ -1,9 +1,10 @@
-"""btfgen_trace.py's build step: everything that needs btfgen and clang, written to a directory
-that trace_run.py loads on the target with only the standard library and libbpf.
+"""`btfgen trace`'s build step: everything that needs btfgen and clang, written to a directory
+that run.py loads on the target with only the standard library and libbpf.
 
 The directory holds the generated decoder module (btfgen_<arch>.py), the compiled BPF object
 (trace.bpf.o), the manifest (trace.json: the functions in cookie order and what they were built
-for) and copies of the three runtime scripts, so copying it to the target is the whole install.
+for) and copies of the run-side modules (btfgen_trace.py is tool.py), so copying it to the target
+is the whole install.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from btfgen.codegen.select import select_functions
 from btfgen.place import place_functions
 
 HERE = Path(__file__).resolve().parent
-RUNTIME = ("btfgen_trace.py", "bpfload.py", "trace_run.py")
+# The run side, as the trace directory names it: module in this package -> file there.
+RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py",
+           "output.py": "output.py", "record.py": "record.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
 KERNEL_BTF = "/sys/kernel/btf/vmlinux"
 MAX_FUNCTIONS = 4096  # the specs map's size in trace.bpf.c
-# As the kernel build runs pahole: floats as FLOAT, not as INT.
-PAHOLE = ("pahole", "-J", "--btf_gen_floats")
 
 
 class BuildError(Exception):
@@ -55,14 +56,13 @@ def build(req: Request, out: Path) -> dict:
     types, source = _kernel_types(req) if req.kernel else _program_types(req, out)
     conv = load_arch(req.arch or platform.machine(), getattr(types, "pointer_size", None))
     funcs = _select(types, req, source)
-    layout = place_functions(types, conv, funcs, ctx="pt_regs")
+    layout = _with_dwarf(place_functions(types, conv, funcs, ctx="pt_regs"), req, source, conv)
     for name, text in outputs.generate(layout, types, ("bpf", "python"),
                                        self_contained=True).items():
         (out / name).write_text(text)
     _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
-    for name in RUNTIME:
-        if (HERE / name).resolve() != (out / name).resolve():
-            shutil.copyfile(HERE / name, out / name)
+    for module, name in RUNTIME.items():
+        shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
     manifest = {
         "format": 1,
@@ -77,7 +77,7 @@ def build(req: Request, out: Path) -> dict:
         # The run step warns when the target kernel's BTF is not the one built for.
         manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
     else:
-        import bpfload  # pyelftools, on the build machine only
+        from btfgen.trace import bpfload  # pyelftools, on the build machine only
 
         manifest["program"] = str(Path(req.program).resolve())
         manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
@@ -100,22 +100,28 @@ def _program_types(req: Request, work: Path):
                             include_dirs=req.include, defines=req.define), req.headers[0]
     if not Path(req.program).is_file():
         raise BuildError(f"{req.program}: no such file")
-    from btfgen.errors import BtfgenError
+    from btfgen.dwarf.pahole import open_input
 
-    try:
-        return open_btf(req.program), req.program
-    except BtfgenError:
-        pass  # no .BTF: make one from the DWARF, on a copy
-    copy = work / "program.btf"
-    shutil.copyfile(req.program, copy)
-    proc = subprocess.run([*PAHOLE, str(copy)], capture_output=True, text=True)
-    if proc.returncode:
-        raise BuildError(f"{req.program}: pahole could not make BTF (built with -g?): "
-                         f"{proc.stderr.strip()}")
-    try:
-        return open_btf(str(copy)), req.program
-    finally:
-        copy.unlink()
+    return open_input(req.program), req.program
+
+
+def _with_dwarf(layout, req: Request, source: str, conv):
+    """The layout corrected by the input's DWARF (a -g program, a -dbg vmlinux given as --btf):
+    a function compiled with another convention than its prototype is placed where the compiler
+    says, or unavailable; never traced silently wrong."""
+    if req.headers or not source or not Path(source).is_file():
+        return layout
+    from btfgen.dwarf.reader import has_dwarf
+
+    if not has_dwarf(source):
+        return layout
+    from btfgen.dwarf.correct import correct_layout
+
+    layout, corrections = correct_layout(layout, source, conv, selected=True)
+    if corrections:
+        print(f"btfgen trace: placed from DWARF ({source}): "
+              + ", ".join(c.name for c in corrections), file=sys.stderr)
+    return layout
 
 
 def _select(types, req: Request, source: str) -> list:
@@ -139,7 +145,9 @@ def _select(types, req: Request, source: str) -> list:
         by_name.setdefault(f.name, []).append(f)
     ambiguous = [n for n, fs in by_name.items() if len({f.type_id for f in fs}) > 1]
     if ambiguous:
-        print("btfgen_trace: left out, several static functions of that name with different "
+        from btfgen.trace import run
+
+        print(f"{run.PROG}: left out, several static functions of that name with different "
               f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
     funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
     if not funcs:

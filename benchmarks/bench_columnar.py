@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Columnar decoding of a recording (`btfgen trace --record`): records/s of one scalar-only
+function's entries into Arrow record batches (btfgen.trace.columnar), against the per-record
+path (the generated decoder's decode_record, one Python call per record) and a bare
+numpy.frombuffer of the same bytes (no file framing, no checksum, no Arrow); then the peak
+memory of the columnar path over files of growing size: bounded by one batch of the file, not
+by the file.
+
+The recording is synthetic (no BPF needed): the x86_64 golden module's `scalars` (nine
+whole-scalar arguments: ints of 1-8 bytes, a bool, a pointer), random value bytes, batches of
+record.MAX_BATCH_EVENTS events as `btfgen trace --record` writes them.
+
+Target (issue 14): >= 20 M records/s for scalar-only functions.
+
+    BENCH_RECORDS=20000000 python3 benchmarks/bench_columnar.py
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "trace"))
+
+import synth  # noqa: E402
+
+from btfgen.trace import record  # noqa: E402
+
+RECORDS = int(os.environ.get("BENCH_RECORDS", 20_000_000))
+FUNCTION = "scalars"
+
+
+def make(path: Path, records: int) -> None:
+    """A file of `records` entries of FUNCTION: one real batch written by record.Writer,
+    repeated (each batch carries its own checksum), then the end."""
+    mod = synth.module("x86_64")
+    descs = synth.descriptors(mod)
+    desc = mod._DESCRIPTORS[FUNCTION][0]
+    rng = random.Random(1)
+    one = path.with_suffix(".one")
+    w = record.Writer(str(one), {"arch": "x86_64", "byte_order": "little", "who": False,
+                                 "kernel_release": "synthetic"}, descs, "little")
+    for i in range(record.MAX_BATCH_EVENTS):
+        w.record(synth.event(desc, 0, rng, 1000 + i))
+    w.close(0)
+    data = one.read_bytes()
+    one.unlink()
+    batch_at = data.index(b"BATC")
+    head, batch = data[:batch_at], data[batch_at:-record.END.size]
+    n = records // record.MAX_BATCH_EVENTS
+    with open(path, "wb") as f:
+        f.write(head)
+        for _ in range(n):
+            f.write(batch)
+        events = n * record.MAX_BATCH_EVENTS
+        tail = record.struct.pack("<QQ", events, 0)
+        f.write(record.END.pack(b"END\0", 0, events, 0, record.zlib.crc32(tail), 0))
+
+
+def columnar_rate(path: Path) -> tuple[float, int]:
+    from btfgen.trace import columnar
+
+    t = time.perf_counter()
+    rows = sum(b.num_rows for b in columnar.record_batches(str(path), FUNCTION, "entry"))
+    return rows / (time.perf_counter() - t), rows
+
+
+def per_record_rate(path: Path, limit: int = 300_000) -> float:
+    from btfgen.records.runtime import Function
+
+    with record.Reader(str(path)) as r:
+        fn = Function(r.descriptors[[d[0] for d in r.descriptors].index(FUNCTION)])
+        stride = r.strides[0]
+        done, t = 0, time.perf_counter()
+        for batch in r.batches():
+            for _fi, _k, count, payload in batch.sections:
+                for i in range(count):
+                    fn.decode_record(payload[i * stride + record.EVENT_HEADER:(i + 1) * stride])
+                done += count
+            if done >= limit:
+                break
+        return done / (time.perf_counter() - t)
+
+
+def frombuffer_rate(path: Path) -> float:
+    """numpy.frombuffer over the batches' payloads already in memory, one field summed: the
+    floor of what reading these bytes costs."""
+    import numpy as np
+
+    from btfgen.trace import columnar
+
+    with record.Reader(str(path)) as r:
+        from btfgen.trace import decode
+
+        fn = decode.functions(r)[0]
+        layout = columnar.Layout(fn, 0, r.strides[0], r.order)
+        payloads = [p for b, _ in zip(r.batches(), range(40)) for *_, p in b.sections]
+    t = time.perf_counter()
+    rows = 0
+    for p in payloads:
+        a = np.frombuffer(p, dtype=layout.dtype)
+        a["a"].sum()
+        rows += len(a)
+    return rows / (time.perf_counter() - t)
+
+
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forking parent.
+PEAK = """
+import sys
+sys.path.insert(0, {root!r})
+from btfgen.trace import columnar
+rows = 0
+for b in columnar.record_batches({path!r}, "scalars", "entry"):
+    rows += b.num_rows
+hwm = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print(rows, hwm[0])
+"""
+
+
+def peak_memory(path: Path) -> tuple[int, int]:
+    out = subprocess.run([sys.executable, "-c", PEAK.format(root=str(ROOT), path=str(path))],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def main() -> int:
+    try:
+        import numpy  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        print(f"bench_columnar: needs the btfgen[arrow] extra ({e.name} is missing)")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="bench-columnar-", dir=os.environ.get("TMPDIR"))\
+            as tmp:
+        path = Path(tmp) / "big.btfrec"
+        make(path, RECORDS)
+        size = path.stat().st_size
+        rate, rows = columnar_rate(path)  # the file is in the page cache from here on
+        rate, rows = columnar_rate(path)
+        print(f"recording: {rows} entries of {FUNCTION} (9 scalar arguments), "
+              f"{size / 1e9:.2f} GB, {size / rows:.0f} bytes/record")
+        print(f"columnar (file -> Arrow record batches): {rate / 1e6:6.2f} M records/s  "
+              f"(target >= 20)")
+        per = per_record_rate(path)
+        print(f"per-record decode_record:                {per / 1e6:6.2f} M records/s  "
+              f"(columnar x{rate / per:.0f})")
+        bare = frombuffer_rate(path)
+        print(f"bare numpy.frombuffer (bytes in memory): {bare / 1e6:6.2f} M records/s  "
+              f"(columnar at {rate / bare:.0%} of it)")
+        decoded = rows * (8 + 4 + 4 + 4 + 4 + 1 + 1 + 8 + 8 + 2 + 8 + 4 + 8)
+        for frac in (4, 1):
+            small = Path(tmp) / f"part{frac}.btfrec"
+            make(small, RECORDS // frac)
+            n, kb = peak_memory(small)
+            print(f"peak RSS over {n:>9} records ({small.stat().st_size / 1e9:.2f} GB file): "
+                  f"{kb / 1024:6.0f} MB")
+            small.unlink()
+        print(f"(the {rows} records decoded all at once would take {decoded / 1e9:.2f} GB of "
+              f"columns; the columnar path holds one batch of {record.MAX_BATCH_EVENTS})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""What `btfgen trace` and `btfgen decode` print: one event (trace.bpf.c's struct trace_event)
+at a time, entries and exits paired per thread, as text lines or JSON lines, or only the calls
+that failed (--errors).
+
+Standard library only: copied into every trace directory, and used by `btfgen decode` on
+records read back from a file (record.py). A decoder here is anything with btfgen's generated
+`Function` interface (decode_record, as_dict, args, ret, name, btf_id, pointer_size).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import struct
+import sys
+
+# struct trace_event before its btfgen_record: tgid, pid, comm[16], ns, cpu, pad.
+EVENT_HEADER = 40
+HEADS = {"little": struct.Struct("<II16sQI4x"), "big": struct.Struct(">II16sQI4x")}
+KINDS = {"little": struct.Struct("<II"), "big": struct.Struct(">II")}
+# Calls a thread may have open at once before the oldest are dropped (exits lost with a full
+# ring buffer, or a thread that died inside a call, must not grow memory without bound).
+MAX_DEPTH = 256
+MAX_ERRNO = 4095  # the kernel's: -4095..-1 are errors, and so are pointers in that range
+
+
+class BadEvent(ValueError):
+    """An event that cannot be what trace.bpf.c wrote."""
+
+
+class Printer:
+    """Decodes events and writes them to `out`.
+
+    Text: `func(arg=value, ...)` at entry, `func -> value (D us)` at exit, D the time since the
+    same thread entered it; with `who`, each line starts with `comm[tgid] `. JSON: one object a
+    line. `errors`: nothing at entry; at an exit returning -1..-4095 or a NULL/error pointer,
+    the call with the arguments it was entered with."""
+
+    def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
+                 errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
+                 flush: bool = True) -> None:
+        self.by_id = {f.btf_id: f for f in functions}
+        self.head, self.kind = HEADS[order], KINDS[order]
+        self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
+        self.prog, self.flush = prog, flush
+        self.open: dict[int, list] = {}  # thread id -> [(function, ns, args), ...]
+
+    def record(self, raw) -> None:
+        """For libbpf's ring-buffer callback, which must not raise: a bad record is one line on
+        stderr, and tracing goes on."""
+        try:
+            self.event(raw)
+        except Exception as e:
+            print(f"{self.prog}: a record could not be decoded: {e!r}", file=sys.stderr,
+                  flush=True)
+
+    def event(self, raw) -> None:
+        if len(raw) < EVENT_HEADER + 16:
+            raise BadEvent(f"an event of {len(raw)} bytes")
+        tgid, tid, comm, ns, cpu = self.head.unpack_from(raw)
+        rec = memoryview(raw)[EVENT_HEADER:]
+        btf_id, kind = self.kind.unpack_from(rec)
+        fn = self.by_id.get(btf_id)
+        if fn is None or kind > 1:
+            raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
+        value = fn.decode_record(rec)
+        who = Who(tgid, tid, comm.split(b"\0")[0].decode(errors="replace"), ns, cpu)
+        stack = self.open.setdefault(tid, [])
+        if kind == 0:
+            stack.append((fn, ns, value))
+            if len(stack) > MAX_DEPTH:
+                del stack[0]
+            if not self.errors:
+                self._write(self._entry(fn, who, value))
+            return
+        entry = _pop(stack, fn)
+        if not stack:
+            del self.open[tid]
+        took = None if entry is None else ns - entry[1]
+        if not self.errors:
+            self._write(self._exit(fn, who, value, took, None))
+        elif failed(fn, value):
+            self._write(self._exit(fn, who, value, took, entry))
+
+    def _entry(self, fn, who, args) -> str:
+        if self.as_json:
+            return _json(who, fn, "entry", args=_typed_args(fn, args))
+        return f"{self._prefix(who)}{fn.name}({_shown_args(fn, args)})"
+
+    def _exit(self, fn, who, value, took, entry) -> str:
+        ret = fn.ret[0] if fn.ret else None
+        if self.as_json:
+            extra = {"return": typed(value)}
+            if took is not None:
+                extra["duration_ns"] = took
+            if self.errors:
+                extra["args"] = None if entry is None else _typed_args(fn, entry[2])
+            return _json(who, fn, "error" if self.errors else "exit", **extra)
+        text = show(value, _is_pointer(ret))
+        if self.errors:
+            name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
+            if name:
+                text += f" {name}"
+            args = "?" if entry is None else _shown_args(fn, entry[2])  # entry lost
+            head = f"{fn.name}({args})"
+        else:
+            head = fn.name
+        timing = "" if took is None else f" ({took / 1000:.3f} us)"
+        return f"{self._prefix(who)}{head} -> {text}{timing}"
+
+    def _prefix(self, who) -> str:
+        return f"{who.comm}[{who.tgid}] " if self.who else ""
+
+    def _write(self, line: str) -> None:
+        print(line, file=self.out, flush=self.flush)
+
+
+class Who:
+    __slots__ = ("tgid", "tid", "comm", "ns", "cpu")
+
+    def __init__(self, tgid, tid, comm, ns, cpu) -> None:
+        self.tgid, self.tid, self.comm, self.ns, self.cpu = tgid, tid, comm, ns, cpu
+
+
+def _pop(stack: list, fn):
+    """The innermost open call of `fn` on this thread, dropping the calls opened after it
+    (their exits were lost); None when it has none (its entry was lost)."""
+    for at in range(len(stack) - 1, -1, -1):
+        if stack[at][0] is fn:
+            entry = stack[at]
+            del stack[at:]
+            return entry
+    return None
+
+
+def failed(fn, value) -> bool:
+    """A negative errno (-1..-4095) from a signed integer return, or a NULL or ERR_PTR
+    pointer."""
+    if not fn.ret or not isinstance(value, int) or isinstance(value, bool):
+        return False
+    tdesc = fn.ret[0][1]
+    if tdesc[0] == "ptr":
+        return value == 0 or value >= (1 << 8 * tdesc[1]) - MAX_ERRNO
+    return tdesc[0] == "int" and tdesc[2] and -MAX_ERRNO <= value <= -1
+
+
+def _is_int(vdesc) -> bool:
+    try:
+        return vdesc[1][0] == "int"
+    except (TypeError, IndexError, KeyError):
+        return False
+
+
+def _is_pointer(vdesc) -> bool:
+    # A generated value descriptor: (name, type descriptor, ...); the type's tag comes first.
+    try:
+        return vdesc[1][0] == "ptr"
+    except (TypeError, IndexError, KeyError):
+        return False
+
+
+def _shown_args(fn, args) -> str:
+    return ", ".join(f"{name}={show(v, _is_pointer(d))}"
+                     for (name, v), d in zip(fn.as_dict(args).items(), fn.args))
+
+
+def _typed_args(fn, args) -> dict:
+    return {name: typed(v) for name, v in fn.as_dict(args).items()}
+
+
+def _json(who, fn, kind: str, **values) -> str:
+    return json.dumps({"timestamp": who.ns, "cpu": who.cpu, "pid": who.tgid, "tid": who.tid,
+                       "comm": who.comm, "function": fn.name, "kind": kind, **values},
+                      allow_nan=False)
+
+
+def show(value, pointer: bool = False) -> str:
+    if pointer and isinstance(value, int):
+        return hex(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return repr(value)
+
+
+def typed(value):
+    """A decoded value as JSON: numbers stay numbers (pointers too), an enum is {"value",
+    "name"}, bytes are hex, a value not captured is {"unavailable": why} or {"unread":
+    address}."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        name = getattr(value, "name", None)
+        if name is not None or type(value).__name__ == "Enumerator":
+            return {"value": int(value), "name": name}
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {k: typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    if hasattr(value, "reason"):
+        return {"unavailable": value.reason}
+    if hasattr(value, "address"):
+        return {"unread": value.address}
+    return repr(value)

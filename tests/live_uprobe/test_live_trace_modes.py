@@ -1,0 +1,158 @@
+"""`btfgen trace`'s ways of showing calls, live with uprobes: entry and exit paired per thread
+with the time between them, --errors, --json, the count of records the ring buffer lost, and
+--record FILE read back by `btfgen decode`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import live_harness as harness
+from test_live_trace_tool import EXPECTED, FUNCS, untimed
+
+TOOL = [sys.executable, "-m", "btfgen", "trace"]
+DECODE = [sys.executable, "-m", "btfgen", "decode"]
+# This checkout's btfgen, from any directory.
+ELSEWHERE = {"cwd": "/", "env": dict(os.environ, PYTHONPATH=str(harness.HERE.parent.parent))}
+
+ERRORS = r"""
+#include <errno.h>
+#include <stddef.h>
+#include <pthread.h>
+struct thing { int a; };
+static struct thing one = { 5 };
+int __attribute__((noipa)) op(int x, long y) { return x < 0 ? -ENOENT : x + (int)y; }
+struct thing *__attribute__((noipa)) find(int k) { return k ? &one : NULL; }
+unsigned __attribute__((noipa)) big(unsigned v) { return v; }
+void *__attribute__((noipa)) err_ptr(long e) { return (void *)e; }
+volatile long sink;  /* the calls' results are used: none is left out */
+static void *worker(void *arg) { return (void *)(long)op(-(int)(long)arg, 9); }
+int main(void)
+{
+	pthread_t t;
+
+	sink = op(1, 2);
+	sink = op(-3, 4);
+	sink = (long)find(1);
+	sink = (long)find(0);
+	sink = big(-2u);            /* unsigned: not an error */
+	sink = (long)err_ptr(-12);  /* ERR_PTR(-ENOMEM) */
+	sink = (long)err_ptr(-5000); /* past MAX_ERRNO: an address */
+	pthread_create(&t, NULL, worker, (void *)7L);
+	pthread_join(t, NULL);
+	return 0;
+}
+"""
+
+LOOP = r"""
+int __attribute__((noipa)) tick(int i) { return i + 1; }
+int main(void)
+{
+	int s = 0;
+	for (int i = 0; i < %d; i++)
+		s = tick(s);
+	return s == %d ? 0 : 1;
+}
+"""
+
+
+def _exe(tmp_path, name: str, source: str):
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    exe = tmp_path / name
+    harness.run(["gcc", "-O2", "-g", "-pthread", str(src), "-o", str(exe)], f"compiling {name}")
+    return exe
+
+
+def _run(args, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_errors_only_with_entry_arguments(tmp_path):
+    harness.require_live()
+    exe = _exe(tmp_path, "errors", ERRORS)
+    out = _run([*TOOL, "--errors", str(exe), "op", "find", "big", "err_ptr"]).stdout
+    assert untimed(out).splitlines() == [
+        "op(x=-3, y=4) -> -2 ENOENT",
+        "find(k=0) -> 0x0",
+        "err_ptr(e=-12) -> 0xfffffffffffffff4",
+        "op(x=-7, y=9) -> -2 ENOENT",  # the other thread's call, paired on that thread
+    ]
+
+
+def test_every_call_paired_with_its_duration(tmp_path):
+    harness.require_live()
+    exe = _exe(tmp_path, "errors", ERRORS)
+    out = _run([*TOOL, str(exe), "op", "find"]).stdout
+    lines = untimed(out).splitlines()
+    assert lines == ["op(x=1, y=2)", "op -> 3", "op(x=-3, y=4)", "op -> -2", "find(k=1)",
+                     f"find -> {lines[5].split(' -> ')[1]}", "find(k=0)", "find -> 0x0",
+                     "op(x=-7, y=9)", "op -> -2"]
+    assert re.fullmatch(r"find -> 0x[0-9a-f]+", lines[5]) and lines[5] != "find -> 0x0"
+
+
+def test_json_lines(tmp_path):
+    harness.require_live()
+    exe, _ = harness.build_target(tmp_path)
+    out = _run([*TOOL, "--json", str(exe), *FUNCS]).stdout
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["kind"] for e in events] == ["entry", "exit"] * len(FUNCS)
+    assert [e["function"] for e in events[::2]] == FUNCS
+    first, last = events[0], events[-1]
+    assert first["args"] == {"a": -1, "b": -2, "c": -3, "d": -4, "e": 4000000000,
+                             "f": 20015998343868, "g": -77}
+    assert events[1]["return"] == 20019998343781
+    big = events[4]["args"]
+    assert big == {"k": -9, "b": {"x": 11, "y": -22, "z": 33}, "c": {"value": 7, "name": "BLUE"}}
+    assert events[9]["return"] == {"x": 1000, "y": 1001, "z": -1000}
+    assert last["return"] == 1986216788
+    pids = {e["pid"] for e in events}
+    assert len(pids) == 1 and pids.pop() > 0
+    assert {e["comm"] for e in events} == {exe.name[:15]}
+    stamps = [e["timestamp"] for e in events]
+    assert stamps == sorted(stamps)
+    for entry, exit_ in zip(events[::2], events[1::2]):
+        assert exit_["duration_ns"] == exit_["timestamp"] - entry["timestamp"] > 0
+        assert isinstance(entry["cpu"], int) and entry["tid"] == entry["pid"]
+
+
+def test_lost_records_are_counted(tmp_path):
+    """Many more calls than the ring buffer holds while the printer is slow: every call is
+    either printed or counted as lost, never silently missing."""
+    harness.require_live()
+    n = 200000
+    exe = _exe(tmp_path, "loop", LOOP % (n, n))
+    proc = _run([*TOOL, str(exe), "tick"])
+    m = re.search(r"btfgen trace: (\d+) records lost \(ring buffer full\)\n\Z", proc.stderr)
+    assert m, proc.stderr
+    lost = int(m.group(1))
+    printed = proc.stdout.count("\n")
+    assert printed + lost == 2 * n, (printed, lost)
+
+
+def test_record_then_decode(tmp_path):
+    """--record writes the file; `btfgen decode` prints from it, elsewhere (cwd /, no trace
+    directory), the same lines the live tracer prints, as text and as JSON lines."""
+    harness.require_live()
+    exe, _ = harness.build_target(tmp_path)
+    rec = tmp_path / "calls.btfrec"
+    proc = _run([*TOOL, "--record", str(rec), str(exe), *FUNCS])
+    assert proc.stdout == ""
+    assert f"recorded {2 * len(FUNCS)} events in {rec}" in proc.stderr
+    text = _run([*DECODE, str(rec)], **ELSEWHERE)
+    assert untimed(text.stdout) == EXPECTED
+    assert text.stderr.endswith("; 0 records lost (ring buffer full)\n")
+    lines = _run([*DECODE, "--format", "jsonl", str(rec)], **ELSEWHERE).stdout.splitlines()
+    live = _run([*TOOL, "--json", str(exe), *FUNCS]).stdout.splitlines()
+    varying = ("timestamp", "cpu", "pid", "tid", "duration_ns")
+
+    def same(line):
+        return {k: v for k, v in json.loads(line).items() if k not in varying}
+    assert [same(x) for x in lines] == [same(x) for x in live]
+    errors = _run([*DECODE, "--errors", str(rec)]).stdout
+    assert errors == ""  # target.c returns no errors

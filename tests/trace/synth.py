@@ -1,0 +1,67 @@
+"""Recordings without BPF: events as trace.bpf.c lays them out (struct trace_event), their
+value bytes random, for the functions of a generated module (the goldens in
+generated/examples: every arch's byte order and pointer size)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import struct
+from pathlib import Path
+
+from btfgen.trace import output, record
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA_SIZE = 1024  # BTFGEN_DATA_SIZE: the ring buffer's events are this long past the header
+
+
+def module(arch: str):
+    path = ROOT / "generated" / "examples" / arch / f"btfgen_{arch}.py"
+    spec = importlib.util.spec_from_file_location(f"golden_{arch}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def descriptors(mod) -> list:
+    return [mod._DESCRIPTORS[n][0] for n in mod._DESCRIPTORS]
+
+
+def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int = 0,
+          failed: int = 0, order: str = "little") -> bytes:
+    o = "<" if order == "little" else ">"
+    head = struct.pack(o + "II16sQI4x", 42, tid, b"synth", ns, cpu)
+    rec = struct.pack(o + "IIQ", desc[1], kind, failed)
+    return head + rec + rng.randbytes(DATA_SIZE)
+
+
+def events(descs, n: int, seed: int, order: str, failed_rate: float = 0.0) -> list[bytes]:
+    """n events: calls of random functions, each an entry then its exit, on a few threads."""
+    rng = random.Random(seed)
+    out, ns = [], 1000
+    while len(out) < n:
+        d = rng.choice(descs)
+        tid = rng.choice((100, 101, 102))
+        for kind in (0, 1):
+            if len(out) == n:
+                break
+            ns += rng.randrange(1, 5000)
+            failed = rng.getrandbits(64) if rng.random() < failed_rate else 0
+            out.append(event(d, kind, rng, ns, tid, rng.randrange(4), failed, order))
+    return out
+
+
+def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = None) -> None:
+    descs = descriptors(mod)
+    header = {"format": "btfgen trace recording", "arch": mod.ARCH, "who": False,
+              "byte_order": mod.BYTE_ORDER, "pointer_size": mod.POINTER_SIZE,
+              "kernel_release": "synthetic", "kind": "user"}
+    w = record.Writer(str(path), header, descs, mod.BYTE_ORDER)
+    for i, e in enumerate(evs):
+        w.record(e)
+        if batch and (i + 1) % batch == 0:
+            w.flush()
+    w.close(lost)
+
+
+assert output.EVENT_HEADER == record.EVENT_HEADER
