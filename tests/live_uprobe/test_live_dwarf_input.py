@@ -8,15 +8,13 @@ import subprocess
 import sys
 
 import live_harness as harness
-from live_expected import ARGS, FUNCS, RETURNS
-from test_live_generated import _decode_typed, _typed_program
+from live_expected import FUNCS
+from test_live_generated import check_typed_decoders
 
 from btfgen.abi.arches import load_arch
-from btfgen.btf.reader import open_btf
 from btfgen.dwarf.options import apply_dwarf
 from btfgen.dwarf.pahole import open_input
 from btfgen.place import place_functions
-from btfgen.trace import bpfload
 
 
 class _Args:
@@ -38,19 +36,4 @@ def test_typed_decoders_generated_from_a_debug_binary(tmp_path):
     conv = load_arch("x86_64")
     layout = place_functions(btf, conv, [btf.find_funcs(n)[0] for n in FUNCS])
     layout = apply_dwarf(layout, _Args(), str(exe), conv, selected=True, quiet=True)
-    src = tmp_path / "typed.bpf.c"
-    src.write_text(_typed_program(layout))
-    obj_path = harness.compile_bpf(src, tmp_path / "typed.bpf.o", include_dirs=[tmp_path])
-    bpf_btf = open_btf(str(obj_path))
-    with bpfload.BpfObject(str(obj_path)) as obj:
-        obj.load()
-        for f in layout.functions:
-            obj.attach_uprobe(f"entry_{f.name}", str(exe), f.name)
-            obj.attach_uprobe(f"exit_{f.name}", str(exe), f.name, retprobe=True)
-        records = harness.run_traced(obj, exe)
-    seen = {}
-    for rec in records:
-        name, what, value = _decode_typed(rec, bpf_btf, btf, layout)
-        seen[name, what] = value
-    assert seen == {**{(n, "args"): v for n, v in ARGS.items()},
-                    **{(n, "ret"): v for n, v in RETURNS.items()}}
+    check_typed_decoders(tmp_path, exe, btf, layout)

@@ -114,8 +114,9 @@ def _decode_typed(rec: bytes, bpf_btf, target_btf, layout):
                                           holder.offset + value.offset, "little")
 
 
-def test_typed_decoders(generated):
-    work, exe, target_btf, layout, _ = generated
+def check_typed_decoders(work, exe, target_btf, layout) -> None:
+    """Compile `layout`'s typed decoders into uprobes on `exe`, run it, and check every value
+    it passed and returned decodes to what it was."""
     src = work / "typed.bpf.c"
     src.write_text(_typed_program(layout))
     obj_path = harness.compile_bpf(src, work / "typed.bpf.o", include_dirs=[work])
@@ -132,6 +133,11 @@ def test_typed_decoders(generated):
         seen[name, what] = value
     assert seen == {**{(n, "args"): v for n, v in ARGS.items()},
                     **{(n, "ret"): v for n, v in RETURNS.items()}}
+
+
+def test_typed_decoders(generated):
+    work, exe, target_btf, layout, _ = generated
+    check_typed_decoders(work, exe, target_btf, layout)
 
 
 # -- the generic decoder -------------------------------------------------------------------------
