@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import struct
+import sys
 from pathlib import Path
 
 from btfgen.trace import output, record
@@ -19,7 +20,13 @@ def module(arch: str):
     path = ROOT / "generated" / "examples" / arch / f"btfgen_{arch}.py"
     spec = importlib.util.spec_from_file_location(f"golden_{arch}", path)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    # No __pycache__ beside the goldens: test_golden.py checks that directory holds the outputs
+    # and nothing else.
+    sys.dont_write_bytecode, before = True, sys.dont_write_bytecode
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = before
     return mod
 
 
