@@ -89,3 +89,36 @@ def test_installed_trace_command(installed):
                          env=env, capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.startswith("btfgen trace: name the kernel functions"), out.stderr
+
+
+def test_installed_decode_reads_a_recording(installed, tmp_path):
+    """A recording made with this tree decodes with the installed package, from elsewhere and
+    with no BTF or BPF at hand, to what the live tracer prints (text and JSON lines)."""
+    sys.path.insert(0, str(ROOT / "tests" / "trace"))
+    try:
+        import synth
+    finally:
+        sys.path.pop(0)
+    import io
+
+    from btfgen.records.runtime import Function
+    from btfgen.trace import output
+
+    for arch in ("x86_64", "s390x"):  # both byte orders
+        mod = synth.module(arch)
+        evs = synth.events(synth.descriptors(mod), 40, seed=7, order=mod.BYTE_ORDER)
+        path = tmp_path / f"{arch}.btfrec"
+        synth.write(path, mod, evs)
+        live = io.StringIO()
+        p = output.Printer([Function(d) for d in synth.descriptors(mod)], mod.BYTE_ORDER, live,
+                           flush=False)
+        for e in evs:
+            p.event(e)
+        env = dict(os.environ, PYTHONPATH=str(installed))
+        out = subprocess.run([sys.executable, "-m", "btfgen", "decode", str(path)], cwd="/",
+                             env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == live.getvalue() and out.stdout.count("\n") >= 40
+        out = subprocess.run([sys.executable, "-m", "btfgen", "decode", "--format", "jsonl",
+                              str(path)], cwd="/", env=env, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.count("\n") == 40, out.stderr

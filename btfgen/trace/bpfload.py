@@ -121,6 +121,23 @@ def _fail(what: str, err: int | None = None) -> BpfLoadError:
     return BpfLoadError(f"{what}{detail}" + (f"\n{log}" if log else ""))
 
 
+JIT_SYSCTL = "/proc/sys/net/core/bpf_jit_enable"
+
+
+def _jit_off() -> str:
+    """Why a load may fail that the verifier's log only hints at ("requires BPF JIT compiler"):
+    Debian's riscv64 kernel, for one, boots with the JIT off, and kernels refuse some programs
+    to the interpreter. Turning it on is the administrator's call, so it is said, not done."""
+    try:
+        with open(JIT_SYSCTL) as f:
+            if f.read().strip() != "0":
+                return ""
+    except OSError:
+        return ""
+    return (" (this kernel's BPF JIT is off, net.core.bpf_jit_enable = 0: "
+            "`sysctl net.core.bpf_jit_enable=1` turns it on)")
+
+
 # -- where a function is in its file -----------------------------------------------------------
 
 def function_file_offset(binary: str, name: str) -> int:
@@ -250,7 +267,7 @@ class BpfObject:
         _log.clear()
         err = libbpf().bpf_object__load(self._obj)
         if err:
-            raise _fail(f"{self.path}: loading failed", err)
+            raise _fail(f"{self.path}: loading failed{_jit_off()}", err)
 
     def map_fd(self, name: str) -> int:
         m = libbpf().bpf_object__find_map_by_name(self._obj, name.encode())

@@ -11,7 +11,7 @@ import pytest
 
 from btfgen.btf.reader import open_btf
 
-from . import build, cache, project, scenario
+from . import build, cache, printed, project, scenario
 from .conftest import btf_for, kernel_for, unavailable
 from .guest import Guest
 
@@ -85,7 +85,7 @@ def check(step: str, text: str, table, order: str) -> list[str]:
         got = entry[1] if entry[1] is not None else next(
             (line.split(" -> ", 1)[1] for line in lines[entry[0] + 1:]
              if line.startswith(f + " -> ")), None)
-        if got is None or not _same(ret, _value(got, order)):
+        if got is None or not printed.same(ret, printed.value(got, order)):
             problems.append(f"{step}: {f}: return expected {ret:#x}, printed {got}")
         checked += 1
     if checked < (8 if step == "typed" else 15):
@@ -98,38 +98,8 @@ def _entry(lines: list[str], fn: str, want: dict[str, int], order: str):
     for i, line in enumerate(lines):
         m = re.match(rf"{re.escape(fn)}\((.*)\)(?: -> (.*))?$", line)
         if m:
-            args = _fields(m.group(1))
-            if all(a in args and _same(v, _value(args[a], order)) for a, v in want.items()):
+            args = printed.fields(m.group(1))
+            if all(a in args and printed.same(v, printed.value(args[a], order))
+                   for a, v in want.items()):
                 return i, m.group(2)
     return None
-
-
-def _fields(text: str) -> dict[str, str]:
-    out, depth, start = {}, 0, 0
-    for i, ch in enumerate(text + ","):
-        if ch in "{[(<":
-            depth += 1
-        elif ch in "}])>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            key, _, value = text[start:i].strip().partition("=")
-            out[key] = value
-            start = i + 1
-    return out
-
-
-def _value(text: str, order: str):
-    """A printed value as a number: ints, pointers, {val=N} structs, a struct's raw bytes."""
-    text = text.strip()
-    if re.fullmatch(r"-?\d+|0x[0-9a-f]+", text):
-        return int(text, 0)
-    if m := re.fullmatch(r"\{\w+=(-?\d+)\}", text):
-        return int(m.group(1))
-    if m := re.fullmatch(r"bytes:([0-9a-f]+)", text):
-        return int.from_bytes(bytes.fromhex(m.group(1)), order)
-    return text
-
-
-def _same(expected: int, printed) -> bool:
-    mask = (1 << 64) - 1
-    return isinstance(printed, int) and expected & mask == printed & mask
