@@ -43,6 +43,7 @@ class Request:
     functions: list[str]  # names (globs for kernel functions)
     kernel: bool = False
     btf: str | None = None  # kernel: the BTF file, else the running kernel's
+    dwarf: str | None = None  # DWARF of the same build; else the input's own, if it has any
     arch: str | None = None  # btfgen arch name, else the host's
     program: str | None = None  # user: the executable
     headers: list[str] = field(default_factory=list)  # user: prototypes from C headers
@@ -109,17 +110,20 @@ def _with_dwarf(layout, req: Request, source: str, conv):
     """The layout corrected by the input's DWARF (a -g program, a -dbg vmlinux given as --btf):
     a function compiled with another convention than its prototype is placed where the compiler
     says, or unavailable; never traced silently wrong."""
-    if req.headers or not source or not Path(source).is_file():
-        return layout
     from btfgen.dwarf.reader import has_dwarf
 
-    if not has_dwarf(source):
-        return layout
+    path = req.dwarf
+    if path is None:
+        if req.headers or not source or not Path(source).is_file() or not has_dwarf(source):
+            return layout
+        path = source
+    elif not Path(path).is_file():
+        raise BuildError(f"{path}: no such file")
     from btfgen.dwarf.correct import correct_layout
 
-    layout, corrections = correct_layout(layout, source, conv, selected=True)
+    layout, corrections = correct_layout(layout, path, conv, selected=True)
     if corrections:
-        print(f"btfgen trace: placed from DWARF ({source}): "
+        print(f"btfgen trace: placed from DWARF ({path}): "
               + ", ".join(c.name for c in corrections), file=sys.stderr)
     return layout
 

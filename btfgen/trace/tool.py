@@ -62,6 +62,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "where the kernel has it (auto, the default)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
+    p.add_argument("--dwarf", metavar="FILE",
+                   help="an ELF file with DWARF for the same build (a -dbg vmlinux): functions "
+                        "compiled with another convention than their prototype are read where "
+                        "it says (default: the input itself when it has .debug_info)")
     p.add_argument("--arch", help="the target's arch (default: this machine's)")
     p.add_argument("--header", action="append", default=[], metavar="FILE",
                    help="take a program's prototypes from C headers instead of its debug "
@@ -154,7 +158,7 @@ def _build(args, out: Path) -> None:
                                  "elsewhere and use --run here") from None
     req = trace_build.Request(
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
-        btf=args.btf, arch=args.arch, program=None if args.kernel else args.names[0],
+        btf=args.btf, dwarf=args.dwarf, arch=args.arch, program=None if args.kernel else args.names[0],
         headers=args.header, include=args.include, define=args.define)
     try:
         trace_build.build(req, out)

@@ -33,13 +33,14 @@ def _kernel(name: str):
     from live_kernel import btf as kbtf  # tests/ is on sys.path (conftest.py)
     from live_kernel import debian
     from live_kernel import kernel as kernels
+    from live_kernel.conftest import unavailable
     from live_kernel.targets import TARGETS
 
     try:
         k = kernels.fetch(TARGETS[name])
         return kernels.debug_vmlinux(k), kbtf.vmlinux_btf(k)
     except (debian.PackageError, RuntimeError) as e:
-        pytest.skip(f"{name} -dbg kernel not available: {e}")
+        unavailable(f"{name} -dbg kernel not available: {e}")
 
 
 @pytest.fixture(scope="module")
