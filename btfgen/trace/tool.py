@@ -158,7 +158,8 @@ def _build(args, out: Path) -> None:
                                  "elsewhere and use --run here") from None
     req = trace_build.Request(
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
-        btf=args.btf, dwarf=args.dwarf, arch=args.arch, program=None if args.kernel else args.names[0],
+        btf=args.btf, dwarf=args.dwarf, arch=args.arch,
+        program=None if args.kernel else args.names[0],
         headers=args.header, include=args.include, define=args.define)
     try:
         trace_build.build(req, out)
