@@ -71,7 +71,7 @@ TOOLCHAINS: dict[str, Toolchain] = {
         Toolchain(
             "mips64el",
             ("mips64el-linux-gnuabi64-gcc",),
-            ("-mabi=64", "-msoft-float", "-mno-abicalls", "-G", "0"),
+            ("-mabi=64", "-msoft-float", "-mno-abicalls", "-fno-pic", "-G", "0"),
             # unicorn 2.1's MIPS64 fetches nothing above 4 GiB, where ld puts n64 executables
             # (0x120000000) by default.
             ("-Wl,-Ttext-segment=0x10000000",),
