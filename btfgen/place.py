@@ -198,6 +198,16 @@ class _Engine:
         if act.even:
             start += start & 1
         free = len(pool) - start
+        if act.per_field:
+            # Each float field alone in its register, at the field's own offset; the padding
+            # after it (up to the next field or the end) rides along in the same register.
+            fields = shape.float_fields
+            if not fields or len(fields) > free:
+                raise _NoPlace
+            alloc.next[pi] = start + len(fields)
+            ends = [off for off, _ in fields[1:]] + [size]
+            return [_InReg(pool[start + k], off, max(n, min(self.word, end - off)))
+                    for k, ((off, n), end) in enumerate(zip(fields, ends))]
         if count <= free:
             alloc.next[pi] = start + count
             return [_InReg(pool[start + k], k * width, min(width, size - k * width))

@@ -1,4 +1,4 @@
-"""Cross toolchains for the nine arches, with the kernel's ABI-changing code-generation flags.
+"""Cross toolchains for the ten arches, with the kernel's ABI-changing code-generation flags.
 
 One table shared by every test that compiles C for a target: BTF tests, the conformance suite, the
 header front end. Objects are cached by a hash of source, arch and command line so reruns are fast.
@@ -66,6 +66,16 @@ TOOLCHAINS: dict[str, Toolchain] = {
             "arm",
             ("arm-linux-gnueabihf-gcc",),
             ("-marm", "-mfloat-abi=soft", "-mabi=aapcs-linux"),
+        ),
+        # arch/mips/Makefile: n64, soft-float, no PIC calls, no small-data section.
+        Toolchain(
+            "mips64el",
+            ("mips64el-linux-gnuabi64-gcc",),
+            ("-mabi=64", "-msoft-float", "-mno-abicalls", "-fno-pic", "-G", "0"),
+            # unicorn 2.1's MIPS64 fetches nothing above 4 GiB, where ld puts n64 executables
+            # (0x120000000) by default.
+            ("-Wl,-Ttext-segment=0x10000000",),
+            btf_after_link=True,  # pahole leaves out the FUNCs of its relocatable objects too
         ),
     )
 }

@@ -34,6 +34,9 @@ class Shape:
     mode: str = "blk"
     # The largest natural alignment of the declared type of a direct bitfield member, else 0.
     bitfield_align: int = 0
+    # (offset, size) of each direct member of a struct whose direct members are all floating
+    # scalars (no arrays, no nesting, no unions), else ().
+    float_fields: tuple[tuple[int, int], ...] = ()
     reason: str = ""  # why an `opaque` type cannot be passed (a FWD by value, a cycle, ...)
 
     @property
@@ -66,6 +69,8 @@ class Shape:
             return self.hfa_members
         if name == "bitfield_align":
             return self.bitfield_align
+        if name == "float_fields":
+            return len(self.float_fields)
         raise KeyError(name)
 
 
@@ -145,7 +150,19 @@ class Classifier:
             hfa_members=hfa[1] if hfa and 1 <= hfa[1] <= self.hfa_max_members else 0,
             mode=_gcc_mode(s, 0) if size <= 16 else "blk",
             bitfield_align=bf_align,
+            float_fields=_float_fields(s),
         )
+
+
+def _float_fields(s: T.Type) -> tuple[tuple[int, int], ...]:
+    if not isinstance(s, T.Struct):
+        return ()
+    out = []
+    for m in s.members:
+        if m.bitfield_size or not isinstance(T.strip(m.type), T.Float):
+            return ()
+        out.append((m.offset, T.size_of(m.type)))
+    return tuple(out)
 
 
 def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int) -> None:

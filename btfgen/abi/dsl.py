@@ -37,14 +37,17 @@ function is variadic, hfa = AArch64 homogeneous FP aggregate (unions included), 
 x86-64 class MEMORY, int_mode / float_mode = GCC gives the value an integer machine mode of at
 most 8 bytes / a floating-point one: for an aggregate, int_mode fails when it holds an array of
 a size no mode has (char[3]: BLKmode), float_mode holds for a struct one float field spans,
-struct { double d; }, nesting included), `not FLAG`, `size|align|hfa_members|bitfield_align OP N`
-or `... in (N, ...)`; bitfield_align = the largest natural alignment of the declared type of a
-direct bitfield member (0 without one), which packing does not lower. Actions, tried left to
+struct { double d; }, nesting included), `not FLAG`,
+`size|align|hfa_members|bitfield_align|float_fields OP N` or `... in (N, ...)`; bitfield_align =
+the largest natural alignment of the declared type of a direct bitfield member (0 without one),
+which packing does not lower; float_fields = the number of direct members of a struct whose
+direct members are all floating scalars (0 for anything else: arrays, nesting, unions). Actions, tried left to
 right until one finds room:
 
-  regs(POOL[, even][, split][, per_member])  ceil(size/word) consecutive registers; `even` starts
-        at an even index; `split` puts what does not fit on the stack (only while the stack is
-        still empty, or always with shared_slots); `per_member` one register per HFA member
+  regs(POOL[, even][, split][, per_member][, per_field])  ceil(size/word) consecutive registers;
+        `even` starts at an even index; `split` puts what does not fit on the stack (only while
+        the stack is still empty, or always with shared_slots); `per_member` one register per HFA
+        member; `per_field` one register per float field, each holding that field (MIPS n64)
   chunks(INTPOOL, FPPOOL)   x86-64: each eightbyte from the pool of its class, all or nothing
   stack | stack(align N|natural)   a slot of size rounded up to `slot`, aligned to the slot, N or
         the value's own alignment; big-endian values narrower than a slot are right-justified
@@ -73,8 +76,8 @@ from btfgen.resources import data_dir
 # What a condition may test (see btfgen/abi/classify.py for their meaning).
 CLASSES = frozenset({"integer", "bool", "enum", "pointer", "float", "aggregate", "scalar"})
 FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "float_mode"})
-NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align"})
-REG_OPTIONS = frozenset({"even", "split", "per_member"})
+NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align", "float_fields"})
+REG_OPTIONS = frozenset({"even", "split", "per_member", "per_field"})
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
         "==": operator.eq, "!=": operator.ne}
@@ -122,6 +125,7 @@ class Regs:
     even: bool = False  # start at an even register index
     split: bool = False  # what does not fit goes on the stack
     per_member: bool = False  # one register per HFA member
+    per_field: bool = False  # one register per float field (float_fields), at its own offset
     line: int = field(default=0, kw_only=True)
     column: int = field(default=0, kw_only=True)
 
@@ -527,7 +531,8 @@ class _ToConvention(lark.Transformer):
                 raise self.err(t, f"unknown regs() option {str(t)!r} (known: {known})")
         options = {str(t) for t in kids[1:]}
         return Regs(str(kids[0]), "even" in options, "split" in options,
-                    "per_member" in options, line=meta.line, column=meta.column)
+                    "per_member" in options, "per_field" in options,
+                    line=meta.line, column=meta.column)
 
     def chunks(self, meta, kids):
         return Chunks(str(kids[0]), str(kids[1]), line=meta.line, column=meta.column)

@@ -44,7 +44,13 @@ def source_btf(arch: str, source: str):
         tmp = out.with_suffix(".tmp")
         _run([*base, "-c", str(src), "-o", str(tmp)])
         _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
-        if not any(True for _ in open_btf(str(tmp)).funcs()):
+        if tc.btf_after_link and "-fno-pic" in tc.abi_flags:
+            # mips64el: pahole finds only some FUNCs, under wrong names; code built without PIC
+            # makes no shared object, so a static link (libgcc for the soft-float calls).
+            _run([*base, "-nostdlib", "-static", *tc.ld_flags, "-Wl,-e,0", str(src), "-lgcc",
+                  "-o", str(tmp)])
+            _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
+        elif not any(True for _ in open_btf(str(tmp)).funcs()):
             _run([*base, "-fPIC", "-nostdlib", "-shared", *tc.ld_flags, str(src), "-o", str(tmp)])
             _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
         tmp.rename(out)

@@ -27,9 +27,10 @@ def _flat_riscv64() -> str:
 RISCV64 = _flat_riscv64()
 
 
-def test_all_nine_descriptions_parse():
+def test_all_ten_descriptions_parse():
     assert sorted(c.name for c in conventions()) == sorted(
-        ["x86_64", "i386", "arm64", "riscv64", "riscv32", "loongarch64", "s390x", "ppc64le", "arm"])
+        ["x86_64", "i386", "arm64", "riscv64", "riscv32", "loongarch64", "s390x", "ppc64le", "arm",
+         "mips64el"])
     for c in conventions():
         assert set(c.ctxs) == {"pt_regs", "ftrace_regs"}, c.name
 

@@ -109,6 +109,33 @@ SOURCES = {
         r_u2 x0 -> x0 (exit)
         r_u4 x0 -> !
     """),
+    # mips64el n64, soft-float: a struct of exactly two direct floating-point fields is returned
+    # as if in $f0 and $f2, which without an FPU are $2 and $4 (each field in its own register,
+    # packed or not); arrays, nesting, unions and three fields come back in $2/$3 as bytes.
+    "mips64el": ("""
+        struct fd { float a; double b; }; struct df { double a; float b; };
+        struct __attribute__((packed)) pfd { float a; double b; };
+        struct fa2 { float a[2]; }; struct f3 { float a, b, c; }; union uf { float a; double b; };
+        struct nf { struct { float a; } x; float b; };
+        volatile struct fd g_fd; volatile struct df g_df; volatile struct pfd g_pfd;
+        volatile struct fa2 g_fa2; volatile struct f3 g_f3; volatile union uf g_uf;
+        volatile struct nf g_nf;
+        struct fd r_fd(int p0) { return g_fd; }
+        struct df r_df(int p0) { return g_df; }
+        struct pfd r_pfd(int p0) { return g_pfd; }
+        struct fa2 r_fa2(int p0) { return g_fa2; }
+        struct f3 r_f3(int p0) { return g_f3; }
+        union uf r_uf(int p0) { return g_uf; }
+        struct nf r_nf(int p0) { return g_nf; }
+    """, """
+        r_df a0 -> v0,a0 (exit)
+        r_fa2 a0 -> v0 (exit)
+        r_f3 a0 -> v0,v1 (exit)
+        r_fd a0 -> v0,a0 (exit)
+        r_nf a0 -> v0 (exit)
+        r_pfd a0 -> v0,a0 (exit)
+        r_uf a0 -> v0 (exit)
+    """),
 }
 
 CASES = [(arch, line.split()[0], line.strip())
@@ -132,3 +159,16 @@ def test_placement_matches_compiler(arch, name, expected):
 def test_every_function_is_in_the_table(arch):
     assert sorted(f.name for f in layout(arch).functions) == sorted(
         line.split()[0] for line in SOURCES[arch][1].strip().splitlines())
+
+
+@pytest.mark.parametrize("name,want", [
+    ("r_fd", [("v0", 0, 8), ("a0", 8, 8)]),     # the float, then padding, in $2
+    ("r_df", [("v0", 0, 8), ("a0", 8, 8)]),
+    ("r_pfd", [("v0", 0, 4), ("a0", 4, 8)]),    # packed: the double at byte 4, whole in $4
+])
+def test_mips64el_float_pair_pieces(name, want):
+    from btfgen.layout import RegPiece
+
+    ret = next(f for f in layout("mips64el").functions if f.name == name).ret
+    assert all(isinstance(p, RegPiece) for p in ret.pieces)
+    assert [(p.hwreg, p.value_offset, p.size) for p in ret.pieces] == want

@@ -1,4 +1,4 @@
-"""Placement of real prototypes on all nine arches, against what the compilers do.
+"""Placement of real prototypes on all ten arches, against what the compilers do.
 
 tests/abi/protos.c is compiled per arch with the kernel's ABI flags and pahole makes its BTF;
 btfgen places every function and the result must equal the tables below. Each line was checked
@@ -345,6 +345,45 @@ EXPECTED = {
         r_s3 r0 -> r0 (exit)
         r_s4 r0 -> r0 (exit)
         r_s8 r1 -> &r0
+    """,
+    # n64 (soft-float): 16-byte-aligned values start at an even slot, aggregates of any size go
+    # by value split between a7 and the stack, a struct of two floats comes back in $2 and $4.
+    "mips64el": """
+        f_7s16 a0 a1 a2 a3 a4 a5 a6 a7,@0 @8
+        f_8i128 a0 a1 a2 a3 a4 a5 a6 a7 @0 @16
+        f_9 a0 a1 a2 a3 a4 a5 a6 a7 @0 @8
+        f_a16 a0 a2,a3 a4
+        f_bf a0 a1
+        f_c9 a0 a1 a2 a3 a4 a5 a6 a7 @0 @8
+        f_d a0 a1 a2 a3
+        f_dl a0,a1 a2
+        f_i128 a0 a2,a3 a4
+        f_ll a0 a1 a2
+        f_ll3 a0 a1 a2 a3 a4
+        f_ll7 a0 a1 a2 a3 a4 a5 a6 a7 @0
+        f_ll8 a0 a1 a2 a3 a4 a5 a6 a7 @0 @8
+        f_misc a0 a1 a2 a3 a4 a5
+        f_nest a0 a1
+        f_p a0 a1,a2 a3
+        f_s12 a0 a1 a2,a3 a4
+        f_s16 a0 a1 a2 a3,a4 a5
+        f_s24 a0 a1,a2,a3
+        f_s3 a0 a1 a2
+        f_s72 a0 a1,a2,a3,a4,a5,a6,a7,@0 @16
+        f_va a0 a1 ...
+        f_x1 a0 a1 a2 a3 a4 a5,a6 a7
+        r_c a0 -> v0 (exit)
+        r_f a0 -> v0 (exit)
+        r_f1 a0 -> v0 (exit)
+        r_f2 a0 -> v0,a0 (exit)
+        r_i128 a0 -> v0,v1 (exit)
+        r_ll a0 -> v0 (exit)
+        r_s12 a0 -> v0,v1 (exit)
+        r_s16 a0 -> v0,v1 (exit)
+        r_s24 a1 -> &a0
+        r_s3 a0 -> v0 (exit)
+        r_s4 a0 -> v0 (exit)
+        r_s8 a0 -> v0 (exit)
     """,
 }
 

@@ -235,20 +235,24 @@ def object_copy(source: str, arch: str, dest: Path, *, extra: tuple[str, ...] = 
     return dest
 
 
-# pahole 1.24 (elfutils) does not apply loongarch64 relocations to DWARF in relocatable
-# objects: every name comes out as the producer string. A linked file has none left to apply.
-RESOLVE_FIRST = {"loongarch64"}
+# pahole 1.24 (elfutils) does not apply loongarch64 or mips64el relocations to DWARF in
+# relocatable objects: names come out wrong, FUNCs go missing. A linked file has none left to apply.
+RESOLVE_FIRST = {"loongarch64", "mips64el"}
 
 
 def link(objs: list[Path], arch: str, dest: Path) -> Path:
     """Merge objects into one, as the kernel's vmlinux merges its files: relocatable (`cc -r`),
     or linked with relocations resolved where pahole needs that."""
     tc = toolchains.TOOLCHAINS[arch]
+    libs: list[str] = []
     if arch in RESOLVE_FIRST:
         mode = ["-static", "-Wl,-e,0", "-Wl,--unresolved-symbols=ignore-all"]
+        if tc.compiler.endswith("-gcc"):
+            # Soft-float helpers: an unresolved one sits at 0, out of a MIPS jal's reach.
+            libs = ["-lgcc"]
     else:
         mode = ["-r"]
-    proc = subprocess.run([*tc.cc, *mode, "-nostdlib", *tc.ld_flags, *map(str, objs),
+    proc = subprocess.run([*tc.cc, *mode, "-nostdlib", *tc.ld_flags, *map(str, objs), *libs,
                            "-o", str(dest)], capture_output=True, text=True, check=False)
     if proc.returncode:
         raise RuntimeError(proc.stderr)

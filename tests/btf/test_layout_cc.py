@@ -21,9 +21,9 @@ from btfgen.btf.types import Composite, Enum, Kind, Ptr, align_of, size_of, stri
 # The largest alignment any scalar gets in memory (what `align_of` caps at), per arch.
 MAX_SCALAR_ALIGN = {
     "x86_64": 16, "arm64": 16, "riscv64": 16, "loongarch64": 16, "ppc64le": 16,
-    "s390x": 8, "i386": 4, "arm": 8, "riscv32": 16,
+    "s390x": 8, "i386": 4, "arm": 8, "riscv32": 16, "mips64el": 16,
 }
-INT128 = {"x86_64", "arm64", "riscv64", "loongarch64", "s390x", "ppc64le"}
+INT128 = {"x86_64", "arm64", "riscv64", "loongarch64", "s390x", "ppc64le", "mips64el"}
 # What gcc calls the scalar types the C source names (clang keeps the source's spelling).
 BTF_NAMES = {"long long": "long long int", "long": "long int", "short": "short int"}
 SCALARS = ("long long", "double", "long double", "void *", "long", "__int128")

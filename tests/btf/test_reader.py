@@ -29,9 +29,10 @@ from btfgen.errors import BtfError
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
 POINTER_SIZE = {"x86_64": 8, "i386": 4, "arm64": 8, "riscv64": 8, "riscv32": 4,
-                "loongarch64": 8, "s390x": 8, "ppc64le": 8, "arm": 4}
+                "loongarch64": 8, "s390x": 8, "ppc64le": 8, "arm": 4, "mips64el": 8}
 MACHINE = {"x86_64": "EM_X86_64", "i386": "EM_386", "arm64": "EM_AARCH64", "s390x": "EM_S390",
-           "ppc64le": "EM_PPC64", "arm": "EM_ARM", "riscv64": "EM_RISCV", "riscv32": "EM_RISCV"}
+           "ppc64le": "EM_PPC64", "arm": "EM_ARM", "riscv64": "EM_RISCV", "riscv32": "EM_RISCV",
+           "mips64el": "EM_MIPS"}
 
 pytestmark = pytest.mark.skipif(not toolchains.have("pahole"), reason="needs pahole")
 

@@ -14,7 +14,7 @@ import toolchains
 # pahole 1.24's libdw cannot apply LoongArch relocations to the DWARF of a relocatable object
 # (every name comes out as the producer string and no FUNC is emitted); in a linked executable
 # there is nothing left to relocate.
-_LINK_FIRST = {"loongarch64"}
+_LINK_FIRST = {"loongarch64", "mips64el"}  # mips64el: the same, FUNCs lost and misnamed
 PAHOLE = ("pahole", "-J", "--btf_gen_floats")
 
 

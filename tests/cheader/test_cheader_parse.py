@@ -123,7 +123,7 @@ def test_parameter_adjustment_and_anonymous_members(tmp_path):
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "i386", "arm64", "riscv64", "riscv32",
-                                  "loongarch64", "s390x", "ppc64le", "arm"])
+                                  "loongarch64", "s390x", "ppc64le", "arm", "mips64el"])
 def test_standard_headers_are_the_targets(arch, tmp_path):
     """Clang's own headers serve every target; a libc's only where it is the target's (the host
     x86_64's /usr/include never stands in for another arch's)."""

@@ -84,7 +84,8 @@ def test_self_contained_alone(arch, tmp_path):
 # its own C library: the arches whose cross gcc has one here.
 USER_CC = {"x86_64": "gcc", "i386": "i686-linux-gnu-gcc", "arm64": "aarch64-linux-gnu-gcc",
            "riscv64": "riscv64-linux-gnu-gcc", "s390x": "s390x-linux-gnu-gcc",
-           "ppc64le": "powerpc64le-linux-gnu-gcc", "arm": "arm-linux-gnueabihf-gcc"}
+           "ppc64le": "powerpc64le-linux-gnu-gcc", "arm": "arm-linux-gnueabihf-gcc",
+           "mips64el": "mips64el-linux-gnuabi64-gcc"}
 
 _PRINT_TABLE = r"""
 #include <stdio.h>

@@ -7,7 +7,7 @@ One block hook does it all: a function entry and a return address both start a t
 from __future__ import annotations
 
 import unicorn as uc
-from unicorn import arm64_const, arm_const, riscv_const, s390x_const, x86_const
+from unicorn import arm64_const, arm_const, mips_const, riscv_const, s390x_const, x86_const
 
 from .elfinfo import Executable
 from .machines import Machine
@@ -49,6 +49,12 @@ def _setup(m: Machine) -> tuple[uc.Uc, dict[str, int]]:
         e = uc.Uc(uc.UC_ARCH_ARM, uc.UC_MODE_ARM)
         e.ctl_set_cpu_model(arm_const.UC_CPU_ARM_CORTEX_A15)
         regs = {r: _const(arm_const, "UC_ARM_REG_", r) for r in m.regs}
+    elif m.arch == "mips64el":
+        e = uc.Uc(uc.UC_ARCH_MIPS, uc.UC_MODE_MIPS64 | uc.UC_MODE_LITTLE_ENDIAN)
+        # gcc's default for this target is mips64r2 (dext, dins, seb...), which R4000 lacks.
+        e.ctl_set_cpu_model(mips_const.UC_CPU_MIPS64_MIPS64R2_GENERIC)
+        # `m.regs` lists $1-$31 in order; unicorn numbers them UC_MIPS_REG_0 + n.
+        regs = {r: mips_const.UC_MIPS_REG_0 + n for n, r in enumerate(m.regs, 1)}
     else:
         raise EmulationError(f"{m.arch}: unicorn does not run this arch here")
     return e, regs
@@ -124,5 +130,5 @@ def _pc_id(m: Machine) -> int:
         "x86_64": x86_const.UC_X86_REG_RIP, "i386": x86_const.UC_X86_REG_EIP,
         "arm64": arm64_const.UC_ARM64_REG_PC, "riscv64": riscv_const.UC_RISCV_REG_PC,
         "riscv32": riscv_const.UC_RISCV_REG_PC, "s390x": s390x_const.UC_S390X_REG_PC,
-        "arm": arm_const.UC_ARM_REG_PC,
+        "arm": arm_const.UC_ARM_REG_PC, "mips64el": mips_const.UC_MIPS_REG_PC,
     }[m.arch]

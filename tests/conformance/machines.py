@@ -31,6 +31,9 @@ _RISCV = ("ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", *(f"a{i}" for i 
           *(f"s{i}" for i in range(2, 12)), "t3", "t4", "t5", "t6")
 _LOONG = ("ra", "tp", "sp", *(f"a{i}" for i in range(8)), *(f"t{i}" for i in range(9)), "u0",
           "fp", *(f"s{i}" for i in range(9)))
+# n64 register names: $1 at, $2-$3 v0-v1, $4-$11 a0-a7, $12-$15 t0-t3, $16-$23 s0-s7, ...
+_MIPS64 = ("at", "v0", "v1", *(f"a{i}" for i in range(8)), *(f"t{i}" for i in range(4)),
+           *(f"s{i}" for i in range(8)), "t8", "t9", "k0", "k1", "gp", "sp", "fp", "ra")
 
 
 def _numbered(prefix: str, names: tuple[str, ...], first: int) -> dict[str, str]:
@@ -63,5 +66,7 @@ MACHINES: dict[str, Machine] = {
                 "r1", "lr", "r3", "r3", {"sp": "r1"}, qemu="qemu-ppc64le"),
         Machine("arm", 4, "little", "unicorn", (*(f"r{i}" for i in range(13)), "sp", "lr"),
                 "sp", "lr", "r0", "r0", {"r13": "sp", "r14": "lr", "fp": "r11", "ip": "r12"}),
+        Machine("mips64el", 8, "little", "unicorn", _MIPS64, "sp", "ra", "a0", "v0",
+                {**_numbered("r", _MIPS64, 1), "s8": "fp"}),
     )
 }
