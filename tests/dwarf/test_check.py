@@ -1,4 +1,4 @@
-"""`btfgen check` against real compilers' DWARF: the conformance executables of all nine arches
+"""`btfgen check` against real compilers' DWARF: the conformance executables of all ten arches
 agree everywhere; a function compiled with another convention than its prototype says (i386
 regparm(0), as the kernel's asmlinkage) is found."""
 

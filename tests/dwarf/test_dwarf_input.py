@@ -1,5 +1,5 @@
 """A program built with -g and no .BTF is input enough: `btfgen layout` and generation take their
-types from its DWARF (through pahole, the one type model), on all nine arches, and the layouts
+types from its DWARF (through pahole, the one type model), on all ten arches, and the layouts
 equal those from the object's own pahole BTF."""
 
 from __future__ import annotations
