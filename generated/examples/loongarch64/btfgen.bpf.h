@@ -349,8 +349,8 @@ static __always_inline int btfgen_buf_copy(__u8 *data, __u32 dst, const __u8 *bu
 {
 	if ((dst | off) & (size - 1))
 		return 0;
-	/* The compiler knows the callers' bound checks and would drop the masks below; the
-	 * verifier may not have tracked those checks (other registers, 32-bit compares). */
+	/* The compiler knows the callers' bound checks and would drop the masks below: */
+	/* the verifier may not have tracked those checks (other registers, 32-bit compares). */
 	asm volatile("" : "+r"(off), "+r"(dst));
 	switch (size) {
 	case 8:
@@ -388,8 +388,8 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 	__u32 i;
 	__u64 snap[BTFGEN_SNAP_CAP / 8];
 
-	/* Whole words of the ctx (its fields are at least word-aligned), unrolled: ctx loads need
-	 * constant offsets. Words past the registers are zero, so every masked read is defined. */
+	/* Whole words of the ctx (its fields are word-aligned), unrolled: ctx loads need constant */
+	/* offsets. Words past the registers are zero, so every masked read is defined. */
 	snap[0] = BTFGEN_CTX_LOAD(ctx, 32, __u64);
 	snap[1] = BTFGEN_CTX_LOAD(ctx, 40, __u64);
 	snap[2] = BTFGEN_CTX_LOAD(ctx, 48, __u64);
