@@ -109,6 +109,12 @@ class HeaderView:
     data_size: int
     op_limit: int
     carry_missing_bit: int
+    # The generic decoder's snapshot of the ctx registers: `snap_words` pointer-sized loads from
+    # ctx offset `snap_lo` (0: none, every ctx op reads through the helper), in a buffer of
+    # `snap_bytes` (a power of two, so op offsets can be masked into it).
+    snap_lo: int = 0
+    snap_words: int = 0
+    snap_bytes: int = 0
     op_fields: tuple[spec_format.Field, ...] = spec_format.OP
     spec_fields: tuple[spec_format.Field, ...] = spec_format.SPEC_HEAD
     record_fields: tuple[spec_format.Field, ...] = spec_format.RECORD_HEAD
@@ -254,7 +260,25 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
         data_size=generic.DATA_SIZE,
         op_limit=generic.OP_LIMIT,
         carry_missing_bit=generic.CARRY_MISSING_BIT,
+        **_snapshot(ctx, arch.pointer_size),
     )
+
+
+def _snapshot(ctx, word: int) -> dict:
+    """The ctx span the generic decoder copies into its stack once a call: from the lowest to the
+    end of the highest argument/return register (the stack pointer is read apart), in aligned
+    words within the struct. None when a word would leave the struct or the span is large."""
+    regs = [r for r in ctx.registers if r.hwreg != "sp"]
+    if not regs:
+        return {}
+    lo = min(r.offset for r in regs) // word * word
+    hi = -(-max(r.offset + r.size for r in regs) // word) * word
+    if (ctx.size and hi > ctx.size) or hi - lo > 256:
+        return {}
+    cap = 8
+    while cap < hi - lo:
+        cap *= 2
+    return {"snap_lo": lo, "snap_words": (hi - lo) // word, "snap_bytes": cap}
 
 
 def spec_views(arch: ArchLayout, names: list[str], plans, render_all) -> tuple[SpecView, ...]:
