@@ -327,6 +327,56 @@ struct btfgen_record {
 };
 #endif /* BTFGEN_GENERIC_TYPES */
 
+/* The ctx registers are copied once a call into a stack buffer with constant-offset ctx loads
+ * (a helper call per register costs far more), then each ctx op takes its bytes from there. */
+#define BTFGEN_SNAP_LO 16 /* ctx offset of the buffer's first byte */
+#define BTFGEN_SNAP_BYTES 80 /* ctx bytes in it */
+#define BTFGEN_SNAP_CAP 128 /* its size: a power of two, offsets are masked */
+
+/* Bytes moved as words: may_alias, because the buffers are written as other types (the ctx
+ * snapshot as registers, the record as bytes) and the compiler's type-based alias analysis
+ * would otherwise reorder or drop those stores. */
+typedef __u64 __attribute__((__may_alias__)) btfgen_a64;
+typedef __u32 __attribute__((__may_alias__)) btfgen_a32;
+typedef __u16 __attribute__((__may_alias__)) btfgen_a16;
+
+/* Copy `size` bytes at `off` in a stack buffer of `cap` bytes (a power of two) to data[dst] when
+ * the size is 1, 2, 4 or 8 and both ends are aligned to it (the verifier wants aligned stack
+ * reads; the masks keep what the checks proved in a form it sees). 0: not done, the caller
+ * reads the memory itself instead. */
+static __always_inline int btfgen_buf_copy(__u8 *data, __u32 dst, const __u8 *buf, __u32 off,
+					   __u32 size, __u32 cap)
+{
+	if ((dst | off) & (size - 1))
+		return 0;
+	/* The compiler knows the callers' bound checks and would drop the masks below: */
+	/* the verifier may not have tracked those checks (other registers, 32-bit compares). */
+	asm volatile("" : "+r"(off), "+r"(dst));
+	switch (size) {
+	case 8:
+		*(btfgen_a64 *)&data[dst & (BTFGEN_OP_LIMIT - 8)] =
+			*(const btfgen_a64 *)&buf[off & (cap - 8)];
+		return 1;
+	case 4:
+		*(btfgen_a32 *)&data[dst & (BTFGEN_OP_LIMIT - 4)] =
+			*(const btfgen_a32 *)&buf[off & (cap - 4)];
+		return 1;
+	case 2:
+		*(btfgen_a16 *)&data[dst & (BTFGEN_OP_LIMIT - 2)] =
+			*(const btfgen_a16 *)&buf[off & (cap - 2)];
+		return 1;
+	case 1:
+		data[dst & (BTFGEN_OP_LIMIT - 1)] = buf[off & (cap - 1)];
+		return 1;
+	}
+	return 0;
+}
+
+/* Stack ops take their bytes from one read of this many bytes from the first stack op's address
+ * (one helper call instead of one per op); an op outside it, or any op when that read failed
+ * (the window may reach past the stack's end), reads its own bytes as before. */
+#define BTFGEN_STACK_WINDOW 64
+
 /* Copy one function's values into `rec`: a bounded loop the verifier walks once per iteration,
  * every offset masked into the record. `sp` is the entry stack pointer (BTFGEN_SP(ctx)). */
 static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
@@ -336,6 +386,30 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 	__u32 first = kind ? spec->nentry : 0;
 	__u32 n = kind ? spec->nexit : spec->nentry;
 	__u32 i;
+	__u64 snap[BTFGEN_SNAP_CAP / 8];
+
+	/* Whole words of the ctx (its fields are word-aligned), unrolled: ctx loads need constant */
+	/* offsets. Words past the registers are zero, so every masked read is defined. */
+	snap[0] = BTFGEN_CTX_LOAD(ctx, 16, __u64);
+	snap[1] = BTFGEN_CTX_LOAD(ctx, 24, __u64);
+	snap[2] = BTFGEN_CTX_LOAD(ctx, 32, __u64);
+	snap[3] = BTFGEN_CTX_LOAD(ctx, 40, __u64);
+	snap[4] = BTFGEN_CTX_LOAD(ctx, 48, __u64);
+	snap[5] = BTFGEN_CTX_LOAD(ctx, 56, __u64);
+	snap[6] = BTFGEN_CTX_LOAD(ctx, 64, __u64);
+	snap[7] = BTFGEN_CTX_LOAD(ctx, 72, __u64);
+	snap[8] = BTFGEN_CTX_LOAD(ctx, 80, __u64);
+	snap[9] = BTFGEN_CTX_LOAD(ctx, 88, __u64);
+	snap[10] = 0;
+	snap[11] = 0;
+	snap[12] = 0;
+	snap[13] = 0;
+	snap[14] = 0;
+	snap[15] = 0;
+
+	__u64 win[BTFGEN_STACK_WINDOW / 8] = {}; /* zero: defined for the verifier before the read */
+	__u32 win_src = 0;
+	int win_state = 0; /* 0: not read yet, 1: read, -1: the read failed */
 
 	rec->btf_id = spec->btf_id;
 	rec->kind = kind;
@@ -353,9 +427,25 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 		dst = op->dst & (BTFGEN_OP_LIMIT - 1);
 		size = op->size & (BTFGEN_OP_LIMIT - 1);
 		if (op->from == BTFGEN_FROM_CTX) {
+			__u32 off = op->src - BTFGEN_SNAP_LO; /* wraps below the buffer: too large */
+
+			if (off < BTFGEN_SNAP_BYTES && size <= BTFGEN_SNAP_BYTES - off &&
+			    btfgen_buf_copy(rec->data, dst, (const __u8 *)snap, off, size,
+					    BTFGEN_SNAP_CAP))
+				continue;
 			src = (__u64)(unsigned long)ctx + op->src;
 		} else if (op->from == BTFGEN_FROM_STACK) {
+			__u32 off;
+
 			src = sp + op->src;
+			if (!win_state) {
+				win_src = op->src;
+				win_state = BTFGEN_READ(win, sizeof(win), src) ? -1 : 1;
+			}
+			off = op->src - win_src; /* wraps below the window: too large */
+			if (win_state > 0 && off < sizeof(win) && size <= sizeof(win) - off &&
+			    btfgen_buf_copy(rec->data, dst, (const __u8 *)win, off, size, sizeof(win)))
+				continue;
 		} else {
 			__u32 from = op->src & (BTFGEN_OP_LIMIT - 1);
 
