@@ -201,7 +201,15 @@ def _find_download(d: Path, package: str, version: str, arch: str) -> Path:
 
 
 def members(deb: Path) -> list[str]:
-    listing = _run(["dpkg-deb", "-c", str(deb)], f"dpkg-deb -c {deb.name}")
+    # Listing decompresses the whole archive (30 s for a -dbg package); a package's file name
+    # carries its version and apt checked its hash, so its listing is kept beside the download.
+    st = deb.stat()
+    kept = cache.ROOT / "listings" / f"{deb.name}.{st.st_size}.txt"
+    if kept.exists():
+        listing = kept.read_text(encoding="utf-8")
+    else:
+        listing = _run(["dpkg-deb", "-c", str(deb)], f"dpkg-deb -c {deb.name}")
+        cache.write_atomic(kept, listing.encode("utf-8"))
     names = []
     for line in listing.splitlines():
         # "-rw-r--r-- root/root 123 2026-10-28 15:01 ./boot/vmlinuz-..." (links add " -> x")
