@@ -79,8 +79,11 @@ def dump(tree: Path | None, btf: str) -> tuple[float, float]:
     else:
         cmd = [sys.executable, "-m", "btfgen", "dump", btf]
         env = dict(os.environ, PYTHONPATH=str(tree))
+    # From the tree's own directory: `python -m` puts the working directory first on sys.path,
+    # ahead of PYTHONPATH, so from anywhere else inside a checkout it would run that checkout.
     with open(os.devnull, "wb") as null:
-        return _child_cpu(lambda: subprocess.run(cmd, stdout=null, env=env, check=True))
+        return _child_cpu(lambda: subprocess.run(cmd, stdout=null, env=env, check=True,
+                                                 cwd=tree))
 
 
 def best(results: list[tuple[float, float]]) -> tuple[float, float]:
