@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="1: render the outputs in this process; more: in two at once "
                              "(default: two where there are several CPUs and 2000+ functions)")
     add_header_arguments(parser)
-    from btfgen.dwarf.options import add_dwarf_arguments
+    from btfgen.commands.options import add_dwarf_arguments
 
     add_dwarf_arguments(parser)
     noise = parser.add_mutually_exclusive_group()
@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
     from btfgen.place import place_functions
 
     arch = place_functions(btf, conv, funcs, ctx=args.ctx)
-    from btfgen.dwarf.options import apply_dwarf
+    from btfgen.commands.options import apply_dwarf
 
     progress("reading DWARF")
     arch = apply_dwarf(arch, args, args.btf, conv, selected=bool(wanted), quiet=args.quiet)

@@ -18,7 +18,7 @@ from btfgen.commands.options import (
     add_header_arguments,
     headers_from_args,
 )
-from btfgen.dwarf.options import add_dwarf_arguments, apply_dwarf
+from btfgen.commands.options import add_dwarf_arguments, apply_dwarf
 from btfgen.dwarf.pahole import open_input
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json

@@ -12,7 +12,7 @@ from live_expected import FUNCS
 from test_live_generated import check_typed_decoders
 
 from btfgen.abi.arches import load_arch
-from btfgen.dwarf.options import apply_dwarf
+from btfgen.commands.options import apply_dwarf
 from btfgen.dwarf.pahole import open_input
 from btfgen.place import place_functions
 
