@@ -116,15 +116,20 @@ def compile_c(source: str, arch: str, *, extra: tuple[str, ...] = (), btf: bool 
     if hit:
         return path
     CACHE.mkdir(parents=True, exist_ok=True)
-    src = path.with_suffix(".c")
+    # Names of this process's own until the rename: test workers fill one cache at once.
+    src = path.with_suffix(f".{os.getpid()}.c")
     src.write_text(source)
-    tmp = path.with_suffix(".o.tmp")
-    _run([*cmd, str(src), "-o", str(tmp)], f"compiling for {arch}")
-    if btf and tc.btf_after_link:
-        _btf_via_link(tmp, tc)
-    elif btf:
-        pahole_encode(tmp)
-    tmp.rename(path)
+    tmp = path.with_suffix(f".o.tmp{os.getpid()}")
+    try:
+        _run([*cmd, str(src), "-o", str(tmp)], f"compiling for {arch}")
+        if btf and tc.btf_after_link:
+            _btf_via_link(tmp, tc)
+        elif btf:
+            pahole_encode(tmp)
+        tmp.rename(path)
+    finally:
+        src.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -152,7 +157,7 @@ def link_exe(obj: Path, arch: str) -> Path:
     path = obj.with_suffix(".elf")
     if path.exists():
         return path
-    tmp = obj.with_suffix(".elf.tmp")
+    tmp = obj.with_suffix(f".elf.tmp{os.getpid()}")
     _run([*cmd, str(obj), "-o", str(tmp)], f"linking for {arch}")
     tmp.rename(path)
     return path

@@ -9,6 +9,7 @@ object without FUNCs the source is linked into a shared object first, relocation
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from functools import cache
@@ -39,9 +40,10 @@ def source_btf(arch: str, source: str):
     out = CACHE / f"{key}.abi.o"
     if not out.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        src = CACHE / f"{key}.abi.c"
+        # This process's own names until the rename: test workers fill one cache at once.
+        src = CACHE / f"{key}.{os.getpid()}.abi.c"
         src.write_text(source)
-        tmp = out.with_suffix(".tmp")
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
         _run([*base, "-c", str(src), "-o", str(tmp)])
         _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
         if tc.btf_after_link and "-fno-pic" in tc.abi_flags:
@@ -54,6 +56,7 @@ def source_btf(arch: str, source: str):
             _run([*base, "-fPIC", "-nostdlib", "-shared", *tc.ld_flags, str(src), "-o", str(tmp)])
             _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
         tmp.rename(out)
+        src.unlink()
     return open_btf(str(out))
 
 

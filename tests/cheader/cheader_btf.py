@@ -5,6 +5,7 @@ it in integer registers)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,7 +25,7 @@ def btf_object(source: str, arch: str) -> Path:
         obj = toolchains.link_exe(obj, arch)
     with_btf = obj.with_suffix(".kbtf" + obj.suffix)
     if not with_btf.exists():
-        tmp = obj.with_suffix(".kbtf.tmp")
+        tmp = obj.with_suffix(f".kbtf.tmp{os.getpid()}")  # workers fill one cache at once
         shutil.copyfile(obj, tmp)
         proc = subprocess.run([*PAHOLE, str(tmp)], capture_output=True, text=True)
         if proc.returncode:

@@ -1,7 +1,8 @@
-"""Shared set-up of the conformance suite: which arches, one parallel build, a summary table."""
+"""Shared set-up of the conformance suite: which arches, one parallel build."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 
 import pytest
@@ -12,8 +13,7 @@ from .capture import prepare
 ARCHES = tuple(a for a in os.environ.get("BTFGEN_CONFORMANCE_ARCHES", ",".join(
     toolchains.ARCHES)).split(",") if a)
 
-# "arch ctx" -> (functions, values compared, agreed, unavailable, disagreements), by the tests.
-SUMMARY: dict[str, tuple[int, int, int, int, int]] = {}
+CONFORMANCE_ROW = "conformance"  # the report property tests/conftest.py tabulates
 
 
 def available(arch: str) -> bool:
@@ -23,16 +23,10 @@ def available(arch: str) -> bool:
 @pytest.fixture(scope="session")
 def built() -> None:
     """Compile and run every arch's batches up front, two at a time (the suite's cold-cache
-    cost); the tests then only compare."""
-    prepare(tuple(a for a in ARCHES if available(a)))
+    cost); the tests then only compare. One test worker builds while the others wait, then
+    find it all cached."""
+    toolchains.CACHE.mkdir(parents=True, exist_ok=True)
+    with open(toolchains.CACHE / "conformance.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        prepare(tuple(a for a in ARCHES if available(a)))
 
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if not SUMMARY:
-        return
-    tr = terminalreporter
-    tr.section("btfgen conformance: placement vs compilers")
-    tr.write_line(f"{'arch, ctx':<24} {'functions':>9} {'values':>7} {'agreed':>7} "
-                  f"{'unavail.':>8} {'disagree':>8}")
-    for arch, (f, v, a, u, d) in sorted(SUMMARY.items()):
-        tr.write_line(f"{arch:<24} {f:>9} {v:>7} {a:>7} {u:>8} {d:>8}")

@@ -8,7 +8,7 @@ from btfgen.btf import types as T
 
 from .capture import captures
 from .check import check_arch, layouts
-from .conftest import ARCHES, SUMMARY, available
+from .conftest import ARCHES, CONFORMANCE_ROW, available
 
 pytestmark = pytest.mark.usefixtures("built")
 SHOWN = 25  # findings printed in full per arch
@@ -36,10 +36,12 @@ def test_btf_sizes_match_the_compiler(arch):
 
 @pytest.mark.parametrize("ctx", ["pt_regs", "ftrace_regs"])
 @pytest.mark.parametrize("arch", ARCHES)
-def test_placement_matches_the_compiler(arch, ctx):
+def test_placement_matches_the_compiler(arch, ctx, record_property):
     tally = check_arch(_captures(arch), ctx)
-    SUMMARY[f"{arch} {ctx}"] = (tally.functions, tally.values, tally.agreed, tally.unavailable,
-                     len(tally.findings))
+    # Carried by the test's report (to the controller under pytest-xdist): tests/conftest.py
+    # prints the table.
+    record_property(CONFORMANCE_ROW, (f"{arch} {ctx}", tally.functions, tally.values,
+                                      tally.agreed, tally.unavailable, len(tally.findings)))
     if tally.findings:
         shown = "\n".join(f.report() for f in tally.findings[:SHOWN])
         more = len(tally.findings) - SHOWN

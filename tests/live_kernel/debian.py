@@ -225,15 +225,24 @@ def extract(deb: Path, pattern: str) -> list[Path]:
     wanted = [m for m in members(deb) if re.search(pattern, m)]
     if not wanted:
         raise PackageError(f"{deb.name}: no member matches {pattern}")
-    missing = [m for m in wanted if not (dest / m).exists()]
-    if missing:
-        dest.mkdir(parents=True, exist_ok=True)
-        tar = subprocess.Popen(
-            ["tar", "-x", "-C", str(dest), *missing],
-            stdin=subprocess.PIPE,
-        )
-        feed = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=tar.stdin)
-        tar.stdin.close()
-        if tar.wait() or feed.returncode:
-            raise PackageError(f"{deb.name}: unpacking {', '.join(missing)} failed")
+    done = dest / ".unpacked"  # the members unpacked whole, one per line
+    if done.exists() and set(wanted) <= set(done.read_text().splitlines()):
+        return [dest / m for m in wanted]
+    # Another test worker may be unpacking the same package: a member that exists may still be
+    # half-written until it is listed as done.
+    with _locked(cache.ROOT / "unpacked" / f"{deb.stem}.lock"):
+        have = set(done.read_text().splitlines()) if done.exists() else set()
+        missing = [m for m in wanted if m not in have]
+        if missing:
+            dest.mkdir(parents=True, exist_ok=True)
+            tar = subprocess.Popen(
+                ["tar", "-x", "-C", str(dest), *missing],
+                stdin=subprocess.PIPE,
+            )
+            feed = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=tar.stdin)
+            tar.stdin.close()
+            if tar.wait() or feed.returncode:
+                raise PackageError(f"{deb.name}: unpacking {', '.join(missing)} failed")
+            cache.write_atomic(done, "".join(f"{m}\n" for m in sorted(have | set(missing)))
+                               .encode())
     return [dest / m for m in wanted]

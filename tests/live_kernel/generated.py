@@ -67,8 +67,11 @@ def _btfgen_sources() -> str:
 def compile_bundle(kernel: kernels.Kernel, gen: Generated, vmlinux_h: Path | None,
                    multi: bool, pointer_size: int) -> tuple[bytes, bytes]:
     """(BPF object, bundle) for the wrapper around the generated header."""
-    src = gen.directory / "live_wrapper.bpf.c"
-    src.write_text(wrapper.source(gen.functions, gen.self_contained, multi, pointer_size))
+    text = wrapper.source(gen.functions, gen.self_contained, multi, pointer_size)
+    # Named by its content: tests running at once may want other wrappers of one generated set.
+    src = gen.directory / f"live_wrapper-{cache.digest(text)}.bpf.c"
+    if not src.exists():
+        cache.write_atomic(src, text.encode())
     include = [gen.directory] + ([vmlinux_h.parent] if vmlinux_h else [])
     obj = build.bpf_object(kernel.target, src, include, debug=True)
     cookies = [(f, i) for i, f in enumerate(gen.functions)] if multi else None

@@ -33,7 +33,7 @@ def sysroot(deb_arch: str, suite: str = "bookworm") -> Path:
     root = cache.ROOT / "sysroot" / f"{suite}-{deb_arch}-{cache.digest(*(d.name for d in debs))}"
     if root.exists():
         return root
-    tmp = root.with_name(root.name + ".tmp")
+    tmp = root.with_name(f"{root.name}.tmp{os.getpid()}")  # test workers may race here
     shutil.rmtree(tmp, ignore_errors=True)
     for deb in debs:
         for path in debian.extract(deb, r"^\./usr/(include|lib)/"):
@@ -44,7 +44,12 @@ def sysroot(deb_arch: str, suite: str = "bookworm") -> Path:
                 dest.symlink_to(os.readlink(path))
             elif path.is_file():
                 shutil.copy2(path, dest)
-    os.replace(tmp, root)
+    try:
+        os.replace(tmp, root)
+    except OSError:
+        if not root.exists():
+            raise
+        shutil.rmtree(tmp)  # another worker's tree landed first: the same files
     return root
 
 
