@@ -8,6 +8,14 @@ import re
 _MASK = (1 << 64) - 1
 
 
+def loader_said(lines: list[str]) -> tuple[int, dict[str, str]]:
+    """The guest loader's own lines: (`pagesize N`, {action: what `call ACTION = R` returned})."""
+    pagesize = int(next(m.group(1) for line in lines if (m := re.match(r"pagesize (\d+)$",
+                                                                        line))))
+    calls = dict(m.groups() for line in lines if (m := re.match(r"call (\S+) = (\S+)$", line)))
+    return pagesize, calls
+
+
 def fields(text: str) -> dict[str, str]:
     """`a=1, b={c=2, d=3}` -> {"a": "1", "b": "{c=2, d=3}"}: split at top-level commas."""
     out, depth, start = {}, 0, 0

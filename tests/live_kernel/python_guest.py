@@ -13,9 +13,11 @@ import os
 import pickle
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import cache, debian
 from . import kernel as kernels
+from .guest import Guest
 from .targets import Target
 
 # Members taken from each package: programs and shared libraries, the Python library. Before
@@ -100,3 +102,19 @@ _TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu",
              "armhf": "arm-linux-gnueabihf", "i386": "i386-linux-gnu",
              "ppc64el": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu",
              "riscv64": "riscv64-linux-gnu"}
+
+
+def trace_guest(target: Target, directory: Path) -> tuple[Guest, Files]:
+    """A guest with Debian's python3 and libbpf, and a `btfgen trace --build` directory at
+    /trace; unavailable() where the packages cannot be had."""
+    from .conftest import unavailable
+
+    try:
+        py = files(target)
+    except debian.PackageError as e:
+        unavailable(f"{target.name}: Debian's python3/libbpf1 cannot be had: {e}")
+    g = Guest(files=dict(py.files), links=dict(py.links))
+    for f in directory.iterdir():
+        if f.is_file():
+            g.file(f"trace/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    return g, py

@@ -51,6 +51,13 @@ class Expect:
     # no make_kuid, 6.1 no from_vfsuid): at least one of the group must be checked.
     group: str | None = None
 
+    def returned(self, calls: dict[str, str]) -> int | None:
+        """The return value to compare; `calls`: action -> what the loader printed it returned."""
+        if self.ret != RETURNED:
+            return self.ret
+        action = next(a for a, n in PHASE.items() if n == self.phase)
+        return int(calls[action], 0)
+
 
 def expectations(pointer_size: int, pagesize: int) -> list[Expect]:
     return [

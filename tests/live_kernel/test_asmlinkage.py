@@ -26,7 +26,6 @@ from btfgen.place import place_functions
 from . import debian, printed, python_guest
 from . import kernel as kernels
 from .conftest import btf_for, kernel_for, unavailable
-from .guest import Guest
 
 pytestmark = pytest.mark.live
 
@@ -57,14 +56,7 @@ def test_asmlinkage_function_traced_with_dwarf(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"placed from DWARF ({dbg}): {FUNCTION}" in proc.stderr, proc.stderr
 
-    try:
-        py = python_guest.files(t)
-    except debian.PackageError as e:
-        unavailable(f"{TARGET}: Debian's python3/libbpf1 cannot be had: {e}")
-    g = Guest(files=dict(py.files), links=dict(py.links))
-    for f in out.iterdir():
-        if f.is_file():
-            g.file(f"trace/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    g, py = python_guest.trace_guest(t, out)
     # The guest's /dev is not devtmpfs: the traced command makes the kmsg node (1, 11) itself.
     write = ("import os; os.mknod('/tmp/kmsg', 0o20600, os.makedev(1, 11)); "
              "open('/tmp/kmsg', 'w').write('<30>btfgen')")

@@ -111,10 +111,7 @@ def test_generated_decoders(name):
             continue
         if exp.group:
             groups_seen.add(exp.group)
-        ret = exp.ret
-        if ret == scenario.RETURNED:
-            ret = int(report.calls[next(a for a, n in scenario.PHASE.items() if n == exp.phase)],
-                      0)
+        ret = exp.returned(report.calls)
         i = gen.functions.index(f)
         params = {p.name for p in table.find_funcs(f)[0].proto.params}
         expected_args = {a: v for a, v in exp.args.items()

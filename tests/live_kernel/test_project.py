@@ -56,8 +56,7 @@ def test_project_in_guest(name, tmp_path):
 
 def check(step: str, text: str, table, order: str) -> list[str]:
     lines = [line.rstrip() for line in text.splitlines()]
-    pagesize = int(next(m.group(1) for line in lines if (m := re.match(r"pagesize (\d+)$", line))))
-    calls = dict(m.groups() for line in lines if (m := re.match(r"call (\S+) = (\S+)$", line)))
+    pagesize, calls = printed.loader_said(lines)
     problems, checked = [], 0
     for exp in scenario.expectations(table.pointer_size, pagesize):
         f = exp.function
@@ -75,10 +74,7 @@ def check(step: str, text: str, table, order: str) -> list[str]:
             problems.append(f"{step}: {f}: no call with {want}; printed: {seen[:4]}")
             continue
         checked += len(want)
-        ret = exp.ret
-        if ret == scenario.RETURNED:
-            action = next(a for a, n in scenario.PHASE.items() if n == exp.phase)
-            ret = int(calls[action], 0)
+        ret = exp.returned(calls)
         if ret is None:
             continue
         # Typed lines carry the return on the same line; generic records on the next "f -> ".

@@ -17,9 +17,8 @@ import pytest
 
 from btfgen.btf.reader import open_btf
 
-from . import build, cache, debian, printed, python_guest, scenario
-from .conftest import btf_for, kernel_for, unavailable
-from .guest import Guest
+from . import build, cache, printed, python_guest, scenario
+from .conftest import btf_for, kernel_for
 from .targets import TARGETS
 
 pytestmark = pytest.mark.live
@@ -57,14 +56,7 @@ def test_trace_tool_in_guest(name, tmp_path):
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
 
-    try:
-        py = python_guest.files(t)
-    except debian.PackageError as e:
-        unavailable(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
-    g = Guest(files=dict(py.files), links=dict(py.links))
-    for f in out.iterdir():
-        if f.is_file():
-            g.file(f"trace/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    g, py = python_guest.trace_guest(t, out)
     g.file("loader", build.loader(t).read_bytes(), 0o755)
     g.file("empty.bundle", EMPTY_BUNDLE)
     actions = " ".join(" ".join(a) for a in scenario.actions(psize))
@@ -103,9 +95,7 @@ def test_trace_tool_in_guest(name, tmp_path):
     said = "one kprobe and kretprobe per function" if name in SINGLE else "kprobe_multi links"
     assert f"btfgen_trace: attaching {said}" in text, text[:2000]
     assert re.search(r"^btfgen_trace: 0 records lost \(ring buffer full\)$", text, re.M), text
-    pagesize = int(next(m.group(1) for line in lines if (m := re.match(r"pagesize (\d+)$",
-                                                                        line))))
-    calls = dict(m.groups() for line in lines if (m := re.match(r"call (\S+) = (\S+)$", line)))
+    pagesize, calls = printed.loader_said(lines)
     problems, checked = [], 0
     groups: set[str] = set()
     for exp in scenario.expectations(psize, pagesize):
@@ -123,10 +113,7 @@ def test_trace_tool_in_guest(name, tmp_path):
         checked += len(want)
         if exp.group:
             groups.add(exp.group)
-        ret = exp.ret
-        if ret == scenario.RETURNED:
-            action = next(a for a, n in scenario.PHASE.items() if n == exp.phase)
-            ret = int(calls[action], 0)
+        ret = exp.returned(calls)
         if ret is None:
             continue
         got = next((DURATION.sub("", line.split(" -> ", 1)[1]) for line in lines[at + 1:]
