@@ -12,6 +12,10 @@ from btfgen.records import generic, spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 RETPTR_FIELD = "btfgen_retptr"
+# A function whose arguments take two or more stack slots reads them with one helper call into a
+# buffer of this many bytes at most (a probe read costs ~20 ns, copying from the buffer ~nothing);
+# a wider span reads slot by slot, to keep the BPF stack for the caller.
+STACK_WINDOW_MAX = 64
 
 
 # A function's block is rendered once per prototype with these in place of its own name, id and
@@ -50,6 +54,9 @@ class FunctionView:
     ret: ValueView | None
     ret_via_entry: bool  # the returned struct is read through the pointer saved at entry
     retptr: tuple[PieceView, ...]  # its pieces at entry
+    # The by-value arguments' stack pieces read at once: (SP offset, bytes), or (0, 0): slot by
+    # slot. The bytes are a multiple of 8, for an aligned buffer of __u64.
+    stack_window: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +193,17 @@ def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNA
                 retptr, pieces = pieces, ()
             ret = ValueView("value", ctypes.declare(r.type, "value"),
                             f"{label} ({c_comment(_where(r))})", r.size, r.by_ref, pieces)
-    return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr)
+    return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr,
+                        _stack_window(args))
+
+
+def _stack_window(args: list[ValueView]) -> tuple[int, int]:
+    slots = [p for a in args if a.decl and not a.by_ref for p in a.pieces if not p.reg]
+    if len(slots) < 2:
+        return 0, 0
+    lo = min(p.src for p in slots)
+    size = -(-(max(p.src + p.size for p in slots) - lo) // 8) * 8
+    return (lo, size) if size <= STACK_WINDOW_MAX else (0, 0)
 
 
 def _arg_view(a: ValueLayout, i: int, field: str, ctypes: CTypes, big: bool,

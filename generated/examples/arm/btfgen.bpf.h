@@ -125,15 +125,18 @@ struct btfgen_args_scalars {
 static __always_inline int btfgen_entry_scalars_sp(const void *ctx, __u64 sp, struct btfgen_args_scalars *a)
 {
 	int err = 0;
+	__u64 stk[3]; /* the stack arguments, sp + 0 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 0);
 	BTFGEN_REG_COPY((char *)&a->a + 0, ctx, 0, __u32, 0, 4); /* r0 (ctx->uregs[0]) */
 	BTFGEN_REG_COPY((char *)&a->b + 0, ctx, 4, __u32, 0, 1); /* r1 (ctx->uregs[1]) */
 	BTFGEN_REG_COPY((char *)&a->c + 0, ctx, 8, __u32, 0, 1); /* r2 (ctx->uregs[2]) */
 	BTFGEN_REG_COPY((char *)&a->d + 0, ctx, 12, __u32, 0, 4); /* r3 (ctx->uregs[3]) */
-	err |= BTFGEN_READ((char *)&a->e + 0, 8, sp + 0);
-	err |= BTFGEN_READ((char *)&a->f + 0, 2, sp + 8);
-	err |= BTFGEN_READ((char *)&a->g + 0, 4, sp + 12);
-	err |= BTFGEN_READ((char *)&a->h + 0, 4, sp + 16);
-	err |= BTFGEN_READ((char *)&a->i + 0, 4, sp + 20);
+	__builtin_memcpy((char *)&a->e + 0, (char *)stk + 0 - 0, 8); /* stack +0 */
+	__builtin_memcpy((char *)&a->f + 0, (char *)stk + 8 - 0, 2); /* stack +8 */
+	__builtin_memcpy((char *)&a->g + 0, (char *)stk + 12 - 0, 4); /* stack +12 */
+	__builtin_memcpy((char *)&a->h + 0, (char *)stk + 16 - 0, 4); /* stack +16 */
+	__builtin_memcpy((char *)&a->i + 0, (char *)stk + 20 - 0, 4); /* stack +20 */
 	return err;
 }
 
@@ -198,11 +201,14 @@ struct btfgen_args_ret_big {
 static __always_inline int btfgen_entry_ret_big_sp(const void *ctx, __u64 sp, struct btfgen_args_ret_big *a)
 {
 	int err = 0;
+	__u64 stk[2]; /* the stack arguments, sp + 0 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 0);
 	BTFGEN_REG_COPY((char *)&a->b + 0, ctx, 4, __u32, 0, 4); /* r1 (ctx->uregs[1]) */
 	BTFGEN_REG_COPY((char *)&a->b + 4, ctx, 8, __u32, 0, 4); /* r2 (ctx->uregs[2]) */
 	BTFGEN_REG_COPY((char *)&a->b + 8, ctx, 12, __u32, 0, 4); /* r3 (ctx->uregs[3]) */
-	err |= BTFGEN_READ((char *)&a->b + 12, 8, sp + 0);
-	err |= BTFGEN_READ((char *)&a->n + 0, 4, sp + 8);
+	__builtin_memcpy((char *)&a->b + 12, (char *)stk + 0 - 0, 8); /* stack +0 */
+	__builtin_memcpy((char *)&a->n + 0, (char *)stk + 8 - 0, 4); /* stack +8 */
 	a->btfgen_retptr = 0;
 	BTFGEN_REG_COPY((char *)&a->btfgen_retptr + 0, ctx, 0, __u32, 0, 4); /* r0 (ctx->uregs[0]) */
 	return err;

@@ -125,15 +125,18 @@ struct btfgen_args_scalars {
 static __always_inline int btfgen_entry_scalars_sp(const void *ctx, __u64 sp, struct btfgen_args_scalars *a)
 {
 	int err = 0;
+	__u64 stk[4]; /* the stack arguments, sp + 4 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 4);
 	BTFGEN_REG_COPY((char *)&a->a + 0, ctx, 24, __u32, 0, 4); /* eax (ctx->ax) */
 	BTFGEN_REG_COPY((char *)&a->b + 0, ctx, 8, __u32, 0, 1); /* edx (ctx->dx) */
 	BTFGEN_REG_COPY((char *)&a->c + 0, ctx, 4, __u32, 0, 1); /* ecx (ctx->cx) */
-	err |= BTFGEN_READ((char *)&a->d + 0, 4, sp + 4);
-	err |= BTFGEN_READ((char *)&a->e + 0, 8, sp + 8);
-	err |= BTFGEN_READ((char *)&a->f + 0, 2, sp + 16);
-	err |= BTFGEN_READ((char *)&a->g + 0, 4, sp + 20);
-	err |= BTFGEN_READ((char *)&a->h + 0, 4, sp + 24);
-	err |= BTFGEN_READ((char *)&a->i + 0, 4, sp + 28);
+	__builtin_memcpy((char *)&a->d + 0, (char *)stk + 4 - 4, 4); /* stack +4 */
+	__builtin_memcpy((char *)&a->e + 0, (char *)stk + 8 - 4, 8); /* stack +8 */
+	__builtin_memcpy((char *)&a->f + 0, (char *)stk + 16 - 4, 2); /* stack +16 */
+	__builtin_memcpy((char *)&a->g + 0, (char *)stk + 20 - 4, 4); /* stack +20 */
+	__builtin_memcpy((char *)&a->h + 0, (char *)stk + 24 - 4, 4); /* stack +24 */
+	__builtin_memcpy((char *)&a->i + 0, (char *)stk + 28 - 4, 4); /* stack +28 */
 	return err;
 }
 
@@ -194,8 +197,11 @@ struct btfgen_args_ret_big {
 static __always_inline int btfgen_entry_ret_big_sp(const void *ctx, __u64 sp, struct btfgen_args_ret_big *a)
 {
 	int err = 0;
-	err |= BTFGEN_READ((char *)&a->b + 0, 20, sp + 4);
-	err |= BTFGEN_READ((char *)&a->n + 0, 4, sp + 24);
+	__u64 stk[3]; /* the stack arguments, sp + 4 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 4);
+	__builtin_memcpy((char *)&a->b + 0, (char *)stk + 4 - 4, 20); /* stack +4 */
+	__builtin_memcpy((char *)&a->n + 0, (char *)stk + 24 - 4, 4); /* stack +24 */
 	return err;
 }
 

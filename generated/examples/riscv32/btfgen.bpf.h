@@ -125,6 +125,9 @@ struct btfgen_args_scalars {
 static __always_inline int btfgen_entry_scalars_sp(const void *ctx, __u64 sp, struct btfgen_args_scalars *a)
 {
 	int err = 0;
+	__u64 stk[1]; /* the stack arguments, sp + 0 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 0);
 	BTFGEN_REG_COPY((char *)&a->a + 0, ctx, 40, __u32, 0, 4); /* a0 (ctx->a0) */
 	BTFGEN_REG_COPY((char *)&a->b + 0, ctx, 44, __u32, 0, 1); /* a1 (ctx->a1) */
 	BTFGEN_REG_COPY((char *)&a->c + 0, ctx, 48, __u32, 0, 1); /* a2 (ctx->a2) */
@@ -133,8 +136,8 @@ static __always_inline int btfgen_entry_scalars_sp(const void *ctx, __u64 sp, st
 	BTFGEN_REG_COPY((char *)&a->e + 4, ctx, 60, __u32, 0, 4); /* a5 (ctx->a5) */
 	BTFGEN_REG_COPY((char *)&a->f + 0, ctx, 64, __u32, 0, 2); /* a6 (ctx->a6) */
 	BTFGEN_REG_COPY((char *)&a->g + 0, ctx, 68, __u32, 0, 4); /* a7 (ctx->a7) */
-	err |= BTFGEN_READ((char *)&a->h + 0, 4, sp + 0);
-	err |= BTFGEN_READ((char *)&a->i + 0, 4, sp + 4);
+	__builtin_memcpy((char *)&a->h + 0, (char *)stk + 0 - 0, 4); /* stack +0 */
+	__builtin_memcpy((char *)&a->i + 0, (char *)stk + 4 - 0, 4); /* stack +4 */
 	return err;
 }
 

@@ -127,15 +127,18 @@ struct btfgen_args_scalars {
 static __always_inline int btfgen_entry_scalars_sp(const void *ctx, __u64 sp, struct btfgen_args_scalars *a)
 {
 	int err = 0;
+	__u64 stk[4]; /* the stack arguments, sp + 166 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 166);
 	BTFGEN_REG_COPY((char *)&a->a + 0, ctx, 40, __u64, 4, 4); /* r2 (ctx->gprs[2]) */
 	BTFGEN_REG_COPY((char *)&a->b + 0, ctx, 48, __u64, 7, 1); /* r3 (ctx->gprs[3]) */
 	BTFGEN_REG_COPY((char *)&a->c + 0, ctx, 56, __u64, 7, 1); /* r4 (ctx->gprs[4]) */
 	BTFGEN_REG_COPY((char *)&a->d + 0, ctx, 64, __u64, 0, 8); /* r5 (ctx->gprs[5]) */
 	BTFGEN_REG_COPY((char *)&a->e + 0, ctx, 72, __u64, 0, 8); /* r6 (ctx->gprs[6]) */
-	err |= BTFGEN_READ((char *)&a->f + 0, 2, sp + 166);
-	err |= BTFGEN_READ((char *)&a->g + 0, 8, sp + 168);
-	err |= BTFGEN_READ((char *)&a->h + 0, 4, sp + 180);
-	err |= BTFGEN_READ((char *)&a->i + 0, 8, sp + 184);
+	__builtin_memcpy((char *)&a->f + 0, (char *)stk + 166 - 166, 2); /* stack +166 */
+	__builtin_memcpy((char *)&a->g + 0, (char *)stk + 168 - 166, 8); /* stack +168 */
+	__builtin_memcpy((char *)&a->h + 0, (char *)stk + 180 - 166, 4); /* stack +180 */
+	__builtin_memcpy((char *)&a->i + 0, (char *)stk + 184 - 166, 8); /* stack +184 */
 	return err;
 }
 

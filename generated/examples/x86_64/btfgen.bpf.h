@@ -127,15 +127,18 @@ struct btfgen_args_scalars {
 static __always_inline int btfgen_entry_scalars_sp(const void *ctx, __u64 sp, struct btfgen_args_scalars *a)
 {
 	int err = 0;
+	__u64 stk[3]; /* the stack arguments, sp + 8 on: one read */
+
+	err |= BTFGEN_READ(stk, sizeof(stk), sp + 8);
 	BTFGEN_REG_COPY((char *)&a->a + 0, ctx, 112, __u64, 0, 4); /* rdi (ctx->di) */
 	BTFGEN_REG_COPY((char *)&a->b + 0, ctx, 104, __u64, 0, 1); /* rsi (ctx->si) */
 	BTFGEN_REG_COPY((char *)&a->c + 0, ctx, 96, __u64, 0, 1); /* rdx (ctx->dx) */
 	BTFGEN_REG_COPY((char *)&a->d + 0, ctx, 88, __u64, 0, 8); /* rcx (ctx->cx) */
 	BTFGEN_REG_COPY((char *)&a->e + 0, ctx, 72, __u64, 0, 8); /* r8 (ctx->r8) */
 	BTFGEN_REG_COPY((char *)&a->f + 0, ctx, 64, __u64, 0, 2); /* r9 (ctx->r9) */
-	err |= BTFGEN_READ((char *)&a->g + 0, 8, sp + 8);
-	err |= BTFGEN_READ((char *)&a->h + 0, 4, sp + 16);
-	err |= BTFGEN_READ((char *)&a->i + 0, 8, sp + 24);
+	__builtin_memcpy((char *)&a->g + 0, (char *)stk + 8 - 8, 8); /* stack +8 */
+	__builtin_memcpy((char *)&a->h + 0, (char *)stk + 16 - 8, 4); /* stack +16 */
+	__builtin_memcpy((char *)&a->i + 0, (char *)stk + 24 - 8, 8); /* stack +24 */
 	return err;
 }
 
