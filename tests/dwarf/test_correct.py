@@ -66,4 +66,7 @@ def test_generated_python_decoder_follows_dwarf(tmp_path):
     stack = struct.pack("<IiiI", 0xC0DE, 3, 6, 0x1234)  # return address, then the arguments
     assert tuple(mod.function("asml").decode_entry(bytes(ctx), stack)) == (3, 6, 0x1234)
     header = (tmp_path / "btfgen.bpf.h").read_text()
-    assert "BTFGEN_READ((char *)&a->facility + 0, 4, sp + 4)" in header
+    # The BPF decoder reads it from the stack too (the stack arguments in one read from sp + 4).
+    assert "BTFGEN_READ(stk, sizeof(stk), sp + 4);" in header
+    assert "__builtin_memcpy((char *)&a->facility + 0, (char *)stk + 4 - 4, 4);" in header
+    assert "BTFGEN_REG_COPY((char *)&a->facility" not in header
