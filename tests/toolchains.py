@@ -134,8 +134,8 @@ def compile_c(source: str, arch: str, *, extra: tuple[str, ...] = (), btf: bool 
 
 
 def _btf_via_link(obj: Path, tc: Toolchain) -> None:
-    linked = obj.with_suffix(".btflink.elf")
-    section = obj.with_suffix(".btf")
+    linked = obj.with_name(obj.name + ".btflink.elf")  # beside `obj`, as private as its name
+    section = obj.with_name(obj.name + ".btf")
     try:
         # Only addresses matter to pahole: undefined symbols and a missing entry are fine.
         _run([*tc.cc, *tc.abi_flags, "-nostdlib", "-static", *tc.ld_flags,
