@@ -7,13 +7,21 @@ prints, module globals do not.
 
 from __future__ import annotations
 
-ROW = "conformance"  # tests/conformance/conftest.py CONFORMANCE_ROW
+import pytest
+
+_ROW = "conformance"  # the report property the rows travel under
 _rows: dict[str, tuple[int, int, int, int, int]] = {}
+
+
+@pytest.fixture
+def conformance_row(record_property):
+    """Record one row: (arch and ctx, functions, values, agreed, unavailable, disagreeing)."""
+    return lambda key, *counts: record_property(_ROW, (key, *counts))
 
 
 def pytest_runtest_logreport(report) -> None:
     for name, value in report.user_properties:
-        if name == ROW:
+        if name == _ROW:
             key, *counts = value
             _rows[key] = tuple(counts)
 

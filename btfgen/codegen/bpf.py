@@ -54,8 +54,8 @@ class FunctionView:
     ret: ValueView | None
     ret_via_entry: bool  # the returned struct is read through the pointer saved at entry
     retptr: tuple[PieceView, ...]  # its pieces at entry
-    # The by-value arguments' stack pieces read at once: (SP offset, bytes), or (0, 0): slot by
-    # slot. The bytes are a multiple of 8, for an aligned buffer of __u64.
+    # The by-value arguments' stack pieces read at once into an aligned buffer: (SP offset,
+    # 8-byte words), or (0, 0): slot by slot.
     stack_window: tuple[int, int] = (0, 0)
 
 
@@ -202,8 +202,8 @@ def _stack_window(args: list[ValueView]) -> tuple[int, int]:
     if len(slots) < 2:
         return 0, 0
     lo = min(p.src for p in slots)
-    size = -(-(max(p.src + p.size for p in slots) - lo) // 8) * 8
-    return (lo, size) if size <= STACK_WINDOW_MAX else (0, 0)
+    words = -(-(max(p.src + p.size for p in slots) - lo) // 8)
+    return (lo, words) if words * 8 <= STACK_WINDOW_MAX else (0, 0)
 
 
 def _arg_view(a: ValueLayout, i: int, field: str, ctypes: CTypes, big: bool,

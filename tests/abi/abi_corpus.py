@@ -44,19 +44,23 @@ def source_btf(arch: str, source: str):
         src = CACHE / f"{key}.{os.getpid()}.abi.c"
         src.write_text(source)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
-        _run([*base, "-c", str(src), "-o", str(tmp)])
-        _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
-        if tc.btf_after_link and "-fno-pic" in tc.abi_flags:
-            # mips64el: pahole finds only some FUNCs, under wrong names; code built without PIC
-            # makes no shared object, so a static link (libgcc for the soft-float calls).
-            _run([*base, "-nostdlib", "-static", *tc.ld_flags, "-Wl,-e,0", str(src), "-lgcc",
-                  "-o", str(tmp)])
+        try:
+            _run([*base, "-c", str(src), "-o", str(tmp)])
             _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
-        elif not any(True for _ in open_btf(str(tmp)).funcs()):
-            _run([*base, "-fPIC", "-nostdlib", "-shared", *tc.ld_flags, str(src), "-o", str(tmp)])
-            _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
-        tmp.rename(out)
-        src.unlink()
+            if tc.btf_after_link and "-fno-pic" in tc.abi_flags:
+                # mips64el: pahole finds only some FUNCs, under wrong names; code built without
+                # PIC makes no shared object, so a static link (libgcc for the soft-float calls).
+                _run([*base, "-nostdlib", "-static", *tc.ld_flags, "-Wl,-e,0", str(src), "-lgcc",
+                      "-o", str(tmp)])
+                _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
+            elif not any(True for _ in open_btf(str(tmp)).funcs()):
+                _run([*base, "-fPIC", "-nostdlib", "-shared", *tc.ld_flags, str(src), "-o",
+                      str(tmp)])
+                _run(["pahole", "-J", "--btf_gen_floats", str(tmp)])
+            tmp.rename(out)
+        finally:
+            src.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
     return open_btf(str(out))
 
 

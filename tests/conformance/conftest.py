@@ -13,9 +13,6 @@ from .capture import prepare
 ARCHES = tuple(a for a in os.environ.get("BTFGEN_CONFORMANCE_ARCHES", ",".join(
     toolchains.ARCHES)).split(",") if a)
 
-CONFORMANCE_ROW = "conformance"  # the report property tests/conftest.py tabulates
-
-
 def available(arch: str) -> bool:
     return toolchains.TOOLCHAINS[arch].available() and toolchains.have("pahole")
 
@@ -29,4 +26,3 @@ def built() -> None:
     with open(toolchains.CACHE / "conformance.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         prepare(tuple(a for a in ARCHES if available(a)))
-

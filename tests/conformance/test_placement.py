@@ -8,7 +8,7 @@ from btfgen.btf import types as T
 
 from .capture import captures
 from .check import check_arch, layouts
-from .conftest import ARCHES, CONFORMANCE_ROW, available
+from .conftest import ARCHES, available
 
 pytestmark = pytest.mark.usefixtures("built")
 SHOWN = 25  # findings printed in full per arch
@@ -36,12 +36,10 @@ def test_btf_sizes_match_the_compiler(arch):
 
 @pytest.mark.parametrize("ctx", ["pt_regs", "ftrace_regs"])
 @pytest.mark.parametrize("arch", ARCHES)
-def test_placement_matches_the_compiler(arch, ctx, record_property):
+def test_placement_matches_the_compiler(arch, ctx, conformance_row):
     tally = check_arch(_captures(arch), ctx)
-    # Carried by the test's report (to the controller under pytest-xdist): tests/conftest.py
-    # prints the table.
-    record_property(CONFORMANCE_ROW, (f"{arch} {ctx}", tally.functions, tally.values,
-                                      tally.agreed, tally.unavailable, len(tally.findings)))
+    conformance_row(f"{arch} {ctx}", tally.functions, tally.values, tally.agreed,
+                    tally.unavailable, len(tally.findings))
     if tally.findings:
         shown = "\n".join(f.report() for f in tally.findings[:SHOWN])
         more = len(tally.findings) - SHOWN

@@ -10,10 +10,11 @@ _MASK = (1 << 64) - 1
 
 def loader_said(lines: list[str]) -> tuple[int, dict[str, str]]:
     """The guest loader's own lines: (`pagesize N`, {action: what `call ACTION = R` returned})."""
-    pagesize = int(next(m.group(1) for line in lines if (m := re.match(r"pagesize (\d+)$",
-                                                                        line))))
+    pagesize = next((m.group(1) for line in lines if (m := re.match(r"pagesize (\d+)$", line))),
+                    None)
+    assert pagesize is not None, "the loader printed no pagesize line"
     calls = dict(m.groups() for line in lines if (m := re.match(r"call (\S+) = (\S+)$", line)))
-    return pagesize, calls
+    return int(pagesize), calls
 
 
 def fields(text: str) -> dict[str, str]:

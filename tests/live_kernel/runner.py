@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import build
+from . import build, printed
 from . import kernel as kernels
 from .guest import Guest
 from .qemu import Boot
@@ -36,14 +36,12 @@ def run(kernel: kernels.Kernel, bundle: bytes, actions: list[list[str]],
     text, rc = boot.section("probe")
     if rc:
         raise boot.fail(f"loader failed (exit {rc}):\n{text[-3000:]}")
-    attached, calls, maps, pagesize = {}, {}, {}, 0
-    for line in text.splitlines():
+    lines = text.splitlines()
+    pagesize, calls = printed.loader_said(lines)
+    attached, maps = {}, {}
+    for line in lines:
         if m := re.match(r"attach (\S+) (\S+)$", line):
             attached[m.group(1)] = m.group(2)
-        elif m := re.match(r"call (\S+) = (\S+)$", line):
-            calls[m.group(1)] = m.group(2)
         elif m := re.match(r"map (\S+) ([0-9a-f]*) ([0-9a-f]*)$", line):
             maps.setdefault(m.group(1), {})[bytes.fromhex(m.group(2))] = bytes.fromhex(m.group(3))
-        elif m := re.match(r"pagesize (\d+)$", line):
-            pagesize = int(m.group(1))
     return Report(boot, attached, calls, maps, pagesize, text)
