@@ -77,7 +77,26 @@ class _PlanBuilder:
         self.ops: list[Op] = []
         self.first = first_op
         self.cursor = 0
+        self.high = 0  # the end of the highest data byte an op writes
         self.skipped: list[str] = []
+
+    def _copy(self, source: int, src: int, dst: int, size: int) -> int:
+        """Add a copy; -> the bit of the op that does it. A stack copy that continues the last
+        op at the same stride in the stack and in the record (the next stack argument) widens
+        that op instead: the BPF side reads a run of stack arguments with one helper call, and
+        the bytes between them land in record padding no op writes. A value whose op failed
+        fails with every value the op carries, never reads as good."""
+        if self.ops and source == FROM_STACK:
+            last = self.ops[-1]
+            end = last.dst + last.size
+            if (last.source == FROM_STACK and end == self.high and dst >= end
+                    and src - last.src == dst - last.dst and dst + size - last.dst < OP_LIMIT):
+                self.ops[-1] = Op(FROM_STACK, last.src, last.dst, dst + size - last.dst)
+                self.high = dst + size
+                return 1 << (self.first + len(self.ops) - 1)
+        self.ops.append(Op(source, src, dst, size))
+        self.high = max(self.high, dst + size)
+        return 1 << (self.first + len(self.ops) - 1)
 
     def value(self, v: ValueLayout, what: str) -> ValuePlan | None:
         if v.unavailable is not None:
@@ -94,9 +113,7 @@ class _PlanBuilder:
             return None
         mask = 0
         for p in v.pieces:
-            source, src = piece_source(p, self.order)
-            mask |= 1 << (self.first + len(self.ops))
-            self.ops.append(Op(source, src, start + p.value_offset, p.size))
+            mask |= self._copy(*piece_source(p, self.order), start + p.value_offset, p.size)
         self.cursor = _align8(start + target_len)
         if not v.by_ref:
             return ValuePlan(start, -1, mask)
@@ -104,8 +121,7 @@ class _PlanBuilder:
         if needed > budget or v.size >= OP_LIMIT or dst + v.size > DATA_SIZE or dst >= OP_LIMIT:
             self.skipped.append(f"{what}: by-reference value too large, pointer only")
             return ValuePlan(-1, start, mask)
-        mask |= 1 << (self.first + len(self.ops))
-        self.ops.append(Op(FROM_PTR, start, dst, v.size))
+        mask |= self._copy(FROM_PTR, start, dst, v.size)
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, start, mask)
 
@@ -119,8 +135,7 @@ class _PlanBuilder:
             self.skipped.append("return value: by-reference value too large, pointer only")
             return ValuePlan(-1, 0, mask)
         dst = _align8(self.psize)
-        mask |= 1 << self.first
-        self.ops.append(Op(FROM_PTR, 0, dst, v.size))
+        mask |= self._copy(FROM_PTR, 0, dst, v.size)
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, 0, mask)
 

@@ -164,3 +164,39 @@ def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order)
     missing = struct.pack(head, fn.btf_id, 1, 1 << CARRY_MISSING_BIT) + bytes(1024)
     got = fn.decode_record(missing)
     assert isinstance(got, Unavailable) and "entry" in got.reason
+
+
+@pytest.mark.parametrize("arch,runs", [("x86_64", 1), ("i386", 6)])
+def test_generic_plan_reads_a_run_of_stack_arguments_with_one_op(arch, runs):
+    """Stack arguments at the same stride in the stack and in the record are one op (one read
+    on the BPF side); i386's 4-byte slots against the record's 8-byte ones are not. When the
+    merged read fails, every value it carries is reported failed, the register values not."""
+    import struct
+
+    import toolchains
+
+    import btfgen.decode as bd
+    from btfgen.layout import StackPiece
+    from btfgen.records.generic import FROM_STACK
+
+    src = ("long __attribute__((noinline)) f(long a, long b, long c, long d, long e, long g, "
+           "long s1, int s2, long s3) { return a + b + c + d + e + g + s1 + s2 + s3; }")
+    dec = bd.load(str(toolchains.compile_c(src, arch)), arch=arch)
+    placed, layout = dec.arch_layout("f"), dec.layout("f")
+    plan = generic_plan(layout, placed.byte_order, placed.pointer_size)
+    stack_ops = [op for op in plan.entry_ops if op.source == FROM_STACK]
+    on_stack = [v for a, v in zip(layout.args, plan.entry)
+                if all(isinstance(p, StackPiece) for p in a.pieces)]
+    assert len(stack_ops) == runs and len(on_stack) >= 3
+    if arch != "x86_64":
+        return
+    bit = next(i for i, op in enumerate(plan.entry_ops) if op.source == FROM_STACK)
+    assert all(v.op_mask == 1 << bit for v in on_stack)
+    fn = dec.function("f")
+    head = runtime.RECORD_HEADERS["little"].format
+    data = bytearray(1024)
+    for i in range(6):
+        data[8 * i:8 * i + 8] = (i + 1).to_bytes(8, "little")
+    got = fn.decode_record(struct.pack(head, fn.btf_id, 0, 1 << bit) + bytes(data))
+    assert list(got[:6]) == [1, 2, 3, 4, 5, 6]
+    assert all(isinstance(v, Unavailable) for v in got[6:])

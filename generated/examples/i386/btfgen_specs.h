@@ -65,7 +65,7 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 34, .nentry = 9, .nexit = 1, .ptr_size = 4, .ops = { { 24, 0, 4, 0 }, { 8, 8, 1, 0 }, { 4, 16, 1, 0 }, { 4, 24, 4, 1 }, { 8, 32, 8, 1 }, { 16, 40, 2, 1 }, { 20, 48, 4, 1 }, { 24, 56, 4, 1 }, { 28, 64, 4, 1 }, { 24, 0, 4, 0 }, } }, /* scalars */
+	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .ops = { { 24, 0, 4, 0 }, { 8, 8, 1, 0 }, { 4, 16, 1, 0 }, { 4, 24, 4, 1 }, { 8, 32, 10, 1 }, { 20, 48, 4, 1 }, { 24, 56, 4, 1 }, { 28, 64, 4, 1 }, { 24, 0, 4, 0 }, } }, /* scalars */
 	{ .btf_id = 32, .nentry = 3, .nexit = 2, .ptr_size = 4, .ops = { { 24, 0, 4, 0 }, { 8, 4, 4, 0 }, { 4, 8, 4, 0 }, { 24, 0, 4, 0 }, { 8, 4, 4, 0 }, } }, /* pass_pair */
 	{ .btf_id = 30, .nentry = 2, .nexit = 2, .ptr_size = 4, .ops = { { 4, 0, 20, 1 }, { 24, 24, 4, 1 }, { 24, 0, 4, 0 }, { 0, 8, 20, 2 }, } }, /* ret_big */
 	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .ops = { { 24, 0, 4, 0 }, { 8, 8, 4, 0 }, { 4, 16, 4, 0 }, { 24, 0, 4, 0 }, } }, /* with_enum */
@@ -120,12 +120,12 @@ static const struct btfgen_value_info btfgen_args_0[] = {
 	{ "c", "_Bool", (void *)0, 16, -1, 1, BTFGEN_VALUE_BOOL, 0x4ULL },
 	{ "d", "void *", (void *)0, 24, -1, 4, BTFGEN_VALUE_POINTER, 0x8ULL },
 	{ "e", "long long int", (void *)0, 32, -1, 8, BTFGEN_VALUE_SIGNED, 0x10ULL },
-	{ "f", "short int", (void *)0, 40, -1, 2, BTFGEN_VALUE_SIGNED, 0x20ULL },
-	{ "g", "long int", (void *)0, 48, -1, 4, BTFGEN_VALUE_SIGNED, 0x40ULL },
-	{ "h", "unsigned int", (void *)0, 56, -1, 4, BTFGEN_VALUE_UNSIGNED, 0x80ULL },
-	{ "i", "long int", (void *)0, 64, -1, 4, BTFGEN_VALUE_SIGNED, 0x100ULL },
+	{ "f", "short int", (void *)0, 40, -1, 2, BTFGEN_VALUE_SIGNED, 0x10ULL },
+	{ "g", "long int", (void *)0, 48, -1, 4, BTFGEN_VALUE_SIGNED, 0x20ULL },
+	{ "h", "unsigned int", (void *)0, 56, -1, 4, BTFGEN_VALUE_UNSIGNED, 0x40ULL },
+	{ "i", "long int", (void *)0, 64, -1, 4, BTFGEN_VALUE_SIGNED, 0x80ULL },
 };
-static const struct btfgen_value_info btfgen_ret_0 = { "", "long int", (void *)0, 0, -1, 4, BTFGEN_VALUE_SIGNED, 0x200ULL };
+static const struct btfgen_value_info btfgen_ret_0 = { "", "long int", (void *)0, 0, -1, 4, BTFGEN_VALUE_SIGNED, 0x100ULL };
 
 static const struct btfgen_value_info btfgen_args_1[] = {
 	{ "p", "struct pair", (void *)0, 0, -1, 8, BTFGEN_VALUE_BYTES, 0x3ULL },

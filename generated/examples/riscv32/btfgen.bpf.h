@@ -374,9 +374,10 @@ static __always_inline int btfgen_buf_copy(__u8 *data, __u32 dst, const __u8 *bu
 	return 0;
 }
 
-/* Stack ops take their bytes from one read of this many bytes from the first stack op's address
- * (one helper call instead of one per op); an op outside it, or any op when that read failed
- * (the window may reach past the stack's end), reads its own bytes as before. */
+/* Small stack ops (a word or less) take their bytes from one read of this many bytes from the
+ * first one's address (one helper call instead of one per op); an op outside it, or any op when
+ * that read failed (the window may reach past the stack's end), reads its own bytes. A larger
+ * stack op (a run of stack arguments the plan merged, a struct) is one read of its own. */
 #define BTFGEN_STACK_WINDOW 64
 
 /* Copy one function's values into `rec`: a bounded loop the verifier walks once per iteration,
@@ -432,14 +433,17 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 			__u32 off;
 
 			src = sp + op->src;
-			if (!win_state) {
-				win_src = op->src;
-				win_state = BTFGEN_READ(win, sizeof(win), src) ? -1 : 1;
+			if (size <= 8) {
+				if (!win_state) {
+					win_src = op->src;
+					win_state = BTFGEN_READ(win, sizeof(win), src) ? -1 : 1;
+				}
+				off = op->src - win_src; /* wraps below the window: too large */
+				if (win_state > 0 && off < sizeof(win) && size <= sizeof(win) - off &&
+				    btfgen_buf_copy(rec->data, dst, (const __u8 *)win, off, size,
+						    sizeof(win)))
+					continue;
 			}
-			off = op->src - win_src; /* wraps below the window: too large */
-			if (win_state > 0 && off < sizeof(win) && size <= sizeof(win) - off &&
-			    btfgen_buf_copy(rec->data, dst, (const __u8 *)win, off, size, sizeof(win)))
-				continue;
 		} else {
 			__u32 from = op->src & (BTFGEN_OP_LIMIT - 1);
 

@@ -65,7 +65,7 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 35, .nentry = 9, .nexit = 1, .ptr_size = 8, .ops = { { 112, 0, 4, 0 }, { 104, 8, 1, 0 }, { 96, 16, 1, 0 }, { 88, 24, 8, 0 }, { 72, 32, 8, 0 }, { 64, 40, 2, 0 }, { 8, 48, 8, 1 }, { 16, 56, 4, 1 }, { 24, 64, 8, 1 }, { 80, 0, 8, 0 }, } }, /* scalars */
+	{ .btf_id = 35, .nentry = 7, .nexit = 1, .ptr_size = 8, .ops = { { 112, 0, 4, 0 }, { 104, 8, 1, 0 }, { 96, 16, 1, 0 }, { 88, 24, 8, 0 }, { 72, 32, 8, 0 }, { 64, 40, 2, 0 }, { 8, 48, 24, 1 }, { 80, 0, 8, 0 }, } }, /* scalars */
 	{ .btf_id = 33, .nentry = 3, .nexit = 2, .ptr_size = 8, .ops = { { 112, 0, 8, 0 }, { 104, 8, 8, 0 }, { 96, 16, 4, 0 }, { 80, 0, 8, 0 }, { 96, 8, 8, 0 }, } }, /* pass_pair */
 	{ .btf_id = 31, .nentry = 2, .nexit = 2, .ptr_size = 8, .ops = { { 8, 0, 40, 1 }, { 104, 40, 4, 0 }, { 80, 0, 8, 0 }, { 0, 8, 40, 2 }, } }, /* ret_big */
 	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .ops = { { 112, 0, 4, 0 }, { 104, 8, 4, 0 }, { 96, 16, 8, 0 }, { 80, 0, 4, 0 }, } }, /* with_enum */
@@ -122,10 +122,10 @@ static const struct btfgen_value_info btfgen_args_0[] = {
 	{ "e", "long long int", (void *)0, 32, -1, 8, BTFGEN_VALUE_SIGNED, 0x10ULL },
 	{ "f", "short int", (void *)0, 40, -1, 2, BTFGEN_VALUE_SIGNED, 0x20ULL },
 	{ "g", "long int", (void *)0, 48, -1, 8, BTFGEN_VALUE_SIGNED, 0x40ULL },
-	{ "h", "unsigned int", (void *)0, 56, -1, 4, BTFGEN_VALUE_UNSIGNED, 0x80ULL },
-	{ "i", "long int", (void *)0, 64, -1, 8, BTFGEN_VALUE_SIGNED, 0x100ULL },
+	{ "h", "unsigned int", (void *)0, 56, -1, 4, BTFGEN_VALUE_UNSIGNED, 0x40ULL },
+	{ "i", "long int", (void *)0, 64, -1, 8, BTFGEN_VALUE_SIGNED, 0x40ULL },
 };
-static const struct btfgen_value_info btfgen_ret_0 = { "", "long int", (void *)0, 0, -1, 8, BTFGEN_VALUE_SIGNED, 0x200ULL };
+static const struct btfgen_value_info btfgen_ret_0 = { "", "long int", (void *)0, 0, -1, 8, BTFGEN_VALUE_SIGNED, 0x80ULL };
 
 static const struct btfgen_value_info btfgen_args_1[] = {
 	{ "p", "struct pair", (void *)0, 0, -1, 16, BTFGEN_VALUE_BYTES, 0x3ULL },
