@@ -1,5 +1,6 @@
 """The wheel carries templates/ and grammars/ and works from any directory, not the checkout."""
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -13,11 +14,15 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-         "-w", str(tmp / "dist"), str(ROOT)],
-        check=True, capture_output=True,
-    )
+    # The build writes build/ and *.egg-info in the checkout: test workers that build at once
+    # (pytest-xdist) would trip over each other's files, so they take turns.
+    with open(tmp_path_factory.getbasetemp().parent / "wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+             "-w", str(tmp / "dist"), str(ROOT)],
+            check=True, capture_output=True,
+        )
     (wheel,) = (tmp / "dist").glob("btfgen-*.whl")
     target = tmp / "site"
     subprocess.run(

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
+from btfgen.btf.walk import TypeWalk
 
 # Aggregates larger than this are never classified member by member (every ABI here passes them
 # by reference or in memory whole), which also bounds the walk over hostile arrays.
@@ -111,25 +113,7 @@ class Classifier:
 
     def _compute(self, t: T.Type) -> Shape:
         try:
-            s = T.strip(t)
-            if isinstance(s, T.Void):
-                return Shape("void", 0, 1)
-            if isinstance(s, (T.Fwd, T.FuncProto, T.Func)):
-                what = "a forward declaration" if isinstance(s, T.Fwd) else "a function type"
-                return Shape("opaque", 0, 1, reason=f"{what} cannot be passed by value")
-            size = T.size_of(s)
-            align = T.align_of(s, self.max_align)
-            if isinstance(s, T.Int):
-                return Shape("bool" if s.is_bool else "integer", size, align, s.signed)
-            if isinstance(s, T.Enum):
-                return Shape("enum", size, align, s.signed)
-            if isinstance(s, T.Ptr):
-                return Shape("pointer", size, align)
-            if isinstance(s, T.Float):
-                return Shape("float", size, align, True)
-            if isinstance(s, (T.Composite, T.Array)):
-                return self._aggregate(s, size, align)
-            return Shape("opaque", 0, 1, reason=f"a {s.kind.name} cannot be passed by value")
+            return _SHAPE.visit(t, 0, self)
         except T.TypeError_ as e:
             return Shape("opaque", 0, 1, reason=str(e))
 
@@ -140,18 +124,62 @@ class Classifier:
         sysv: tuple[str, ...] = ()
         if 0 < size <= self.sysv_max_size:
             leaves: list[_Leaf] = []
-            _flatten(s, 0, self.max_align, leaves, 0)
+            _FLATTEN.visit(s, 0, 0, self.max_align, leaves)
             sysv = _sysv_classes(leaves, size, self.word)
-        hfa = _hfa(s, 0) if self.hfa_max_members else None
+        hfa = _HFA.visit(s) if self.hfa_max_members else None
         return Shape(
             "aggregate", size, align,
             sysv=sysv,
             sysv_memory=not sysv,
             hfa_members=hfa[1] if hfa and 1 <= hfa[1] <= self.hfa_max_members else 0,
-            mode=_gcc_mode(s, 0) if size <= 16 else "blk",
+            mode=_GCC_MODE.visit(s) if size <= 16 else "blk",
             bitfield_align=bf_align,
             float_fields=_float_fields(s),
         )
+
+
+class _ShapeOf(TypeWalk):
+    """The shape of a type, by kind; the classifier's limits come along as `c`."""
+
+    what = "shape"
+
+    def visit_void(self, t: T.Void, depth: int, c: Classifier) -> Shape:
+        return Shape("void", 0, 1)
+
+    def visit_int(self, t: T.Int, depth: int, c: Classifier) -> Shape:
+        return Shape("bool" if t.is_bool else "integer", t.size, _align(t, c), t.signed)
+
+    def visit_enum(self, t: T.Enum, depth: int, c: Classifier) -> Shape:
+        return Shape("enum", t.size, _align(t, c), t.signed)
+
+    def visit_ptr(self, t: T.Ptr, depth: int, c: Classifier) -> Shape:
+        return Shape("pointer", measure.size_of(t), _align(t, c))
+
+    def visit_float(self, t: T.Float, depth: int, c: Classifier) -> Shape:
+        return Shape("float", t.size, _align(t, c), True)
+
+    def visit_composite(self, t: T.Type, depth: int, c: Classifier) -> Shape:
+        return c._aggregate(t, measure.size_of(t), _align(t, c))
+
+    visit_array = visit_composite
+
+    def visit_fwd(self, t: T.Type, depth: int, c: Classifier) -> Shape:
+        return Shape("opaque", 0, 1, reason="a forward declaration cannot be passed by value")
+
+    def visit_func_proto(self, t: T.Type, depth: int, c: Classifier) -> Shape:
+        return Shape("opaque", 0, 1, reason="a function type cannot be passed by value")
+
+    visit_func = visit_func_proto
+
+    def visit_other(self, t: T.Type, depth: int, c: Classifier) -> Shape:
+        return Shape("opaque", 0, 1, reason=f"a {t.kind.name} cannot be passed by value")
+
+
+_SHAPE = _ShapeOf()
+
+
+def _align(t: T.Type, c: Classifier) -> int:
+    return measure.align_of(t, c.max_align)
 
 
 def _float_fields(s: T.Type) -> tuple[tuple[int, int], ...]:
@@ -159,35 +187,44 @@ def _float_fields(s: T.Type) -> tuple[tuple[int, int], ...]:
         return ()
     out = []
     for m in s.members:
-        if m.bitfield_size or not isinstance(T.strip(m.type), T.Float):
+        if m.bitfield_size or not isinstance(walk.strip(m.type), T.Float):
             return ()
-        out.append((m.offset, T.size_of(m.type)))
+        out.append((m.offset, measure.size_of(m.type)))
     return tuple(out)
 
 
-def _flatten(t: T.Type, base: int, max_align: int, out: list[_Leaf], depth: int) -> None:
-    below = T.descend(t, depth)
-    s = T.strip(t)
-    if isinstance(s, T.Composite):
-        for m in s.members:
+class _Flatten(TypeWalk):
+    """An aggregate's scalar leaves at their offsets (`out`), for the System V classes."""
+
+    what = "System V class"
+
+    def visit_composite(self, t: T.Composite, depth: int, base: int, max_align: int,
+                        out: list[_Leaf]) -> None:
+        for m in t.members:
             if m.bitfield_size:
                 # A bitfield is always INTEGER class; it covers the bytes its bits touch.
                 first = m.bit_offset // 8
                 last = (m.bit_offset + m.bitfield_size - 1) // 8
                 out.append(_Leaf(base + first, last - first + 1, "int", False))
             else:
-                _flatten(m.type, base + m.bit_offset // 8, max_align, out, below)
-        return
-    if isinstance(s, T.Array):
-        elem = s.elem
-        esize = T.size_of(elem)
-        for i in range(s.nelems if esize else 0):
-            _flatten(elem, base + i * esize, max_align, out, below)
-        return
-    size = T.size_of(s)
-    align = T.align_of(s, max_align)
-    kind = "float" if isinstance(s, T.Float) else "int"
-    out.append(_Leaf(base, size, kind, bool(base % align)))
+                self.visit(m.type, depth, base + m.bit_offset // 8, max_align, out)
+
+    def visit_array(self, t: T.Array, depth: int, base: int, max_align: int,
+                    out: list[_Leaf]) -> None:
+        esize = measure.size_of(t.elem)
+        for i in range(t.nelems if esize else 0):
+            self.visit(t.elem, depth, base + i * esize, max_align, out)
+
+    def visit_int(self, t: T.Type, depth: int, base: int, max_align: int,
+                  out: list[_Leaf]) -> None:
+        align = measure.align_of(t, max_align)
+        kind = "float" if isinstance(t, T.Float) else "int"
+        out.append(_Leaf(base, measure.size_of(t), kind, bool(base % align)))
+
+    visit_enum = visit_ptr = visit_float = visit_int
+
+
+_FLATTEN = _Flatten()
 
 
 def _sysv_classes(leaves: list[_Leaf], size: int, word: int) -> tuple[str, ...]:
@@ -212,81 +249,93 @@ def _sysv_classes(leaves: list[_Leaf], size: int, word: int) -> tuple[str, ...]:
     return tuple("INTEGER" if c == "NONE" else c for c in classes)
 
 
-def _hfa(t: T.Type, depth: int) -> tuple[int, int] | None:
+class _Hfa(TypeWalk):
     """AAPCS64 5.9.5 (gcc aapcs_vfp_sub_candidate): -> (member size, member count) when every
-    Fundamental Data Type in `t` is the same floating-point type and nothing pads it, else None.
-    A struct adds its members' counts, a union takes the largest (union { double a[2]; double
-    b; } is a two-member HFA), an array multiplies."""
-    below = T.descend(t, depth)
-    s = T.strip(t)
-    if isinstance(s, T.Float):
-        return s.size, 1
-    if isinstance(s, T.Array):
-        sub = _hfa(s.elem, below)
-        return (sub[0], sub[1] * s.nelems) if sub else None
-    if not isinstance(s, T.Composite):
-        return None
-    width = count = 0
-    union = isinstance(s, T.Union)
-    for m in s.members:
-        if m.bitfield_size:
+    Fundamental Data Type in a type is the same floating-point type and nothing pads it, else
+    None. A struct adds its members' counts, a union takes the largest (union { double a[2];
+    double b; } is a two-member HFA), an array multiplies."""
+
+    def visit_float(self, t: T.Float, depth: int) -> tuple[int, int] | None:
+        return t.size, 1
+
+    def visit_array(self, t: T.Array, depth: int) -> tuple[int, int] | None:
+        sub = self.visit(t.elem, depth)
+        return (sub[0], sub[1] * t.nelems) if sub else None
+
+    def visit_composite(self, t: T.Composite, depth: int) -> tuple[int, int] | None:
+        width = count = 0
+        union = isinstance(t, T.Union)
+        for m in t.members:
+            if m.bitfield_size:
+                return None
+            sub = self.visit(m.type, depth)
+            if sub is None or (width and sub[0] != width):
+                return None
+            width = sub[0]
+            count = max(count, sub[1]) if union else count + sub[1]
+        if not width or width * count != t.size:
             return None
-        sub = _hfa(m.type, below)
-        if sub is None or (width and sub[0] != width):
-            return None
-        width = sub[0]
-        count = max(count, sub[1]) if union else count + sub[1]
-    if not width or width * count != s.size:
+        return width, count
+
+    def visit_other(self, t: T.Type, depth: int) -> None:
         return None
-    return width, count
+
+
+_HFA = _Hfa()
 
 
 _INT_MODE_SIZES = (1, 2, 4, 8)
 
 
-def _gcc_mode(t: T.Type, depth: int) -> str:
-    """GCC's machine-mode class of `t` (stor-layout.cc compute_record_mode, mode_for_array), as
-    i386 -freg-struct-return and regparm see it: "int", "float" or "blk"; "none" for size 0.
+class _GccMode(TypeWalk):
+    """GCC's machine-mode class of a type (stor-layout.cc compute_record_mode, mode_for_array),
+    as i386 -freg-struct-return and regparm see it: "int", "float" or "blk"; "none" for size 0.
     An aggregate holding a BLKmode member (char[3], say) is BLKmode whatever its size; a struct
     takes the mode of a field spanning it (struct { double d; } is DFmode: an x87 value), a
     union never does. BTF cannot tell `char c[0]` (ignored by gcc) from a flexible array member
     (which makes the struct BLKmode); the kernel uses only the latter."""
-    below = T.descend(t, depth)
-    s = T.strip(t)
-    if isinstance(s, T.Float):
+
+    def visit_float(self, t: T.Float, depth: int) -> str:
         return "float"
-    if not isinstance(s, (T.Composite, T.Array)):
+
+    def visit_other(self, t: T.Type, depth: int) -> str:
         return "int"
-    size = T.size_of(s)
-    if isinstance(s, T.Array):
-        if s.nelems == 0:
+
+    def visit_array(self, t: T.Array, depth: int) -> str:
+        if t.nelems == 0:
             return "blk"
-        elem = _gcc_mode(s.elem, below)
-        if s.nelems == 1 or elem == "none":
+        elem = self.visit(t.elem, depth)
+        if t.nelems == 1 or elem == "none":
             return elem  # a one-element array has its element's mode
         if elem == "blk":
             return "blk"
+        return "int" if measure.size_of(t) in _INT_MODE_SIZES else "blk"
+
+    def visit_composite(self, t: T.Composite, depth: int) -> str:
+        size = t.size
+        spanning = ""
+        for m in t.members:
+            if m.bitfield_size:
+                continue  # a bitfield's type has an integer mode
+            mtype = walk.strip(m.type)
+            if isinstance(mtype, T.Array) and mtype.nelems == 0:
+                return "blk"  # a flexible array member
+            msize = measure.size_of(mtype)
+            if msize == 0:
+                continue
+            mode = self.visit(mtype, depth)
+            if mode == "blk":
+                return "blk"
+            if msize == size and not spanning:
+                spanning = mode
+        if size == 0:
+            return "none"
+        if isinstance(t, T.Struct) and spanning:
+            return spanning
         return "int" if size in _INT_MODE_SIZES else "blk"
-    spanning = ""
-    for m in s.members:
-        if m.bitfield_size:
-            continue  # a bitfield's type has an integer mode
-        mtype = T.strip(m.type)
-        if isinstance(mtype, T.Array) and mtype.nelems == 0:
-            return "blk"  # a flexible array member
-        msize = T.size_of(mtype)
-        if msize == 0:
-            continue
-        mode = _gcc_mode(mtype, below)
-        if mode == "blk":
-            return "blk"
-        if msize == size and not spanning:
-            spanning = mode
-    if size == 0:
-        return "none"
-    if isinstance(s, T.Struct) and spanning:
-        return spanning
-    return "int" if size in _INT_MODE_SIZES else "blk"
+
+
+_GCC_MODE = _GccMode()
 
 
 def _bitfield_align(s: T.Type, max_align: int) -> int:
@@ -297,5 +346,5 @@ def _bitfield_align(s: T.Type, max_align: int) -> int:
     best = 0
     for m in s.members:
         if m.bitfield_size:
-            best = max(best, T.align_of(m.type, max_align))
+            best = max(best, measure.align_of(m.type, max_align))
     return best

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from btfgen.abi.dsl import Convention, CtxSpec
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.errors import AbiError
 from btfgen.layout import CtxInfo, CtxRegister
@@ -70,33 +71,20 @@ def field_location(struct: T.Type, path: str) -> tuple[int, int] | None:
             m = _COMPONENT.match(part)
             if m is None:
                 return None
-            found = _member(T.strip(cur), m.group(1), 0)
+            found = next((x for x in walk.named_members(cur)
+                          if x[0].name == m.group(1)), None)
             if found is None:
                 return None
-            bit_offset, cur = found
+            member, bit_offset = found
+            cur = member.type
             offset += bit_offset // 8
             if m.group(2) is not None:
-                arr = T.strip(cur)
+                arr = walk.strip(cur)
                 index = int(m.group(2))
                 if not isinstance(arr, T.Array) or index >= arr.nelems:
                     return None
                 cur = arr.elem
-                offset += index * T.size_of(cur)
-        return offset, T.size_of(cur)
+                offset += index * measure.size_of(cur)
+        return offset, measure.size_of(cur)
     except T.TypeError_:
         return None
-
-
-def _member(t: T.Type, name: str, depth: int) -> tuple[int, T.Type] | None:
-    """A member by name, looking through anonymous struct/union members as C does."""
-    if not isinstance(t, T.Composite):
-        return None
-    for m in t.members:
-        if m.name == name:
-            return m.bit_offset, m.type
-    for m in t.members:
-        if not m.name:
-            inner = _member(T.strip(m.type), name, T.descend(t, depth))
-            if inner is not None:
-                return m.bit_offset + inner[0], inner[1]
-    return None

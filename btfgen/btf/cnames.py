@@ -7,41 +7,20 @@ appends its parameter list, and a pointer to an array or function needs parenthe
 
 from __future__ import annotations
 
-from btfgen.btf.types import (
-    Array,
-    Composite,
-    Const,
-    Datasec,
-    DeclTag,
-    Enum,
-    Float,
-    Func,
-    FuncProto,
-    Fwd,
-    Int,
-    Ptr,
-    Restrict,
-    Struct,
-    Type,
-    Typedef,
-    TypeTag,
-    Var,
-    Void,
-    Volatile,
-    descend,
-)
+from btfgen.btf import types as T
+from btfgen.btf.walk import TypeWalk
 
-_QUALIFIER_WORDS = ((Const, "const"), (Volatile, "volatile"), (Restrict, "restrict"))
+_QUALIFIER_WORDS = {T.Const: "const", T.Volatile: "volatile", T.Restrict: "restrict"}
 
 
-def c_spelling(t: Type) -> str:
+def c_spelling(t: T.Type) -> str:
     """How C spells `t` as an abstract declarator (no identifier)."""
-    return _spell(t, "", 0)
+    return _SPELLING.visit(t, 0, "")
 
 
-def c_declaration(t: Type, name: str) -> str:
+def c_declaration(t: T.Type, name: str) -> str:
     """`t` declaring `name`: "char *argv[]" style."""
-    return _spell(t, name, 0)
+    return _SPELLING.visit(t, 0, name)
 
 
 def _join(base: str, declarator: str) -> str:
@@ -52,55 +31,67 @@ def _tag_name(keyword: str, name: str) -> str:
     return f"{keyword} {name or '(anon)'}"
 
 
-def _qualifier(t: Type) -> str | None:
-    for cls, word in _QUALIFIER_WORDS:
-        if isinstance(t, cls):
-            return word
-    return None
+def _untagged(t: T.Type) -> T.Type:
+    """`t` without type tags (__user, __rcu): annotations with no C meaning."""
+    while isinstance(t, T.TypeTag):
+        t = t.type
+    return t
 
 
-def _spell(t: Type, declarator: str, depth: int) -> str:
-    depth = descend(t, depth)
-    if isinstance(t, Void):
+class _CSpelling(TypeWalk):
+    """Each method spells its type around `declarator`, the part of the declaration already
+    built outside it."""
+
+    what = "C spelling"
+
+    def visit_void(self, t: T.Void, depth: int, declarator: str) -> str:
         return _join("void", declarator)
-    if isinstance(t, (Int, Float, Typedef)):
+
+    def visit_int(self, t: T.Type, depth: int, declarator: str) -> str:
         return _join(t.name, declarator)
-    if isinstance(t, Composite):
-        return _join(_tag_name("struct" if isinstance(t, Struct) else "union", t.name),
-                     declarator)
-    if isinstance(t, Enum):
+
+    visit_float = visit_typedef = visit_datasec = visit_int
+
+    def visit_composite(self, t: T.Composite, depth: int, declarator: str) -> str:
+        keyword = "struct" if isinstance(t, T.Struct) else "union"
+        return _join(_tag_name(keyword, t.name), declarator)
+
+    def visit_enum(self, t: T.Enum, depth: int, declarator: str) -> str:
         return _join(_tag_name("enum", t.name), declarator)
-    if isinstance(t, Fwd):
+
+    def visit_fwd(self, t: T.Fwd, depth: int, declarator: str) -> str:
         return _join(_tag_name("union" if t.is_union else "struct", t.name), declarator)
-    if isinstance(t, TypeTag):  # an annotation (__user, __rcu): no C meaning
-        return _spell(t.type, declarator, depth)
-    word = _qualifier(t)
-    if word is not None:
-        target = t.type  # type: ignore[attr-defined]
-        while isinstance(target, TypeTag):
-            target = target.type
-        if isinstance(target, Ptr):  # qualifies the pointer itself: "char *const"
-            return _spell(target, _join(word, declarator), depth)
-        return f"{word} {_spell(target, declarator, depth)}"
-    if isinstance(t, Ptr):
-        target = t.type
-        while isinstance(target, TypeTag):
-            target = target.type
+
+    def visit_qualifier(self, t: T.Type, depth: int, declarator: str) -> str:
+        word = _QUALIFIER_WORDS[type(t)]
+        target = _untagged(t.type)  # type: ignore[attr-defined]
+        if isinstance(target, T.Ptr):  # qualifies the pointer itself: "char *const"
+            return self.visit(target, depth, _join(word, declarator))
+        return f"{word} {self.visit(target, depth, declarator)}"
+
+    def visit_ptr(self, t: T.Ptr, depth: int, declarator: str) -> str:
+        target = _untagged(t.type)
         inner = "*" + declarator
-        if isinstance(target, (Array, FuncProto)):
+        if isinstance(target, (T.Array, T.FuncProto)):
             inner = f"({inner})"
-        return _spell(target, inner, depth)
-    if isinstance(t, Array):
-        return _spell(t.elem, f"{declarator}[{t.nelems}]", depth)
-    if isinstance(t, FuncProto):
-        params = [_spell(p.type, "", depth) for p in t.params]
+        return self.visit(target, depth, inner)
+
+    def visit_array(self, t: T.Array, depth: int, declarator: str) -> str:
+        return self.visit(t.elem, depth, f"{declarator}[{t.nelems}]")
+
+    def visit_func_proto(self, t: T.FuncProto, depth: int, declarator: str) -> str:
+        params = [self.visit(p.type, depth, "") for p in t.params]
         if t.variadic:
             params.append("...")
-        return _spell(t.ret, f"{declarator}({', '.join(params) or 'void'})", depth)
-    if isinstance(t, Func):
-        return _spell(t.proto, declarator or t.name, depth)
-    if isinstance(t, (Var, DeclTag)):
-        return _spell(t.type, declarator, depth)
-    if isinstance(t, Datasec):
-        return _join(t.name, declarator)
-    raise TypeError_(f"type {t.id}: no C spelling for kind {t.kind.name}")
+        return self.visit(t.ret, depth, f"{declarator}({', '.join(params) or 'void'})")
+
+    def visit_func(self, t: T.Func, depth: int, declarator: str) -> str:
+        return self.visit(t.proto, depth, declarator or t.name)
+
+    def visit_var(self, t: T.Type, depth: int, declarator: str) -> str:
+        return self.visit(t.type, depth, declarator)  # type: ignore[attr-defined]
+
+    visit_decl_tag = visit_var
+
+
+_SPELLING = _CSpelling()

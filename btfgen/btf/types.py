@@ -2,7 +2,8 @@
 
 Types refer to each other by id and resolve through the table that made them (`TypeTable`), so a
 table can decode lazily and cycles (`struct list_head { struct list_head *next; }`) need no
-placeholders. The BTF reader and the C-header front end both produce these classes.
+placeholders. The BTF reader and the C-header front end both produce these classes; walking
+them is `walk`, measuring them `measure`.
 """
 
 from __future__ import annotations
@@ -270,119 +271,3 @@ class Float(Type):
 class DeclTag(_Ref):
     component_idx: int  # -1: the tag applies to the type itself
     kind = Kind.DECL_TAG
-
-
-# ---------------------------------------------------------------------------------------------
-# Walking and measuring types. The one depth limit and cycle rule of every walk over types
-# (measuring here; spelling in cnames and codegen.cdecl, classifying in abi.classify, describing
-# in records.describe, ctx fields in abi.ctx): a chain or a nesting
-# deeper than this is a cycle in hostile BTF, not a real kernel type. The reader refuses loops
-# of references when it decodes; a loop through members (struct a { struct a x; }) only shows
-# as depth.
-MAX_DEPTH = 64
-MAX_CHAIN = MAX_DEPTH  # the modifier chains strip() follows
-
-
-def descend(t: Type, depth: int) -> int:
-    """The depth one step below `t` (into a type it refers to), or TypeError_ past MAX_DEPTH."""
-    if depth >= MAX_DEPTH:
-        raise TypeError_(f"type {t.id}: nested deeper than {MAX_DEPTH} (a cycle?)")
-    return depth + 1
-
-
-_QUALIFIERS = (Typedef, Volatile, Const, Restrict, TypeTag)
-
-
-def strip(t: Type) -> Type:
-    """Follow typedef/const/volatile/restrict/type_tag to the type that gives the meaning."""
-    for _ in range(MAX_CHAIN):
-        if not isinstance(t, _QUALIFIERS):
-            return t
-        t = t.type
-    raise TypeError_(f"type {t.id}: modifier chain longer than {MAX_CHAIN} (a cycle?)")
-
-
-def strip_cv(t: Type) -> Type:
-    """Follow const/volatile/restrict/type_tag but keep typedef names."""
-    for _ in range(MAX_CHAIN):
-        if not isinstance(t, (Volatile, Const, Restrict, TypeTag)):
-            return t
-        t = t.type
-    raise TypeError_(f"type {t.id}: modifier chain longer than {MAX_CHAIN} (a cycle?)")
-
-
-def size_of(t: Type, _depth: int = 0) -> int:
-    t = strip(t)
-    if isinstance(t, (Int, Composite, Enum, Float, Datasec)):
-        return t.size
-    if isinstance(t, Ptr):
-        return t.table.pointer_size
-    if isinstance(t, Array):
-        return t.nelems * size_of(t.elem, descend(t, _depth))
-    raise TypeError_(f"type {t.id} ({t.name or t.kind.name}): has no size")
-
-
-def align_of(t: Type, max_scalar_align: int, _depth: int = 0) -> int:
-    """Alignment as the target lays the type out in memory.
-
-    BTF records no alignment, so it is derived: scalars align to their size up to the arch's
-    `max_scalar_align` (i386: 4, arm EABI: 8, 64-bit arches: 16); a composite to its most aligned
-    member, unless its layout shows it was packed (a member off its alignment, or a size that is
-    not a multiple of it), in which case 1. Padding that natural alignment cannot explain shows
-    an `__aligned(n)`: a member placed past the next naturally aligned offset, or tail padding
-    past the naturally rounded size, raises the alignment to the smallest power of two that
-    explains it.
-    """
-    t = strip(t)
-    if isinstance(t, (Int, Enum, Float)):
-        return min(t.size, max_scalar_align) or 1
-    if isinstance(t, Ptr):
-        return min(t.table.pointer_size, max_scalar_align)
-    if isinstance(t, Array):
-        return align_of(t.elem, max_scalar_align, descend(t, _depth))
-    if isinstance(t, Composite):
-        align = 1
-        end = 0  # bytes the members seen so far occupy
-        for m in t.members:
-            # A bitfield contributes its base type's alignment (gcc), but cannot prove packing.
-            a = align_of(m.type, max_scalar_align, descend(t, _depth))
-            if m.bitfield_size:
-                end = max(end, -(-(m.bit_offset + m.bitfield_size) // 8))
-            else:
-                if m.bit_offset % (8 * a):
-                    return 1
-                offset = m.offset
-                if isinstance(t, Struct) and offset > _round_up(end, a):
-                    a = _alignment_explaining(end, offset, a)
-                end = max(end, offset + size_of(m.type, descend(t, _depth)))
-            align = max(align, a)
-        if t.size > _round_up(end, align):
-            align = _alignment_explaining(end, t.size, align)
-        if t.size % align:
-            return 1
-        return align
-    raise TypeError_(f"type {t.id} ({t.name or t.kind.name}): has no alignment")
-
-
-def _round_up(n: int, align: int) -> int:
-    return -(-n // align) * align
-
-
-def _alignment_explaining(start: int, at: int, align: int) -> int:
-    """The smallest power of two >= `align` that rounds `start` up to `at`; `align` when none
-    does (the gap has another cause, such as an unnamed bitfield BTF does not record)."""
-    a = align
-    while a <= at:
-        if _round_up(start, a) == at:
-            return a
-        a *= 2
-    return align
-
-
-def is_signed(t: Type) -> bool:
-    t = strip(t)
-    if isinstance(t, Int):
-        return t.signed
-    if isinstance(t, Enum):
-        return t.signed
-    return False

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from btfgen.btf import walk
 from btfgen.btf import types as T
 
 from . import clang as C
@@ -160,7 +161,7 @@ class Builder:
     # -- types -------------------------------------------------------------------------------
     def type(self, t) -> int:
         quals = set()
-        for _ in range(T.MAX_CHAIN):
+        for _ in range(walk.MAX_CHAIN):
             # Qualifiers sit on the outermost spelling (`const struct s` is an elaborated type
             # that is const), so collect them before each layer is seen through.
             if t.is_const_qualified() or t.is_volatile_qualified() or t.is_restrict_qualified():
@@ -318,7 +319,7 @@ def _see_through(t):
 
 def _plain(t):
     """`t` seen through every such layer (its qualifiers dropped on the way)."""
-    for _ in range(T.MAX_CHAIN):
+    for _ in range(walk.MAX_CHAIN):
         inner = _see_through(t)
         if inner is None:
             return t

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from btfgen.btf import walk
 from btfgen.btf import types as T
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
@@ -318,7 +319,7 @@ _NULL = "(void *)0"
 
 
 def _value_kind(v: ValueLayout) -> str:
-    t = T.strip(v.type)
+    t = walk.strip(v.type)
     if isinstance(t, T.Int) and t.is_bool:
         return "BTFGEN_VALUE_BOOL"
     if isinstance(t, T.Ptr):

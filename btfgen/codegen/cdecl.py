@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
+from btfgen.btf.walk import TypeWalk
 from btfgen.codegen.names import Namespace, c_ident, is_c_ident
 
 # Base type names vmlinux.h may use verbatim: (size, signed) in BPF's LP64 data model. Any
@@ -80,78 +82,20 @@ class CTypes:
             # Spelled once per type with NUL for the name (no spelling contains a NUL).
             self.external = False
             try:
-                decl = self._spell(t, "\0", 0)
+                decl = _Declarator(self).visit(t, 0, "\0")
             except T.TypeError_:  # nested past the one depth limit: a cycle, bytes it is
                 decl = None
             if decl is None:
-                decl = bytes_decl("\0", T.size_of(t), self.align(t))
+                decl = bytes_decl("\0", measure.size_of(t), self.align(t))
             hit = self._decls[t.id] = (decl, self.external)
         self.external = hit[1]
         return hit[0].replace("\0", name)
 
     def align(self, t: T.Type) -> int:
         try:
-            return T.align_of(t, self.max_align)
+            return measure.align_of(t, self.max_align)
         except T.TypeError_:
             return 1
-
-    def _spell(self, t: T.Type, decl: str, depth: int) -> str | None:
-        below = T.descend(t, depth)
-        sep = " " if decl else ""
-        if isinstance(t, (T.Const, T.Volatile, T.Restrict, T.TypeTag)):
-            return self._spell(t.type, decl, below)
-        if isinstance(t, T.Typedef):
-            if (self.mode == "vmlinux" and self._nameable("typedef", t.name)
-                    and _printable(t)):
-                self.external = True
-                return f"{t.name}{sep}{decl}"
-            return self._spell(t.type, decl, below)
-        if isinstance(t, T.Void):
-            return f"void{sep}{decl}"
-        if isinstance(t, T.Int):
-            if t.is_bool and t.size == 1:
-                return f"_Bool{sep}{decl}"
-            # plain char's sign is the target's business: only its size must agree
-            want = (t.size, t.signed) if t.name != "char" else (1, True)
-            if self.mode == "vmlinux" and _BASE_NAMES.get(t.name) == want:
-                return f"{t.name}{sep}{decl}"
-            base = fixed_int(t.size, t.signed)
-            return f"{base}{sep}{decl}" if base else None
-        if isinstance(t, T.Enum):
-            # bpftool prints no `packed` on a 1- or 2-byte enum: only int-sized ones keep names
-            if self.mode == "vmlinux" and t.size == 4 and self._nameable("enum", t.name):
-                self.external = True
-                return f"enum {t.name}{sep}{decl}"
-            base = fixed_int(t.size, t.signed)
-            return f"{base}{sep}{decl}" if base else None
-        if isinstance(t, T.Ptr):
-            if self.pointer_size != 8:
-                return f"__u{self.pointer_size * 8}{sep}{decl}"
-            inner = self._spell_pointee(t.type, f"*{decl}", below)
-            return inner if inner is not None else f"void *{decl}"
-        if isinstance(t, T.Array):
-            inner = self._spell(t.elem, f"{_wrap(decl)}[{t.nelems}]", below)
-            return inner
-        if isinstance(t, T.Composite):
-            kw = "struct" if isinstance(t, T.Struct) else "union"
-            tag = self._tag(t, kw)
-            self.external |= bool(tag) and self.mode == "vmlinux"
-            return f"{kw} {tag}{sep}{decl}" if tag else None
-        return None  # floats, functions, forward declarations by value: bytes
-
-    def _spell_pointee(self, t: T.Type, decl: str, depth: int) -> str | None:
-        s = T.strip_cv(t)
-        if isinstance(s, (T.Composite, T.Fwd)):
-            is_union = isinstance(s, T.Union) or (isinstance(s, T.Fwd) and s.is_union)
-            kw = "union" if is_union else "struct"
-            if self.mode == "vmlinux":
-                return f"{kw} {s.name} {decl}" if is_c_ident(s.name) else None
-            return f"{kw} {self._forward(s, kw)} {decl}"
-        if isinstance(s, (T.FuncProto, T.Float)):
-            return None
-        if isinstance(s, T.Typedef) and self.mode == "vmlinux":
-            return self._spell(s, decl, depth)
-        return self._spell(s, decl, depth)
 
     # ---- names --------------------------------------------------------------------------
     def _nameable(self, kind: str, name: str) -> bool:
@@ -206,8 +150,8 @@ class CTypes:
         is_union = isinstance(t, T.Union)
         for m in t.members:
             try:
-                mt = T.strip(m.type)
-                width = m.bitfield_size or T.size_of(mt) * 8
+                mt = walk.strip(m.type)
+                width = m.bitfield_size or measure.size_of(mt) * 8
             except T.TypeError_:
                 return None
             start = m.bit_offset
@@ -232,7 +176,7 @@ class CTypes:
                     pos += k
             mname = names.take(m.name or f"anon{len(lines)}")
             if m.bitfield_size:
-                base = fixed_int(T.size_of(mt), False) if isinstance(mt, (T.Int, T.Enum)) else None
+                base = fixed_int(measure.size_of(mt), False) if isinstance(mt, (T.Int, T.Enum)) else None
                 if base is None:
                     return None
                 if isinstance(mt, T.Int) and mt.signed or isinstance(mt, T.Enum) and mt.signed:
@@ -258,12 +202,89 @@ class CTypes:
         return lines
 
 
+class _Declarator(TypeWalk):
+    """The spelling of a type around `decl` for one header (`CTypes`), or None where C cannot
+    say it in that header (then the caller declares bytes of the type's size)."""
+
+    def __init__(self, types: CTypes):
+        self.types = types
+
+    def visit_modifier(self, t, depth: int, decl: str) -> str | None:
+        return self.visit(t.type, depth, decl)  # qualifiers do not change the bytes
+
+    def visit_typedef(self, t: T.Typedef, depth: int, decl: str) -> str | None:
+        types = self.types
+        if types.mode == "vmlinux" and types._nameable("typedef", t.name) and _printable(t):
+            types.external = True
+            return f"{t.name}{_sep(decl)}"
+        return self.visit(t.type, depth, decl)
+
+    def visit_void(self, t: T.Void, depth: int, decl: str) -> str | None:
+        return f"void{_sep(decl)}"
+
+    def visit_int(self, t: T.Int, depth: int, decl: str) -> str | None:
+        if t.is_bool and t.size == 1:
+            return f"_Bool{_sep(decl)}"
+        # plain char's sign is the target's business: only its size must agree
+        want = (t.size, t.signed) if t.name != "char" else (1, True)
+        if self.types.mode == "vmlinux" and _BASE_NAMES.get(t.name) == want:
+            return f"{t.name}{_sep(decl)}"
+        base = fixed_int(t.size, t.signed)
+        return f"{base}{_sep(decl)}" if base else None
+
+    def visit_enum(self, t: T.Enum, depth: int, decl: str) -> str | None:
+        types = self.types
+        # bpftool prints no `packed` on a 1- or 2-byte enum: only int-sized ones keep names
+        if types.mode == "vmlinux" and t.size == 4 and types._nameable("enum", t.name):
+            types.external = True
+            return f"enum {t.name}{_sep(decl)}"
+        base = fixed_int(t.size, t.signed)
+        return f"{base}{_sep(decl)}" if base else None
+
+    def visit_ptr(self, t: T.Ptr, depth: int, decl: str) -> str | None:
+        size = self.types.pointer_size
+        if size != 8:
+            return f"__u{size * 8}{_sep(decl)}"
+        inner = self._pointee(t.type, f"*{decl}", depth)
+        return inner if inner is not None else f"void *{decl}"
+
+    def visit_array(self, t: T.Array, depth: int, decl: str) -> str | None:
+        return self.visit(t.elem, depth, f"{_wrap(decl)}[{t.nelems}]")
+
+    def visit_composite(self, t: T.Composite, depth: int, decl: str) -> str | None:
+        types = self.types
+        kw = "struct" if isinstance(t, T.Struct) else "union"
+        tag = types._tag(t, kw)
+        types.external |= bool(tag) and types.mode == "vmlinux"
+        return f"{kw} {tag}{_sep(decl)}" if tag else None
+
+    def visit_other(self, t: T.Type, depth: int, decl: str) -> str | None:
+        return None  # floats, functions, forward declarations by value: bytes
+
+    def _pointee(self, t: T.Type, decl: str, depth: int) -> str | None:
+        s = walk.strip_cv(t)
+        if isinstance(s, (T.Composite, T.Fwd)):
+            is_union = isinstance(s, T.Union) or (isinstance(s, T.Fwd) and s.is_union)
+            kw = "union" if is_union else "struct"
+            if self.types.mode == "vmlinux":
+                return f"{kw} {s.name} {decl}" if is_c_ident(s.name) else None
+            return f"{kw} {self.types._forward(s, kw)} {decl}"
+        if isinstance(s, (T.FuncProto, T.Float)):
+            return None
+        return self.visit(s, depth, decl)
+
+
+def _sep(decl: str) -> str:
+    """`decl` as it follows a type name: after a space unless empty."""
+    return f" {decl}" if decl else ""
+
+
 def _printable(t: T.Type) -> bool:
     """bpftool prints this type with its true size: not a composite whose members BTF lost
     (pahole drops a transparent union's members, leaving its size: vmlinux.h then has an empty
     union)."""
     try:
-        s = T.strip(t)
+        s = walk.strip(t)
     except T.TypeError_:
         return False
     return not isinstance(s, T.Composite) or bool(s.members) or s.size == 0

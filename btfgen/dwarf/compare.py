@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from btfgen.abi.dsl import Convention
+from btfgen.btf import measure
 from btfgen.btf import types as T
 from btfgen.layout import FunctionLayout, RegPiece, StackPiece, ValueLayout
 
@@ -150,7 +151,7 @@ def params_match(layout: FunctionLayout, fn: DwarfFunction) -> str:
     if fn.variadic != layout.variadic:
         return "variadic in one, not in the other"
     for i, (v, p) in enumerate(zip(layout.args, fn.params)):
-        size = T.size_of(v.type) if not v.size else v.size
+        size = measure.size_of(v.type) if not v.size else v.size
         if p.size is not None and p.size != size:
             return f"parameter {i} ({v.name or p.name}): {p.size} bytes in DWARF, {size} in BTF"
     return ""

@@ -6,7 +6,9 @@ modules, so both decode identically.
 
 from __future__ import annotations
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
+from btfgen.btf.walk import TypeWalk
 from btfgen.records.generic import GenericPlan, piece_source
 from btfgen.records.generic import plan as generic_plan
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
@@ -16,58 +18,54 @@ def type_desc(t: T.Type, memo: dict | None = None) -> tuple:
     """The descriptor of `t`; `memo` (by type id) makes one type one shared descriptor object,
     which a generated module then prints once."""
     try:
-        return _type_desc(t, 0, {} if memo is None else memo)
-    except T.TypeError_:
+        return _Describe({} if memo is None else memo).desc(t, 0)
+    except T.TypeError_:  # past the one depth limit, or a member without a size
         return ("bytes", 0)
 
 
-def _type_desc(t: T.Type, depth: int, memo: dict) -> tuple:
-    t = T.strip(t)
-    hit = memo.get(t.id)
-    if hit is not None and t.id:
-        return hit
-    d = _build(t, depth, memo)
-    memo[t.id] = d
-    return d
+class _Describe(TypeWalk):
+    def __init__(self, memo: dict):
+        self.memo = memo
 
+    def desc(self, t: T.Type, depth: int) -> tuple:
+        t = walk.strip(t)
+        hit = self.memo.get(t.id)
+        if hit is not None and t.id:
+            return hit
+        d = self.memo[t.id] = self.visit(t, depth)
+        return d
 
-def _build(t: T.Type, depth: int, memo: dict) -> tuple:
-    below = T.descend(t, depth)  # past the one limit: the caller's ("bytes", 0)
-    if isinstance(t, T.Int):
+    def visit_int(self, t: T.Int, depth: int) -> tuple:
         if t.is_bool:
             return ("bool", t.size)
         return ("int", t.size, t.signed)
-    if isinstance(t, T.Enum):
+
+    def visit_enum(self, t: T.Enum, depth: int) -> tuple:
         names: dict[int, str] = {}
         for v in t.values:
             names.setdefault(v.value, v.name)
         return ("enum", t.size, t.signed, names)
-    if isinstance(t, T.Ptr):
+
+    def visit_ptr(self, t: T.Ptr, depth: int) -> tuple:
         return ("ptr", t.table.pointer_size)
-    if isinstance(t, T.Float):
+
+    def visit_float(self, t: T.Float, depth: int) -> tuple:
         return ("float", t.size)
-    if isinstance(t, T.Array):
-        elem = T.strip(t.elem)
+
+    def visit_array(self, t: T.Array, depth: int) -> tuple:
+        elem = walk.strip(t.elem)
         if isinstance(elem, T.Int) and elem.size == 1 and not elem.is_bool:
             return ("chars", t.nelems)
-        return ("array", t.nelems, T.size_of(elem), _type_desc(elem, below, memo))
-    if isinstance(t, T.Composite):
+        return ("array", t.nelems, measure.size_of(elem), self.desc(elem, depth))
+
+    def visit_composite(self, t: T.Composite, depth: int) -> tuple:
+        """Members as (name, bit_offset, bit_size, type), anonymous members' own lifted."""
         tag = "struct" if isinstance(t, T.Struct) else "union"
-        return (tag, t.size, tuple(_members(t, 0, depth, memo)))
-    return ("bytes", T.size_of(t))
+        return (tag, t.size, tuple((m.name, offset, m.bitfield_size, self.desc(m.type, depth))
+                                   for m, offset in walk.named_members(t, depth)))
 
-
-def _members(t: T.Composite, base_bits: int, depth: int, memo: dict):
-    """Members as (name, bit_offset, bit_size, type); an anonymous struct/union member's own
-    members are lifted into its parent, as C lets you name them."""
-    below = T.descend(t, depth)
-    for m in t.members:
-        mt = T.strip(m.type)
-        if not m.name:
-            if isinstance(mt, T.Composite) and not m.bitfield_size:
-                yield from _members(mt, base_bits + m.bit_offset, below, memo)
-            continue  # an unnamed bitfield is padding
-        yield (m.name, base_bits + m.bit_offset, m.bitfield_size, _type_desc(mt, below, memo))
+    def visit_other(self, t: T.Type, depth: int) -> tuple:
+        return ("bytes", measure.size_of(t))
 
 
 def _value_desc_memo(v: ValueLayout, byte_order: str, memo: dict) -> tuple:

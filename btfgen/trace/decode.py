@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 
+from btfgen.btf.walk import MAX_DEPTH  # describe() nests no deeper
 from btfgen.records.runtime import Function
 from btfgen.trace import output, record
 
 MAX_SIZE = 1 << 16  # no value the generic record holds is larger (BTFGEN_DATA_SIZE is 1024)
-MAX_DEPTH = 64
 SCALARS = {"int", "bool", "enum", "ptr", "float", "chars", "bytes"}
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from btfgen.abi.arches import conventions
+from btfgen.btf import measure
 from btfgen.btf import types as T
 from btfgen.layout import RegPiece
 from btfgen.place import place_functions
@@ -52,10 +53,10 @@ def build(table: Table, spec, max_align: int):
     members, off, align = [], 0, 1
     for i, m in enumerate(spec[1]):
         t = build(table, m, max_align)
-        a = 1 if spec[2] else T.align_of(t, max_align)
+        a = 1 if spec[2] else measure.align_of(t, max_align)
         off = (off + a - 1) // a * a
         members.append(T.Member(f"m{i}", t.id, 8 * off, 0, table))
-        off += T.size_of(t)
+        off += measure.size_of(t)
         align = max(align, a)
     size = (off + align - 1) // align * align
     return table.add(T.Struct, "s", size=size, members=tuple(members), kind_flag=False)

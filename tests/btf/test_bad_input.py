@@ -16,7 +16,8 @@ import toolchains
 
 from btfgen.btf.dump import dump_raw
 from btfgen.btf.reader import load_btf, open_btf
-from btfgen.btf.types import TypeError_, size_of
+from btfgen.btf.measure import size_of
+from btfgen.btf.types import TypeError_
 from btfgen.errors import BtfError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from btfgen.btf.cnames import c_spelling
 from btfgen.btf.dump import dump_raw
 from btfgen.btf.reader import Btf, load_btf, open_btf
-from btfgen.btf.types import TypeError_, align_of, size_of
+from btfgen.btf.measure import align_of, size_of
+from btfgen.btf.types import TypeError_
 from btfgen.errors import BtfError
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")

@@ -16,7 +16,9 @@ import toolchains
 from elftools.elf.elffile import ELFFile
 
 from btfgen.btf.reader import open_btf
-from btfgen.btf.types import Composite, Enum, Kind, Ptr, align_of, size_of, strip
+from btfgen.btf.measure import align_of, size_of
+from btfgen.btf.types import Composite, Enum, Kind, Ptr
+from btfgen.btf.walk import strip
 
 # The largest alignment any scalar gets in memory (what `align_of` caps at), per arch.
 MAX_SCALAR_ALIGN = {

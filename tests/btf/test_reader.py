@@ -23,8 +23,8 @@ from btfgen.btf.types import (
     Ptr,
     Struct,
     TypeError_,
-    strip,
 )
+from btfgen.btf.walk import strip
 from btfgen.errors import BtfError
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")

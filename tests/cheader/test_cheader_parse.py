@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.cheader import load_headers
 from btfgen.errors import ArchError, HeaderError
@@ -17,7 +18,7 @@ def _write(tmp_path, text, name="api.h"):
 
 def _param_types(table, func_name):
     [func] = table.find_funcs(func_name)
-    return [T.strip(p.type) for p in func.proto.params]
+    return [walk.strip(p.type) for p in func.proto.params]
 
 
 def test_syntax_error_is_one_line_with_place_and_count(tmp_path):
@@ -53,7 +54,7 @@ def test_include_dirs_and_defines(tmp_path):
                          defines=["WIDE_T=long long"])
     [func] = table.find_funcs("widen")
     assert func.proto.params[0].type.name == "wide_t"
-    assert T.size_of(func.proto.ret) == 8
+    assert measure.size_of(func.proto.ret) == 8
     # Functions come from the headers given and what they include, not from system headers.
     sys_path = _write(tmp_path, "#include <stddef.h>\n#include <stdint.h>\n"
                       "size_t count(const uint8_t *p, size_t n);\n", "sys.h")
@@ -67,7 +68,7 @@ def test_types_follow_the_target(tmp_path):
     for arch in ("x86_64", "i386", "arm", "riscv32", "s390x"):
         table = load_headers([path], arch=arch)
         a, p, s, c = _param_types(table, "f")
-        sizes[arch] = (T.size_of(a), T.size_of(p), s.size, s.members[1].offset, c.signed)
+        sizes[arch] = (measure.size_of(a), measure.size_of(p), s.size, s.members[1].offset, c.signed)
     assert sizes == {
         "x86_64": (8, 8, 16, 8, True),
         "i386": (4, 4, 12, 4, True),  # long long aligned to 4 inside structs
@@ -87,9 +88,9 @@ def test_same_headers_same_ids(tmp_path):
     assert [repr(t) for t in one] == [repr(t) for t in two]
     # The self-reference resolves through the table without a placeholder.
     [n] = one.find_types("n", "struct")
-    assert T.strip(n.members[0].type.type) is n
+    assert walk.strip(n.members[0].type.type) is n
     [pick] = one.find_funcs("pick")
-    assert pick.proto.variadic and T.strip(pick.proto.ret).signed
+    assert pick.proto.variadic and walk.strip(pick.proto.ret).signed
 
 
 def test_unsupported_type_names_the_function_and_leaves_the_rest(tmp_path):
@@ -113,10 +114,10 @@ def test_parameter_adjustment_and_anonymous_members(tmp_path):
                   "fn_t by_typedef;\n")
     table = load_headers([path], arch="x86_64")
     [adj] = table.find_funcs("adj")
-    kinds = [T.strip(p.type).kind for p in adj.proto.params]
+    kinds = [walk.strip(p.type).kind for p in adj.proto.params]
     assert kinds == [T.Kind.PTR, T.Kind.PTR, T.Kind.PTR, T.Kind.STRUCT]
     assert isinstance(adj.proto.params[3].type, T.Const)
-    o = T.strip(adj.proto.params[3].type)
+    o = walk.strip(adj.proto.params[3].type)
     assert [(m.name, m.bit_offset) for m in o.members] == [("", 0), ("named", 32)]
     [by_typedef] = table.find_funcs("by_typedef")
     assert [p.name for p in by_typedef.proto.params] == [""]
@@ -131,8 +132,8 @@ def test_standard_headers_are_the_targets(arch, tmp_path):
                   "uintptr_t f(uint64_t a, size_t n, ptrdiff_t d, int8_t c);\n")
     table = load_headers([path], arch=arch)
     ptr = table.pointer_size
-    assert [T.size_of(t) for t in _param_types(table, "f")] == [8, ptr, ptr, 1]
-    assert T.size_of(table.find_funcs("f")[0].proto.ret) == ptr
+    assert [measure.size_of(t) for t in _param_types(table, "f")] == [8, ptr, ptr, 1]
+    assert measure.size_of(table.find_funcs("f")[0].proto.ret) == ptr
     libc = _write(tmp_path, "#include <sys/types.h>\nint g(off_t o, ssize_t s);\n", "libc.h")
     try:
         table = load_headers([libc], arch=arch)
@@ -140,7 +141,7 @@ def test_standard_headers_are_the_targets(arch, tmp_path):
         assert "file not found" in str(e)
         return
     # off_t is long: 4 bytes on 32-bit targets without _FILE_OFFSET_BITS=64.
-    assert [T.size_of(t) for t in _param_types(table, "g")] == [ptr, ptr]
+    assert [measure.size_of(t) for t in _param_types(table, "g")] == [ptr, ptr]
 
 
 def test_command_line_options(tmp_path):
@@ -156,7 +157,7 @@ def test_command_line_options(tmp_path):
     assert headers_from_args(parser.parse_args([])) is None
     args = parser.parse_args(["--header", path, "--arch", "arm", "-D", "WIDE", "-I", "/none"])
     table = headers_from_args(args)
-    assert table.arch == "arm" and T.size_of(table.find_funcs("f")[0].proto.ret) == 8
+    assert table.arch == "arm" and measure.size_of(table.find_funcs("f")[0].proto.ret) == 8
     with pytest.raises(HeaderError, match="only meaningful with --header"):
         headers_from_args(parser.parse_args(["-D", "X"]))
 
@@ -171,7 +172,7 @@ def test_kernel_style_annotations_are_seen_through(tmp_path):
     to, frm, s, counter = _param_types(table, "copy")
     assert isinstance(to, T.Ptr) and isinstance(to.type, T.Void)
     assert isinstance(frm.type, T.Const) and frm.type.type.name == "char"
-    assert s.type.size == 8 and T.strip(s.type.members[0].type).name == "int"
+    assert s.type.size == 8 and walk.strip(s.type.members[0].type).name == "int"
     assert counter.name == "long int"
 
 

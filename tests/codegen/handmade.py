@@ -4,6 +4,7 @@ kernel's BTF by test_handmade_ctx_matches_kernel)."""
 
 from __future__ import annotations
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.layout import (
     ArchLayout,
@@ -91,13 +92,18 @@ def stack(off: int, value_offset: int, size: int) -> StackPiece:
 def value(table: Table, name: str, type_id: int, pieces, *, by_ref: bool = False,
           at_exit: bool = False, unavailable: str | None = None) -> ValueLayout:
     t = table[type_id]
-    size = T.size_of(t)
+    size = measure.size_of(t)
     return ValueLayout(name, t, _spell(t), size, tuple(pieces), by_ref, at_exit,
-                       unavailable, T.is_signed(t))
+                       unavailable, _signed(t))
+
+
+def _signed(t: T.Type) -> bool:
+    s = walk.strip(t)
+    return isinstance(s, (T.Int, T.Enum)) and s.signed
 
 
 def _spell(t: T.Type) -> str:
-    s = T.strip(t)
+    s = walk.strip(t)
     return t.name or s.name or s.kind.name.lower()
 
 

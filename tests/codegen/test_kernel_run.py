@@ -11,6 +11,7 @@ import kernel
 import pytest
 from bpfrun import BpfObject, bpf_permitted
 
+from btfgen.btf import walk
 from btfgen.btf import types as T
 from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
@@ -25,15 +26,15 @@ CATEGORIES = {
     "narrow ints": lambda f: any(a.size < 4 and not a.by_ref and a.pieces for a in f.args),
     "stack args": lambda f: any(isinstance(p, StackPiece) for a in f.args for p in a.pieces),
     "struct in registers": lambda f: any(
-        isinstance(T.strip(a.type), T.Composite) and a.pieces
+        isinstance(walk.strip(a.type), T.Composite) and a.pieces
         and all(isinstance(p, RegPiece) for p in a.pieces) for a in f.args),
     "struct on the stack": lambda f: any(
-        isinstance(T.strip(a.type), T.Composite) and a.pieces
+        isinstance(walk.strip(a.type), T.Composite) and a.pieces
         and all(isinstance(p, StackPiece) for p in a.pieces) for a in f.args),
-    "enum": lambda f: any(isinstance(T.strip(a.type), T.Enum) for a in f.args),
-    "bool": lambda f: any(isinstance(T.strip(a.type), T.Int) and T.strip(a.type).is_bool
+    "enum": lambda f: any(isinstance(walk.strip(a.type), T.Enum) for a in f.args),
+    "bool": lambda f: any(isinstance(walk.strip(a.type), T.Int) and walk.strip(a.type).is_bool
                           for a in f.args),
-    "struct return": lambda f: f.ret is not None and isinstance(T.strip(f.ret.type), T.Composite),
+    "struct return": lambda f: f.ret is not None and isinstance(walk.strip(f.ret.type), T.Composite),
     "wide return": lambda f: f.ret is not None and len(f.ret.pieces) > 1,
 }
 PER_CATEGORY = 3

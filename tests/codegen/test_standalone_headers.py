@@ -162,9 +162,10 @@ def test_specs_header_in_user_space(arch, tmp_path):
 
 
 def _kind(v) -> int:
+    from btfgen.btf import walk
     from btfgen.btf import types as T
 
-    t = T.strip(v.type)
+    t = walk.strip(v.type)
     if v.unavailable:
         return 0
     if isinstance(t, T.Int) and t.is_bool:

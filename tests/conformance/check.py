@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
 
@@ -45,14 +46,14 @@ class Tally:
 def value_mask(t: T.Type, size: int, byte_order: str) -> bytes:
     """1-bits where `t`'s bytes carry its value (padding and unused bits clear)."""
     mask = bytearray(size)
-    _mark(T.strip(t), 0, mask, byte_order)
+    _mark(walk.strip(t), 0, mask, byte_order)
     return bytes(mask)
 
 
 def _mark(t: T.Type, bit: int, mask: bytearray, order: str, depth: int = 0) -> None:
     if depth > 32:
         raise ValueError("type nested too deeply")
-    t = T.strip(t)
+    t = walk.strip(t)
     if isinstance(t, T.Composite):
         for m in t.members:
             if m.bitfield_size:
@@ -60,12 +61,12 @@ def _mark(t: T.Type, bit: int, mask: bytearray, order: str, depth: int = 0) -> N
             else:
                 _mark(m.type, bit + m.bit_offset, mask, order, depth + 1)
     elif isinstance(t, T.Array):
-        step = T.size_of(t.elem) * 8
+        step = measure.size_of(t.elem) * 8
         for i in range(t.nelems):
             _mark(t.elem, bit + i * step, mask, order, depth + 1)
     else:
         start = bit // 8
-        for i in range(start, min(start + T.size_of(t), len(mask))):
+        for i in range(start, min(start + measure.size_of(t), len(mask))):
             mask[i] = 0xFF
 
 
@@ -78,7 +79,7 @@ def _bits(first: int, count: int, mask: bytearray, order: str) -> None:
 
 
 def contains_float(t: T.Type, depth: int = 0) -> bool:
-    t = T.strip(t)
+    t = walk.strip(t)
     if isinstance(t, T.Float):
         return True
     if isinstance(t, T.Composite) and depth < 32:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from btfgen.btf import measure
 from btfgen.btf import types as T
 
 from .capture import captures
@@ -26,11 +27,11 @@ def test_btf_sizes_match_the_compiler(arch):
     wrong = []
     for c, layout in layouts(_captures(arch)):
         for i, (vl, expected) in enumerate(zip(layout.args, c.args)):
-            if T.size_of(vl.type) != len(expected):
-                wrong.append(f"{c.func} p{i} {vl.type_name}: BTF {T.size_of(vl.type)}, "
+            if measure.size_of(vl.type) != len(expected):
+                wrong.append(f"{c.func} p{i} {vl.type_name}: BTF {measure.size_of(vl.type)}, "
                              f"sizeof {len(expected)}")
-        if c.ret is not None and T.size_of(layout.ret.type) != len(c.ret):
-            wrong.append(f"{c.func} ret: BTF {T.size_of(layout.ret.type)}, sizeof {len(c.ret)}")
+        if c.ret is not None and measure.size_of(layout.ret.type) != len(c.ret):
+            wrong.append(f"{c.func} ret: BTF {measure.size_of(layout.ret.type)}, sizeof {len(c.ret)}")
     assert not wrong, "\n".join(wrong[:SHOWN])
 
 

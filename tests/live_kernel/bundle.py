@@ -134,6 +134,7 @@ def _btf_maps(elf) -> list[_Map]:
     """BTF-defined maps: each variable of DATASEC ".maps" is a struct whose members encode the
     attributes in their types (`__uint(type, 2)` is `int (*type)[2]`, `__type(key, T)` is
     `T *key`), as libbpf reads them."""
+    from btfgen.btf import measure, walk
     from btfgen.btf import types as T
     from btfgen.btf.reader import load_btf
 
@@ -145,14 +146,14 @@ def _btf_maps(elf) -> list[_Map]:
     for dsec in table.find_types(".maps", kind=T.Kind.DATASEC):
         for vs in dsec.vars:
             var = table[vs.type_id]
-            st = T.strip(var.type)
+            st = walk.strip(var.type)
             attrs = {"type": 0, "max_entries": 0, "map_flags": 0, "key_size": 0, "value_size": 0}
             for mem in st.members:
-                mt = T.strip(mem.type)
+                mt = walk.strip(mem.type)
                 if mem.name in attrs and isinstance(mt, T.Ptr):
-                    attrs[mem.name] = T.strip(mt.type).nelems
+                    attrs[mem.name] = walk.strip(mt.type).nelems
                 elif mem.name in ("key", "value") and isinstance(mt, T.Ptr):
-                    attrs[f"{mem.name}_size"] = T.size_of(mt.type)
+                    attrs[f"{mem.name}_size"] = measure.size_of(mt.type)
             out.append(_Map(var.name, attrs["type"], attrs["key_size"], attrs["value_size"],
                             attrs["max_entries"], attrs["map_flags"]))
     return out

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.btf.reader import load_btf
 
@@ -99,7 +100,7 @@ class Layouts:
         return out
 
     def _value(self, t: T.Type, rec: bytes, off: int):
-        s = T.strip(t)
+        s = walk.strip(t)
         if isinstance(s, T.Struct):
             inner = {m.name: self._value(m.type, rec, off + m.offset) for m in s.members}
             # A kernel one-member struct (kuid_t's val) and btfgen's return struct (its `value`)
@@ -107,7 +108,7 @@ class Layouts:
             if len(inner) == 1 and not s.name.startswith("btfgen_args_"):
                 return next(iter(inner.values()))
             return inner
-        size = T.size_of(s)
+        size = measure.size_of(s)
         if isinstance(s, T.Array):
             n = s.nelems
             step = size // n
