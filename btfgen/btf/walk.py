@@ -33,17 +33,17 @@ _CV = (T.Volatile, T.Const, T.Restrict, T.TypeTag)
 
 def strip(t: T.Type) -> T.Type:
     """Follow typedef/const/volatile/restrict/type_tag to the type that gives the meaning."""
-    for _ in range(MAX_CHAIN):
-        if not isinstance(t, _MODIFIERS):
-            return t
-        t = t.type
-    raise T.TypeError_(f"type {t.id}: modifier chain longer than {MAX_CHAIN} (a cycle?)")
+    return _follow(t, _MODIFIERS)
 
 
 def strip_cv(t: T.Type) -> T.Type:
     """Follow const/volatile/restrict/type_tag but keep typedef names."""
+    return _follow(t, _CV)
+
+
+def _follow(t: T.Type, through: tuple[type, ...]) -> T.Type:
     for _ in range(MAX_CHAIN):
-        if not isinstance(t, _CV):
+        if not isinstance(t, through):
             return t
         t = t.type
     raise T.TypeError_(f"type {t.id}: modifier chain longer than {MAX_CHAIN} (a cycle?)")
@@ -91,9 +91,7 @@ class TypeWalk:
         return getattr(cls, name)
 
     def visit(self, t: T.Type, depth: int = 0, *args: Any) -> Any:
-        if depth >= MAX_DEPTH:
-            raise T.TypeError_(f"type {t.id}: nested deeper than {MAX_DEPTH} (a cycle?)")
-        return self._table[type(t)](self, t, depth + 1, *args)
+        return self._table[type(t)](self, t, descend(t, depth), *args)
 
     def visit_modifier(self, t: T.Type, depth: int, *args: Any) -> Any:
         return self.visit(t.type, depth, *args)  # type: ignore[attr-defined]
