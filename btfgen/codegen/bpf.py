@@ -22,6 +22,8 @@ STACK_WINDOW_MAX = 64
 # A function's block is rendered once per prototype with these in place of its own name, id and
 # comment. NUL appears in nothing else the generator prints (names and comments are sanitised).
 CNAME, BTF_ID, COMMENT = "\0C", "\0I", "\0M"
+# Ends each block in the one render of all prototypes' blocks; as unprintable as NUL.
+BLOCK_END = "\x1e"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,25 +79,20 @@ class SpecView:
 
 
 @dataclass(frozen=True, slots=True)
-class UserValueView:
-    """One row of struct btfgen_value_info, as C initialisers (strings already literals)."""
+class UserValuesView:
+    """One prototype's values as struct btfgen_value_info initialisers."""
 
-    name: str
-    type: str
-    unavailable: str
-    data_off: int
-    ptr_off: int
-    size: int
-    kind: str
-    op_mask: str
+    args: tuple[str, ...]
+    ret: str | None  # None for void
 
 
 @dataclass(frozen=True, slots=True)
 class UserFuncView:
     name: str  # a C string literal
     btf_id: int
-    args: tuple[UserValueView, ...]
-    ret: UserValueView | None
+    nargs: int
+    values: int  # the index of its prototype's UserValuesView
+    ret: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,21 +219,23 @@ def function_comment(f: FunctionLayout) -> str:
     return c_comment(f"{f.name} (BTF id {f.btf_id})" + (", variadic" if f.variadic else ""))
 
 
-def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render) -> list[str]:
-    """Each function's decoders: `render(view)` once per prototype (functions of one prototype
-    share their argument layouts), then the function's own name, id and comment put in."""
+def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render_all) -> list[str]:
+    """Each function's decoders. Functions of one prototype share their argument layouts:
+    `render_all([view])` once, with one view per prototype, gives their blocks in order (a render
+    per prototype costs more in the template engine's setup than in the text), then each
+    function's own name, id and comment are put in."""
     big = arch.byte_order == "big"
-    cache: dict[ProtoLayout, str] = {}
+    index: dict[ProtoLayout, int] = {}
+    views = []
     pieces: dict = {}
-    views: dict = {}
-    out = []
-    for f, cname in zip(arch.functions, names):
-        fmt = cache.get(f.proto)
-        if fmt is None:
-            fmt = cache[f.proto] = _format(render(function_view(f, ctypes, big, cache=pieces,
-                                                                views=views)))
-        out.append(fmt % {"c": cname, "i": f.btf_id, "m": function_comment(f)})
-    return out
+    arg_views: dict = {}
+    for f in arch.functions:
+        if f.proto not in index:
+            index[f.proto] = len(views)
+            views.append(function_view(f, ctypes, big, cache=pieces, views=arg_views))
+    formats = [_format(text) for text in render_all(views)]
+    return [formats[index[f.proto]] % {"c": cname, "i": f.btf_id, "m": function_comment(f)}
+            for f, cname in zip(arch.functions, names)]
 
 
 def _format(text: str) -> str:
@@ -329,22 +328,31 @@ def _value_kind(v: ValueLayout) -> str:
     return "BTFGEN_VALUE_BYTES"
 
 
-def _user_value(v: ValueLayout, vp: generic.ValuePlan | None) -> UserValueView:
+def _user_value(v: ValueLayout, vp: generic.ValuePlan | None) -> str:
+    """One struct btfgen_value_info initialiser."""
     if vp is None:
         why = v.unavailable or "too large for the generic record"
-        return UserValueView(c_string(v.name), c_string(v.type_name), c_string(why), -1, -1,
-                             v.size, "BTFGEN_VALUE_NONE", "0")
-    return UserValueView(c_string(v.name), c_string(v.type_name), _NULL, vp.data_off, vp.ptr_off,
-                         v.size, _value_kind(v), f"{vp.op_mask:#x}ULL")
+        return (f"{{ {c_string(v.name)}, {c_string(v.type_name)}, {c_string(why)}, -1, -1, "
+                f"{v.size}, BTFGEN_VALUE_NONE, 0 }}")
+    return (f"{{ {c_string(v.name)}, {c_string(v.type_name)}, {_NULL}, {vp.data_off}, "
+            f"{vp.ptr_off}, {v.size}, {_value_kind(v)}, {vp.op_mask:#x}ULL }}")
 
 
-def user_views(arch: ArchLayout, plans) -> tuple[UserFuncView, ...]:
-    """What user space needs to read each function's records (btfgen_specs.h outside BPF)."""
-    out = []
+def user_views(arch: ArchLayout, plans) -> tuple[tuple[UserValuesView, ...],
+                                                  tuple[UserFuncView, ...]]:
+    """What user space needs to read each function's records (btfgen_specs.h outside BPF): each
+    prototype's values once, and each function pointing at its prototype's."""
+    index: dict[ProtoLayout, int] = {}
+    values = []
+    funcs = []
     for f, p in zip(arch.functions, plans):
-        args = tuple(_user_value(a, vp) for a, vp in zip(f.args, p.entry))
-        ret = None
-        if f.ret is not None:
-            ret = _user_value(f.ret, p.exit[0] if p.exit else None)
-        out.append(UserFuncView(c_string(f.name), f.btf_id, args, ret))
-    return tuple(out)
+        k = index.get(f.proto)
+        if k is None:
+            k = index[f.proto] = len(values)
+            ret = None
+            if f.ret is not None:
+                ret = _user_value(f.ret, p.exit[0] if p.exit else None)
+            values.append(UserValuesView(
+                tuple(_user_value(a, vp) for a, vp in zip(f.args, p.entry)), ret))
+        funcs.append(UserFuncView(c_string(f.name), f.btf_id, len(f.args), k, f.ret is not None))
+    return tuple(values), tuple(funcs)

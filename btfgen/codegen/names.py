@@ -99,6 +99,10 @@ def function_keys(functions, clean=c_ident) -> list[str]:
 _COMMENT_BAD = re.compile(r"[^\x20-\x7e]|\*/|/\*|\\|\?\?")
 
 
+# Printable ASCII but for the characters c_string escapes: quote, backslash and `?` (trigraphs).
+_C_STRING_PLAIN = re.compile(r"[\x20\x21\x23-\x3e\x40-\x5b\x5d-\x7e]*")
+
+
 @lru_cache(maxsize=1 << 16)
 def c_comment(text: str) -> str:
     """`text` made safe inside a /* */ comment on one line (no `*/`, newline, trigraph or
@@ -108,6 +112,8 @@ def c_comment(text: str) -> str:
 
 def c_string(text: str) -> str:
     """A C string literal holding `text` (printable ASCII; everything else as octal escapes)."""
+    if _C_STRING_PLAIN.fullmatch(text):  # most names: nothing to escape
+        return f'"{text}"'
     out = []
     for byte in text.encode("utf-8", "replace"):
         ch = chr(byte)

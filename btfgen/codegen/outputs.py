@@ -118,7 +118,8 @@ class _Files:
         func_t = env.get_template("bpf_function.h.j2")
         ptr = _PtrType(bpf.reg_type(self.arch.pointer_size))
         blocks = bpf.function_blocks(self.arch, self.cnames, ctypes,
-                                     lambda f: func_t.render(f=f, h=ptr))
+                                     lambda fs: func_t.render(fs=fs, h=ptr, end=bpf.BLOCK_END)
+                                     .split(bpf.BLOCK_END))
         h = bpf.header_view(self.arch, ctypes, guard=self._guard())
         return self.names.header, env.get_template("bpf.h.j2").render(h=h, blocks=blocks)
 
@@ -129,9 +130,9 @@ class _Files:
                                lambda ss: ops_t.render(ss=ss).split("\0"))
         # The table needs only the header's guard and sizes, none of its type definitions.
         h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
-        users = bpf.user_views(self.arch, self.plans)
+        values, users = bpf.user_views(self.arch, self.plans)
         return self.names.specs, env.get_template("specs.h.j2").render(
-            h=h, specs=specs, users=users, decoders_header=self.names.header)
+            h=h, specs=specs, values=values, users=users, decoders_header=self.names.header)
 
     def _python(self) -> tuple[str, str]:
         return self.names.module, python_module(self.arch, self.plans)

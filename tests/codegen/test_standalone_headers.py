@@ -24,7 +24,11 @@ typedef __u16 __be16; typedef __u32 __be32; typedef __u32 __wsum;
 struct kernel_types { __s8 a; __u8 b; __s16 c; __u16 d; __s32 e; __u32 f; __s64 g; __u64 h;
                       __be16 i; __be32 j; __wsum k; };
 struct kernel_types kernel_types;
+__attribute__((noinline)) int twin_a(int x, long y) { return x + y; }
+__attribute__((noinline)) int twin_b(int x, long y) { return x - y; }
 """
+# Functions of one prototype (one FUNC_PROTO in the object's BTF), which share their values.
+TWINS = ("twin_a", "twin_b")
 
 
 def _generate(arch: str, out, *extra: str):
@@ -122,7 +126,7 @@ def test_specs_header_in_user_space(arch, tmp_path):
     cc = USER_CC[arch]
     if shutil.which(cc) is None:
         pytest.skip(f"{cc} not installed")
-    _generate(arch, tmp_path)
+    _generate(arch, tmp_path, *(a for f in TWINS for a in ("--func", f)))
     src = tmp_path / "loader.c"
     src.write_text(_PRINT_TABLE)
     exe = tmp_path / "loader"
@@ -139,8 +143,12 @@ def test_specs_header_in_user_space(arch, tmp_path):
     from btfgen.place import place_functions
 
     btf = open_btf(str(compile_c(SOURCE, arch)))
-    funcs = [f for name in golden.FUNCTIONS for f in btf.find_funcs(name)]
+    funcs = [f for name in golden.FUNCTIONS + TWINS for f in btf.find_funcs(name)]
     layout = place_functions(btf, load_arch(arch, btf.pointer_size), funcs)
+    twins = [f for f in layout.functions if f.name in TWINS]
+    assert len(twins) == 2 and twins[0].proto is twins[1].proto
+    text = (tmp_path / "btfgen_specs.h").read_text()
+    assert text.count("btfgen_value_info btfgen_args_") == len(funcs) - 1  # the twins' is one
     want = {}
     for f in layout.functions:
         p = generic.plan(f, layout.byte_order, layout.pointer_size)
