@@ -2,7 +2,8 @@
 """Code generation speed and generated BPF code size.
 
 1. The whole running kernel, one arch, BPF + Python + JSON: wall time of `btfgen -o DIR`, and
-   the in-process stages (read, place, each output) with wall and CPU time.
+   the in-process stages (read, place, each output) with wall and CPU time, and the first
+   import of the generated Python module.
 2. 100 named functions: wall time of `python3 -m btfgen --funcs-file F` (interpreter start
    included).
 3. Per-function BPF decoders vs hand-written PT_REGS_PARMn reads of the same arguments into the
@@ -67,6 +68,15 @@ def whole_kernel(tmp: Path) -> None:
     timed("generate all, 2 processes", lambda: outputs.generate(arch, btf, jobs=2))
     sizes = {p.name: p.stat().st_size for p in (tmp / "all").iterdir()}
     print("  sizes: " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(sizes.items())))
+    # What a user of the whole-kernel Python module waits for (no .pyc: a first import).
+    module = next((tmp / "all").glob("btfgen_*.py")).stem
+    probe = (f"import resource, time; w = time.perf_counter(); import {module} as m; "
+             "n = len(m.names()); w = time.perf_counter() - w; "
+             "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+             "print(f'  import the module ({n} functions) wall {w:6.2f} s   '"
+             "f'peak RSS {rss >> 10} MB')")
+    subprocess.run([sys.executable, "-B", "-c", probe], cwd=tmp / "all", check=True,
+                   env=dict(ENV, PYTHONDONTWRITEBYTECODE="1"))
 
 
 def hundred(tmp: Path) -> None:

@@ -42,7 +42,7 @@ def make(path: Path, records: int) -> None:
     repeated (each batch carries its own checksum), then the end."""
     mod = synth.module("x86_64")
     descs = synth.descriptors(mod)
-    desc = mod._DESCRIPTORS[FUNCTION][0]
+    desc = mod._descriptor(FUNCTION)[0]
     rng = random.Random(1)
     one = path.with_suffix(".one")
     w = record.Writer(str(one), {"arch": "x86_64", "byte_order": "little", "who": False,

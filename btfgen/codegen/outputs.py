@@ -151,14 +151,18 @@ class _PtrType:
 
 
 def python_module(arch: ArchLayout, gplans) -> str:
+    """The module's text: each prototype's descriptor once, as the source of a tuple the module
+    evaluates on first use (CPython took 30 s and 4 GB to compile a whole kernel's descriptors
+    as one literal), and every function's name, id and prototype index."""
     lits = python.Literals()
     memo: dict = {}
-    cache: dict[ProtoLayout, str] = {}
+    index: dict[ProtoLayout, int] = {}
+    protos = []
     funcs = []
     keys = function_keys(arch.functions, str)
     for f, p, key in zip(arch.functions, gplans, keys):
-        tail = cache.get(f.proto)
-        if tail is None:
+        k = index.get(f.proto)
+        if k is None:
             desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
             order, psize, args, ret, fast, record = desc[2:]
             ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
@@ -166,15 +170,16 @@ def python_module(arch: ArchLayout, gplans) -> str:
             parts = [lits.value_text(a) for a in args]
             args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
             ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"
-            tail = cache[f.proto] = (f"{order!r}, {psize}, ({args_text}), {ret_text}, "
-                                     f"{fast!r}, {record!r}), {ops!r}")
-        funcs.append((repr(key), f"(({f.name!r}, {f.btf_id}, {tail})"))
+            k = index[f.proto] = len(protos)
+            protos.append(repr(f"(({order!r}, {psize}, ({args_text}), {ret_text}, {fast!r}, "
+                               f"{record!r}), {ops!r})"))
+        funcs.append((repr(key), f"({f.name!r}, {f.btf_id}, {k})"))
     view = python.ModuleView(
         title=f"{py_ident(arch.arch)} ({py_ident(arch.ctx.name)})",
         arch=repr(arch.arch), byte_order=repr(arch.byte_order), pointer_size=arch.pointer_size,
         ctx=repr(arch.ctx.name), runtime=python.runtime_source(), types=tuple(lits.entries),
-        functions=tuple(funcs), spec_order=repr("<" if arch.byte_order == "little" else ">"),
-        max_ops=generic.MAX_OPS)
+        protos=tuple(protos), functions=tuple(funcs),
+        spec_order=repr("<" if arch.byte_order == "little" else ">"), max_ops=generic.MAX_OPS)
     return environment().get_template("decoder.py.j2").render(m=view)
 
 

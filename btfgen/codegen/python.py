@@ -72,7 +72,8 @@ class ModuleView:
     ctx: str
     runtime: str
     types: tuple[str, ...]
-    functions: tuple[tuple[str, str], ...]  # (key literal, descriptor literal)
+    protos: tuple[str, ...]  # string literals: each prototype's descriptor source
+    functions: tuple[tuple[str, str], ...]  # (key literal, (name, btf id, proto index) literal)
     spec_order: str  # struct format prefix for the spec table
     max_ops: int
     spec_head_format: str = spec_format.struct_format(spec_format.SPEC_HEAD)

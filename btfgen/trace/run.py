@@ -158,7 +158,7 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
               "kernel_release": os.uname().release, "kind": manifest["kind"],
               "program": manifest.get("program"), "btf": manifest.get("btf"),
               "btf_sha256": manifest.get("btf_sha256")}
-    descs = [decoders._DESCRIPTORS[n][0] for n in manifest["functions"]]
+    descs = [decoders._descriptor(n)[0] for n in manifest["functions"]]
     try:
         return record.Writer(path, header, descs, decoders.BYTE_ORDER)
     except OSError as e:

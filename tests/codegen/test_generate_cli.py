@@ -87,7 +87,7 @@ def test_functions_sharing_a_name_are_all_generated_apart():
     names = bpf.function_names(arch.functions)
     assert names[-2:] == ["dup__106", "dup__107"]
     module = generate(arch, table, ("python",))["btfgen_x86_64.py"]
-    assert "'dup__106': (('dup', 106," in module and "'dup__107': (('dup', 107," in module
+    assert "'dup__106': ('dup', 106," in module and "'dup__107': ('dup', 107," in module
 
 
 def test_manifest_is_the_layout_json_contract():

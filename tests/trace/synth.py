@@ -31,7 +31,7 @@ def module(arch: str):
 
 
 def descriptors(mod) -> list:
-    return [mod._DESCRIPTORS[n][0] for n in mod._DESCRIPTORS]
+    return [mod._descriptor(n)[0] for n in mod.names()]
 
 
 def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int = 0,

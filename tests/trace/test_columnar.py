@@ -36,7 +36,7 @@ def _per_record(mod, evs, name: str, kind: int) -> list[dict]:
     order = "<" if mod.BYTE_ORDER == "little" else ">"
     import struct
 
-    fn = Function(mod._DESCRIPTORS[name][0])
+    fn = Function(mod._descriptor(name)[0])
     rows = []
     for e in evs:
         _, tid, _, ns, cpu = struct.unpack_from(order + "II16sQI4x", e)
@@ -60,7 +60,7 @@ def test_columnar_equals_per_record(tmp_path, arch, n, seed, batch, failed):
     evs = synth.events(synth.descriptors(mod), n, seed, mod.BYTE_ORDER, failed)
     path = tmp_path / "r.btfrec"
     synth.write(path, mod, evs, batch=batch)
-    for name in mod._DESCRIPTORS:
+    for name in mod.names():
         for kind, kname in ((0, "entry"), (1, "exit")):
             want = _per_record(mod, evs, name, kind)
             got = [_same(r) for r in columnar.table(str(path), name, kname).to_pylist()]

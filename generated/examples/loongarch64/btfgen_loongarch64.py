@@ -278,12 +278,24 @@ _T.append(('enum', 4, False, {0: 'RED', 5: 'GREEN', 9: 'BLUE'}))
 _T.append(('struct', 4, (('a', 0, 3, ('int', 4, False)), ('b', 3, 5, ('int', 4, True)), ('c', 8, 4, _T[3]), ('tail', 16, 0, ('int', 1, False)))))
 _T.append(('struct', 4, (('c', 0, 0, ('int', 1, True)), ('s', 16, 0, ('int', 2, True)))))
 
-_DESCRIPTORS = {
-    'scalars': (('scalars', 30, 'little', 8, (('a', ('int', 4, True), 4, ((0, 32, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 40, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 48, 1, 0),), False, None), ('d', ('ptr', 8), 8, ((0, 56, 8, 0),), False, None), ('e', ('int', 8, True), 8, ((0, 64, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((0, 72, 2, 0),), False, None), ('g', ('int', 8, True), 8, ((0, 80, 8, 0),), False, None), ('h', ('int', 4, False), 4, ((0, 88, 4, 0),), False, None), ('i', ('int', 8, True), 8, ((1, 0, 8, 0),), False, None)), (('', ('int', 8, True), 8, ((0, 32, 8, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 32), (48, -1, 64), (56, -1, 128), (64, -1, 256)), ((0, -1, 512),))), (((32, 0, 4, 0), (40, 8, 1, 0), (48, 16, 1, 0), (56, 24, 8, 0), (64, 32, 8, 0), (72, 40, 2, 0), (80, 48, 8, 0), (88, 56, 4, 0), (0, 64, 8, 1)), ((32, 0, 8, 0),), 0)),
-    'pass_pair': (('pass_pair', 32, 'little', 8, (('p', _T[0], 16, ((0, 32, 8, 0), (0, 40, 8, 8)), False, None), ('x', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[0], 16, ((0, 32, 8, 0), (0, 40, 8, 8)), False, None), False), None, (((0, -1, 3), (16, -1, 4)), ((0, -1, 24),))), (((32, 0, 8, 0), (40, 8, 8, 0), (48, 16, 4, 0)), ((32, 0, 8, 0), (40, 8, 8, 0)), 0)),
-    'ret_big': (('ret_big', 34, 'little', 8, (('b', _T[2], 40, ((0, 40, 8, 0),), True, None), ('n', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[2], 40, ((0, 32, 8, 0),), True, None), True), None, (((8, 0, 3), (48, -1, 4)), ((8, 0, 9223372036854775824),))), (((40, 0, 8, 0), (0, 8, 40, 2), (48, 48, 4, 0), (32, 56, 8, 0)), ((0, 8, 40, 2),), 8)),
-    'with_enum': (('with_enum', 36, 'little', 8, (('c', _T[3], 4, ((0, 32, 4, 0),), False, None), ('f', _T[4], 4, ((0, 40, 4, 0),), False, None), ('s', ('ptr', 8), 8, ((0, 48, 8, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 32, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((32, 0, 4, 0), (40, 8, 4, 0), (48, 16, 8, 0)), ((32, 0, 4, 0),), 0)),
-    'tiny': (('tiny', 38, 'little', 8, (('s', _T[5], 4, ((0, 32, 4, 0),), False, None), ('c', ('int', 1, True), 1, ((0, 40, 1, 0),), False, None), ('n', ('ptr', 8), 8, ((0, 48, 8, 0),), False, None)), (('', _T[5], 4, ((0, 32, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((32, 0, 4, 0), (40, 8, 1, 0), (48, 16, 8, 0)), ((32, 0, 4, 0),), 0)),
+# Each prototype's descriptor as source, evaluated on first use: a whole kernel's descriptors
+# written as one literal took CPython half a minute and gigabytes to compile.
+_PROTOS = (
+    "(('little', 8, (('a', ('int', 4, True), 4, ((0, 32, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 40, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 48, 1, 0),), False, None), ('d', ('ptr', 8), 8, ((0, 56, 8, 0),), False, None), ('e', ('int', 8, True), 8, ((0, 64, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((0, 72, 2, 0),), False, None), ('g', ('int', 8, True), 8, ((0, 80, 8, 0),), False, None), ('h', ('int', 4, False), 4, ((0, 88, 4, 0),), False, None), ('i', ('int', 8, True), 8, ((1, 0, 8, 0),), False, None)), (('', ('int', 8, True), 8, ((0, 32, 8, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 32), (48, -1, 64), (56, -1, 128), (64, -1, 256)), ((0, -1, 512),))), (((32, 0, 4, 0), (40, 8, 1, 0), (48, 16, 1, 0), (56, 24, 8, 0), (64, 32, 8, 0), (72, 40, 2, 0), (80, 48, 8, 0), (88, 56, 4, 0), (0, 64, 8, 1)), ((32, 0, 8, 0),), 0))",
+    "(('little', 8, (('p', _T[0], 16, ((0, 32, 8, 0), (0, 40, 8, 8)), False, None), ('x', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[0], 16, ((0, 32, 8, 0), (0, 40, 8, 8)), False, None), False), None, (((0, -1, 3), (16, -1, 4)), ((0, -1, 24),))), (((32, 0, 8, 0), (40, 8, 8, 0), (48, 16, 4, 0)), ((32, 0, 8, 0), (40, 8, 8, 0)), 0))",
+    "(('little', 8, (('b', _T[2], 40, ((0, 40, 8, 0),), True, None), ('n', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[2], 40, ((0, 32, 8, 0),), True, None), True), None, (((8, 0, 3), (48, -1, 4)), ((8, 0, 9223372036854775824),))), (((40, 0, 8, 0), (0, 8, 40, 2), (48, 48, 4, 0), (32, 56, 8, 0)), ((0, 8, 40, 2),), 8))",
+    "(('little', 8, (('c', _T[3], 4, ((0, 32, 4, 0),), False, None), ('f', _T[4], 4, ((0, 40, 4, 0),), False, None), ('s', ('ptr', 8), 8, ((0, 48, 8, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 32, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((32, 0, 4, 0), (40, 8, 4, 0), (48, 16, 8, 0)), ((32, 0, 4, 0),), 0))",
+    "(('little', 8, (('s', _T[5], 4, ((0, 32, 4, 0),), False, None), ('c', ('int', 1, True), 1, ((0, 40, 1, 0),), False, None), ('n', ('ptr', 8), 8, ((0, 48, 8, 0),), False, None)), (('', _T[5], 4, ((0, 32, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((32, 0, 4, 0), (40, 8, 1, 0), (48, 16, 8, 0)), ((32, 0, 4, 0),), 0))",
+)
+_PROTO_VALUES: dict = {}
+
+# key: (BTF name, BTF id, index in _PROTOS)
+_FUNCTION_PROTOS = {
+    'scalars': ('scalars', 30, 0),
+    'pass_pair': ('pass_pair', 32, 1),
+    'ret_big': ('ret_big', 34, 2),
+    'with_enum': ('with_enum', 36, 3),
+    'tiny': ('tiny', 38, 4),
 }
 
 _FUNCTIONS: dict = {}
@@ -291,13 +303,23 @@ _FUNCTIONS: dict = {}
 
 def names():
     """Function keys: the BTF name, `name__<btf id>` where several functions share a name."""
-    return list(_DESCRIPTORS)
+    return list(_FUNCTION_PROTOS)
+
+
+def _descriptor(name: str) -> tuple:
+    """(the function's descriptor for Function, its generic ops (entry, exit, carry))."""
+    fname, btf_id, k = _FUNCTION_PROTOS[name]
+    proto = _PROTO_VALUES.get(k)
+    if proto is None:
+        proto = _PROTO_VALUES[k] = eval(_PROTOS[k], {"__builtins__": {}, "_T": _T})
+    values, ops = proto
+    return (fname, btf_id) + values, ops
 
 
 def function(name: str) -> Function:
     hit = _FUNCTIONS.get(name)
     if hit is None:
-        hit = _FUNCTIONS[name] = Function(_DESCRIPTORS[name][0])
+        hit = _FUNCTIONS[name] = Function(_descriptor(name)[0])
     return hit
 
 
@@ -307,8 +329,8 @@ _SPEC_OP = struct.Struct('<' + "HHHBB")
 
 def spec(name: str) -> bytes:
     """`struct btfgen_spec` for the generic decoder, in the target's byte order."""
-    btf_id, psize = _DESCRIPTORS[name][0][1], _DESCRIPTORS[name][0][3]
-    entry, exit_, carry = _DESCRIPTORS[name][1]
+    desc, (entry, exit_, carry) = _descriptor(name)
+    btf_id, psize = desc[1], desc[3]
     out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), psize, carry))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, 0)
