@@ -101,6 +101,22 @@ class FunctionLayout:
         return self.proto.variadic
 
 
+def by_prototype(functions) -> tuple[list[int], list[int]]:
+    """How `functions` share prototypes, for work done once per ProtoLayout: the position of each
+    distinct prototype's first function, in order, and for every function the index of its
+    prototype in that list."""
+    index: dict[ProtoLayout, int] = {}
+    firsts: list[int] = []
+    at = []
+    for i, f in enumerate(functions):
+        k = index.get(f.proto)
+        if k is None:
+            k = index[f.proto] = len(firsts)
+            firsts.append(i)
+        at.append(k)
+    return firsts, at
+
+
 @dataclass(frozen=True, slots=True)
 class CtxRegister:
     """One register the trace ctx holds: the field that holds it and where."""

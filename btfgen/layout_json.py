@@ -10,7 +10,8 @@ struct the register fields are in and whether it was read from the BTF or defaul
 
 from __future__ import annotations
 
-from btfgen.layout import ArchLayout, CtxInfo, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
+from btfgen.layout import (ArchLayout, CtxInfo, FunctionLayout, ProtoLayout, RegPiece,
+                           ValueLayout, by_prototype)
 
 
 def to_json(layout: ArchLayout) -> dict:
@@ -26,15 +27,10 @@ def to_json(layout: ArchLayout) -> dict:
 
 def _functions(functions) -> list[dict]:
     # Functions sharing a prototype share its placement: convert each prototype once.
-    done: dict[ProtoLayout, tuple] = {}
-    out = []
-    for f in functions:
-        hit = done.get(f.proto)
-        if hit is None:
-            hit = done[f.proto] = proto_json(f.proto)
-        out.append({"name": f.name, "btf_id": f.btf_id, "args": hit[0], "ret": hit[1],
-                    "variadic": f.variadic})
-    return out
+    firsts, at = by_prototype(functions)
+    protos = [proto_json(functions[i].proto) for i in firsts]
+    return [{"name": f.name, "btf_id": f.btf_id, "args": protos[k][0], "ret": protos[k][1],
+             "variadic": f.variadic} for f, k in zip(functions, at)]
 
 
 def ctx_json(ctx: CtxInfo) -> dict:

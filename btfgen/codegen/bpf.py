@@ -10,7 +10,7 @@ from btfgen.btf import types as T
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
 from btfgen.records import generic, spec_format
-from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, RegPiece, ValueLayout
+from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout, by_prototype
 
 RETPTR_FIELD = "btfgen_retptr"
 # A function whose arguments take two or more stack slots reads them with one helper call into a
@@ -225,17 +225,14 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render_a
     per prototype costs more in the template engine's setup than in the text), then each
     function's own name, id and comment are put in."""
     big = arch.byte_order == "big"
-    index: dict[ProtoLayout, int] = {}
-    views = []
+    fs = arch.functions
+    firsts, at = by_prototype(fs)
     pieces: dict = {}
     arg_views: dict = {}
-    for f in arch.functions:
-        if f.proto not in index:
-            index[f.proto] = len(views)
-            views.append(function_view(f, ctypes, big, cache=pieces, views=arg_views))
+    views = [function_view(fs[i], ctypes, big, cache=pieces, views=arg_views) for i in firsts]
     formats = [_format(text) for text in render_all(views)]
-    return [formats[index[f.proto]] % {"c": cname, "i": f.btf_id, "m": function_comment(f)}
-            for f, cname in zip(arch.functions, names)]
+    return [formats[k] % {"c": cname, "i": f.btf_id, "m": function_comment(f)}
+            for f, cname, k in zip(fs, names, at)]
 
 
 def _format(text: str) -> str:
@@ -302,16 +299,15 @@ def spec_views(arch: ArchLayout, names: list[str], plans, render_all) -> tuple[S
     """The table rows; `render_all([SpecOpsView])` once, with one view per prototype, gives
     their texts in order (a render per prototype costs more in the template engine's setup than
     in the text)."""
-    index: dict[ProtoLayout, int] = {}
-    views = []
-    for f, p in zip(arch.functions, plans):
-        if f.proto not in index:
-            index[f.proto] = len(views)
-            views.append(SpecOpsView(len(p.entry_ops), len(p.exit_ops), arch.pointer_size,
-                                     p.carry_code, p.entry_ops + p.exit_ops))
-    texts = render_all(views)
-    return tuple(SpecView(n, f.btf_id, texts[index[f.proto]])
-                 for f, n in zip(arch.functions, names))
+    fs = arch.functions
+    firsts, at = by_prototype(fs)
+    texts = render_all([_spec_ops(plans[i], arch.pointer_size) for i in firsts])
+    return tuple(SpecView(n, f.btf_id, texts[k]) for f, n, k in zip(fs, names, at))
+
+
+def _spec_ops(p: generic.GenericPlan, pointer_size: int) -> SpecOpsView:
+    return SpecOpsView(len(p.entry_ops), len(p.exit_ops), pointer_size, p.carry_code,
+                       p.entry_ops + p.exit_ops)
 
 
 _NULL = "(void *)0"
@@ -342,17 +338,15 @@ def user_views(arch: ArchLayout, plans) -> tuple[tuple[UserValuesView, ...],
                                                   tuple[UserFuncView, ...]]:
     """What user space needs to read each function's records (btfgen_specs.h outside BPF): each
     prototype's values once, and each function pointing at its prototype's."""
-    index: dict[ProtoLayout, int] = {}
-    values = []
-    funcs = []
-    for f, p in zip(arch.functions, plans):
-        k = index.get(f.proto)
-        if k is None:
-            k = index[f.proto] = len(values)
-            ret = None
-            if f.ret is not None:
-                ret = _user_value(f.ret, p.exit[0] if p.exit else None)
-            values.append(UserValuesView(
-                tuple(_user_value(a, vp) for a, vp in zip(f.args, p.entry)), ret))
-        funcs.append(UserFuncView(c_string(f.name), f.btf_id, len(f.args), k, f.ret is not None))
-    return tuple(values), tuple(funcs)
+    fs = arch.functions
+    firsts, at = by_prototype(fs)
+    values = tuple(_user_values(fs[i], plans[i]) for i in firsts)
+    return values, tuple(UserFuncView(c_string(f.name), f.btf_id, len(f.args), k,
+                                      f.ret is not None) for f, k in zip(fs, at))
+
+
+def _user_values(f: FunctionLayout, p: generic.GenericPlan) -> UserValuesView:
+    ret = None
+    if f.ret is not None:
+        ret = _user_value(f.ret, p.exit[0] if p.exit else None)
+    return UserValuesView(tuple(_user_value(a, vp) for a, vp in zip(f.args, p.entry)), ret)

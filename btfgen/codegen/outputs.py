@@ -17,7 +17,7 @@ from btfgen.codegen.render import environment
 from btfgen.records import generic
 from btfgen.gcpause import collector_paused
 from btfgen.records.describe import function_desc
-from btfgen.layout import ArchLayout, ProtoLayout, ValueLayout
+from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, ValueLayout, by_prototype
 
 LANGS = ("bpf", "python", "json")
 
@@ -39,14 +39,10 @@ def file_names(arch: str) -> Names:
 
 def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
     """Each function's generic plan; one object per prototype."""
-    cache: dict[ProtoLayout, generic.GenericPlan] = {}
-    out = []
-    for f in arch.functions:
-        p = cache.get(f.proto)
-        if p is None:
-            p = cache[f.proto] = generic.plan(f.proto, arch.byte_order, arch.pointer_size)
-        out.append(p)
-    return out
+    fs = arch.functions
+    firsts, at = by_prototype(fs)
+    made = [generic.plan(fs[i].proto, arch.byte_order, arch.pointer_size) for i in firsts]
+    return [made[k] for k in at]
 
 
 def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
@@ -156,29 +152,28 @@ def python_module(arch: ArchLayout, gplans) -> str:
     as one literal), and every function's name, id and prototype index."""
     lits = python.Literals()
     memo: dict = {}
-    index: dict[ProtoLayout, int] = {}
-    protos = []
-    funcs = []
-    keys = function_keys(arch.functions, str)
-    for f, p, key in zip(arch.functions, gplans, keys):
-        k = index.get(f.proto)
-        if k is None:
-            desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
-            order, psize, args, ret, fast, record = desc[2:]
-            ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
-                   tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops), p.carry_code)
-            parts = [lits.value_text(a) for a in args]
-            args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
-            ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"
-            k = index[f.proto] = len(protos)
-            protos.append(repr(f"(({order!r}, {psize}, ({args_text}), {ret_text}, {fast!r}, "
-                               f"{record!r}), {ops!r})"))
-        funcs.append((repr(key), f"({f.name!r}, {f.btf_id}, {k})"))
+
+    def proto_text(f: FunctionLayout, p: generic.GenericPlan) -> str:
+        desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
+        order, psize, args, ret, fast, record = desc[2:]
+        ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
+               tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops), p.carry_code)
+        parts = [lits.value_text(a) for a in args]
+        args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
+        ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"
+        return repr(f"(({order!r}, {psize}, ({args_text}), {ret_text}, {fast!r}, {record!r}), "
+                    f"{ops!r})")
+
+    fs = arch.functions
+    firsts, at = by_prototype(fs)
+    protos = tuple(proto_text(fs[i], gplans[i]) for i in firsts)
+    funcs = tuple((repr(key), f"({f.name!r}, {f.btf_id}, {k})")
+                  for f, key, k in zip(fs, function_keys(fs, str), at))
     view = python.ModuleView(
         title=f"{py_ident(arch.arch)} ({py_ident(arch.ctx.name)})",
         arch=repr(arch.arch), byte_order=repr(arch.byte_order), pointer_size=arch.pointer_size,
         ctx=repr(arch.ctx.name), runtime=python.runtime_source(), types=tuple(lits.entries),
-        protos=tuple(protos), functions=tuple(funcs),
+        protos=protos, functions=funcs,
         spec_order=repr("<" if arch.byte_order == "little" else ">"), max_ops=generic.MAX_OPS)
     return environment().get_template("decoder.py.j2").render(m=view)
 
@@ -193,7 +188,6 @@ def manifest_text(arch: ArchLayout) -> str:
     marker = '"functions":[]}'
     if not head.endswith(marker):
         return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
-    cache: dict[ProtoLayout, str] = {}
     values: dict[tuple[ValueLayout, bool], str] = {}
 
     def text(v: ValueLayout, with_name: bool) -> str:
@@ -202,16 +196,16 @@ def manifest_text(arch: ArchLayout) -> str:
             t = values[v, with_name] = json.dumps(value_json(v, with_name), separators=(",", ":"))
         return t
 
-    parts = []
-    for f in arch.functions:
-        rest = cache.get(f.proto)
-        if rest is None:
-            p = f.proto
-            rest = cache[p] = (
-                '"args":[' + ",".join(text(a, True) for a in p.args) + '],"ret":'
+    def proto_text(p: ProtoLayout) -> str:
+        return ('"args":[' + ",".join(text(a, True) for a in p.args) + '],"ret":'
                 + ("null" if p.ret is None else text(p.ret, False))
                 + (',"variadic":true}' if p.variadic else ',"variadic":false}'))
-        parts.append(f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rest}')
+
+    fs = arch.functions
+    firsts, at = by_prototype(fs)
+    rests = [proto_text(fs[i].proto) for i in firsts]
+    parts = [f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rests[k]}'
+             for f, k in zip(fs, at)]
     return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
 
 
