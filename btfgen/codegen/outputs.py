@@ -2,7 +2,7 @@
 
 Kernels have about half as many distinct prototypes as functions, and placement hands functions
 of one prototype one `ProtoLayout`: everything below that depends only on the layout is computed
-once per prototype (keyed by that object) and the function's own name and id are put in
+once per prototype (`layout.by_prototype`) and the function's own name and id are put in
 afterwards.
 """
 
