@@ -156,6 +156,9 @@ def test_python_imports_and_keeps_names_as_data(outputs, tmp_path):
     assert f.names[0] == EVIL[4]  # parameter names too
     enum = [d for d in f.args if d[1][0] == "enum"][0][1]
     assert set(enum[3].values()) == set(EVIL)
+    # The descriptors are evaluated on first use: after every function and spec was asked for.
+    assert all(mod.spec(k) for k in keys)
+    assert not os.path.exists(PWNED)
 
 
 def test_vmlinux_mode_prints_no_hostile_name_as_code():
