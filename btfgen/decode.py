@@ -25,6 +25,7 @@ from btfgen.records.runtime import (
     Unavailable,
     Unread,
 )
+from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.layout import ArchLayout, FunctionLayout
 
 __all__ = [
@@ -74,7 +75,7 @@ class Decoder:
         return self.functions(name)[0]
 
 
-def load(btf_path: str = "/sys/kernel/btf/vmlinux", arch: str | None = None,
+def load(btf_path: str = DEFAULT_PATH, arch: str | None = None,
          ctx: str = "pt_regs", base: str | None = None) -> Decoder:
     """Open a BTF (raw or ELF; split on `base`) and pick the arch's convention: `arch` names it,
     else the BTF's ELF machine, else the host."""

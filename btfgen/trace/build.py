@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from btfgen.abi.arches import load_arch
-from btfgen.btf.reader import open_btf
+from btfgen.btf.reader import DEFAULT_PATH, open_btf
 from btfgen.codegen import outputs
 from btfgen.codegen.select import select_functions
 from btfgen.place import place_functions
@@ -30,7 +30,6 @@ RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "
            "output.py": "output.py", "record.py": "record.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
-KERNEL_BTF = "/sys/kernel/btf/vmlinux"
 MAX_FUNCTIONS = 4096  # the specs map's size in trace.bpf.c
 
 
@@ -87,7 +86,7 @@ def build(req: Request, out: Path) -> dict:
 
 
 def _kernel_types(req: Request):
-    path = req.btf or KERNEL_BTF
+    path = req.btf or DEFAULT_PATH
     if not Path(path).exists():
         raise BuildError(f"{path}: no such file (a kernel without BTF? give --btf FILE)")
     return open_btf(path), path

@@ -29,6 +29,7 @@ except ImportError:
     import record
 
 TRACEFS = Path(bpfload.TRACEFS)
+# (btfgen.btf.reader.DEFAULT_PATH: this side runs without btfgen.)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 # `uname -m` -> btfgen's canonical arch name, to refuse a directory built for another arch.
 ARCHES = {"x86_64": "x86_64", "i386": "i386", "i486": "i386", "i586": "i386", "i686": "i386",
