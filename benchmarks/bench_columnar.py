@@ -8,7 +8,7 @@ by the file.
 
 The recording is synthetic (no BPF needed): the x86_64 golden module's `scalars` (nine
 whole-scalar arguments: ints of 1-8 bytes, a bool, a pointer), random value bytes, batches of
-record.MAX_BATCH_EVENTS events as `btfgen trace --record` writes them.
+recording.MAX_BATCH_EVENTS events as `btfgen trace --record` writes them.
 
 Target (issue 14): >= 20 M records/s for scalar-only functions.
 
@@ -31,37 +31,37 @@ sys.path.insert(0, str(ROOT / "tests" / "trace"))
 
 import synth  # noqa: E402
 
-from btfgen.trace import record  # noqa: E402
+from btfgen.trace import recording  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 20_000_000))
 FUNCTION = "scalars"
 
 
 def make(path: Path, records: int) -> None:
-    """A file of `records` entries of FUNCTION: one real batch written by record.Writer,
+    """A file of `records` entries of FUNCTION: one real batch written by recording.Writer,
     repeated (each batch carries its own checksum), then the end."""
     mod = synth.module("x86_64")
     descs = synth.descriptors(mod)
     desc = mod._descriptor(FUNCTION)[0]
     rng = random.Random(1)
     one = path.with_suffix(".one")
-    w = record.Writer(str(one), {"arch": "x86_64", "byte_order": "little", "who": False,
+    w = recording.Writer(str(one), {"arch": "x86_64", "byte_order": "little", "who": False,
                                  "kernel_release": "synthetic"}, descs, "little")
-    for i in range(record.MAX_BATCH_EVENTS):
+    for i in range(recording.MAX_BATCH_EVENTS):
         w.record(synth.event(desc, 0, rng, 1000 + i))
     w.close(0)
     data = one.read_bytes()
     one.unlink()
     batch_at = data.index(b"BATC")
-    head, batch = data[:batch_at], data[batch_at:-record.END.size]
-    n = records // record.MAX_BATCH_EVENTS
+    head, batch = data[:batch_at], data[batch_at:-recording.END.size]
+    n = records // recording.MAX_BATCH_EVENTS
     with open(path, "wb") as f:
         f.write(head)
         for _ in range(n):
             f.write(batch)
-        events = n * record.MAX_BATCH_EVENTS
-        tail = record.struct.pack("<QQ", events, 0)
-        f.write(record.END.pack(b"END\0", 0, events, 0, record.zlib.crc32(tail), 0))
+        events = n * recording.MAX_BATCH_EVENTS
+        tail = recording.struct.pack("<QQ", events, 0)
+        f.write(recording.END.pack(b"END\0", 0, events, 0, recording.zlib.crc32(tail), 0))
 
 
 def columnar_rate(path: Path) -> tuple[float, int]:
@@ -73,16 +73,16 @@ def columnar_rate(path: Path) -> tuple[float, int]:
 
 
 def per_record_rate(path: Path, limit: int = 300_000) -> float:
-    from btfgen.records.runtime import Function
+    from btfgen.decoder.runtime import Function
 
-    with record.Reader(str(path)) as r:
+    with recording.Reader(str(path)) as r:
         fn = Function(r.descriptors[[d[0] for d in r.descriptors].index(FUNCTION)])
         stride = r.strides[0]
         done, t = 0, time.perf_counter()
         for batch in r.batches():
             for _fi, _k, count, payload in batch.sections:
                 for i in range(count):
-                    fn.decode_record(payload[i * stride + record.EVENT_HEADER:(i + 1) * stride])
+                    fn.decode_record(payload[i * stride + recording.EVENT_HEADER:(i + 1) * stride])
                 done += count
             if done >= limit:
                 break
@@ -96,10 +96,10 @@ def frombuffer_rate(path: Path) -> float:
 
     from btfgen.trace import columnar
 
-    with record.Reader(str(path)) as r:
-        from btfgen.trace import decode
+    with recording.Reader(str(path)) as r:
+        from btfgen.trace import replay
 
-        fn = decode.functions(r)[0]
+        fn = replay.functions(r)[0]
         layout = columnar.Layout(fn, 0, r.strides[0], r.order)
         payloads = [p for b, _ in zip(r.batches(), range(40)) for *_, p in b.sections]
     t = time.perf_counter()
@@ -163,7 +163,7 @@ def main() -> int:
                   f"{kb / 1024:6.0f} MB")
             small.unlink()
         print(f"(the {rows} records decoded all at once would take {decoded / 1e9:.2f} GB of "
-              f"columns; the columnar path holds one batch of {record.MAX_BATCH_EVENTS})")
+              f"columns; the columnar path holds one batch of {recording.MAX_BATCH_EVENTS})")
     return 0
 
 

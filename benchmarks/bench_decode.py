@@ -25,7 +25,7 @@ RECORDS = int(os.environ.get("BENCH_RECORDS", 300_000))
 
 
 def functions():
-    from btfgen.records.describe import fast_format, function_desc
+    from btfgen.decoder.describe import fast_format, function_desc
 
     if Path("/sys/kernel/btf/vmlinux").exists():
         from btfgen.btf.reader import open_btf

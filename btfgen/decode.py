@@ -17,8 +17,8 @@ byte/char arrays as bytes; other arrays as lists; by-reference values read with 
 
 from __future__ import annotations
 
-from btfgen.records.describe import function_desc
-from btfgen.records.runtime import (
+from btfgen.decoder.describe import function_desc
+from btfgen.decoder.runtime import (
     DecodeError,
     Enumerator,
     Function,

@@ -20,7 +20,7 @@ class RegPiece:
     """The least significant `size` bytes of a register hold value bytes
     [value_offset, value_offset + size) in target byte order."""
 
-    reg: str  # ctx field name, e.g. "di" (x86_64 pt_regs), "regs[0]" (arm64), "a0" (riscv)
+    field: str  # ctx field name, e.g. "di" (x86_64 pt_regs), "regs[0]" (arm64), "a0" (riscv)
     hwreg: str  # the architecture's register name, e.g. "rdi", "x0", "a0", "r2"
     ctx_offset: int  # byte offset of that field in the ctx struct
     reg_size: int  # width of the field in the ctx (bytes)

@@ -76,6 +76,6 @@ def value_json(v: ValueLayout, with_name: bool) -> dict:
 
 def piece_json(p) -> dict:
     if isinstance(p, RegPiece):
-        return {"reg": p.reg, "hwreg": p.hwreg, "ctx_offset": p.ctx_offset,
+        return {"reg": p.field, "hwreg": p.hwreg, "ctx_offset": p.ctx_offset,
                 "reg_size": p.reg_size, "value_offset": p.value_offset, "size": p.size}
     return {"stack": p.stack, "value_offset": p.value_offset, "size": p.size}

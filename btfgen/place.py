@@ -134,7 +134,7 @@ class _Engine:
         if name is None:
             try:
                 name = c_spelling(t)
-            except T.TypeError_ as e:
+            except T.TypeWalkError as e:
                 name = f"<{e}>"
             self._spell_cache[t.id] = name
         return name

@@ -106,7 +106,7 @@ def test_installed_decode_reads_a_recording(installed, tmp_path):
         sys.path.pop(0)
     import io
 
-    from btfgen.records.runtime import Function
+    from btfgen.decoder.runtime import Function
     from btfgen.trace import output
 
     for arch in ("x86_64", "s390x"):  # both byte orders

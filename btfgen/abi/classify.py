@@ -114,7 +114,7 @@ class Classifier:
     def _compute(self, t: T.Type) -> Shape:
         try:
             return _SHAPE.visit(t, 0, self)
-        except T.TypeError_ as e:
+        except T.TypeWalkError as e:
             return Shape("opaque", 0, 1, reason=str(e))
 
     def _aggregate(self, s: T.Type, size: int, align: int) -> Shape:

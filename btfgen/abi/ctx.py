@@ -86,5 +86,5 @@ def field_location(struct: T.Type, path: str) -> tuple[int, int] | None:
                 cur = arr.elem
                 offset += index * measure.size_of(cur)
         return offset, measure.size_of(cur)
-    except T.TypeError_:
+    except T.TypeWalkError:
         return None

@@ -89,7 +89,7 @@ _ALIGN = _Align()
 
 
 def size_of(t: T.Type) -> int:
-    """Bytes `t` occupies; TypeError_ for a type without a size (void, a function, a FWD)."""
+    """Bytes `t` occupies; TypeWalkError for a type without a size (void, a function, a FWD)."""
     return _SIZE.visit(t)
 
 

@@ -42,7 +42,7 @@ class Linkage(enum.IntEnum):
     EXTERN = 2
 
 
-class TypeError_(Exception):
+class TypeWalkError(Exception):
     """Raised when a type cannot be measured (a cycle, a FWD used by value, ...)."""
 
 
@@ -214,7 +214,7 @@ class Func(_Ref):
     def proto(self) -> FuncProto:
         proto = self.type
         if not isinstance(proto, FuncProto):
-            raise TypeError_(f"type {self.id} ({self.name}): FUNC does not point to a FUNC_PROTO")
+            raise TypeWalkError(f"type {self.id} ({self.name}): FUNC does not point to a FUNC_PROTO")
         return proto
 
 

@@ -6,7 +6,7 @@ A computation is a `TypeWalk` subclass with one method per kind it handles, as L
 cilium/ebpf's type visitors are. The reader refuses loops of references when it decodes, but a
 loop through members (`struct a { struct a x; }`) only shows as depth: a chain or a nesting
 deeper than MAX_DEPTH is a cycle in hostile BTF, not a real kernel type, and every walk stops
-there with a `TypeError_`.
+there with a `TypeWalkError`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ MAX_CHAIN = MAX_DEPTH  # the modifier chains strip() follows
 
 
 def descend(t: T.Type, depth: int) -> int:
-    """The depth one step below `t` (into a type it refers to), or TypeError_ past MAX_DEPTH."""
+    """The depth one step below `t` (into a type it refers to), or TypeWalkError past MAX_DEPTH."""
     if depth >= MAX_DEPTH:
-        raise T.TypeError_(f"type {t.id}: nested deeper than {MAX_DEPTH} (a cycle?)")
+        raise T.TypeWalkError(f"type {t.id}: nested deeper than {MAX_DEPTH} (a cycle?)")
     return depth + 1
 
 
@@ -46,7 +46,7 @@ def _follow(t: T.Type, through: tuple[type, ...]) -> T.Type:
         if not isinstance(t, through):
             return t
         t = t.type
-    raise T.TypeError_(f"type {t.id}: modifier chain longer than {MAX_CHAIN} (a cycle?)")
+    raise T.TypeWalkError(f"type {t.id}: modifier chain longer than {MAX_CHAIN} (a cycle?)")
 
 
 # The method each kind's class goes to, then the group a kind without its own method falls back
@@ -97,7 +97,7 @@ class TypeWalk:
         return self.visit(t.type, depth, *args)  # type: ignore[attr-defined]
 
     def visit_other(self, t: T.Type, depth: int, *args: Any) -> Any:
-        raise T.TypeError_(f"type {t.id} ({t.name or t.kind.name}): has no {self.what}")
+        raise T.TypeWalkError(f"type {t.id} ({t.name or t.kind.name}): has no {self.what}")
 
 
 def named_members(t: T.Type, depth: int = 0) -> Iterator[tuple[T.Member, int]]:

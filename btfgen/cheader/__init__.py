@@ -5,7 +5,7 @@
     [func] = types.find_funcs("api_open")
 
 The result is a TypeTable made of the same classes the BTF reader produces, so placement, code
-generation and manifests work on it unchanged.
+generation and layouts work on it unchanged.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """libclang cursors and types → the BTF type model (`btfgen.btf.types`).
 
 The output imitates what pahole makes from the DWARF of the same declarations, so that placement,
-decoders and manifests cannot tell the two front ends apart: gcc's spellings of the base types
+decoders and layouts cannot tell the two front ends apart: gcc's spellings of the base types
 ("long unsigned int"), no INT_CHAR bit (pahole never sets it), `__ARRAY_SIZE_TYPE__` as the array
 index type, ENUM64 for 8-byte enums, struct kind_flag only when a member is a bitfield, unnamed
 bitfields dropped, anonymous struct/union members kept with an empty name.

@@ -9,7 +9,7 @@ from btfgen.btf import walk
 from btfgen.btf import types as T
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
-from btfgen.records import generic, spec_format
+from btfgen.decoder import generic, spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout, by_prototype
 
 RETPTR_FIELD = "btfgen_retptr"
@@ -145,7 +145,7 @@ def _view_pieces(v_pieces, big: bool) -> tuple[PieceView, ...]:
         if isinstance(p, RegPiece):
             skip = p.skip("big" if big else "little")
             out.append(PieceView(True, p.ctx_offset, reg_type(p.reg_size), skip, p.size,
-                                 p.value_offset, c_comment(f"{p.hwreg} (ctx->{p.reg})")))
+                                 p.value_offset, c_comment(f"{p.hwreg} (ctx->{p.field})")))
         else:
             out.append(PieceView(False, p.stack, "", 0, p.size, p.value_offset,
                                  f"stack +{p.stack}"))

@@ -83,7 +83,7 @@ class CTypes:
             self.external = False
             try:
                 decl = _Declarator(self).visit(t, 0, "\0")
-            except T.TypeError_:  # nested past the one depth limit: a cycle, bytes it is
+            except T.TypeWalkError:  # nested past the one depth limit: a cycle, bytes it is
                 decl = None
             if decl is None:
                 decl = bytes_decl("\0", measure.size_of(t), self.align(t))
@@ -94,7 +94,7 @@ class CTypes:
     def align(self, t: T.Type) -> int:
         try:
             return measure.align_of(t, self.max_align)
-        except T.TypeError_:
+        except T.TypeWalkError:
             return 1
 
     # ---- names --------------------------------------------------------------------------
@@ -152,7 +152,7 @@ class CTypes:
             try:
                 mt = walk.strip(m.type)
                 width = m.bitfield_size or measure.size_of(mt) * 8
-            except T.TypeError_:
+            except T.TypeWalkError:
                 return None
             start = m.bit_offset
             if is_union:
@@ -285,6 +285,6 @@ def _printable(t: T.Type) -> bool:
     union)."""
     try:
         s = walk.strip(t)
-    except T.TypeError_:
+    except T.TypeWalkError:
         return False
     return not isinstance(s, T.Composite) or bool(s.members) or s.size == 0

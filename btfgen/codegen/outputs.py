@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from btfgen.codegen import bpf, forked, python
 from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
-from btfgen.records import generic
+from btfgen.decoder import generic
 from btfgen.gcpause import collector_paused
-from btfgen.records.describe import function_desc
+from btfgen.decoder.describe import function_desc
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, ValueLayout, by_prototype
 
 LANGS = ("bpf", "python", "json")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from btfgen.records import spec_format
+from btfgen.decoder import spec_format
 
 _INTERNED = ("struct", "union", "enum", "array")
 
@@ -82,7 +82,7 @@ class ModuleView:
 
 def runtime_source() -> str:
     """The runtime's code after its `from __future__` line (the module docstring stays behind)."""
-    from btfgen.records import runtime
+    from btfgen.decoder import runtime
 
     src = Path(runtime.__file__).read_text()
     marker = "from __future__ import annotations\n"

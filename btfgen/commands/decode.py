@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from btfgen.trace import decode, record
+    from btfgen.trace import replay, recording
 
     if args.format == "parquet":
         if not args.output:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             from btfgen.trace import columnar
 
             return columnar.write_parquet(args.file, args.output)
-        return decode.print_recording(args.file, sys.stdout, as_json=args.format == "jsonl",
+        return replay.print_recording(args.file, sys.stdout, as_json=args.format == "jsonl",
                                       errors=args.errors)
-    except record.RecordError as e:
+    except recording.RecordError as e:
         raise BtfgenError(str(e)) from None

@@ -91,7 +91,7 @@ def _row(label: str, v: ValueLayout) -> str:
         for p in v.pieces:
             span = f"[{p.value_offset}:{p.value_offset + p.size}]"
             if isinstance(p, RegPiece):
-                parts.append(f"{p.reg}({p.hwreg}){span}")
+                parts.append(f"{p.field}({p.hwreg}){span}")
             else:
                 parts.append(f"sp+{p.stack}{span}")
         where = " ".join(parts)

@@ -27,7 +27,7 @@ from btfgen.place import place_functions
 HERE = Path(__file__).resolve().parent
 # The run side, as the trace directory names it: module in this package -> file there.
 RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py",
-           "output.py": "output.py", "record.py": "record.py"}
+           "output.py": "output.py", "recording.py": "recording.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
 MAX_FUNCTIONS = 4096  # the specs map's size in trace.bpf.c

@@ -8,7 +8,7 @@ of a batch at once, never a Python call per event. Other values (structs, arrays
 a pointer) go through the per-record decoder, one event at a time. A value the BPF side failed
 to read (its bit in the record's `failed` mask), or one the trace cannot hold, is null.
 
-Memory is bounded by one batch of the file (at most record.MAX_BATCH_EVENTS events), whatever
+Memory is bounded by one batch of the file (at most recording.MAX_BATCH_EVENTS events), whatever
 the file's size.
 """
 
@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from btfgen.errors import BtfgenError
-from btfgen.trace import decode, record
+from btfgen.trace import replay, recording
 
 try:
     import numpy as np
@@ -30,8 +30,8 @@ except ImportError as e:  # one line for the CLI
 KINDS = {"entry": 0, "exit": 1}
 # struct trace_event's header, then btfgen_record's: where each event field sits.
 EVENT_FIELDS = [("timestamp", "u8", 24), ("cpu", "u4", 32), ("pid", "u4", 0), ("tid", "u4", 4)]
-FAILED_AT = record.EVENT_HEADER + 8
-DATA_AT = record.EVENT_HEADER + record.RECORD_HEADER
+FAILED_AT = recording.EVENT_HEADER + 8
+DATA_AT = recording.EVENT_HEADER + recording.RECORD_HEADER
 SIZES = {1, 2, 4, 8}
 FLOATS = {2: "f2", 4: "f4", 8: "f8"}
 
@@ -81,7 +81,7 @@ def _scalar(vdesc) -> str | None:
     return None
 
 
-word_sum = decode.word_sum()
+word_sum = replay.word_sum()
 
 
 def arrays(path: str, function: str, kind: str = "entry"):
@@ -113,25 +113,25 @@ def dataframe(path: str, function: str, kind: str = "entry"):
 
 
 def _empty(path: str, function: str, kind: str):
-    with record.Reader(path, word_sum) as r:
+    with recording.Reader(path, word_sum) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
     return _to_arrow(layout, b"").schema.empty_table()
 
 
-def _function(reader: record.Reader, function: str):
+def _function(reader: recording.Reader, function: str):
     names = [d[0] for d in reader.descriptors]
     if function not in names:
         raise BtfgenError(f"{reader.path}: no function {function!r} recorded "
                           f"(there are: {', '.join(names)})")
     at = names.index(function)
-    return decode.functions(reader)[at], at
+    return replay.functions(reader)[at], at
 
 
 def _sections(path: str, function: str, kind: str, reuse: bool = False):
     if kind not in KINDS:
         raise BtfgenError(f"kind is entry or exit, not {kind!r}")
-    with record.Reader(path, word_sum, reuse) as r:
+    with recording.Reader(path, word_sum, reuse) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
         for batch in r.batches():
@@ -157,7 +157,7 @@ def _to_arrow(layout: Layout, payload):
         cols[name] = pa.nulls(len(a), type=arrow_type(vdesc[1]))
     if layout.others:
         stride = layout.dtype.itemsize
-        rows = [layout.fn.decode_record(payload[i * stride + record.EVENT_HEADER:
+        rows = [layout.fn.decode_record(payload[i * stride + recording.EVENT_HEADER:
                                                 (i + 1) * stride])
                 for i in range(len(a))]
         for name, vdesc, i, address in layout.others:
@@ -178,7 +178,7 @@ _NATIVE = "<" if np.little_endian else ">"
 
 
 def arrow_type(t):
-    """The Arrow type of a value of type descriptor `t` (see btfgen.records.runtime)."""
+    """The Arrow type of a value of type descriptor `t` (see btfgen.decoder.runtime)."""
     tag = t[0]
     if tag in ("int", "enum") and t[1] in SIZES:
         return getattr(pa, f"{'' if t[2] else 'u'}int{8 * t[1]}")()
@@ -227,12 +227,12 @@ def write_parquet(path: str, directory: str) -> int:
     written batch by batch (bounded memory) to FILE.part, renamed when whole."""
     import pyarrow.parquet as pq
 
-    decode.verify(path)  # a bad file writes nothing
+    replay.verify(path)  # a bad file writes nothing
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with record.Reader(path, word_sum, reuse=True) as r:
+    with recording.Reader(path, word_sum, reuse=True) as r:
         names = [d[0] for d in r.descriptors]
-        fns = decode.functions(r)
+        fns = replay.functions(r)
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)
                    for i in range(len(fns)) for k in (0, 1)}
         writers: dict = {}

@@ -3,7 +3,7 @@ at a time, entries and exits paired per thread, as text lines or JSON lines, or 
 that failed (--errors).
 
 Standard library only: copied into every trace directory, and used by `btfgen decode` on
-records read back from a file (record.py). A decoder here is anything with btfgen's generated
+records read back from a file (recording.py). A decoder here is anything with btfgen's generated
 `Function` interface (decode_record, as_dict, args, ret, name, btf_id, pointer_size).
 """
 

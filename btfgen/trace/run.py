@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:  # in the package, or copied into a trace directory beside its siblings
-    from . import bpfload, output, record
+    from . import bpfload, output, recording
 except ImportError:
     import bpfload
     import output
-    import record
+    import recording
 
 TRACEFS = Path(bpfload.TRACEFS)
 # (btfgen.btf.reader.DEFAULT_PATH: this side runs without btfgen.)
@@ -161,7 +161,7 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
               "btf_sha256": manifest.get("btf_sha256")}
     descs = [decoders._descriptor(n)[0] for n in manifest["functions"]]
     try:
-        return record.Writer(path, header, descs, decoders.BYTE_ORDER)
+        return recording.Writer(path, header, descs, decoders.BYTE_ORDER)
     except OSError as e:
         raise RunError(f"{path}: {e.strerror}") from None
 

@@ -522,11 +522,11 @@ def test_ftrace_regs_fields(arch):
     lay = layout(arch, "ftrace_regs")
     assert lay.ctx.name == "ftrace_regs" and lay.ctx.source == "default"
     first = func(arch, "f_ll", "ftrace_regs").args[0].pieces[0]
-    assert isinstance(first, RegPiece) and first.reg.endswith(("[0]", "[2]", "[3]", "[4]",
+    assert isinstance(first, RegPiece) and first.field.endswith(("[0]", "[2]", "[3]", "[4]",
                                                                  "ax", "a0", "di"))
 
 
 def test_arm64_ftrace_regs_offsets():
     p = func("arm64", "r_s24", "ftrace_regs").ret.pieces[0]
-    assert (p.reg, p.ctx_offset) == ("regs[8]", 64)
+    assert (p.field, p.ctx_offset) == ("regs[8]", 64)
     assert isinstance(func("arm64", "f_9").args[8].pieces[0], StackPiece)

@@ -1,5 +1,5 @@
 """Mutated and truncated real BTF: the reader either succeeds, and then dumping, decoding and
-measuring every type ends in success or BtfError/TypeError_, or it raises BtfError. Never
+measuring every type ends in success or BtfError/TypeWalkError, or it raises BtfError. Never
 another exception, never a hang."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from btfgen.btf.cnames import c_spelling
 from btfgen.btf.dump import dump_raw
 from btfgen.btf.reader import Btf, load_btf, open_btf
 from btfgen.btf.measure import align_of, size_of
-from btfgen.btf.types import TypeError_
+from btfgen.btf.types import TypeWalkError
 from btfgen.errors import BtfError
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
@@ -97,7 +97,7 @@ def exercise(data: bytes) -> None:
         for measure in (size_of, lambda t: align_of(t, 8), c_spelling):
             try:
                 measure(t)
-            except (BtfError, TypeError_):
+            except (BtfError, TypeWalkError):
                 pass
     for lookup in (lambda: btf.find_funcs("f"), lambda: btf.find_types("int"),
                    lambda: list(btf.funcs()), lambda: btf.pointer_size):

@@ -22,7 +22,7 @@ from btfgen.btf.types import (
     Linkage,
     Ptr,
     Struct,
-    TypeError_,
+    TypeWalkError,
 )
 from btfgen.btf.walk import strip
 from btfgen.errors import BtfError
@@ -241,7 +241,7 @@ def test_running_kernel_spellings_terminate():
         try:
             c_spelling(f.proto)
             spelled += 1
-        except TypeError_:
+        except TypeWalkError:
             pass
     assert spelled == sum(1 for _ in btf.funcs())
     assert isinstance(btf.find_types("task_struct", "struct")[0], Struct)

@@ -12,7 +12,7 @@ from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.btf.reader import load_btf
 from btfgen.codegen.cdecl import CTypes
-from btfgen.records.describe import type_desc
+from btfgen.decoder.describe import type_desc
 
 
 def _table(build) -> tuple:
@@ -47,13 +47,13 @@ def test_a_kind_without_a_method_goes_to_its_group_then_to_visit_other():
     assert kinds.visit(table[ids["c"]]) == "qualifier:int"
     # typedefs and type tags are seen through by default, as every modifier is
     assert kinds.visit(table[ids["td"]]) == kinds.visit(table[ids["tag"]]) == "int"
-    with pytest.raises(T.TypeError_, match="has no meaning here"):
+    with pytest.raises(T.TypeWalkError, match="has no meaning here"):
         kinds.visit(table[ids["f"]])
 
 
 def test_every_computation_stops_at_the_one_depth_limit():
     """A struct nested in itself (hostile BTF the reader cannot refuse: a loop through
-    members) is a TypeError_ or an opaque value in every walk, never a RecursionError."""
+    members) is a TypeWalkError or an opaque value in every walk, never a RecursionError."""
     def build(w):
         # struct a { struct a x; } through an array, so that no size is taken from a field
         arr = w.array(2, 0, 1)  # the struct below is id 2
@@ -61,7 +61,7 @@ def test_every_computation_stops_at_the_one_depth_limit():
     table, ids = _table(build)
     a = table[ids["a"]]
     assert ids["a"] == 2
-    with pytest.raises(T.TypeError_, match="deeper than"):
+    with pytest.raises(T.TypeWalkError, match="deeper than"):
         measure.align_of(a, 8)
     shape = Classifier(8, hfa_max_members=4, sysv_max_size=16).shape(a)
     assert shape.cls == "opaque" and "deeper than" in shape.reason
@@ -80,7 +80,7 @@ def test_a_chain_of_modifiers_past_the_limit_is_refused():
     table, ids = _table(build)
     top = table[ids["top"]]
     for compute in (measure.size_of, c_spelling, walk.strip):
-        with pytest.raises(T.TypeError_):
+        with pytest.raises(T.TypeWalkError):
             compute(top)
 
 

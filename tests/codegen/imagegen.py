@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from btfgen.records.generic import piece_source
+from btfgen.decoder.generic import piece_source
 from btfgen.layout import FunctionLayout, RegPiece
 
 REGS_SIZE = 256  # the ctx image starts with the trace ctx (pt_regs: 168 bytes on x86_64)

@@ -15,8 +15,8 @@ from bpfrun import BpfObject, bpf_permitted
 from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function
-from btfgen.records.describe import type_desc
-from btfgen.records.runtime import RECORD_HEADER_SIZE, Unavailable, convert
+from btfgen.decoder.describe import type_desc
+from btfgen.decoder.runtime import RECORD_HEADER_SIZE, Unavailable, convert
 
 RECORD_SIZE = RECORD_HEADER_SIZE + 1024
 

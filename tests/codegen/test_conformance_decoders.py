@@ -23,9 +23,9 @@ from btfgen.codegen import bpf
 from btfgen.codegen.names import Namespace
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function
-from btfgen.records.describe import type_desc
-from btfgen.records.generic import piece_source
-from btfgen.records.runtime import Unavailable, Unread, convert
+from btfgen.decoder.describe import type_desc
+from btfgen.decoder.generic import piece_source
+from btfgen.decoder.runtime import Unavailable, Unread, convert
 from btfgen.layout import ArchLayout
 
 conformance = pytest.importorskip("conformance.capture")

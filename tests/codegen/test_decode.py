@@ -13,10 +13,10 @@ import golden
 import pytest
 
 from btfgen.btf import types as T
-from btfgen.records.describe import type_desc
-from btfgen.records.generic import plan as generic_plan
-from btfgen.records import runtime
-from btfgen.records.runtime import Enumerator, Unavailable, convert
+from btfgen.decoder.describe import type_desc
+from btfgen.decoder.generic import plan as generic_plan
+from btfgen.decoder import runtime
+from btfgen.decoder.runtime import Enumerator, Unavailable, convert
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -146,7 +146,7 @@ def test_generic_exit_follows_the_return_pointer_carried_from_entry(arch, order)
     import toolchains
 
     import btfgen.decode as bd
-    from btfgen.records.generic import CARRY_MISSING_BIT
+    from btfgen.decoder.generic import CARRY_MISSING_BIT
 
     obj = toolchains.compile_c("struct big { long a, b, c, d; };\n"
                                "struct big __attribute__((noinline)) f(long x) "
@@ -177,7 +177,7 @@ def test_generic_plan_reads_a_run_of_stack_arguments_with_one_op(arch, runs):
 
     import btfgen.decode as bd
     from btfgen.layout import StackPiece
-    from btfgen.records.generic import FROM_STACK
+    from btfgen.decoder.generic import FROM_STACK
 
     src = ("long __attribute__((noinline)) f(long a, long b, long c, long d, long e, long g, "
            "long s1, int s2, long s3) { return a + b + c + d + e + g + s1 + s2 + s3; }")

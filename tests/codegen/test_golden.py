@@ -16,7 +16,7 @@ import pytest
 from toolchains import ARCHES, TOOLCHAINS
 
 from btfgen.abi.arches import load_arch
-from btfgen.records.generic import MAX_OPS
+from btfgen.decoder.generic import MAX_OPS
 
 REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
 

@@ -16,8 +16,8 @@ from btfgen.btf import types as T
 from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function
-from btfgen.records.describe import type_desc
-from btfgen.records.runtime import convert
+from btfgen.decoder.describe import type_desc
+from btfgen.decoder.runtime import convert
 from btfgen.layout import RegPiece, StackPiece
 
 pytestmark = pytest.mark.skipif(kernel.missing() is not None, reason=str(kernel.missing()))

@@ -1,4 +1,4 @@
-"""The generic decoder's wire structs have one definition (btfgen.records.spec_format): the
+"""The generic decoder's wire structs have one definition (btfgen.decoder.spec_format): the
 runtime, which is copied into generated modules and so imports nothing of btfgen, spells the
 record header's format itself; it must be the definition's."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from btfgen.records import runtime, spec_format
+from btfgen.decoder import runtime, spec_format
 
 
 def test_runtime_record_header_is_the_definition():

@@ -121,7 +121,7 @@ def test_specs_header_in_user_space(arch, tmp_path):
     machine, describes each record as the generic plans that wrote the spec table lay it out."""
     import shutil
 
-    from btfgen.records import generic
+    from btfgen.decoder import generic
 
     cc = USER_CC[arch]
     if shutil.which(cc) is None:

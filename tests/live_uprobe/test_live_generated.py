@@ -21,8 +21,8 @@ from btfgen.btf.reader import open_btf
 place = pytest.importorskip("btfgen.place")
 arches = pytest.importorskip("btfgen.abi.arches")
 outputs = pytest.importorskip("btfgen.codegen.outputs")
-describe = pytest.importorskip("btfgen.records.describe")
-runtime = pytest.importorskip("btfgen.records.runtime")
+describe = pytest.importorskip("btfgen.decoder.describe")
+runtime = pytest.importorskip("btfgen.decoder.runtime")
 
 HEAD = struct.Struct("<II")  # function index, kind (0 entry, 1 exit)
 

@@ -10,7 +10,7 @@ import struct
 import sys
 from pathlib import Path
 
-from btfgen.trace import output, record
+from btfgen.trace import output, recording
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_SIZE = 1024  # BTFGEN_DATA_SIZE: the ring buffer's events are this long past the header
@@ -63,7 +63,7 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
     header = {"format": "btfgen trace recording", "arch": mod.ARCH, "who": False,
               "byte_order": mod.BYTE_ORDER, "pointer_size": mod.POINTER_SIZE,
               "kernel_release": "synthetic", "kind": "user"}
-    w = record.Writer(str(path), header, descs, mod.BYTE_ORDER)
+    w = recording.Writer(str(path), header, descs, mod.BYTE_ORDER)
     for i, e in enumerate(evs):
         w.record(e)
         if batch and (i + 1) % batch == 0:
@@ -71,4 +71,4 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
     w.close(lost)
 
 
-assert output.EVENT_HEADER == record.EVENT_HEADER
+assert output.EVENT_HEADER == recording.EVENT_HEADER

@@ -10,8 +10,8 @@ import synth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from btfgen.records.runtime import Function
-from btfgen.trace import record
+from btfgen.decoder.runtime import Function
+from btfgen.trace import recording
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -40,10 +40,10 @@ def _per_record(mod, evs, name: str, kind: int) -> list[dict]:
     rows = []
     for e in evs:
         _, tid, _, ns, cpu = struct.unpack_from(order + "II16sQI4x", e)
-        btf_id, k = struct.unpack_from(order + "II", e, record.EVENT_HEADER)
+        btf_id, k = struct.unpack_from(order + "II", e, recording.EVENT_HEADER)
         if btf_id != fn.btf_id or k != kind:
             continue
-        v = fn.decode_record(e[record.EVENT_HEADER:])
+        v = fn.decode_record(e[recording.EVENT_HEADER:])
         values = zip(fn.args, v) if kind == 0 else ([(fn.ret[0], v)] if fn.ret else [])
         row = {"timestamp": ns, "cpu": cpu, "pid": 42, "tid": tid}
         row.update({("return" if kind else d[0]): columnar.plain(x, d[1]) for d, x in values})

@@ -13,8 +13,8 @@ import synth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from btfgen.records.runtime import Function
-from btfgen.trace import decode, output, record
+from btfgen.decoder.runtime import Function
+from btfgen.trace import replay, output, recording
 
 ARCHES = ["x86_64", "s390x", "i386", "arm64"]  # both byte orders, both pointer sizes
 MODULES = {a: synth.module(a) for a in ARCHES}
@@ -32,7 +32,7 @@ def _live(mod, evs, **kw) -> str:
 
 def _decoded(path, **kw) -> str:
     out = io.StringIO()
-    decode.print_recording(str(path), out, **kw)
+    replay.print_recording(str(path), out, **kw)
     return out.getvalue()
 
 
@@ -47,7 +47,7 @@ def test_decoded_file_prints_what_the_tracer_prints(tmp_path, arch, n, seed, bat
     synth.write(path, mod, evs, lost=seed % 5, batch=batch)
     for kw in ({}, {"as_json": True}, {"errors": True}, {"errors": True, "as_json": True}):
         assert _decoded(path, **kw) == _live(mod, evs, **kw)
-    with record.Reader(str(path)) as r:
+    with recording.Reader(str(path)) as r:
         assert sum(len(b.order) for b in r.batches()) == n
         assert (r.events, r.lost) == (n, seed % 5)
         assert r.header["kernel_release"] == "synthetic" and r.header["arch"] == mod.ARCH
@@ -65,8 +65,8 @@ def good(tmp_path_factory) -> bytes:
 def _refused(tmp_path, data: bytes) -> str:
     path = tmp_path / "bad.btfrec"
     path.write_bytes(data)
-    with pytest.raises(record.RecordError) as e:
-        decode.print_recording(str(path), io.StringIO())
+    with pytest.raises(recording.RecordError) as e:
+        replay.print_recording(str(path), io.StringIO())
     return str(e.value)
 
 

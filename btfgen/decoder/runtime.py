@@ -2,7 +2,7 @@
 
 Standard library only: generated modules embed this file's source verbatim so they import without
 btfgen installed. Everything it needs about a function comes as plain tuples (descriptors, made by
-`btfgen.records.describe`), which a generated module spells as Python literals.
+`btfgen.decoder.describe`), which a generated module spells as Python literals.
 
 Descriptors
 - type: ("int", size, signed) | ("bool", size) | ("enum", size, signed, names) | ("ptr", size)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.btf.walk import TypeWalk
-from btfgen.records.generic import GenericPlan, piece_source
-from btfgen.records.generic import plan as generic_plan
+from btfgen.decoder.generic import GenericPlan, piece_source
+from btfgen.decoder.generic import plan as generic_plan
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
 
 
@@ -19,7 +19,7 @@ def type_desc(t: T.Type, memo: dict | None = None) -> tuple:
     which a generated module then prints once."""
     try:
         return _Describe({} if memo is None else memo).desc(t, 0)
-    except T.TypeError_:  # past the one depth limit, or a member without a size
+    except T.TypeWalkError:  # past the one depth limit, or a member without a size
         return ("bytes", 0)
 
 

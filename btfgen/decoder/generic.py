@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from btfgen.records import runtime
+from btfgen.decoder import runtime
 from btfgen.layout import FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2

@@ -1,4 +1,4 @@
-"""`btfgen decode`'s reading side: a recording (record.py) back into the lines `btfgen trace`
+"""`btfgen decode`'s reading side: a recording (recording.py) back into the lines `btfgen trace`
 prints, with the decoders the file carries (no BPF, no BTF, no generated module)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 
 from btfgen.btf.walk import MAX_DEPTH  # describe() nests no deeper
-from btfgen.records.runtime import Function
-from btfgen.trace import output, record
+from btfgen.decoder.runtime import Function
+from btfgen.trace import output, recording
 
 MAX_SIZE = 1 << 16  # no value the generic record holds is larger (BTFGEN_DATA_SIZE is 1024)
 SCALARS = {"int", "bool", "enum", "ptr", "float", "chars", "bytes"}
@@ -33,15 +33,15 @@ def _check_type(t, depth: int = 0) -> None:
             if not (isinstance(m, tuple) and len(m) == 4 and isinstance(m[0], str)
                     and isinstance(m[1], int) and isinstance(m[2], int)
                     and 0 <= m[1] < 8 * t[1] + 1 and 0 <= m[2] <= 64):
-                raise record.RecordError("a decoder descriptor is malformed")
+                raise recording.RecordError("a decoder descriptor is malformed")
             _check_type(m[3], depth + 1)
     else:
         ok = False
     if not ok:
-        raise record.RecordError("a decoder descriptor is malformed")
+        raise recording.RecordError("a decoder descriptor is malformed")
 
 
-def functions(reader: record.Reader) -> list[Function]:
+def functions(reader: recording.Reader) -> list[Function]:
     out = []
     for desc in reader.descriptors:
         try:
@@ -53,27 +53,27 @@ def functions(reader: record.Reader) -> list[Function]:
                 _check_type(v[1])
                 ok = ok and isinstance(v[0], str) and 0 <= v[2] <= MAX_SIZE
             out.append(Function(desc))
-        except record.RecordError:
+        except recording.RecordError:
             raise
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             ok = False
         if not ok:
-            raise record.RecordError(f"{reader.path}: corrupt header (a decoder descriptor)")
+            raise recording.RecordError(f"{reader.path}: corrupt header (a decoder descriptor)")
     return out
 
 
 def word_sum():
-    """record.word_sum, by numpy when it is there (a batch in a millisecond)."""
+    """recording.word_sum, by numpy when it is there (a batch in a millisecond)."""
     try:
         import numpy as np
     except ImportError:
-        return record.word_sum
+        return recording.word_sum
     return lambda data: int(np.frombuffer(data, dtype="<u8").sum(dtype=np.uint64))
 
 
 def verify(path: str) -> None:
     """Every check of the file, before a line is printed: a bad file prints nothing."""
-    with record.Reader(path, word_sum()) as r:
+    with recording.Reader(path, word_sum()) as r:
         functions(r)
         for _ in r.batches():
             pass
@@ -84,17 +84,17 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
     """Print every event as `btfgen trace` would have; the number of records the ring buffer
     lost goes to stderr, as the tracer says it."""
     verify(path)
-    with record.Reader(path, word_sum()) as r:
+    with recording.Reader(path, word_sum()) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
                                  errors=errors, as_json=as_json, flush=False)
         for batch in r.batches():
             for raw in batch.events(r.strides):
                 try:
                     printer.event(raw)
-                except record.RecordError:
+                except recording.RecordError:
                     raise
                 except Exception as e:
-                    raise record.RecordError(f"{path}: corrupt event ({e})") from None
+                    raise recording.RecordError(f"{path}: corrupt event ({e})") from None
         print(f"btfgen decode: {r.events} events recorded on {r.header.get('arch')} "
               f"{r.header.get('kernel_release')}; {r.lost} records lost (ring buffer full)",
               file=sys.stderr)
