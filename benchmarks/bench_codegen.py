@@ -54,15 +54,13 @@ def whole_kernel(tmp: Path) -> None:
     subprocess.run([sys.executable, "-m", "btfgen", "-o", str(tmp / "serial"), "-q", "-j", "1"],
                    env=ENV, check=True)
     print(f"  one process (-j 1, fresh)    wall {time.perf_counter() - w:6.2f} s")
-    from btfgen.btf.reader import open_btf
+    import btfgen
     from btfgen.codegen import outputs
-    from btfgen.decode import convention_for
-    from btfgen.place import place_functions
 
-    btf = timed("read BTF", lambda: open_btf(VMLINUX))
+    target = timed("read BTF", lambda: btfgen.open(VMLINUX))
+    btf = target.types
     funcs = timed("list functions", lambda: list(btf.funcs()))
-    arch = timed(f"place {len(funcs)} functions",
-                 lambda: place_functions(btf, convention_for(btf), funcs))
+    arch = timed(f"place {len(funcs)} functions", lambda: target.place(funcs))
     for lang in outputs.LANGS:
         timed(f"generate {lang}", lambda lang=lang: outputs.generate(arch, btf, (lang,)))
     timed("generate all, 2 processes", lambda: outputs.generate(arch, btf, jobs=2))

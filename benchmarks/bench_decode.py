@@ -28,16 +28,15 @@ def functions():
     from btfgen.decoder.describe import fast_format, function_desc
 
     if Path("/sys/kernel/btf/vmlinux").exists():
-        from btfgen.btf.reader import open_btf
-        from btfgen.decode import convention_for
+        import btfgen
         from btfgen.layout import ArchLayout
-        from btfgen.place import place_functions
 
-        btf = open_btf("/sys/kernel/btf/vmlinux")
+        target = btfgen.open("/sys/kernel/btf/vmlinux")
+        btf = target.types
         names = ["vfs_read", "vfs_write", "do_sys_openat2", "kmalloc_trace", "__x64_sys_read",
                  "tcp_sendmsg", "ksys_write", "do_filp_open", "vfs_fsync_range", "mutex_lock"]
         funcs = [f for n in names for f in btf.find_funcs(n)[:1]]
-        arch = place_functions(btf, convention_for(btf), funcs)
+        arch = target.place(funcs)
         source = "running kernel"
     else:
         import zoo

@@ -27,9 +27,10 @@ from btfgen.decoder.runtime import (
 )
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.layout import ArchLayout, FunctionLayout
+from btfgen.target import Target
 
 __all__ = [
-    "load", "Decoder", "Function", "function", "DecodeError", "Enumerator", "Unavailable", "Unread",
+    "load", "Decoder", "Target", "Function", "function", "DecodeError", "Enumerator", "Unavailable", "Unread",
 ]
 
 
@@ -38,54 +39,13 @@ def function(f: FunctionLayout, arch: ArchLayout) -> Function:
     return Function(function_desc(f, arch.byte_order, arch.pointer_size))
 
 
-class Decoder:
-    """Functions of one BTF placed for one arch and trace ctx, laid out on first use."""
-
-    def __init__(self, btf, convention, ctx: str = "pt_regs"):
-        self.btf, self.convention, self.ctx = btf, convention, ctx
-        self._cache: dict[str, tuple[ArchLayout, tuple[Function, ...]]] = {}
-
-    def _place(self, name: str) -> tuple[ArchLayout, tuple[Function, ...]]:
-        hit = self._cache.get(name)
-        if hit is None:
-            from btfgen.place import place_functions
-
-            funcs = self.btf.find_funcs(name)
-            if not funcs:
-                raise KeyError(f"{self.btf.path}: no function {name!r}")
-            arch = place_functions(self.btf, self.convention, funcs, ctx=self.ctx)
-            hit = (arch, tuple(function(f, arch) for f in arch.functions))
-            self._cache[name] = hit
-        return hit
-
-    def layouts(self, name: str) -> tuple[FunctionLayout, ...]:
-        """Every function of that name (static functions in several files share names)."""
-        return self._place(name)[0].functions
-
-    def layout(self, name: str) -> FunctionLayout:
-        return self.layouts(name)[0]
-
-    def arch_layout(self, name: str) -> ArchLayout:
-        return self._place(name)[0]
-
-    def functions(self, name: str) -> tuple[Function, ...]:
-        return self._place(name)[1]
-
-    def function(self, name: str) -> Function:
-        return self.functions(name)[0]
-
-
 def load(btf_path: str = DEFAULT_PATH, arch: str | None = None,
-         ctx: str = "pt_regs", base: str | None = None) -> Decoder:
-    """Open a BTF (raw or ELF; split on `base`) and pick the arch's convention: `arch` names it,
-    else the BTF's ELF machine, else the host."""
-    from btfgen.btf.reader import open_btf
+         ctx: str = "pt_regs", base: str | None = None) -> Target:
+    """`btfgen.open(btf_path, arch=arch, ctx=ctx, base=base)`: the decoders of that input's
+    functions are its `function(name)` and `functions(name)`."""
+    from btfgen.target import open as open_target
 
-    btf = open_btf(btf_path, base=base)
-    return Decoder(btf, convention_for(btf, arch), ctx)
+    return open_target(btf_path, base=base, arch=arch, ctx=ctx)
 
 
-def convention_for(btf, arch: str | None = None):
-    from btfgen.abi.arches import convention_for as _convention_for
-
-    return _convention_for(btf, arch)
+Decoder = Target  # the name this module gave it before `btfgen.open`

@@ -9,6 +9,10 @@ class BtfError(BtfgenError):
     """Malformed or unreadable BTF: the message names the file, byte offset and type id."""
 
 
+class NoBtfSection(BtfError):
+    """An ELF file without .BTF: a program built with -g gets its BTF from its DWARF instead."""
+
+
 class AbiError(BtfgenError):
     """An ABI description that does not parse or does not make sense (file:line:col: what)."""
 

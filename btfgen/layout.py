@@ -136,7 +136,7 @@ class CtxInfo:
     size: int
     source: str  # "btf" (read from the BTF in hand) | "default" (the arch description's)
     sp_field: str  # ctx field holding the stack pointer at entry
-    sp_offset: int
+    sp_offset: int | None  # None: the ctx does not hold it, so no stack argument is readable
     registers: tuple[CtxRegister, ...]  # every argument/return register and the stack pointer
 
 

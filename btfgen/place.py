@@ -292,6 +292,8 @@ class _Engine:
                 if r is None:
                     return (), f"in {p.hwreg}, which {self.ctx.struct_name} does not hold"
                 out.append(RegPiece(r.field, r.hwreg, r.offset, r.size, p.value_offset, p.size))
+            elif self.ctx.sp_offset is None:
+                return (), f"on the stack, but {self.ctx.struct_name} holds no stack pointer"
             else:
                 out.append(p)
         return tuple(out), None
@@ -402,16 +404,14 @@ class _Engine:
         return value(pieces, by_ref=True, why=why)
 
 
-def _engine(types, conv: Convention, ctx: str) -> _Engine:
-    size = getattr(types, "pointer_size", conv.pointer_size)
-    if size != conv.pointer_size:
-        where = getattr(types, "path", "the type table")
-        raise ArchError(f"{where}: pointers are {size} bytes, but arch {conv.name} has "
+def _engine(types: T.TypeSource, conv: Convention, ctx: str) -> _Engine:
+    size = types.declared_pointer_size
+    if size is not None and size != conv.pointer_size:
+        raise ArchError(f"{types.path}: pointers are {size} bytes, but arch {conv.name} has "
                         f"{conv.pointer_size}-byte pointers")
-    order = getattr(types, "byte_order", conv.byte_order)
-    if order != conv.byte_order:
-        where = getattr(types, "path", "the type table")
-        raise ArchError(f"{where}: {order}-endian BTF, but arch {conv.name} is "
+    types.assume_pointer_size(conv.pointer_size)
+    if types.byte_order not in (None, conv.byte_order):
+        raise ArchError(f"{types.path}: {types.byte_order}-endian BTF, but arch {conv.name} is "
                         f"{conv.byte_order}-endian")
     return _Engine(conv, resolve_ctx(types, conv, ctx), Classifier.for_convention(conv))
 

@@ -64,20 +64,3 @@ def arch_for_elf_machine(machine: str, pointer_size: int | None = None) -> Conve
     if pointer_size is not None:
         matches = [c for c in matches if c.pointer_size == pointer_size] or matches
     return matches[0] if matches else None
-
-
-def convention_for(types, arch: str | None = None) -> Convention:
-    """The convention `arch` names (a family name resolved by the types' pointer size), else the
-    one of the BTF's ELF machine, else the host's. An ELF of a machine no description answers
-    to is an error, not the host's convention in disguise."""
-    if arch:
-        return load_arch(arch, types.pointer_size)
-    machine = getattr(types, "elf_machine", None)
-    if machine:
-        conv = arch_for_elf_machine(machine, types.pointer_size)
-        if conv is None:
-            raise ArchError(f"{types.path}: no ABI description for {machine}; pass --arch")
-        return conv
-    import platform
-
-    return load_arch(platform.machine(), types.pointer_size)

@@ -47,16 +47,13 @@ def _info(spec: CtxSpec, struct: str, size: int, source: str, entries: list) -> 
     sp = next((r for r in regs if r.hwreg == "sp"), None)
     return CtxInfo(
         name=spec.name, struct_name=struct, size=size, source=source,
-        sp_field=sp.field if sp else "", sp_offset=sp.offset if sp else -1, registers=regs,
+        sp_field=sp.field if sp else "", sp_offset=sp.offset if sp else None, registers=regs,
     )
 
 
-def _find_struct(types, names: tuple[str, ...]) -> T.Struct | None:
-    find = getattr(types, "find_types", None)
-    if find is None:  # a hand-made type table: no kernel structs to read
-        return None
+def _find_struct(types: T.TypeSource, names: tuple[str, ...]) -> T.Struct | None:
     for name in names:
-        for t in find(name):
+        for t in types.find_types(name):
             if isinstance(t, T.Struct) and t.size > 0:  # ftrace_regs is opaque (size 0) lately
                 return t
     return None

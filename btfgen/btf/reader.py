@@ -49,7 +49,7 @@ from btfgen.btf.types import (
     Void,
     Volatile,
 )
-from btfgen.errors import BtfError
+from btfgen.errors import BtfError, NoBtfSection
 
 DEFAULT_PATH = "/sys/kernel/btf/vmlinux"
 SECTION = ".BTF"
@@ -159,6 +159,7 @@ class Btf:
         self._all_strings: dict[int, str] | None = None
         self._func_ids: list[int] | None = None
         self._pointer_size: int | None = None
+        self._assumed_pointer_size: int | None = None
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -201,16 +202,23 @@ class Btf:
 
     @property
     def pointer_size(self) -> int:
-        if self._pointer_size is None:
-            self._pointer_size = self._find_pointer_size()
-        return self._pointer_size
+        size = self.declared_pointer_size or self._assumed_pointer_size
+        if size is None:
+            # Guessing 8 would place every pointer of a 32-bit target's BTF wrong, silently.
+            raise BtfError(f"{self.path}: the BTF does not say how large a pointer is (no `long` "
+                           f"type, no ELF class): name the arch with --arch")
+        return size
 
-    def _find_pointer_size(self) -> int:
-        if self.base is not None:
-            size = self.base._long_size()
-            if size:
-                return size
-        return self._long_size() or self._elf_pointer_size or 8
+    @property
+    def declared_pointer_size(self) -> int | None:
+        """What the BTF says: its `long` (the base's first), else the ELF class, else None."""
+        if self._pointer_size is None:
+            size = self.base._long_size() if self.base is not None else None
+            self._pointer_size = size or self._long_size() or self._elf_pointer_size or 0
+        return self._pointer_size or None
+
+    def assume_pointer_size(self, size: int) -> None:
+        self._assumed_pointer_size = size
 
     def _long_size(self) -> int | None:
         for name_off, code, size in zip(self._name_offs, self._codes, self._size_types):
@@ -514,7 +522,7 @@ def _read_elf(path: str, stream: BinaryIO) -> tuple[bytes, str, int]:
         elf = ELFFile(stream)
         section = elf.get_section_by_name(SECTION)
         if section is None:
-            raise BtfError(f"{path}: ELF file has no {SECTION} section")
+            raise NoBtfSection(f"{path}: ELF file has no {SECTION} section")
         if section["sh_type"] == "SHT_NOBITS":
             raise BtfError(f"{path}: {SECTION} section has no contents (SHT_NOBITS)")
         if section.compressed:

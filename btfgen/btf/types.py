@@ -1,6 +1,6 @@
 """The BTF type model: one frozen class per kind.
 
-Types refer to each other by id and resolve through the table that made them (`TypeTable`), so a
+Types refer to each other by id and resolve through the table that made them (a `TypeSource`), so a
 table can decode lazily and cycles (`struct list_head { struct list_head *next; }`) need no
 placeholders. The BTF reader and the C-header front end both produce these classes; walking
 them is `walk`, measuring them `measure`.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Protocol
 
 
@@ -46,10 +47,35 @@ class TypeWalkError(Exception):
     """Raised when a type cannot be measured (a cycle, a FWD used by value, ...)."""
 
 
-class TypeTable(Protocol):
-    pointer_size: int
+class TypeSource(Protocol):
+    """What every source of types offers (the BTF reader's `Btf`, the C-header front end's
+    `HeaderTypes`, `btfgen.btf.made.MadeTypes` for tables built in code); callers rely on all of
+    it and probe for none of it."""
+
+    path: str  # where the types came from, for messages
+    byte_order: str | None  # "little" | "big": the target's; None: made in code, either
+    elf_machine: str | None  # the ELF e_machine the types came with ("EM_AARCH64"), or None
+
+    @property
+    def pointer_size(self) -> int:
+        """Bytes in a pointer; raises when the types do not say and none was assumed."""
+
+    @property
+    def declared_pointer_size(self) -> int | None:
+        """The pointer size the types themselves say (a `long`, the ELF class), else None."""
+
+    def assume_pointer_size(self, size: int) -> None:
+        """Use `size` where the types say nothing (the arch chosen for them knows it)."""
 
     def __getitem__(self, type_id: int) -> Type: ...
+
+    def __len__(self) -> int: ...
+
+    def funcs(self) -> Iterable[Func]: ...
+
+    def find_funcs(self, name: str) -> list[Func]: ...
+
+    def find_types(self, name: str, kind: Kind | str | None = None) -> list[Type]: ...
 
 
 # Int encoding bits, as in BTF_INT_ENCODING.
@@ -62,7 +88,7 @@ INT_BOOL = 4
 class Type:
     id: int
     name: str
-    table: TypeTable = field(repr=False, compare=False)
+    table: TypeSource = field(repr=False, compare=False)
 
     kind = Kind.UNKN
 
@@ -148,7 +174,7 @@ class Member:
     type_id: int
     bit_offset: int
     bitfield_size: int  # 0: not a bitfield
-    table: TypeTable = field(repr=False, compare=False)
+    table: TypeSource = field(repr=False, compare=False)
 
     @property
     def type(self) -> Type:
@@ -222,7 +248,7 @@ class Func(_Ref):
 class Param:
     name: str
     type_id: int
-    table: TypeTable = field(repr=False, compare=False)
+    table: TypeSource = field(repr=False, compare=False)
 
     @property
     def type(self) -> Type:

@@ -4,7 +4,7 @@
     types = load_headers(["api.h"], arch="arm64", include_dirs=["include"], defines=["NDEBUG"])
     [func] = types.find_funcs("api_open")
 
-The result is a TypeTable made of the same classes the BTF reader produces, so placement, code
+The result is a TypeSource made of the same classes the BTF reader produces, so placement, code
 generation and layouts work on it unchanged.
 """
 

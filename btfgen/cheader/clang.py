@@ -16,7 +16,7 @@ from pathlib import Path
 
 from btfgen.errors import HeaderError
 
-from .targets import Target
+from .targets import ClangTarget
 
 try:
     from clang import cindex
@@ -109,7 +109,7 @@ def resource_dir() -> str | None:
     return str(Path(found[-1]).parent.parent) if found else None
 
 
-def command_line(target: Target, include_dirs, defines) -> list[str]:
+def command_line(target: ClangTarget, include_dirs, defines) -> list[str]:
     args = ["-x", "c", "-std=gnu11", "-target", target.triple, "-ferror-limit=0"]
     rdir = resource_dir()
     if rdir:

@@ -77,7 +77,7 @@ class FuncDecl:
 class Builder:
     """Accumulates types; `mark()`/`rollback()` undo a declaration that turned out unsupported."""
 
-    def __init__(self, table: T.TypeTable) -> None:
+    def __init__(self, table: T.TypeSource) -> None:
         self.table = table
         self.types: list[T.Type | None] = [T.Void(0, "", table)]
         self._ids: dict[tuple, int] = {}

@@ -1,4 +1,4 @@
-"""HeaderTypes: the types of C headers as a TypeTable, with the same API as the BTF reader's Btf."""
+"""HeaderTypes: the types of C headers as a TypeSource, with the same API as the BTF reader's Btf."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .convert import FuncDecl
 
 
 class HeaderTypes:
-    """A TypeTable made from C headers parsed for one target.
+    """A TypeSource made from C headers parsed for one target.
 
     `byte_order` and `pointer_size` are the target's; `elf_machine` is None, as for raw BTF.
     Functions whose prototype uses a type BTF cannot express are left out of `funcs()`;
@@ -31,6 +31,13 @@ class HeaderTypes:
     def _fill(self, types: list[T.Type], decls: list[FuncDecl]) -> None:
         self._types = types
         self._decls = decls
+
+    @property
+    def declared_pointer_size(self) -> int:
+        return self.pointer_size  # headers are always parsed for a target
+
+    def assume_pointer_size(self, size: int) -> None:
+        pass  # the target the headers were parsed for decided it
 
     @property
     def path(self) -> str:

@@ -14,7 +14,7 @@ from btfgen.errors import ArchError
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class ClangTarget:
     arch: str  # btfgen's canonical name
     triple: str
     byte_order: str  # "little" | "big"
@@ -25,21 +25,21 @@ class Target:
     cross: tuple[str, ...] = ()
 
 
-def _target(conv) -> Target:
+def _target(conv) -> ClangTarget:
     multiarch, *cross = conv.libc_dirs or ("",)
-    return Target(conv.name, conv.clang_triple, conv.byte_order, conv.pointer_size, multiarch,
+    return ClangTarget(conv.name, conv.clang_triple, conv.byte_order, conv.pointer_size, multiarch,
                   tuple(cross) or ((multiarch,) if multiarch else ()))
 
 
 @functools.lru_cache(maxsize=1)
-def targets() -> dict[str, Target]:
-    """Canonical arch name -> Target, for every description that names a clang triple."""
+def targets() -> dict[str, ClangTarget]:
+    """Canonical arch name -> ClangTarget, for every description that names a clang triple."""
     from btfgen.abi.arches import conventions
 
     return {c.name: _target(c) for c in conventions() if c.clang_triple}
 
 
-def target_for(arch: str) -> Target:
+def target_for(arch: str) -> ClangTarget:
     """The target for a canonical arch name, or for any alias the ABI descriptions answer to.
     A family name ("riscv") needs a pointer size that headers cannot supply: unknown here."""
     from btfgen.abi.arches import load_arch

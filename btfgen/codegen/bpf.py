@@ -105,7 +105,7 @@ class HeaderView:
     ptr_type: str
     ctx_name: str
     ctx_struct: str
-    sp_offset: int
+    sp_offset: int | None
     sp_type: str
     self_contained: bool
     forwards: tuple[tuple[str, str], ...]

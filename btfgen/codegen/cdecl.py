@@ -60,7 +60,7 @@ class Definition:
 class CTypes:
     """Spells declarations for one header; in "self" mode collects the definitions it needs."""
 
-    table: T.TypeTable
+    table: T.TypeSource
     pointer_size: int
     mode: str  # "vmlinux" | "self"
     max_align: int = 16
@@ -105,10 +105,8 @@ class CTypes:
         key = (kind, name)
         hit = self._unique.get(key)
         if hit is None:
-            find = getattr(self.table, "find_types", None)
-            if find is None:
-                hit = True
-            elif kind == "typedef":
+            find = self.table.find_types
+            if kind == "typedef":
                 hit = len(find(name, T.Kind.TYPEDEF)) == 1
             else:
                 tagged = [x for x in find(name) if x.kind in

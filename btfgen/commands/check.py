@@ -14,13 +14,7 @@ import json
 import sys
 from collections import Counter
 
-from btfgen.abi.arches import arch_for_elf_machine, convention_for
-from btfgen.btf.reader import open_btf
-from btfgen.dwarf.compare import AGREE, DISAGREE, FunctionVerdict, compare_function
-from btfgen.dwarf.reader import DwarfFile, elf_machine
-from btfgen.dwarf.pahole import open_input
-from btfgen.errors import DwarfError
-from btfgen.place import place_functions
+from btfgen.dwarf.compare import AGREE, DISAGREE, FunctionVerdict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,49 +24,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", metavar="BASE", help="the base BTF of a split BTF")
     parser.add_argument("--arch", metavar="ARCH", help="target architecture (default: the ELF's)")
     parser.add_argument("--func", metavar="NAME", action="append", default=[],
-                        help="a function to check (repeatable; default: every function)")
+                        help="a function name or glob to check (repeatable; default: every "
+                             "function)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="list every function that is not comparable, with the reason")
 
 
-def load_btf_for(elf: str, btf: str | None, base: str | None):
-    """--btf, else the ELF's .BTF, else pahole's BTF of its DWARF."""
-    if btf:
-        return open_btf(btf, base=base)
-    return open_input(elf, base=base)
-
-
-def conv_for(btf, elf: str, arch: str | None):
-    """--arch, else the ELF's machine (a raw --btf file names none), else the BTF's."""
-    if arch or getattr(btf, "elf_machine", None):
-        return convention_for(btf, arch)
-    machine = elf_machine(elf)
-    conv = arch_for_elf_machine(machine, btf.pointer_size) if machine else None
-    if conv is None:
-        raise DwarfError(f"{elf}: no ABI description for {machine or 'this file'}; pass --arch")
-    return conv
-
-
 def check(elf: str, btf, conv, names: list[str] | None) -> list[FunctionVerdict]:
     """Every BTF function (or those named) against the DWARF of `elf`."""
-    if names:
-        funcs = [f for n in dict.fromkeys(names) for f in btf.find_funcs(n)]
-    else:
-        funcs = list(btf.funcs())
-    layout = place_functions(btf, conv, funcs)
-    wanted = {f.name for f in layout.functions}
-    found: dict[str, list] = {}
-    with DwarfFile(elf, conv) as dwarf:
-        for fn in dwarf.functions(wanted if names else None):
-            if fn.name in wanted:
-                found.setdefault(fn.name, []).append(fn)
-    verdicts = {}
-    for f in layout.functions:
-        if f.name in verdicts:
-            continue  # one verdict per name: statics of one name are compared together
-        verdicts[f.name] = compare_function(f, found.get(f.name, []), conv)
-    return [verdicts[k] for k in sorted(verdicts)]
+    from btfgen.target import Target
+
+    target = Target(btf, conv, dwarf=elf, dwarf_asked=True)
+    return target.check(target.select(names).functions if names else None)
 
 
 def summarize(verdicts: list[FunctionVerdict]) -> dict:
@@ -98,15 +62,16 @@ def as_json(v: FunctionVerdict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    btf = load_btf_for(args.elf, args.btf, args.base)
-    conv = conv_for(btf, args.elf, args.arch)
-    if args.func:
-        missing = [n for n in dict.fromkeys(args.func) if not btf.find_funcs(n)]
-        if missing:
-            print(f"btfgen check: {btf.path}: no function named {', '.join(missing)}",
-                  file=sys.stderr)
-            return 1
-    verdicts = check(args.elf, btf, conv, args.func or None)
+    from btfgen.target import open as open_target
+
+    target = open_target(args.btf or args.elf, base=args.base, arch=args.arch, dwarf=args.elf)
+    conv, btf = target.convention, target.types
+    funcs, missing = target.select(args.func)
+    if missing:
+        print(f"btfgen check: {btf.path}: no function named {', '.join(missing)}",
+              file=sys.stderr)
+        return 1
+    verdicts = target.check(funcs if args.func else None)
     summary = summarize(verdicts)
     bad = [v for v in verdicts if v.verdict == DISAGREE]
     if args.json:

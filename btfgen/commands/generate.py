@@ -15,12 +15,7 @@ import time
 from pathlib import Path
 
 from btfgen.codegen.outputs import LANGS
-from btfgen.commands.options import (
-    add_btf_arguments,
-    add_ctx_argument,
-    add_header_arguments,
-    headers_from_args,
-)
+from btfgen.commands.options import add_btf_arguments, add_ctx_argument, add_header_arguments
 from btfgen.errors import BtfgenError
 
 
@@ -107,19 +102,6 @@ def parse_langs(text: str) -> tuple[str, ...]:
     return langs
 
 
-def read_funcs_file(path: str) -> list[str]:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise BtfgenError(f"{path}: {e.strerror or e}") from None
-    out = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            out.append(line)
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     # One pause for the whole run: re-enabled between placing and rendering, the collector
     # would make one full pass over everything placed (a quarter second on a kernel) for nothing.
@@ -131,35 +113,25 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     langs = parse_langs(args.lang)
-    wanted = list(args.func)
-    if args.funcs_file:
-        wanted += read_funcs_file(args.funcs_file)
     progress = _Progress(not args.quiet)
-
-    from btfgen.dwarf.pahole import open_input
-    from btfgen.decode import convention_for
+    from btfgen.commands.options import open_target, print_notes
 
     progress("reading BTF")
-    btf = headers_from_args(args) or open_input(args.btf, base=args.base)
-    conv = convention_for(btf, args.arch)
-    from btfgen.codegen.select import select_functions
-
-    funcs, missing = select_functions(btf, wanted)
+    target = open_target(args)
+    selection = target.select(args.func, files=[args.funcs_file] if args.funcs_file else [])
+    funcs, missing = selection
     progress(f"placing {len(funcs)} functions")
-    from btfgen.place import place_functions
-
-    arch = place_functions(btf, conv, funcs, ctx=args.ctx)
-    from btfgen.commands.options import apply_dwarf
-
-    progress("reading DWARF")
-    arch = apply_dwarf(arch, args, args.btf, conv, selected=bool(wanted), quiet=args.quiet)
+    whole = not args.func and not args.funcs_file
+    placement = target.placement(None if whole else funcs)
+    arch = placement.layout
+    print_notes(placement, quiet=args.quiet)
     progress("generating " + ", ".join(langs))
     from btfgen.codegen.outputs import generate
     from btfgen.commands.summary import summarize
     from btfgen.commands.write import write_if_changed
 
     self_contained = args.self_contained or arch.pointer_size != 8
-    files = generate(arch, btf, langs, self_contained=self_contained,
+    files = generate(arch, target.types, langs, self_contained=self_contained,
                      specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
     outdir = Path(args.output) if args.output else Path("generated") / arch.arch
     progress(f"writing {outdir}")
@@ -174,7 +146,7 @@ def _run(args: argparse.Namespace) -> int:
         for line in summarize_partial(arch):
             print(line, file=sys.stderr)
     if missing:
-        print(f"btfgen: not in {btf.path}: {', '.join(missing)}", file=sys.stderr)
+        print(f"btfgen: not in {target.path}: {', '.join(missing)}", file=sys.stderr)
         return 1
     return 0
 

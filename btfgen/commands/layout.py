@@ -11,18 +11,16 @@ import argparse
 import json
 import sys
 
-from btfgen.abi.arches import convention_for
 from btfgen.commands.options import (
     add_btf_arguments,
     add_ctx_argument,
+    add_dwarf_arguments,
     add_header_arguments,
-    headers_from_args,
+    open_target,
+    print_notes,
 )
-from btfgen.commands.options import add_dwarf_arguments, apply_dwarf
-from btfgen.dwarf.pahole import open_input
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
-from btfgen.place import place_functions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", metavar="ARCH",
                         help="target architecture (default: the ELF's, else this machine's)")
     parser.add_argument("--func", metavar="NAME", action="append", default=[],
-                        help="a function to place (repeatable; default: every FUNC)")
+                        help="a function name or glob to place (repeatable; default: every "
+                             "FUNC)")
     add_ctx_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the JSON contract")
     add_header_arguments(parser)
@@ -38,23 +37,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    btf = headers_from_args(args) or open_input(args.btf, base=args.base)
-    conv = convention_for(btf, args.arch)
-    if args.func:
-        funcs, missing = [], []
-        for name in dict.fromkeys(args.func):
-            found = btf.find_funcs(name)
-            funcs += found
-            if not found:
-                missing.append(name)
-        if missing:
-            print(f"btfgen layout: {btf.path}: no function named {', '.join(missing)}",
-                  file=sys.stderr)
-            return 1
-    else:
-        funcs = list(btf.funcs())
-    layout = place_functions(btf, conv, funcs, ctx=args.ctx)
-    layout = apply_dwarf(layout, args, args.btf, conv, selected=bool(args.func))
+    target = open_target(args)
+    funcs, missing = target.select(args.func)
+    if missing:
+        print(f"btfgen layout: {target.path}: no function named {', '.join(missing)}",
+              file=sys.stderr)
+        return 1
+    placement = target.placement(funcs if args.func else None)
+    print_notes(placement)
+    layout = placement.layout
     if args.json:
         doc = to_json(layout)
         # Indented for a few functions (read by people), compact for many (read by programs).

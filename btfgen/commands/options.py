@@ -6,16 +6,16 @@
         add_header_arguments(parser)
 
     def run(args):
-        types = headers_from_args(args) or open_btf(args.btf, base=args.base)
+        target = open_target(args)
 
-With --header the headers replace the BTF as the source of types; they are parsed for --arch
-(any name btfgen.abi.arches accepts), or for the machine btfgen runs on.
+Every command opens its input the one way, `btfgen.open` (btfgen/target.py), through
+`open_target(args)`: with --header the headers replace the BTF as the source of types, parsed
+for --arch (any name btfgen.abi.arches accepts), or for the machine btfgen runs on.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 
 from btfgen.btf.reader import DEFAULT_PATH
@@ -51,26 +51,6 @@ def add_header_arguments(parser: argparse.ArgumentParser) -> None:
                        default=[], help="define a macro for the headers (repeatable)")
 
 
-def headers_from_args(args: argparse.Namespace):
-    """The HeaderTypes the options ask for, or None when no --header was given."""
-    if not getattr(args, "header", None):
-        if getattr(args, "include_dirs", None) or getattr(args, "defines", None):
-            raise HeaderError("-I/-D: only meaningful with --header")
-        return None
-    from btfgen.cheader import load_headers
-
-    arch = getattr(args, "arch", None) or platform.machine()
-    return load_headers(args.header, arch=arch, include_dirs=args.include_dirs,
-                        defines=args.defines)
-
-
-# DWARF is consulted when --dwarf names a file, and automatically when the input is an ELF file
-# with .debug_info (a -dbg vmlinux, a module or program built with -g): a function compiled with
-# another convention than its prototype is then never placed silently wrong. --no-dwarf turns the
-# automatic use off (reading a whole -dbg vmlinux's DWARF takes minutes). Automatic use that
-# fails (DWARF pyelftools cannot relocate, say) is a one-line warning, not an error.
-
-
 def add_dwarf_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("DWARF (the compiler's own word on where arguments are)")
     group.add_argument("--dwarf", metavar="FILE",
@@ -81,39 +61,33 @@ def add_dwarf_arguments(parser: argparse.ArgumentParser) -> None:
                        help="do not consult the input's own DWARF")
 
 
-def dwarf_for(args: argparse.Namespace, input_path: str | None) -> str | None:
-    """The file whose DWARF to consult, or None."""
+def open_target(args: argparse.Namespace, input: str | None = None, *,
+                dwarf_default: str | None = None):
+    """`btfgen.open` with what the options say: --header/-I/-D, --base, --arch, --ctx,
+    --dwarf/--no-dwarf. `input` defaults to the positional BTF; `dwarf_default` is the file
+    whose DWARF is consulted when --dwarf names none (default: the input's own)."""
+    from btfgen.target import AUTO
+    from btfgen.target import open as open_target_
+
+    headers = getattr(args, "header", None) or []
+    if not headers and (getattr(args, "include_dirs", None) or getattr(args, "defines", None)):
+        raise HeaderError("-I/-D: only meaningful with --header")
     if getattr(args, "dwarf", None):
-        return args.dwarf
-    if getattr(args, "no_dwarf", False) or getattr(args, "header", None) or not input_path:
-        return None
-    from btfgen.dwarf.reader import has_dwarf
+        dwarf = args.dwarf
+    elif getattr(args, "no_dwarf", False):
+        dwarf = None
+    else:
+        dwarf = dwarf_default or AUTO
+    input = input if input is not None else getattr(args, "btf", None)
+    return open_target_(None if headers else input, base=getattr(args, "base", None),
+                        headers=headers, include_dirs=getattr(args, "include_dirs", ()),
+                        defines=getattr(args, "defines", ()), arch=getattr(args, "arch", None),
+                        ctx=getattr(args, "ctx", "pt_regs"), dwarf=dwarf)
 
-    return input_path if has_dwarf(input_path) else None
 
-
-def apply_dwarf(layout, args: argparse.Namespace, input_path: str | None, conv,
-                selected: bool, quiet: bool = False):
-    """The layout corrected with DWARF where there is DWARF to consult."""
-    path = dwarf_for(args, input_path)
-    if path is None:
-        return layout
-    from btfgen.errors import DwarfError
-
-    from btfgen.dwarf.correct import correct_layout
-
-    try:
-        layout, corrections = correct_layout(layout, path, conv, selected=selected)
-    except DwarfError as e:
-        if getattr(args, "dwarf", None):
-            raise  # asked for by name: its failure is the command's
-        # The input's own DWARF, consulted unasked: say why it was not, and go on with the
-        # description's placement (as for an input without DWARF).
-        print(f"btfgen: warning: DWARF not consulted: {e}", file=sys.stderr)
-        return layout
-    if corrections and not quiet:
-        names = ", ".join(c.name for c in corrections[:8])
-        more = f" and {len(corrections) - 8} more" if len(corrections) > 8 else ""
-        print(f"btfgen: {len(corrections)} functions compiled with another convention than "
-              f"their prototype, placed from DWARF ({path}): {names}{more}", file=sys.stderr)
-    return layout
+def print_notes(placement, prog: str = "btfgen", quiet: bool = False) -> None:
+    """What the placement has to say (DWARF corrections, DWARF not consulted) on stderr."""
+    for line in placement.notes():
+        if quiet and not line.startswith("warning:"):
+            continue
+        print(f"{prog}: {line}", file=sys.stderr)

@@ -46,13 +46,13 @@ def open_input(path: str, base: str | None = None):
     """BTF from `path` as `open_btf` reads it; an ELF file with DWARF and no .BTF (a program
     built with -g) gets its BTF from pahole, the same type model as every other input."""
     from btfgen.btf.reader import open_btf
-    from btfgen.errors import BtfError
+    from btfgen.errors import BtfError, NoBtfSection
 
     try:
         return open_btf(path, base=base)
-    except BtfError as e:
-        if "no .BTF section" not in str(e) or base is not None:
-            raise
+    except NoBtfSection:
+        if base is not None:
+            raise  # a module's split BTF must come with the module, not be remade from DWARF
         from .reader import has_dwarf
 
         if not has_dwarf(path):

@@ -66,7 +66,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="an ELF file with DWARF for the same build (a -dbg vmlinux): functions "
                         "compiled with another convention than their prototype are read where "
                         "it says (default: the input itself when it has .debug_info)")
-    p.add_argument("--arch", help="the target's arch (default: this machine's)")
+    p.add_argument("--arch", help="the target's arch (default: the ELF machine of the input "
+                   "(--btf, the program), else this machine's)")
     p.add_argument("--header", action="append", default=[], metavar="FILE",
                    help="take a program's prototypes from C headers instead of its debug "
                         "information")
@@ -93,13 +94,26 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv=None, prog: str = "btfgen trace") -> int:
-    """The tool's exit status: the traced command's, 1 when tracing failed, 2 on bad usage."""
+    """The tool's exit status: the traced command's, 1 when tracing failed or a function is
+    missing, 2 on bad usage or input."""
     trace_run.PROG = prog
     try:
         return _main(sys.argv[1:] if argv is None else argv, prog)
+    except _BadInput as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return e.status
     except (trace_run.RunError, bpfload.BpfLoadError) as e:  # one line, plus libbpf's log
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
+
+
+class _BadInput(Exception):
+    """What the build refused: bad usage or input (2, as every btfgen command), or a function
+    that is not there (1, as `btfgen` and `btfgen layout` say it)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 def _main(argv: list[str], prog: str) -> int:
@@ -163,10 +177,12 @@ def _build(args, out: Path) -> None:
         headers=args.header, include=args.include, define=args.define)
     try:
         trace_build.build(req, out)
-    except (BtfgenError, trace_build.BuildError) as e:
-        raise trace_run.RunError(str(e)) from None
+    except trace_build.BuildError as e:
+        raise _BadInput(str(e), e.status) from None
+    except BtfgenError as e:
+        raise _BadInput(str(e), 2) from None
     except OSError as e:
-        raise trace_run.RunError(f"{e.filename or out}: {e.strerror}") from None
+        raise _BadInput(f"{e.filename or out}: {e.strerror}", 2) from None
 
 
 if __name__ == "__main__":  # a trace directory's btfgen_trace.py

@@ -9,6 +9,7 @@ import pytest
 from abi_corpus import available
 from toolchains import compile_c
 
+from btfgen.btf.made import MadeTypes
 from btfgen.abi.arches import load_arch
 from btfgen.abi.ctx import resolve_ctx
 from btfgen.btf.reader import open_btf
@@ -21,7 +22,7 @@ VMLINUX = "/sys/kernel/btf/vmlinux"
 def test_running_kernel_pt_regs_equals_the_description_defaults():
     conv = load_arch("x86_64")
     got = resolve_ctx(open_btf(VMLINUX), conv, "pt_regs")
-    want = resolve_ctx({}, conv, "pt_regs")  # a table with no structs: the defaults
+    want = resolve_ctx(MadeTypes(), conv, "pt_regs")  # a table with no structs: the defaults
     assert got.source == "btf" and want.source == "default"
     assert got.registers == want.registers and got.sp_offset == want.sp_offset == 152
     assert (got.struct_name, got.size) == ("pt_regs", 168) == (want.struct_name, want.size)

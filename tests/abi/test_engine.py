@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from btfgen.abi.arches import load_arch
 from btfgen.btf import types as T
+from btfgen.btf.made import MadeTypes
 from btfgen.place import place_functions
 
 
-class Table(dict):
-    pointer_size = 8
+Table = MadeTypes
 
 
 def build():

@@ -10,20 +10,12 @@ from hypothesis import strategies as st
 from btfgen.abi.arches import conventions
 from btfgen.btf import measure
 from btfgen.btf import types as T
+from btfgen.btf.made import MadeTypes
 from btfgen.layout import RegPiece
 from btfgen.place import place_functions
 
 
-class Table(dict):
-    def __init__(self, pointer_size: int):
-        super().__init__()
-        self.pointer_size = pointer_size
-        self[0] = T.Void(0, "", self)
-
-    def add(self, cls, *args, **kw):
-        obj = cls(len(self), *args, table=self, **kw)
-        self[obj.id] = obj
-        return obj
+Table = MadeTypes
 
 
 SCALARS = [("char", 1, T.INT_SIGNED), ("_Bool", 1, T.INT_BOOL), ("short", 2, T.INT_SIGNED),

@@ -175,7 +175,12 @@ def test_static_functions_sharing_a_name():
 def test_pointer_size_fallbacks():
     w = rawbtf.BtfWriter()
     w.int_("int", 4, 1)
-    assert load_btf("raw.btf", w.bytes()).pointer_size == 8  # no long, no ELF: 8
+    silent = load_btf("raw.btf", w.bytes())  # no long, no ELF: the BTF does not say
+    assert silent.declared_pointer_size is None
+    with pytest.raises(BtfError, match="does not say how large a pointer is"):
+        silent.pointer_size
+    silent.assume_pointer_size(4)  # what placing it for an arch does
+    assert silent.pointer_size == 4
     w.int_("long unsigned int", 4, 0)
     assert load_btf("raw.btf", w.bytes()).pointer_size == 4
     if toolchains.TOOLCHAINS["i386"].available():
@@ -246,3 +251,20 @@ def test_running_kernel_spellings_terminate():
     assert spelled == sum(1 for _ in btf.funcs())
     assert isinstance(btf.find_types("task_struct", "struct")[0], Struct)
     assert all(isinstance(f.proto, FuncProto) for f in btf.find_funcs("vfs_write"))
+
+
+def test_btf_that_does_not_say_its_pointer_size_is_placed_for_the_arch_named(tmp_path):
+    """No `long`, no ELF: 4-byte pointers for i386, 8 for x86_64 (it used to be 8 always, and
+    i386 was refused as a mismatch)."""
+    import btfgen
+
+    w = rawbtf.BtfWriter()
+    i = w.int_("int", 4, 1)
+    p = w.ref("PTR", i)
+    w.func("f", w.func_proto(i, [("p", p), ("n", i)]))
+    path = tmp_path / "raw.btf"
+    path.write_bytes(w.bytes())
+    for arch, size in (("i386", 4), ("x86_64", 8)):
+        target = btfgen.open(str(path), arch=arch)
+        (f,) = target.place().functions
+        assert f.args[0].size == size and target.types.pointer_size == size

@@ -1,4 +1,4 @@
-"""The header front end on its own: errors, determinism, target dependence, the TypeTable API."""
+"""The header front end on its own: errors, determinism, target dependence, the TypeSource API."""
 
 from __future__ import annotations
 
@@ -147,19 +147,21 @@ def test_standard_headers_are_the_targets(arch, tmp_path):
 def test_command_line_options(tmp_path):
     import argparse
 
-    from btfgen.commands.options import add_header_arguments, headers_from_args
+    from btfgen.cheader import HeaderTypes
+    from btfgen.commands.options import add_header_arguments, open_target
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--arch")
     add_header_arguments(parser)
     path = _write(tmp_path, "#ifdef WIDE\ntypedef long long n_t;\n#else\ntypedef int n_t;\n"
                   "#endif\nn_t f(n_t x);\n")
-    assert headers_from_args(parser.parse_args([])) is None
     args = parser.parse_args(["--header", path, "--arch", "arm", "-D", "WIDE", "-I", "/none"])
-    table = headers_from_args(args)
+    target = open_target(args)
+    table = target.types
+    assert isinstance(table, HeaderTypes) and target.arch == "arm"
     assert table.arch == "arm" and measure.size_of(table.find_funcs("f")[0].proto.ret) == 8
     with pytest.raises(HeaderError, match="only meaningful with --header"):
-        headers_from_args(parser.parse_args(["-D", "X"]))
+        open_target(parser.parse_args(["-D", "X"]))
 
 
 def test_kernel_style_annotations_are_seen_through(tmp_path):

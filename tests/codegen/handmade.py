@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from btfgen.btf import measure, walk
 from btfgen.btf import types as T
+from btfgen.btf.made import MadeTypes
 from btfgen.layout import (
     ArchLayout,
     CtxInfo,
@@ -18,13 +19,8 @@ from btfgen.layout import (
 )
 
 
-class Table(dict):
-    """A TypeTable: id -> Type, built by the helper methods."""
-
-    def __init__(self, pointer_size: int = 8):
-        super().__init__()
-        self.pointer_size = pointer_size
-        self[0] = T.Void(0, "", self)
+class Table(MadeTypes):
+    """A TypeSource: id -> Type, built by the helper methods."""
 
     def _add(self, cls, *args, **kw) -> int:
         i = len(self)

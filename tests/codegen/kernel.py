@@ -28,20 +28,18 @@ def btf():
 
 @cache
 def placed_all():
-    from btfgen.decode import convention_for
-    from btfgen.place import place_functions
+    from btfgen.target import Target, open
 
     b = btf()
-    return place_functions(b, convention_for(b), list(b.funcs()))
+    return Target(b, open(str(VMLINUX), dwarf=None).convention).place()
 
 
 def placed(names: tuple[str, ...]):
-    from btfgen.decode import convention_for
-    from btfgen.place import place_functions
+    from btfgen.target import Target, open
 
     b = btf()
-    funcs = [f for n in names for f in b.find_funcs(n)]
-    return place_functions(b, convention_for(b), funcs)
+    return Target(b, open(str(VMLINUX), dwarf=None).convention).place(
+        [f for n in names for f in b.find_funcs(n)])
 
 
 def vmlinux_h(directory: Path) -> Path:

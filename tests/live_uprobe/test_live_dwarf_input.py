@@ -11,16 +11,7 @@ import live_harness as harness
 from live_expected import FUNCS
 from test_live_generated import check_typed_decoders
 
-from btfgen.abi.arches import load_arch
-from btfgen.commands.options import apply_dwarf
-from btfgen.dwarf.pahole import open_input
-from btfgen.place import place_functions
-
-
-class _Args:
-    dwarf = None
-    no_dwarf = False
-    header = None
+import btfgen
 
 
 def test_typed_decoders_generated_from_a_debug_binary(tmp_path):
@@ -32,8 +23,7 @@ def test_typed_decoders_generated_from_a_debug_binary(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     # The same layout in this process, for the record decoding: the same input path.
-    btf = open_input(str(exe))
-    conv = load_arch("x86_64")
-    layout = place_functions(btf, conv, [btf.find_funcs(n)[0] for n in FUNCS])
-    layout = apply_dwarf(layout, _Args(), str(exe), conv, selected=True, quiet=True)
-    check_typed_decoders(tmp_path, exe, btf, layout)
+    target = btfgen.open(str(exe))  # the one DWARF policy: its own DWARF, consulted
+    assert target.dwarf == str(exe) and target.arch == "x86_64"
+    layout = target.place([target.types.find_funcs(n)[0] for n in FUNCS])
+    check_typed_decoders(tmp_path, exe, target.types, layout)

@@ -1,0 +1,326 @@
+"""`btfgen.open`: one input, on one arch, for one trace ctx — the object every command and the
+library start from.
+
+    import btfgen
+    t = btfgen.open("vmlinux")                     # arch from the ELF, else the host
+    t.arch, t.dwarf                                # "arm64", "vmlinux" (its own DWARF, if any)
+    t.function("vfs_read").entry(ctx, stack)       # typed values
+    sel = t.select(["vfs_*", "do_sys_open"])       # names and globs; sel.missing
+    layout = t.place(sel.functions)                # placed, corrected by DWARF where it differs
+
+A `Target` owns the decisions that used to be made in several places: where the types come
+from (BTF, an ELF's .BTF, a -g ELF's DWARF through pahole, or C headers), which calling
+convention applies (the one arch rule), which functions a list of names, globs and files means
+(the one selector), and when the compiler's DWARF overrides the description (the one DWARF
+policy).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import platform
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from btfgen.abi.arches import arch_for_elf_machine, load_arch
+from btfgen.abi.dsl import Convention
+from btfgen.btf import types as T
+from btfgen.btf.reader import DEFAULT_PATH
+from btfgen.errors import ArchError, BtfgenError, DwarfError
+from btfgen.layout import CTX_NAMES, ArchLayout, FunctionLayout
+
+
+class _Auto:
+    def __repr__(self) -> str:
+        return "AUTO"
+
+
+AUTO = _Auto()  # dwarf=AUTO: the input's own DWARF when it has some
+
+
+class BtfgenWarning(UserWarning):
+    """Something the library did not do, and why (DWARF it could not read, say)."""
+
+
+class Selection(NamedTuple):
+    functions: list[T.Func]  # in BTF id order, each once
+    missing: list[str]  # the names and globs that matched nothing, in request order
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    layout: ArchLayout
+    dwarf: str | None  # the file whose DWARF was consulted
+    corrections: tuple  # btfgen.dwarf.correct.Correction: functions placed from DWARF
+    warning: str | None = None  # why DWARF consulted unasked was not after all
+
+    def notes(self) -> list[str]:
+        """What a command says about this placement, one line each."""
+        lines = [] if self.warning is None else [f"warning: DWARF not consulted: {self.warning}"]
+        if self.corrections:
+            names = ", ".join(c.name for c in self.corrections[:8])
+            more = (f" and {len(self.corrections) - 8} more"
+                    if len(self.corrections) > 8 else "")
+            lines.append(f"{len(self.corrections)} functions compiled with another convention "
+                         f"than their prototype, placed from DWARF ({self.dwarf}): {names}{more}")
+        return lines
+
+
+def open(input: str | None = None, *, base: str | None = None, headers: Sequence[str] = (),
+         include_dirs: Iterable[str] = (), defines: Iterable[str] = (), arch: str | None = None,
+         ctx: str = "pt_regs", dwarf: str | None | _Auto = AUTO) -> Target:
+    """Open `input` for `arch`.
+
+    `input`: raw BTF, an ELF file with .BTF, or an ELF built with -g (its BTF made by pahole);
+    default the running kernel's BTF. With `headers`, the C headers are the types (parsed by
+    libclang for the arch) and `input`, if given, is the program they describe.
+    `base`: the base BTF of a split BTF (vmlinux, for a module's).
+    `arch`: any name btfgen knows; else the ELF machine of the input (or of `dwarf`), else the
+    machine btfgen runs on.
+    `dwarf`: a file with DWARF of the same build, consulted so that a function compiled with
+    another convention than its prototype is placed where the compiler put its arguments;
+    AUTO (the default): the input itself when it is an ELF with DWARF; None: never.
+    """
+    if ctx not in CTX_NAMES:
+        raise BtfgenError(f"unknown trace ctx {ctx!r}; valid: {', '.join(CTX_NAMES)}")
+    dwarf_path, dwarf_asked = _dwarf_file(dwarf, input, headers)
+    if headers:
+        conv = _convention(arch, None, input, dwarf_path)
+        from btfgen.cheader import load_headers
+
+        types = load_headers(list(headers), arch=conv.name, include_dirs=include_dirs,
+                             defines=defines)
+    else:
+        from btfgen.dwarf.pahole import open_input
+
+        input = input or DEFAULT_PATH
+        types = open_input(input, base=base)
+        conv = _convention(arch, types, input, dwarf_path)
+    return Target(types, conv, ctx, input, dwarf_path, dwarf_asked)
+
+
+def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str | None, bool]:
+    """(the file whose DWARF to consult, whether it was asked for by name)."""
+    if dwarf is None or dwarf is False:
+        return None, False
+    if dwarf is AUTO:
+        if headers or not input:
+            return None, False
+        from btfgen.dwarf.reader import has_dwarf
+
+        return (input if has_dwarf(input) else None), False
+    if not Path(dwarf).is_file():
+        raise DwarfError(f"{dwarf}: no such file")
+    return str(dwarf), True
+
+
+def _convention(arch: str | None, types: T.TypeSource | None, input: str | None,
+                dwarf: str | None) -> Convention:
+    """The one arch rule: the name given (a family name resolved by the pointer size); else the
+    ELF machine the types came with, else the input's or the DWARF file's ELF machine (raw BTF
+    beside a vmlinux, headers beside a program); else the host. An ELF of a machine no
+    description answers to is an error, never the host's convention in disguise."""
+    declared = types.declared_pointer_size if types is not None else None
+    if arch:
+        return load_arch(arch, declared)
+    machine, where = (types.elf_machine, types.path) if types is not None else (None, None)
+    for path in (input, dwarf):
+        if machine or not path:
+            continue
+        machine, elf_size = _elf_machine(path)
+        where, declared = path, declared or elf_size
+    if machine:
+        conv = arch_for_elf_machine(machine, declared)
+        if conv is None:
+            raise ArchError(f"{where}: no ABI description for {machine}; pass --arch")
+        return conv
+    return load_arch(platform.machine(), declared)
+
+
+def _elf_machine(path: str) -> tuple[str | None, int | None]:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with Path(path).open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return None, None
+            f.seek(0)
+            elf = ELFFile(f)
+            return str(elf["e_machine"]), elf.elfclass // 8
+    except (OSError, ELFError):
+        return None, None
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+class Target:
+    """Types, a calling convention and a trace ctx: everything placed, decoded, generated or
+    checked for one input answers from here. Functions are placed on first use and kept."""
+
+    def __init__(self, types: T.TypeSource, convention: Convention, ctx: str = "pt_regs",
+                 input: str | None = None, dwarf: str | None = None, dwarf_asked: bool = False):
+        self.types = types
+        self.convention = convention
+        self.ctx = ctx
+        self.input = input
+        self.dwarf = dwarf
+        self._dwarf_asked = dwarf_asked
+        self._by_name: dict[str, tuple[ArchLayout, tuple]] = {}
+
+    @property
+    def arch(self) -> str:
+        return self.convention.name
+
+    @property
+    def path(self) -> str:
+        return self.types.path
+
+    def __repr__(self) -> str:
+        dwarf = f", dwarf={self.dwarf!r}" if self.dwarf else ""
+        return (f"<btfgen.Target {self.path!r} arch={self.arch} ctx={self.ctx}{dwarf}: "
+                f"{len(self.types)} types>")
+
+    # -- choosing functions ------------------------------------------------------------------
+
+    def select(self, patterns: Iterable[str] = (), files: Iterable[str] = ()) -> Selection:
+        """The functions that `patterns` (names and globs) and the names in `files` (one a
+        line, `#` comments) mean; all of them when none are given. A name means every FUNC of
+        that name (static functions in several files share one)."""
+        wanted = list(patterns)
+        for f in files:
+            wanted += read_names(f)
+        types = self.types
+        if not wanted:
+            return Selection(list(types.funcs()), [])
+        chosen: dict[int, T.Func] = {}
+        missing = []
+        globs = [w for w in wanted if _GLOB.search(w)]
+        for name in wanted:
+            if name in globs:
+                continue
+            found = types.find_funcs(name)
+            if not found:
+                missing.append(name)
+            for f in found:
+                chosen[f.id] = f
+        if globs:
+            patterns_rx = [(g, re.compile(fnmatch.translate(g))) for g in globs]
+            hits = dict.fromkeys(globs, 0)
+            for f in types.funcs():
+                for g, rx in patterns_rx:
+                    if rx.match(f.name):
+                        chosen[f.id] = f
+                        hits[g] += 1
+            missing += [g for g in globs if not hits[g]]
+        order = {w: i for i, w in reversed(list(enumerate(wanted)))}
+        missing = sorted(dict.fromkeys(missing), key=order.__getitem__)
+        return Selection([chosen[i] for i in sorted(chosen)], missing)
+
+    # -- placing -----------------------------------------------------------------------------
+
+    def placement(self, functions: Iterable[T.Func] | None = None) -> Placement:
+        """`functions` (default: every one) placed, then corrected by DWARF where there is
+        DWARF to consult. A DWARF file named by the caller that cannot be read is an error; the
+        input's own, consulted unasked, is a `Placement.warning` and the description's
+        placement stands."""
+        from btfgen.place import place_functions
+
+        whole = functions is None
+        funcs = list(self.types.funcs()) if whole else list(functions)
+        layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
+        if self.dwarf is None or not funcs:
+            return Placement(layout, None, ())
+        from btfgen.dwarf.correct import correct_layout
+
+        try:
+            layout, corrections = correct_layout(layout, self.dwarf, self.convention,
+                                                 selected=not whole)
+        except DwarfError as e:
+            if self._dwarf_asked:
+                raise
+            return Placement(layout, None, (), warning=str(e))
+        return Placement(layout, self.dwarf, tuple(corrections))
+
+    def place(self, functions: Iterable[T.Func] | None = None) -> ArchLayout:
+        """`placement(functions).layout`; what was not done is a `BtfgenWarning`."""
+        p = self.placement(functions)
+        if p.warning:
+            warnings.warn(f"DWARF not consulted: {p.warning}", BtfgenWarning, stacklevel=2)
+        return p.layout
+
+    def check(self, functions: Iterable[T.Func] | None = None) -> list:
+        """Each function (default: every one) as placed by the description, against where
+        its DWARF says its parameters are at entry: `btfgen.dwarf.compare.FunctionVerdict`s,
+        one per name (static functions of one name are compared together), sorted by name."""
+        if self.dwarf is None:
+            raise DwarfError(f"{self.input or self.path}: no DWARF to check against (an ELF "
+                             f"built with -g, or a kernel's -dbg vmlinux)")
+        from btfgen.dwarf.compare import compare_function
+        from btfgen.dwarf.correct import read_dwarf
+        from btfgen.place import place_functions
+
+        whole = functions is None
+        funcs = list(self.types.funcs()) if whole else list(functions)
+        layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
+        found = read_dwarf(self.dwarf, self.convention,
+                           None if whole else {f.name for f in layout.functions})
+        verdicts = {}
+        for f in layout.functions:
+            if f.name not in verdicts:
+                verdicts[f.name] = compare_function(f, found.get(f.name, []), self.convention)
+        return [verdicts[k] for k in sorted(verdicts)]
+
+    def _named(self, name: str) -> tuple[ArchLayout, tuple]:
+        hit = self._by_name.get(name)
+        if hit is None:
+            funcs = self.types.find_funcs(name)
+            if not funcs:
+                raise KeyError(f"{self.path}: no function {name!r}")
+            arch = self.place(funcs)
+            from btfgen.decode import function
+
+            hit = self._by_name[name] = (arch, tuple(function(f, arch) for f in arch.functions))
+        return hit
+
+    def layouts(self, name: str) -> tuple[FunctionLayout, ...]:
+        """Every function of that name, placed (static functions in several files share one)."""
+        return self._named(name)[0].functions
+
+    def layout(self, name: str) -> FunctionLayout:
+        return self.layouts(name)[0]
+
+    def arch_layout(self, name: str) -> ArchLayout:
+        return self._named(name)[0]
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def functions(self, name: str) -> tuple:
+        """The decoders (`btfgen.decode.Function`) of every function of that name."""
+        return self._named(name)[1]
+
+    def function(self, name: str):
+        """The decoder of the first function of that name: `.entry(ctx, stack, read_memory)`,
+        `.decode_exit(ctx)`, `.decode_record(record)`."""
+        return self.functions(name)[0]
+
+
+def read_names(path: str) -> list[str]:
+    """Function names or globs from a file: one a line, `#` starts a comment."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise BtfgenError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise BtfgenError(f"{path}: not a text file of function names") from None
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out.append(line)
+    return out
