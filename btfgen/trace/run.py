@@ -45,6 +45,10 @@ class RunError(Exception):
     """One line for the user."""
 
 
+class InputError(RunError):
+    """Bad input (a directory that is no trace directory): exit status 2, as every command."""
+
+
 @dataclass
 class Options:
     command: list[str]  # run this and trace it while it runs (user mode: the program's args)
@@ -62,12 +66,12 @@ def load_manifest(directory: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
-        raise RunError(f"{directory}: not a trace directory (no trace.json; make one with "
+        raise InputError(f"{directory}: not a trace directory (no trace.json; make one with "
                        "--build)") from None
     except (OSError, ValueError) as e:
-        raise RunError(f"{path}: {e}") from None
+        raise InputError(f"{path}: {e}") from None
     if manifest.get("format") != 1:
-        raise RunError(f"{path}: unknown format {manifest.get('format')!r}")
+        raise InputError(f"{path}: unknown format {manifest.get('format')!r}")
     return manifest
 
 

@@ -102,6 +102,9 @@ def main(argv=None, prog: str = "btfgen trace") -> int:
     except _BadInput as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return e.status
+    except trace_run.InputError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
     except (trace_run.RunError, bpfload.BpfLoadError) as e:  # one line, plus libbpf's log
         print(f"{prog}: {e}", file=sys.stderr)
         return 1

@@ -117,10 +117,12 @@ def test_kernel_functions_on_this_kernel():
 @pytest.mark.parametrize("args, status, start", [
     (["--kernel", "btfgen_no_such_function"], 1, "no function 'btfgen_no_such_function' in "),
     (["--kernel"], 2, "name the kernel functions"),
-    (["--run", "/nonexistent-dir"], 1, "/nonexistent-dir: not a trace directory"),
+    (["--run", "/nonexistent-dir"], 2, "/nonexistent-dir: not a trace directory"),
     (["--run", "/tmp", "vfs_read"], 2, "--run takes no functions"),
-    (["--kernel", "--btf", "/nonexistent.btf", "vfs_read"], 1, "/nonexistent.btf: no such file"),
-    (["--kernel", "--arch", "vax", "vfs_read"], 1, "unknown arch 'vax'"),
+    (["--kernel", "--btf", "/nonexistent.btf", "vfs_read"], 2, "/nonexistent.btf: no such file"),
+    (["--kernel", "--btf", "/etc/passwd", "vfs_read"], 2, "/etc/passwd: neither BTF"),
+    (["/nonexistent", "f"], 2, "/nonexistent: no such file"),
+    (["--kernel", "--arch", "vax", "vfs_read"], 2, "unknown arch 'vax'"),
     (["--kernel", "--duration", "0", "vfs_read"], 2, "--pid and --duration must be positive"),
 ])
 def test_bad_input_is_one_line(args, status, start):
