@@ -142,3 +142,17 @@ def test_a_ctx_without_a_stack_pointer_reads_no_stack_argument(tmp_path):
     assert all("holds no stack pointer" in (a.unavailable or "") for a in f.args[6:])
     header = generate(layout, t, ("bpf",))["btfgen.bpf.h"]
     assert "#define BTFGEN_SP(ctx) ((__u64)0)" in header
+
+
+def test_a_g_elf_without_btf_is_told_apart_by_the_errors_type():
+    """`open_input` used to decide whether to run pahole by the text of an error message."""
+    from btfgen.btf.reader import open_btf
+    from btfgen.errors import NoBtfSection
+
+    if not toolchains.have("pahole", "gcc"):
+        pytest.skip("no gcc or pahole")
+    obj = str(toolchains.compile_c(SOURCE, "x86_64", btf=False))
+    with pytest.raises(NoBtfSection):
+        open_btf(obj)
+    target = btfgen.open(obj)  # BTF made from its DWARF
+    assert target.dwarf == obj and target.select(["f_seven"]).functions
