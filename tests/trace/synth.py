@@ -72,3 +72,42 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
 
 
 assert output.EVENT_HEADER == recording.EVENT_HEADER
+
+
+def reseal(path: Path, header=None, sections=None) -> None:
+    """Damage a recording past its checksums: `header(dict)` changes the parsed JSON header,
+    `sections(list)` the batches' section tables ([function, kind, count, pad] each, batch by
+    batch); every CRC and sum is recomputed, so only the reader's own checks can catch it."""
+    import json
+    import zlib
+
+    data = Path(path).read_bytes()
+    magic, version, size, _crc, pad = recording.FILE_HEAD.unpack_from(data)
+    text = data[recording.FILE_HEAD.size:recording.FILE_HEAD.size + size]
+    head = json.loads(text)
+    strides = [f["stride"] for f in head["functions"]]  # the framing as written
+    if header:
+        header(head)
+    new = json.dumps(head, sort_keys=True).encode()
+    out = bytearray(recording.FILE_HEAD.pack(magic, version, len(new), zlib.crc32(new), pad))
+    out += new
+    at = recording.FILE_HEAD.size + size
+    while data[at:at + 4] == b"BATC":
+        _, n, nsec, _crc, total = recording.BATCH_HEAD.unpack_from(data, at)
+        at += recording.BATCH_HEAD.size
+        table = [list(recording.SECTION.unpack_from(data, at + i * recording.SECTION.size))
+                 for i in range(nsec)]
+        at += nsec * recording.SECTION.size
+        olen = n * 2 + (-n * 2) % 8
+        order = data[at:at + olen]
+        at += olen
+        plen = sum(count * strides[fn] for fn, _kind, count, _pad in table)
+        payload = data[at:at + plen]
+        at += plen
+        if sections:
+            sections(table)
+        body = b"".join(recording.SECTION.pack(*s) for s in table) + order
+        out += recording.BATCH_HEAD.pack(b"BATC", n, len(table), zlib.crc32(body), total)
+        out += body + payload
+    out += data[at:]
+    Path(path).write_bytes(bytes(out))
