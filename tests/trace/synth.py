@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import struct
 import sys
 from pathlib import Path
 
-from btfgen.trace import output, recording
+from btfgen.decoder import spec_format
+from btfgen.decoder.generic import DATA_SIZE  # the ring buffer's events are this long past
+from btfgen.trace import output, recording  # the record header
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_SIZE = 1024  # BTFGEN_DATA_SIZE: the ring buffer's events are this long past the header
+RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
 
 
 def module(arch: str):
@@ -36,9 +37,8 @@ def descriptors(mod) -> list:
 
 def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int = 0,
           failed: int = 0, order: str = "little") -> bytes:
-    o = "<" if order == "little" else ">"
-    head = struct.pack(o + "II16sQI4x", 42, tid, b"synth", ns, cpu)
-    rec = struct.pack(o + "IIQ", desc[1], kind, failed)
+    head = output.HEADS[order].pack(42, tid, b"synth", ns, cpu, 0)
+    rec = RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
     return head + rec + rng.randbytes(DATA_SIZE)
 
 
@@ -70,8 +70,6 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
             w.flush()
     w.close(lost)
 
-
-assert output.EVENT_HEADER == recording.EVENT_HEADER
 
 
 def reseal(path: Path, header=None, sections=None) -> None:
