@@ -42,9 +42,14 @@ def _field(fields, name: str, at: int = 0) -> tuple[str, int]:
 
 EVENT_FIELDS = [(column, *_field(spec_format.EVENT_HEAD, field))
                 for column, field in EVENT_COLUMNS.items()]
-# The record's header: `failed` nulls values; btf_id and kind must be the section's.
-RECORD_FIELDS = [(name, *_field(spec_format.RECORD_HEAD, name, recording.EVENT_HEADER))
-                 for name in ("failed", "btf_id", "kind")]
+# The record's header: `failed` nulls values; btf_id and kind, read as one word (one pass),
+# must be the section's.
+_ID_KIND = spec_format.RECORD_HEAD[:2]
+assert [f.name for f in _ID_KIND] == ["btf_id", "kind"]
+RECORD_FIELDS = [
+    ("failed", *_field(spec_format.RECORD_HEAD, "failed", recording.EVENT_HEADER)),
+    ("id_kind", f"u{spec_format.size_of(_ID_KIND)}", recording.EVENT_HEADER),
+]
 DATA_AT = recording.EVENT_HEADER + recording.RECORD_HEADER
 SIZES = {1, 2, 4, 8}
 FLOATS = {2: "f2", 4: "f4", 8: "f8"}
@@ -81,6 +86,9 @@ class Layout:
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
                                "itemsize": stride})
         self.fn, self.kind = fn, kind
+        # The id_kind word of this function's events of this kind.
+        self.id_kind = int.from_bytes(spec_format.structs(_ID_KIND)[order].pack(fn.btf_id, kind),
+                                      order)
 
 
 def _scalar(vdesc) -> str | None:
@@ -162,7 +170,7 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
 
 def _to_arrow(layout: Layout, payload):
     a = np.frombuffer(payload, dtype=layout.dtype)
-    if len(a) and ((a["btf_id"] != layout.fn.btf_id).any() or (a["kind"] != layout.kind).any()):
+    if len(a) and (a["id_kind"] != np.uint64(layout.id_kind)).any():
         # A section's events are its function's, of its kind: else each would be misread.
         raise recording.RecordError(f"corrupt batch (a section of {layout.fn.name} "
                                     f"{'exits' if layout.kind else 'entries'} holds other "

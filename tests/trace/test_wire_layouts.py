@@ -83,3 +83,4 @@ def test_python_sides_take_the_table():
     assert offsets["timestamp"] == spec_format.offset_of(spec_format.EVENT_HEAD, "ns")
     assert offsets["failed"] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "failed")
     assert columnar.DATA_AT == event + record
+    assert offsets["id_kind"] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "btf_id")
