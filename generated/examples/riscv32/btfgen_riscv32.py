@@ -269,7 +269,7 @@ class Member(NamedTuple):
             _malformed(f"{what}: a bitfield of {m.type.tag}")
         end = bit_offset + bit_size if bit_size else bit_offset // 8 * 8 + 8 * type_size(m.type)
         if end > 8 * size:
-            _malformed(f"{what}: ends at bit {end} of a {size}-byte {tuple(obj)[0]}")
+            _malformed(f"{what}: ends at bit {end} of {size} bytes")
         return m
 
 
