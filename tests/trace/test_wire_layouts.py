@@ -84,3 +84,25 @@ def test_python_sides_take_the_table():
     assert offsets["failed"] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "failed")
     assert columnar.DATA_AT == event + record
     assert offsets["id_kind"] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "btf_id")
+
+
+def test_the_run_side_carries_the_tables(tmp_path):
+    """In a trace directory (no btfgen) the run-side modules find spec_format.py beside them:
+    build.RUNTIME must copy it there (btfgen/decoder/spec_format.py -> spec_format.py)."""
+    import sys
+
+    from btfgen.trace import build
+
+    for module, name in build.RUNTIME.items():
+        shutil.copyfile(TRACE / module, tmp_path / name)
+    shutil.copyfile(Path(spec_format.__file__), tmp_path / "spec_format.py")
+    script = ("import sys\nsys.modules['btfgen'] = None\n"
+              "import output, recording, run\n"
+              "print(output.EVENT_HEADER, recording.RECORD_HEADER, output.HEADS['big'].format)\n")
+    proc = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    event = spec_format.size_of(spec_format.EVENT_HEAD)
+    record = spec_format.size_of(spec_format.RECORD_HEAD)
+    assert proc.stdout.split() == [str(event), str(record),
+                                   ">" + spec_format.struct_format(spec_format.EVENT_HEAD)]
