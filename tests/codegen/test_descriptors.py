@@ -138,9 +138,10 @@ def test_a_nested_composite_member_must_fit():
 
 def test_a_generated_module_imports_without_btfgen(tmp_path):
     """The runtime and spec_format text a generated module embeds import nothing of btfgen."""
+    module = str(ROOT / "generated" / "examples" / "x86_64" / "btfgen_x86_64.py")
     script = ("import sys, importlib.util\n"
               "sys.modules['btfgen'] = None  # any import of btfgen fails\n"
-              f"spec = importlib.util.spec_from_file_location('m', {str(ROOT / 'generated' / 'examples' / 'x86_64' / 'btfgen_x86_64.py')!r})\n"
+              f"spec = importlib.util.spec_from_file_location('m', {module!r})\n"
               "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
               "f = m.function('scalars'); print(repr(f), len(m.spec('scalars')))\n")
     proc = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True,
