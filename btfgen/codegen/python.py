@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from btfgen.decoder import spec_format
+from btfgen.decoder import runtime, spec_format
 
-_INTERNED = ("struct", "union", "enum", "array")
+_INTERNED = (runtime.CompositeType, runtime.EnumType, runtime.ArrayType)
+_TYPES = tuple(dict.fromkeys(runtime.TYPES.values()))
 
 
 class Literals:
@@ -24,19 +25,20 @@ class Literals:
         """A type descriptor: `_T[i]` for a shared kind, else its literal (memoised)."""
         hit = self._text.get(id(desc))
         if hit is None:
-            if desc[0] in _INTERNED:
+            if isinstance(desc, _INTERNED):
                 body = self._tuple(desc)
                 hit = f"_T[{len(self.entries)}]"
                 self.entries.append(body)
             else:
-                hit = repr(desc)  # scalars: only str, int, bool
+                hit = repr(tuple(desc))  # scalars: only str, int, bool
             self._text[id(desc)] = hit
             self._keep.append(desc)
         return hit
 
-    def value_text(self, v: tuple) -> str:
-        """A value descriptor (name, type, size, pieces, by_ref, unavailable)."""
-        return f"({v[0]!r}, {self.type_text(v[1])}, {v[2]!r}, {v[3]!r}, {v[4]!r}, {v[5]!r})"
+    def value_text(self, v: runtime.ValueDesc) -> str:
+        """A value descriptor, as the tuple literal `runtime.ValueDesc.check` rebuilds."""
+        return (f"({v.name!r}, {self.type_text(v.type)}, {v.size!r}, {self.text(v.pieces)}, "
+                f"{v.by_ref!r}, {v.unavailable!r})")
 
     def text(self, obj) -> str:
         if isinstance(obj, tuple):
@@ -51,16 +53,12 @@ class Literals:
         # Inside a type descriptor: member tuples, nested type descriptors, enum name maps.
         parts = []
         for x in obj:
-            if isinstance(x, tuple) and x and isinstance(x[0], str) and x[0] in _TYPE_TAGS:
+            if isinstance(x, _TYPES):
                 parts.append(self.type_text(x))
             else:
                 parts.append(self.text(x))
         inner = ", ".join(parts)
         return f"({inner},)" if len(obj) == 1 else f"({inner})"
-
-
-_TYPE_TAGS = frozenset({"int", "bool", "enum", "ptr", "float", "chars", "array", "struct", "union",
-                        "bytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +79,11 @@ class ModuleView:
 
 
 def runtime_source() -> str:
-    """The runtime's code after its `from __future__` line (the module docstring stays behind)."""
-    from btfgen.decoder import runtime
-
-    src = Path(runtime.__file__).read_text()
+    """The code of spec_format (the record header the runtime reads) and of the runtime, each
+    after its `from __future__` line (the module docstrings stay behind)."""
     marker = "from __future__ import annotations\n"
-    return src.split(marker, 1)[1].strip("\n") + "\n"
+    parts = []
+    for module in (spec_format, runtime):
+        src = Path(module.__file__).read_text().split(marker, 1)[1]
+        parts.append(src.split('\nif __name__ == "__main__":', 1)[0].strip("\n") + "\n")
+    return "\n\n".join(parts)

@@ -1,4 +1,4 @@
-"""Descriptors (plain tuples, see `runtime`) from the type model and a function's layout.
+"""Descriptors (runtime's NamedTuples) from the type model and a function's layout.
 
 The same descriptors drive the library decoder and are printed as literals into generated Python
 modules, so both decode identically.
@@ -11,16 +11,33 @@ from btfgen.btf import types as T
 from btfgen.btf.walk import TypeWalk
 from btfgen.decoder.generic import GenericPlan, piece_source
 from btfgen.decoder.generic import plan as generic_plan
+from btfgen.decoder.runtime import (
+    ArrayType,
+    BoolType,
+    BytesType,
+    CharsType,
+    CompositeType,
+    EnumType,
+    FastPath,
+    FloatType,
+    FunctionDesc,
+    IntType,
+    Member,
+    Piece,
+    Plan,
+    PtrType,
+    RecordPlans,
+    RetDesc,
+    ValueDesc,
+)
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
 
 
 def type_desc(t: T.Type, memo: dict | None = None) -> tuple:
     """The descriptor of `t`; `memo` (by type id) makes one type one shared descriptor object,
-    which a generated module then prints once."""
-    try:
-        return _Describe({} if memo is None else memo).desc(t, 0)
-    except T.TypeWalkError:  # past the one depth limit, or a member without a size
-        return ("bytes", 0)
+    which a generated module then prints once. TypeWalkError past the one depth limit, or for a
+    member without a size: no descriptor would decode it right."""
+    return _Describe({} if memo is None else memo).desc(t, 0)
 
 
 class _Describe(TypeWalk):
@@ -37,35 +54,36 @@ class _Describe(TypeWalk):
 
     def visit_int(self, t: T.Int, depth: int) -> tuple:
         if t.is_bool:
-            return ("bool", t.size)
-        return ("int", t.size, t.signed)
+            return BoolType("bool", t.size)
+        return IntType("int", t.size, t.signed)
 
     def visit_enum(self, t: T.Enum, depth: int) -> tuple:
         names: dict[int, str] = {}
         for v in t.values:
             names.setdefault(v.value, v.name)
-        return ("enum", t.size, t.signed, names)
+        return EnumType("enum", t.size, t.signed, names)
 
     def visit_ptr(self, t: T.Ptr, depth: int) -> tuple:
-        return ("ptr", t.table.pointer_size)
+        return PtrType("ptr", t.table.pointer_size)
 
     def visit_float(self, t: T.Float, depth: int) -> tuple:
-        return ("float", t.size)
+        return FloatType("float", t.size)
 
     def visit_array(self, t: T.Array, depth: int) -> tuple:
         elem = walk.strip(t.elem)
         if isinstance(elem, T.Int) and elem.size == 1 and not elem.is_bool:
-            return ("chars", t.nelems)
-        return ("array", t.nelems, measure.size_of(elem), self.desc(elem, depth))
+            return CharsType("chars", t.nelems)
+        return ArrayType("array", t.nelems, measure.size_of(elem), self.desc(elem, depth))
 
     def visit_composite(self, t: T.Composite, depth: int) -> tuple:
         """Members as (name, bit_offset, bit_size, type), anonymous members' own lifted."""
         tag = "struct" if isinstance(t, T.Struct) else "union"
-        return (tag, t.size, tuple((m.name, offset, m.bitfield_size, self.desc(m.type, depth))
-                                   for m, offset in walk.named_members(t, depth)))
+        return CompositeType(tag, t.size, tuple(
+            Member(m.name, offset, m.bitfield_size, self.desc(m.type, depth))
+            for m, offset in walk.named_members(t, depth)))
 
     def visit_other(self, t: T.Type, depth: int) -> tuple:
-        return ("bytes", measure.size_of(t))
+        return BytesType("bytes", measure.size_of(t))
 
 
 def _value_desc_memo(v: ValueLayout, byte_order: str, memo: dict) -> tuple:
@@ -75,37 +93,45 @@ def _value_desc_memo(v: ValueLayout, byte_order: str, memo: dict) -> tuple:
     return d
 
 
-def value_desc(v: ValueLayout, byte_order: str, memo: dict | None = None) -> tuple:
+def value_desc(v: ValueLayout, byte_order: str, memo: dict | None = None) -> ValueDesc:
+    """A value whose type cannot be described is unavailable, saying why (never shown as some
+    other type's bytes)."""
     pieces = []
     for p in v.pieces:
         source, src = piece_source(p, byte_order)
-        pieces.append((source, src, p.size, p.value_offset))
-    return (v.name, type_desc(v.type, memo), v.size, tuple(pieces), v.by_ref, v.unavailable)
+        pieces.append(Piece(source, src, p.size, p.value_offset))
+    unavailable = v.unavailable
+    try:
+        t = type_desc(v.type, memo)
+    except T.TypeWalkError as e:
+        t = BytesType("bytes", 0)
+        unavailable = unavailable or f"its type cannot be decoded ({e})"
+    return ValueDesc(v.name, t, v.size, tuple(pieces), v.by_ref, unavailable)
 
 
 _CODES = {1: "bB", 2: "hH", 4: "iI", 8: "qQ"}
 
 
-def fast_format(f: FunctionLayout, args: tuple, byte_order: str):
-    """(struct format, permutation) reading every argument in one go, or None when some argument
-    is not one whole scalar in one register."""
+def fast_format(f: FunctionLayout, args: tuple[ValueDesc, ...], byte_order: str):
+    """The FastPath (struct format, permutation) reading every argument in one go, or None when
+    some argument is not one whole scalar in one register."""
     spots = []
     for v, d in zip(f.args, args):
-        tdesc = d[1]
+        tdesc = d.type
         if v.unavailable is not None or v.by_ref or len(v.pieces) != 1:
             return None
         (p,) = v.pieces
         if not isinstance(p, RegPiece) or p.size != v.size or v.size not in _CODES:
             return None
-        if tdesc[0] == "int":
-            code = _CODES[v.size][0 if tdesc[2] else 1]
-        elif tdesc[0] == "ptr":
+        if tdesc.tag == "int":
+            code = _CODES[v.size][0 if tdesc.signed else 1]
+        elif tdesc.tag == "ptr":
             code = _CODES[v.size][1]
-        elif tdesc[0] == "bool" and v.size == 1:
+        elif tdesc.tag == "bool" and v.size == 1:
             code = "?"
         else:
             return None
-        spots.append((d[3][0][1], v.size, code))
+        spots.append((d.pieces[0].src, v.size, code))
     order = sorted(range(len(spots)), key=lambda i: spots[i][0])
     fmt, pos = ["<" if byte_order == "little" else ">"], 0
     for i in order:
@@ -117,11 +143,11 @@ def fast_format(f: FunctionLayout, args: tuple, byte_order: str):
         fmt.append(code)
         pos = src + size
     perm = tuple(order.index(i) for i in range(len(spots)))
-    return ("".join(fmt), None if perm == tuple(range(len(perm))) else perm)
+    return FastPath("".join(fmt), None if perm == tuple(range(len(perm))) else perm)
 
 
 def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
-                  gplan: GenericPlan | None = None, memo: dict | None = None) -> tuple:
+                  gplan: GenericPlan | None = None, memo: dict | None = None) -> FunctionDesc:
     order = "little" if byte_order == "little" else "big"
     memo = {} if memo is None else memo
     # Values recur across prototypes as one object: the memo keeps their descriptors too.
@@ -129,12 +155,12 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
     ret = None
     if f.ret is not None:
         needs_entry = f.ret.by_ref and not f.ret.at_exit
-        ret = (_value_desc_memo(f.ret, byte_order, memo), needs_entry)
+        ret = RetDesc(_value_desc_memo(f.ret, byte_order, memo), needs_entry)
     gplan = gplan or generic_plan(f, byte_order, pointer_size)
 
     def plans(ps):
-        return tuple(None if p is None else (p.data_off, p.ptr_off, p.op_mask) for p in ps)
+        return tuple(None if p is None else Plan(p.data_off, p.ptr_off, p.op_mask) for p in ps)
 
-    record = (plans(gplan.entry), plans(gplan.exit))
+    record = RecordPlans(plans(gplan.entry), plans(gplan.exit))
     fast = fast_format(f, args, byte_order)
-    return (f.name, f.btf_id, order, pointer_size, args, ret, fast, record)
+    return FunctionDesc(f.name, f.btf_id, order, pointer_size, args, ret, fast, record)

@@ -1,29 +1,42 @@
-"""The generic decoder's wire structs, defined once.
+"""The binary layouts BPF writes and Python reads, defined once.
 
-`struct btfgen_op`, the head of `struct btfgen_spec` (its `ops` array follows) and the head of
-`struct btfgen_record` (its `data` follows): the BPF header prints the C structs from these
-fields (templates/bpf_common.h.j2), the Python side packs and unpacks with the `struct` formats
-derived from them (the generated module's `spec()`, the runtime's record header). Byte order is
-the target's, so the formats carry none.
+`struct btfgen_op`, the head of `struct btfgen_spec` (its `ops` array follows), the head of
+`struct btfgen_record` (its `data` follows) and the head of `btfgen trace`'s `struct
+trace_event` (its `btfgen_record` follows), and the size of the tracer's specs map. The BPF
+header prints the generic structs from these fields (templates/bpf_common.h.j2); the tracer's
+event struct is printed from them into btfgen/trace/trace_event.h (`python -m
+btfgen.decoder.spec_format` writes it; a test checks the copy and compiles it); the Python side
+packs and unpacks with the `struct` formats derived from them (the generated module's `spec()`,
+the runtime's record header, the trace run side and `btfgen decode`). Byte order is the
+target's, so the formats carry none.
+
+Standard library only and importing nothing of btfgen: a generated module embeds this file's
+text before the runtime's, and the trace run side carries a copy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from typing import NamedTuple
 
-_CODES = {"__u8": "B", "__u16": "H", "__u32": "I", "__u64": "Q"}
+_CODES = {"__u8": "B", "__u16": "H", "__u32": "I", "__u64": "Q", "char": "s"}
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):  # not a dataclass: generated modules run this text unregistered
     ctype: str  # one of _CODES
     name: str
     comment: str = ""
+    count: int = 0  # an array of `count` elements (only char: bytes); 0 for a scalar
 
     @property
     def code(self) -> str:
         """The `struct` module's letter for the field (standard sizes, no padding)."""
-        return _CODES[self.ctype]
+        return f"{self.count}{_CODES[self.ctype]}" if self.count else _CODES[self.ctype]
+
+    @property
+    def declaration(self) -> str:
+        return f"{self.ctype} {self.name}[{self.count}]" if self.count else \
+            f"{self.ctype} {self.name}"
 
 
 OP = (Field("__u16", "src"), Field("__u16", "dst"), Field("__u16", "size"),
@@ -40,9 +53,58 @@ RECORD_HEAD = (
     Field("__u32", "kind", "0: entry, 1: exit"),
     Field("__u64", "failed", "bit i: operation i failed (its bytes are zero)"),
 )
+# `btfgen trace`: who made the call and when, before the call's btfgen_record.
+EVENT_HEAD = (
+    Field("__u32", "tgid"),
+    Field("__u32", "pid", "the thread: entries and exits are paired by it"),
+    Field("char", "comm", count=16),
+    Field("__u64", "ns", "bpf_ktime_get_ns: CLOCK_MONOTONIC"),
+    Field("__u32", "cpu"),
+    Field("__u32", "pad", "keeps the record 8-byte aligned; always 0"),
+)
+# Entries of the tracer's specs map: functions one trace directory can attach (the attach
+# cookie is the index).
+MAX_FUNCTIONS = 4096
 
 
 def struct_format(fields: tuple[Field, ...]) -> str:
     """The fields' `struct` format without a byte-order prefix (so no padding either: the C
     structs are laid out without any)."""
     return "".join(f.code for f in fields)
+
+
+def size_of(fields: tuple[Field, ...]) -> int:
+    return struct.calcsize("<" + struct_format(fields))
+
+
+def offset_of(fields: tuple[Field, ...], name: str) -> int:
+    """Where field `name` starts."""
+    for at, f in enumerate(fields):
+        if f.name == name:
+            return size_of(fields[:at])
+    raise KeyError(name)
+
+
+def structs(fields: tuple[Field, ...]) -> dict[str, struct.Struct]:
+    """The fields' `struct.Struct` in each byte order, by its name ("little", "big")."""
+    fmt = struct_format(fields)
+    return {"little": struct.Struct("<" + fmt), "big": struct.Struct(">" + fmt)}
+
+
+TRACE_HEADER = "trace_event.h"  # beside trace.bpf.c, which includes it
+
+
+def trace_header() -> str:
+    """btfgen/trace/trace_event.h: the tracer's event struct and map size for trace.bpf.c."""
+    body = "".join(f"\t{f.declaration};" + (f" /* {f.comment} */" if f.comment else "") + "\n"
+                   for f in EVENT_HEAD)
+    return ("/* Generated from btfgen/decoder/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by\n"
+            " * `python -m btfgen.decoder.spec_format`. DO NOT EDIT. */\n"
+            "#ifndef BTFGEN_TRACE_EVENT_H\n#define BTFGEN_TRACE_EVENT_H\n"
+            f"#define BTFGEN_TRACE_MAX_FUNCTIONS {MAX_FUNCTIONS}\n\n"
+            "struct trace_event {\n" + body + "\tstruct btfgen_record rec;\n};\n"
+            "#endif /* BTFGEN_TRACE_EVENT_H */\n")
+
+
+if __name__ == "__main__":
+    print(trace_header(), end="")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from btfgen.decoder import spec_format
+from btfgen.decoder.runtime import DecodeError
 from btfgen.errors import BtfgenError
 from btfgen.trace import replay, recording
 
@@ -28,9 +30,26 @@ except ImportError as e:  # one line for the CLI
                       ) from None
 
 KINDS = {"entry": 0, "exit": 1}
-# struct trace_event's header, then btfgen_record's: where each event field sits.
-EVENT_FIELDS = [("timestamp", "u8", 24), ("cpu", "u4", 32), ("pid", "u4", 0), ("tid", "u4", 4)]
-FAILED_AT = recording.EVENT_HEADER + 8
+# Columns from struct trace_event's header: column -> its field there.
+EVENT_COLUMNS = {"timestamp": "ns", "cpu": "cpu", "pid": "tgid", "tid": "pid"}
+
+
+def _field(fields, name: str, at: int = 0) -> tuple[str, int]:
+    """(numpy unsigned format, offset) of an integer field of a spec_format table."""
+    size = spec_format.size_of(tuple(f for f in fields if f.name == name))
+    return f"u{size}", at + spec_format.offset_of(fields, name)
+
+
+EVENT_FIELDS = [(column, *_field(spec_format.EVENT_HEAD, field))
+                for column, field in EVENT_COLUMNS.items()]
+# The record's header: `failed` nulls values; btf_id and kind, read as one word (one pass),
+# must be the section's.
+_ID_KIND = spec_format.RECORD_HEAD[:2]
+assert [f.name for f in _ID_KIND] == ["btf_id", "kind"]
+RECORD_FIELDS = [
+    ("failed", *_field(spec_format.RECORD_HEAD, "failed", recording.EVENT_HEADER)),
+    ("id_kind", f"u{spec_format.size_of(_ID_KIND)}", recording.EVENT_HEADER),
+]
 DATA_AT = recording.EVENT_HEADER + recording.RECORD_HEADER
 SIZES = {1, 2, 4, 8}
 FLOATS = {2: "f2", 4: "f4", 8: "f8"}
@@ -44,41 +63,49 @@ class Layout:
     def __init__(self, fn, kind: int, stride: int, order: str) -> None:
         bo = "<" if order == "little" else ">"
         names, formats, offsets = [], [], []
-        for name, fmt, at in EVENT_FIELDS + [("failed", "u8", FAILED_AT)]:
+        for name, fmt, at in EVENT_FIELDS + RECORD_FIELDS:
             names.append(name), formats.append(bo + fmt), offsets.append(at)
         self.scalars, self.others, self.missing = [], [], []
-        values = fn.args if kind == 0 else ((fn.ret[0],) if fn.ret else ())
+        values = fn.args if kind == 0 else ((fn.ret.value,) if fn.ret else ())
+        plans = fn.desc.record.entry if kind == 0 else fn.desc.record.exit
         self.columns = [n for n, _, _ in EVENT_FIELDS]
-        for i, (vdesc, plan) in enumerate(zip(values, fn._record[kind])):
-            column = vdesc[0] if kind == 0 else "return"
+        for i, (vdesc, plan) in enumerate(zip(values, plans)):
+            column = vdesc.name if kind == 0 else "return"
             self.columns.append(column)
             fmt = _scalar(vdesc)
-            if vdesc[5] is not None or plan is None:
+            if vdesc.unavailable is not None or plan is None:
                 self.missing.append((column, vdesc))
-            elif fmt is not None and plan[0] >= 0:
-                names.append(column), formats.append(bo + fmt), offsets.append(DATA_AT + plan[0])
-                self.scalars.append((column, plan[2], vdesc[1][0] == "bool"))
+            elif fmt is not None and plan.data_off >= 0:
+                names.append(column), formats.append(bo + fmt)
+                offsets.append(DATA_AT + plan.data_off)
+                self.scalars.append((column, plan.op_mask, vdesc.type.tag == "bool"))
             else:
                 # Behind a pointer the BPF side did not follow: the address (per-record: Unread).
-                address = bool(vdesc[4]) and plan[0] < 0
+                address = vdesc.by_ref and plan.data_off < 0
                 self.others.append((column, vdesc, i, address))
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
                                "itemsize": stride})
         self.fn, self.kind = fn, kind
+        # The id_kind word of this function's events of this kind.
+        self.id_kind = int.from_bytes(spec_format.structs(_ID_KIND)[order].pack(fn.btf_id, kind),
+                                      order)
 
 
 def _scalar(vdesc) -> str | None:
     """The numpy format of a value read in place, or None."""
-    _name, t, size, _pieces, by_ref, _unavail = vdesc
-    if by_ref or size != t[1] or t[1] not in SIZES:
+    t = vdesc.type
+    if vdesc.by_ref or t.tag not in SCALAR_TAGS or vdesc.size != t.size or t.size not in SIZES:
         return None
-    if t[0] in ("int", "enum"):
-        return f"{'i' if t[2] else 'u'}{t[1]}"
-    if t[0] in ("ptr", "bool"):
-        return f"u{t[1]}"
-    if t[0] == "float":
-        return FLOATS.get(t[1])
+    if t.tag in ("int", "enum"):
+        return f"{'i' if t.signed else 'u'}{t.size}"
+    if t.tag in ("ptr", "bool"):
+        return f"u{t.size}"
+    if t.tag == "float":
+        return FLOATS.get(t.size)
     return None
+
+
+SCALAR_TAGS = ("int", "enum", "ptr", "bool", "float")
 
 
 word_sum = replay.word_sum()
@@ -120,12 +147,13 @@ def _empty(path: str, function: str, kind: str):
 
 
 def _function(reader: recording.Reader, function: str):
-    names = [d[0] for d in reader.descriptors]
+    fns = replay.functions(reader)
+    names = [f.name for f in fns]
     if function not in names:
         raise BtfgenError(f"{reader.path}: no function {function!r} recorded "
                           f"(there are: {', '.join(names)})")
     at = names.index(function)
-    return replay.functions(reader)[at], at
+    return fns[at], at
 
 
 def _sections(path: str, function: str, kind: str, reuse: bool = False):
@@ -142,6 +170,11 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
 
 def _to_arrow(layout: Layout, payload):
     a = np.frombuffer(payload, dtype=layout.dtype)
+    if len(a) and (a["id_kind"] != np.uint64(layout.id_kind)).any():
+        # A section's events are its function's, of its kind: else each would be misread.
+        raise recording.RecordError(f"corrupt batch (a section of {layout.fn.name} "
+                                    f"{'exits' if layout.kind else 'entries'} holds other "
+                                    f"events)")
     failed = np.ascontiguousarray(a["failed"])  # one strided pass, then contiguous ones
     any_failed = bool(failed.any()) if len(a) else False
     cols = {}
@@ -154,15 +187,18 @@ def _to_arrow(layout: Layout, payload):
         nulls = (failed & np.uint64(mask)) != 0 if any_failed and mask else None
         cols[name] = pa.array(values, mask=nulls)
     for name, vdesc in layout.missing:
-        cols[name] = pa.nulls(len(a), type=arrow_type(vdesc[1]))
+        cols[name] = pa.nulls(len(a), type=arrow_type(vdesc.type))
     if layout.others:
         stride = layout.dtype.itemsize
-        rows = [layout.fn.decode_record(payload[i * stride + recording.EVENT_HEADER:
-                                                (i + 1) * stride])
-                for i in range(len(a))]
+        try:
+            rows = [layout.fn.decode_record(payload[i * stride + recording.EVENT_HEADER:
+                                                    (i + 1) * stride])
+                    for i in range(len(a))]
+        except DecodeError as e:  # what a damaged file can cause
+            raise recording.RecordError(f"corrupt event ({e})") from None
         for name, vdesc, i, address in layout.others:
-            typ = pa.uint64() if address else arrow_type(vdesc[1])
-            cols[name] = pa.array([plain(row[i] if layout.kind == 0 else row, vdesc[1])
+            typ = pa.uint64() if address else arrow_type(vdesc.type)
+            cols[name] = pa.array([plain(row[i] if layout.kind == 0 else row, vdesc.type)
                                    for row in rows], type=typ)
     return pa.RecordBatch.from_pydict({c: cols[c] for c in layout.columns})
 
@@ -179,21 +215,21 @@ _NATIVE = "<" if np.little_endian else ">"
 
 def arrow_type(t):
     """The Arrow type of a value of type descriptor `t` (see btfgen.decoder.runtime)."""
-    tag = t[0]
-    if tag in ("int", "enum") and t[1] in SIZES:
-        return getattr(pa, f"{'' if t[2] else 'u'}int{8 * t[1]}")()
+    tag = t.tag
+    if tag in ("int", "enum") and t.size in SIZES:
+        return getattr(pa, f"{'' if t.signed else 'u'}int{8 * t.size}")()
     if tag == "ptr":
         return pa.uint64()
     if tag == "bool":
         return pa.bool_()
-    if tag == "float" and t[1] in FLOATS:
-        return {2: pa.float16(), 4: pa.float32(), 8: pa.float64()}[t[1]]
+    if tag == "float" and t.size in FLOATS:
+        return {2: pa.float16(), 4: pa.float32(), 8: pa.float64()}[t.size]
     if tag == "int" or tag == "enum":
         return pa.string()  # wider than 64 bits: the number in decimal
     if tag == "array":
-        return pa.list_(arrow_type(t[3]))
+        return pa.list_(arrow_type(t.elem))
     if tag in ("struct", "union"):
-        return pa.struct([(m[0], arrow_type(m[3])) for m in t[2]])
+        return pa.struct([(m.name, arrow_type(m.type)) for m in t.members])
     return pa.binary()
 
 
@@ -206,17 +242,16 @@ def plain(value, t):
         return None
     if name == "Unread":
         return value.address
-    tag = t[0]
-    if tag in ("int", "enum") and t[1] not in SIZES:
+    if t.tag in ("int", "enum") and t.size not in SIZES:
         return str(int(value))
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
         return int(value)
     if isinstance(value, dict):
-        return {m[0]: plain(value[m[0]], m[3]) for m in t[2]}
+        return {m.name: plain(value[m.name], m.type) for m in t.members}
     if isinstance(value, list):
-        return [plain(v, t[3]) for v in value]
+        return [plain(v, t.elem) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     return value
@@ -231,8 +266,8 @@ def write_parquet(path: str, directory: str) -> int:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     with recording.Reader(path, word_sum, reuse=True) as r:
-        names = [d[0] for d in r.descriptors]
         fns = replay.functions(r)
+        names = [f.name for f in fns]
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)
                    for i in range(len(fns)) for k in (0, 1)}
         writers: dict = {}

@@ -12,13 +12,18 @@ from __future__ import annotations
 import errno
 import json
 import math
-import struct
 import sys
 
-# struct trace_event before its btfgen_record: tgid, pid, comm[16], ns, cpu, pad.
-EVENT_HEADER = 40
-HEADS = {"little": struct.Struct("<II16sQI4x"), "big": struct.Struct(">II16sQI4x")}
-KINDS = {"little": struct.Struct("<II"), "big": struct.Struct(">II")}
+try:  # in the package, or copied into a trace directory beside its siblings
+    from ..decoder import spec_format
+except ImportError:
+    import spec_format
+
+# struct trace_event before its btfgen_record, and the record's own header.
+EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)
+RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
+HEADS = spec_format.structs(spec_format.EVENT_HEAD)
+RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
 # Calls a thread may have open at once before the oldest are dropped (exits lost with a full
 # ring buffer, or a thread that died inside a call, must not grow memory without bound).
 MAX_DEPTH = 256
@@ -41,7 +46,7 @@ class Printer:
                  errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
                  flush: bool = True) -> None:
         self.by_id = {f.btf_id: f for f in functions}
-        self.head, self.kind = HEADS[order], KINDS[order]
+        self.head, self.record_head = HEADS[order], RECORD_HEADS[order]
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
         self.open: dict[int, list] = {}  # thread id -> [(function, ns, args), ...]
@@ -56,11 +61,11 @@ class Printer:
                   flush=True)
 
     def event(self, raw) -> None:
-        if len(raw) < EVENT_HEADER + 16:
+        if len(raw) < EVENT_HEADER + RECORD_HEADER:
             raise BadEvent(f"an event of {len(raw)} bytes")
-        tgid, tid, comm, ns, cpu = self.head.unpack_from(raw)
+        tgid, tid, comm, ns, cpu, _pad = self.head.unpack_from(raw)
         rec = memoryview(raw)[EVENT_HEADER:]
-        btf_id, kind = self.kind.unpack_from(rec)
+        btf_id, kind, _failed = self.record_head.unpack_from(rec)
         fn = self.by_id.get(btf_id)
         if fn is None or kind > 1:
             raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
@@ -89,7 +94,7 @@ class Printer:
         return f"{self._prefix(who)}{fn.name}({_shown_args(fn, args)})"
 
     def _exit(self, fn, who, value, took, entry) -> str:
-        ret = fn.ret[0] if fn.ret else None
+        ret = fn.ret.value if fn.ret else None
         if self.as_json:
             extra = {"return": typed(value)}
             if took is not None:
@@ -139,25 +144,18 @@ def failed(fn, value) -> bool:
     pointer."""
     if not fn.ret or not isinstance(value, int) or isinstance(value, bool):
         return False
-    tdesc = fn.ret[0][1]
-    if tdesc[0] == "ptr":
-        return value == 0 or value >= (1 << 8 * tdesc[1]) - MAX_ERRNO
-    return tdesc[0] == "int" and tdesc[2] and -MAX_ERRNO <= value <= -1
+    t = fn.ret.value.type
+    if t.tag == "ptr":
+        return value == 0 or value >= (1 << 8 * t.size) - MAX_ERRNO
+    return t.tag == "int" and t.signed and -MAX_ERRNO <= value <= -1
 
 
 def _is_int(vdesc) -> bool:
-    try:
-        return vdesc[1][0] == "int"
-    except (TypeError, IndexError, KeyError):
-        return False
+    return vdesc is not None and vdesc.type.tag == "int"
 
 
 def _is_pointer(vdesc) -> bool:
-    # A generated value descriptor: (name, type descriptor, ...); the type's tag comes first.
-    try:
-        return vdesc[1][0] == "ptr"
-    except (TypeError, IndexError, KeyError):
-        return False
+    return vdesc is not None and vdesc.type.tag == "ptr"
 
 
 def _shown_args(fn, args) -> str:

@@ -31,6 +31,11 @@ import os
 import struct
 import zlib
 
+try:  # in the package, or copied into a trace directory beside its siblings
+    from ..decoder import spec_format
+except ImportError:
+    import spec_format
+
 MAGIC = b"BTFGREC\n"
 VERSION = 1
 FILE_HEAD = struct.Struct("<8sIIII")
@@ -40,8 +45,9 @@ END = struct.Struct("<4sIQQII")
 MAX_HEADER = 64 << 20
 MAX_BATCH_EVENTS = 1 << 16  # the order array's u16 sections: also the writer's batch size
 MAX_SECTIONS = 1 << 14
-EVENT_HEADER = 40  # output.EVENT_HEADER: struct trace_event before its btfgen_record
-RECORD_HEADER = 16
+MAX_STRIDE = 1 << 20  # an event is far shorter: the generic record's data is 1024 bytes
+EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)  # before the btfgen_record
+RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
 
 
 _LITTLE = struct.pack("=H", 1) == b"\x01\x00"
@@ -92,15 +98,16 @@ def decode(obj):
 
 def stride(desc) -> int:
     """How many bytes of an event its function's decoder reads (trace_event's header, the
-    record's, and the furthest value byte of entry and exit), rounded up to 8."""
-    _name, _id, _order, psize, args, ret, _fast, plans = desc
+    record's, and the furthest value byte of entry and exit), rounded up to 8. `desc`: the
+    generated module's FunctionDesc."""
     end = 0
-    for values, kind_plans in ((args, plans[0]), ((ret[0],) if ret else (), plans[1])):
-        for vdesc, plan in zip(values, kind_plans):
+    rets = (desc.ret.value,) if desc.ret else ()
+    for values, plans in ((desc.args, desc.record.entry), (rets, desc.record.exit)):
+        for value, plan in zip(values, plans):
             if plan is None:
                 continue
-            data_off, ptr_off, _mask = plan
-            end = max(end, data_off + vdesc[2] if data_off >= 0 else ptr_off + psize)
+            end = max(end, plan.data_off + value.size if plan.data_off >= 0 else
+                      plan.ptr_off + desc.pointer_size)
     return EVENT_HEADER + RECORD_HEADER + (end + 7) // 8 * 8
 
 
@@ -113,10 +120,10 @@ class Writer:
     def __init__(self, path: str, header: dict, descriptors: list, order: str) -> None:
         self.path = path
         self.strides = [stride(d) for d in descriptors]
-        self.index = {d[1]: i for i, d in enumerate(descriptors)}  # btf_id -> function
-        self.kinds = struct.Struct("<II" if order == "little" else ">II")
+        self.index = {d.btf_id: i for i, d in enumerate(descriptors)}  # btf_id -> function
+        self.record_head = spec_format.structs(spec_format.RECORD_HEAD)[order]
         head = dict(header, event_header=EVENT_HEADER, functions=[
-            {"name": d[0], "stride": s, "descriptor": encode(d)}
+            {"name": d.name, "stride": s, "descriptor": encode(d)}
             for d, s in zip(descriptors, self.strides)])
         text = json.dumps(head, sort_keys=True).encode()
         self.file = open(path + ".part", "wb")  # noqa: SIM115 (closed by close())
@@ -131,7 +138,7 @@ class Writer:
         self.order = bytearray()
 
     def record(self, raw) -> None:
-        btf_id, kind = self.kinds.unpack_from(raw, EVENT_HEADER)
+        btf_id, kind, _failed = self.record_head.unpack_from(raw, EVENT_HEADER)
         fn = self.index.get(btf_id)
         if fn is None or kind > 1:
             return  # not an event of ours: output.Printer says so when printing
@@ -199,9 +206,10 @@ class Batch:
 
 
 class Reader:
-    """A recording opened for reading: `header` (the JSON), `descriptors`, `strides`;
-    batches() reads one batch at a time (memory bounded by the writer's batch size), then
-    `events` and `lost` from the end."""
+    """A recording opened for reading: `header` (the JSON), `descriptors` (as JSON gives them
+    back: replay.functions checks them, and the strides against them), `strides`; batches()
+    reads one batch at a time (memory bounded by the writer's batch size), then `events` and
+    `lost` from the end."""
 
     def __init__(self, path: str, word_sum=word_sum, reuse: bool = False) -> None:
         self.path = path
@@ -248,10 +256,11 @@ class Reader:
             head = json.loads(text)
             funcs = head["functions"]
             self.descriptors = [decode(f["descriptor"]) for f in funcs]
-            self.strides = [int(f["stride"]) for f in funcs]
+            self.strides = [f["stride"] for f in funcs]
             self.order = head["byte_order"]
             ok = (head["event_header"] == EVENT_HEADER and self.order in ("little", "big")
-                  and all(s == stride(d) for s, d in zip(self.strides, self.descriptors)))
+                  and all(type(s) is int and EVENT_HEADER + RECORD_HEADER <= s <= MAX_STRIDE
+                          for s in self.strides))
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise RecordError(f"{self.path}: corrupt header ({type(e).__name__})") from None
         if not ok:

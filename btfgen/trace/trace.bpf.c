@@ -11,6 +11,9 @@
 #define BTFGEN_SAVE_ARGS
 #define BTFGEN_SAVE_MAX 8 /* only the generic decoder's 8-byte carry stack is used here */
 #include "btfgen.bpf.h"
+/* struct trace_event and BTFGEN_TRACE_MAX_FUNCTIONS, printed from btfgen/decoder/spec_format.py
+ * (found beside this file: a quoted include looks there first). */
+#include "trace_event.h"
 
 #ifdef BTFGEN_USER
 #define TRACE_ENTRY "uprobe"
@@ -22,7 +25,7 @@
 
 struct {
 	__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */);
-	__uint(max_entries, 4096);
+	__uint(max_entries, BTFGEN_TRACE_MAX_FUNCTIONS);
 	__type(key, __u32);
 	__type(value, struct btfgen_spec);
 } specs SEC(".maps");
@@ -59,17 +62,9 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-/* Who made the call and when: kernel functions run on behalf of any process; entry and exit
- * are paired per thread (pid) by user space, which also prints the time between them. */
-struct trace_event {
-	__u32 tgid;
-	__u32 pid;
-	char comm[16];
-	__u64 ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
-	__u32 cpu;
-	__u32 pad;
-	struct btfgen_record rec;
-};
+/* struct trace_event (trace_event.h): who made the call and when, then the record. Kernel
+ * functions run on behalf of any process; entry and exit are paired per thread (pid) by user
+ * space, which also prints the time between them. */
 
 static __always_inline __u32 setting(__u32 at)
 {

@@ -65,7 +65,8 @@ def test_every_computation_stops_at_the_one_depth_limit():
         measure.align_of(a, 8)
     shape = Classifier(8, hfa_max_members=4, sysv_max_size=16).shape(a)
     assert shape.cls == "opaque" and "deeper than" in shape.reason
-    assert type_desc(a) == ("bytes", 0)
+    with pytest.raises(T.TypeWalkError, match="deeper than"):
+        type_desc(a)  # no descriptor: the value that has it says why (test_decode.py)
     assert c_spelling(a) == "struct a"
     ctypes = CTypes(table, 8, "self")
     assert ctypes.declare(a, "v").startswith("struct ")  # the cycle falls back to bytes inside

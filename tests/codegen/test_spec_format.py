@@ -1,6 +1,6 @@
 """The generic decoder's wire structs have one definition (btfgen.decoder.spec_format): the
-runtime, which is copied into generated modules and so imports nothing of btfgen, spells the
-record header's format itself; it must be the definition's."""
+runtime, which is copied into generated modules after spec_format's own text, reads the record
+header's format from it."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ def test_runtime_record_header_is_the_definition():
 def test_formats_have_no_padding_to_hide():
     # The C structs are packed by construction (each field at its natural alignment): the
     # struct module's standard sizes without padding then give the same offsets.
-    for fields in (spec_format.OP, spec_format.SPEC_HEAD, spec_format.RECORD_HEAD):
+    for fields in (spec_format.OP, spec_format.SPEC_HEAD, spec_format.RECORD_HEAD,
+                   spec_format.EVENT_HEAD):
         off = 0
         for f in fields:
             size = struct.calcsize("<" + f.code)
-            assert off % size == 0, f.name
+            assert off % (1 if f.count else size) == 0, f.name
             off += size

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import struct
 import sys
 from pathlib import Path
 
-from btfgen.trace import output, recording
+from btfgen.decoder import spec_format
+from btfgen.decoder.generic import DATA_SIZE  # the ring buffer's events are this long past
+from btfgen.trace import output, recording  # the record header
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_SIZE = 1024  # BTFGEN_DATA_SIZE: the ring buffer's events are this long past the header
+RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
 
 
 def module(arch: str):
@@ -36,9 +37,8 @@ def descriptors(mod) -> list:
 
 def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int = 0,
           failed: int = 0, order: str = "little") -> bytes:
-    o = "<" if order == "little" else ">"
-    head = struct.pack(o + "II16sQI4x", 42, tid, b"synth", ns, cpu)
-    rec = struct.pack(o + "IIQ", desc[1], kind, failed)
+    head = output.HEADS[order].pack(42, tid, b"synth", ns, cpu, 0)
+    rec = RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
     return head + rec + rng.randbytes(DATA_SIZE)
 
 
@@ -71,4 +71,41 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
     w.close(lost)
 
 
-assert output.EVENT_HEADER == recording.EVENT_HEADER
+
+def reseal(path: Path, header=None, sections=None) -> None:
+    """Damage a recording past its checksums: `header(dict)` changes the parsed JSON header,
+    `sections(list)` the batches' section tables ([function, kind, count, pad] each, batch by
+    batch); every CRC and sum is recomputed, so only the reader's own checks can catch it."""
+    import json
+    import zlib
+
+    data = Path(path).read_bytes()
+    magic, version, size, _crc, pad = recording.FILE_HEAD.unpack_from(data)
+    text = data[recording.FILE_HEAD.size:recording.FILE_HEAD.size + size]
+    head = json.loads(text)
+    strides = [f["stride"] for f in head["functions"]]  # the framing as written
+    if header:
+        header(head)
+    new = json.dumps(head, sort_keys=True).encode()
+    out = bytearray(recording.FILE_HEAD.pack(magic, version, len(new), zlib.crc32(new), pad))
+    out += new
+    at = recording.FILE_HEAD.size + size
+    while data[at:at + 4] == b"BATC":
+        _, n, nsec, _crc, total = recording.BATCH_HEAD.unpack_from(data, at)
+        at += recording.BATCH_HEAD.size
+        table = [list(recording.SECTION.unpack_from(data, at + i * recording.SECTION.size))
+                 for i in range(nsec)]
+        at += nsec * recording.SECTION.size
+        olen = n * 2 + (-n * 2) % 8
+        order = data[at:at + olen]
+        at += olen
+        plen = sum(count * strides[fn] for fn, _kind, count, _pad in table)
+        payload = data[at:at + plen]
+        at += plen
+        if sections:
+            sections(table)
+        body = b"".join(recording.SECTION.pack(*s) for s in table) + order
+        out += recording.BATCH_HEAD.pack(b"BATC", n, len(table), zlib.crc32(body), total)
+        out += body + payload
+    out += data[at:]
+    Path(path).write_bytes(bytes(out))

@@ -10,8 +10,9 @@ import synth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from btfgen.decoder import runtime
 from btfgen.decoder.runtime import Function
-from btfgen.trace import recording
+from btfgen.trace import output, recording
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -33,20 +34,18 @@ def _same(x):
 
 
 def _per_record(mod, evs, name: str, kind: int) -> list[dict]:
-    order = "<" if mod.BYTE_ORDER == "little" else ">"
-    import struct
-
     fn = Function(mod._descriptor(name)[0])
     rows = []
     for e in evs:
-        _, tid, _, ns, cpu = struct.unpack_from(order + "II16sQI4x", e)
-        btf_id, k = struct.unpack_from(order + "II", e, recording.EVENT_HEADER)
+        _, tid, _, ns, cpu, _pad = output.HEADS[mod.BYTE_ORDER].unpack_from(e)
+        btf_id, k, _failed = runtime.RECORD_HEADERS[mod.BYTE_ORDER].unpack_from(
+            e, recording.EVENT_HEADER)
         if btf_id != fn.btf_id or k != kind:
             continue
         v = fn.decode_record(e[recording.EVENT_HEADER:])
-        values = zip(fn.args, v) if kind == 0 else ([(fn.ret[0], v)] if fn.ret else [])
+        values = zip(fn.args, v) if kind == 0 else ([(fn.ret.value, v)] if fn.ret else [])
         row = {"timestamp": ns, "cpu": cpu, "pid": 42, "tid": tid}
-        row.update({("return" if kind else d[0]): columnar.plain(x, d[1]) for d, x in values})
+        row.update({("return" if kind else d.name): columnar.plain(x, d.type) for d, x in values})
         rows.append(_same(row))
     return rows
 

@@ -9,15 +9,109 @@ the values in a generic BPF record, `.as_dict(values)` names them. `spec(name)` 
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
+
+_CODES = {"__u8": "B", "__u16": "H", "__u32": "I", "__u64": "Q", "char": "s"}
+
+
+class Field(NamedTuple):  # not a dataclass: generated modules run this text unregistered
+    ctype: str  # one of _CODES
+    name: str
+    comment: str = ""
+    count: int = 0  # an array of `count` elements (only char: bytes); 0 for a scalar
+
+    @property
+    def code(self) -> str:
+        """The `struct` module's letter for the field (standard sizes, no padding)."""
+        return f"{self.count}{_CODES[self.ctype]}" if self.count else _CODES[self.ctype]
+
+    @property
+    def declaration(self) -> str:
+        return f"{self.ctype} {self.name}[{self.count}]" if self.count else \
+            f"{self.ctype} {self.name}"
+
+
+OP = (Field("__u16", "src"), Field("__u16", "dst"), Field("__u16", "size"),
+      Field("__u8", "from"), Field("__u8", "pad"))
+SPEC_HEAD = (
+    Field("__u32", "btf_id"),
+    Field("__u8", "nentry", "ops[0, nentry) run at entry"),
+    Field("__u8", "nexit", "ops[nentry, nentry + nexit) run at exit"),
+    Field("__u8", "ptr_size"),
+    Field("__u8", "carry", "0, or 1 + entry data offset / 8 of the return pointer the exit needs"),
+)
+RECORD_HEAD = (
+    Field("__u32", "btf_id"),
+    Field("__u32", "kind", "0: entry, 1: exit"),
+    Field("__u64", "failed", "bit i: operation i failed (its bytes are zero)"),
+)
+# `btfgen trace`: who made the call and when, before the call's btfgen_record.
+EVENT_HEAD = (
+    Field("__u32", "tgid"),
+    Field("__u32", "pid", "the thread: entries and exits are paired by it"),
+    Field("char", "comm", count=16),
+    Field("__u64", "ns", "bpf_ktime_get_ns: CLOCK_MONOTONIC"),
+    Field("__u32", "cpu"),
+    Field("__u32", "pad", "keeps the record 8-byte aligned; always 0"),
+)
+# Entries of the tracer's specs map: functions one trace directory can attach (the attach
+# cookie is the index).
+MAX_FUNCTIONS = 4096
+
+
+def struct_format(fields: tuple[Field, ...]) -> str:
+    """The fields' `struct` format without a byte-order prefix (so no padding either: the C
+    structs are laid out without any)."""
+    return "".join(f.code for f in fields)
+
+
+def size_of(fields: tuple[Field, ...]) -> int:
+    return struct.calcsize("<" + struct_format(fields))
+
+
+def offset_of(fields: tuple[Field, ...], name: str) -> int:
+    """Where field `name` starts."""
+    for at, f in enumerate(fields):
+        if f.name == name:
+            return size_of(fields[:at])
+    raise KeyError(name)
+
+
+def structs(fields: tuple[Field, ...]) -> dict[str, struct.Struct]:
+    """The fields' `struct.Struct` in each byte order, by its name ("little", "big")."""
+    fmt = struct_format(fields)
+    return {"little": struct.Struct("<" + fmt), "big": struct.Struct(">" + fmt)}
+
+
+TRACE_HEADER = "trace_event.h"  # beside trace.bpf.c, which includes it
+
+
+def trace_header() -> str:
+    """btfgen/trace/trace_event.h: the tracer's event struct and map size for trace.bpf.c."""
+    body = "".join(f"\t{f.declaration};" + (f" /* {f.comment} */" if f.comment else "") + "\n"
+                   for f in EVENT_HEAD)
+    return ("/* Generated from btfgen/decoder/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by\n"
+            " * `python -m btfgen.decoder.spec_format`. DO NOT EDIT. */\n"
+            "#ifndef BTFGEN_TRACE_EVENT_H\n#define BTFGEN_TRACE_EVENT_H\n"
+            f"#define BTFGEN_TRACE_MAX_FUNCTIONS {MAX_FUNCTIONS}\n\n"
+            "struct trace_event {\n" + body + "\tstruct btfgen_record rec;\n};\n"
+            "#endif /* BTFGEN_TRACE_EVENT_H */\n")
+
+
+import struct
+from typing import NamedTuple
+
+if "RECORD_HEAD" not in globals():  # a generated module holds spec_format's text above this
+    from .spec_format import RECORD_HEAD, size_of, structs
 
 __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
-           "RECORD_HEADER_SIZE"]
+           "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",
+           "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS"]
 
-# The generic BPF record: u32 btf_id, u32 kind (0 entry, 1 exit), u64 failed-op mask, then data.
-# struct btfgen_record's header (u32 btf_id, u32 kind, u64 failed) as the target wrote it: in the
-# target's byte order, whatever the machine decoding it.
-RECORD_HEADERS = {"little": struct.Struct("<IIQ"), "big": struct.Struct(">IIQ")}
-RECORD_HEADER_SIZE = 16
+# struct btfgen_record's header as the target wrote it: in the target's byte order, whatever
+# the machine decoding it.
+RECORD_HEADERS = structs(RECORD_HEAD)
+RECORD_HEADER_SIZE = size_of(RECORD_HEAD)
 # The failed-mask bit of an exit whose carried return pointer was not kept (generic.py's
 # CARRY_MISSING_BIT; this module is copied into generated code, so it imports nothing of btfgen).
 CARRY_MISSING = 1 << 63
@@ -26,6 +120,364 @@ CARRY_MISSING = 1 << 63
 class DecodeError(ValueError):
     pass
 
+
+# -- descriptors, each with its check ----------------------------------------------------------
+# `check` takes a descriptor as a generated module spells it or as JSON gives it back (lists for
+# tuples) and returns it rebuilt, or raises DecodeError saying what is wrong. `limit` bounds
+# sizes and nesting: a recording is untrusted, and a crafted one must not make the decoder build
+# a list of a billion elements or recurse without end.
+
+class Limit(NamedTuple):
+    size: int  # no value, type or offset larger
+    depth: int  # type descriptors nest no deeper
+
+
+TRUSTED = Limit(1 << 62, 256)
+
+
+def _malformed(what: str):
+    raise DecodeError(f"a decoder descriptor is malformed: {what}")
+
+
+def _fields(obj, cls, what: str) -> tuple:
+    if not isinstance(obj, (tuple, list)) or len(obj) != len(cls._fields):
+        _malformed(f"{what}: not {len(cls._fields)} fields ({', '.join(cls._fields)})")
+    return tuple(obj)
+
+
+def _int(x, what: str, low: int = 0, high: int | None = None) -> int:
+    if type(x) is not int or x < low or (high is not None and x > high):
+        _malformed(f"{what}: {x!r} is not an integer in [{low}, {high}]")
+    return x
+
+
+def _flag(x, what: str) -> bool:
+    if type(x) is not bool:
+        _malformed(f"{what}: {x!r} is not true or false")
+    return x
+
+
+def _str(x, what: str) -> str:
+    if type(x) is not str:
+        _malformed(f"{what}: {x!r} is not a string")
+    return x
+
+
+def _tag(obj, tags: tuple, what: str) -> str:
+    if obj[0] not in tags:
+        _malformed(f"{what}: tag {obj[0]!r} is not {' or '.join(tags)}")
+    return obj[0]
+
+
+class _Sized(NamedTuple):
+    """A scalar type of one size: ("ptr"|"float"|"chars"|"bytes"|"bool", size)."""
+
+    tag: str
+    size: int
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit, depth: int):
+        tag, size = _fields(obj, cls, what)
+        return cls(_tag(obj, cls.TAGS, what), _int(size, f"{what}: size", 0, limit.size))
+
+
+class BoolType(_Sized):
+    __slots__ = ()
+    TAGS = ("bool",)
+
+
+class PtrType(_Sized):
+    __slots__ = ()
+    TAGS = ("ptr",)
+
+
+class FloatType(_Sized):
+    __slots__ = ()
+    TAGS = ("float",)
+
+
+class CharsType(_Sized):
+    __slots__ = ()
+    TAGS = ("chars",)
+
+
+class BytesType(_Sized):
+    __slots__ = ()
+    TAGS = ("bytes",)
+
+
+class IntType(NamedTuple):
+    tag: str
+    size: int
+    signed: bool
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit, depth: int) -> IntType:
+        tag, size, signed = _fields(obj, cls, what)
+        return cls(_tag(obj, ("int",), what), _int(size, f"{what}: size", 0, limit.size),
+                   _flag(signed, f"{what}: signed"))
+
+
+class EnumType(NamedTuple):
+    tag: str
+    size: int
+    signed: bool
+    names: dict
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit, depth: int) -> EnumType:
+        tag, size, signed, names = _fields(obj, cls, what)
+        if not isinstance(names, dict) or not all(type(k) is int and type(v) is str
+                                                  for k, v in names.items()):
+            _malformed(f"{what}: enumerator names are not a map of integers to strings")
+        return cls(_tag(obj, ("enum",), what), _int(size, f"{what}: size", 0, limit.size),
+                   _flag(signed, f"{what}: signed"), names)
+
+
+class ArrayType(NamedTuple):
+    tag: str
+    n: int
+    elem_size: int
+    elem: tuple
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit, depth: int) -> ArrayType:
+        tag, n, elem_size, elem = _fields(obj, cls, what)
+        _int(n, f"{what}: length", 0, limit.size)
+        _int(elem_size, f"{what}: element size", 0, limit.size)
+        if n * max(elem_size, 1) > limit.size:
+            _malformed(f"{what}: {n} elements of {elem_size} bytes")
+        elem = check_type(elem, f"{what}: element", limit, depth + 1)
+        if type_size(elem) > elem_size:
+            _malformed(f"{what}: an element of {type_size(elem)} bytes in {elem_size}")
+        return cls(_tag(obj, ("array",), what), n, elem_size, elem)
+
+
+class Member(NamedTuple):
+    name: str
+    bit_offset: int
+    bit_size: int  # 0: not a bitfield
+    type: tuple
+
+    @classmethod
+    def check(cls, obj, what: str, size: int, limit: Limit, depth: int) -> Member:
+        name, bit_offset, bit_size, t = _fields(obj, cls, what)
+        what = f"{what} {name!r}"
+        m = cls(_str(name, what), _int(bit_offset, f"{what}: bit offset", 0, 8 * size),
+                _int(bit_size, f"{what}: bit size", 0, 128), check_type(t, what, limit, depth))
+        if bit_size and m.type.tag not in ("int", "enum", "bool"):
+            _malformed(f"{what}: a bitfield of {m.type.tag}")
+        end = bit_offset + bit_size if bit_size else bit_offset // 8 * 8 + 8 * type_size(m.type)
+        if end > 8 * size:
+            _malformed(f"{what}: ends at bit {end} of {size} bytes")
+        return m
+
+
+class CompositeType(NamedTuple):
+    tag: str
+    size: int
+    members: tuple
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit, depth: int) -> CompositeType:
+        tag, size, members = _fields(obj, cls, what)
+        _int(size, f"{what}: size", 0, limit.size)
+        if not isinstance(members, (tuple, list)) or len(members) > limit.size:
+            _malformed(f"{what}: members are not a list")
+        return cls(_tag(obj, ("struct", "union"), what), size,
+                   tuple(Member.check(m, f"{what}: member", size, limit, depth + 1)
+                         for m in members))
+
+
+# The one list of type tags: what each is.
+TYPES = {"int": IntType, "bool": BoolType, "enum": EnumType, "ptr": PtrType, "float": FloatType,
+         "chars": CharsType, "array": ArrayType, "struct": CompositeType, "union": CompositeType,
+         "bytes": BytesType}
+SCALAR_TAGS = frozenset(tag for tag, cls in TYPES.items() if cls not in (ArrayType,
+                                                                          CompositeType))
+
+
+def check_type(obj, what: str = "type", limit: Limit = TRUSTED, depth: int = 0) -> tuple:
+    if depth > limit.depth:
+        _malformed(f"{what}: nested deeper than {limit.depth}")
+    if not isinstance(obj, (tuple, list)) or not obj or type(obj[0]) is not str:
+        _malformed(f"{what}: not a type descriptor")
+    cls = TYPES.get(obj[0])
+    if cls is None:
+        _malformed(f"{what}: unknown type tag {obj[0]!r}")
+    return cls.check(obj, what, limit, depth)
+
+
+def type_size(t: tuple) -> int:
+    """The bytes a value of type descriptor `t` takes."""
+    if t.tag == "array":
+        return t.n * t.elem_size
+    return t.size
+
+
+class Piece(NamedTuple):
+    where: int  # 0: the ctx, 1: the stack from the entry SP
+    src: int
+    size: int
+    dst: int
+
+    @classmethod
+    def check(cls, obj, what: str, size: int, limit: Limit) -> Piece:
+        where, src, n, dst = _fields(obj, cls, what)
+        p = cls(_int(where, f"{what}: source", 0, 1), _int(src, f"{what}: offset", 0, limit.size),
+                _int(n, f"{what}: size", 0, limit.size), _int(dst, f"{what}: destination", 0,
+                                                              limit.size))
+        if dst + n > size:
+            _malformed(f"{what}: bytes [{dst}, {dst + n}) of a {size}-byte value")
+        return p
+
+
+class ValueDesc(NamedTuple):
+    name: str
+    type: tuple
+    size: int
+    pieces: tuple
+    by_ref: bool
+    unavailable: str | None  # why the trace cannot hold it, or None
+
+    @classmethod
+    def check(cls, obj, what: str, pointer_size: int, limit: Limit) -> ValueDesc:
+        name, t, size, pieces, by_ref, unavailable = _fields(obj, cls, what)
+        what = f"{what} {name!r}"
+        _str(name, what)
+        _int(size, f"{what}: size", 0, limit.size)
+        t = check_type(t, f"{what}: type", limit)
+        if type_size(t) > size:
+            _malformed(f"{what}: a {type_size(t)}-byte type in {size} bytes")
+        _flag(by_ref, f"{what}: by_ref")
+        if unavailable is not None:
+            _str(unavailable, f"{what}: why unavailable")
+        if not isinstance(pieces, (tuple, list)) or len(pieces) > limit.size:
+            _malformed(f"{what}: pieces are not a list")
+        held = pointer_size if by_ref else size
+        return cls(name, t, size, tuple(Piece.check(p, f"{what}: piece", held, limit)
+                                        for p in pieces), by_ref, unavailable)
+
+    def __repr__(self) -> str:
+        return f"ValueDesc({self.name!r}, {self.type!r}, size={self.size})"
+
+
+class RetDesc(NamedTuple):
+    value: ValueDesc
+    needs_entry: bool  # returned through a pointer only the entry saw
+
+    @classmethod
+    def check(cls, obj, what: str, pointer_size: int, limit: Limit) -> RetDesc:
+        value, needs_entry = _fields(obj, cls, what)
+        return cls(ValueDesc.check(value, what, pointer_size, limit),
+                   _flag(needs_entry, f"{what}: needs_entry"))
+
+
+# Plan, RecordPlans and FastPath repr as the tuple literals a generated module holds
+# (codegen.outputs.python_module prints them with repr).
+
+class Plan(NamedTuple):
+    """Where a value sits in a generic record's data (generic.ValuePlan)."""
+
+    __repr__ = tuple.__repr__
+
+    data_off: int  # -1: only its pointer is in the record
+    ptr_off: int  # by_ref: where the pointer is; else -1
+    op_mask: int  # the ops (bit i = op i) that must succeed for the value to be good
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit) -> Plan | None:
+        if obj is None:
+            return None
+        data_off, ptr_off, op_mask = _fields(obj, cls, what)
+        p = cls(_int(data_off, f"{what}: data offset", -1, limit.size),
+                _int(ptr_off, f"{what}: pointer offset", -1, limit.size),
+                _int(op_mask, f"{what}: op mask", 0, (1 << 64) - 1))
+        if data_off < 0 and ptr_off < 0:
+            _malformed(f"{what}: neither the value nor its pointer is in the record")
+        return p
+
+
+class RecordPlans(NamedTuple):
+    __repr__ = tuple.__repr__
+    entry: tuple  # a Plan (or None: not in the record) per argument
+    exit: tuple  # the return value's, if any
+
+    @classmethod
+    def check(cls, obj, what: str, nargs: int, nret: int, limit: Limit) -> RecordPlans:
+        entry, exit_ = _fields(obj, cls, what)
+        for plans, n, kind in ((entry, nargs, "entry"), (exit_, nret, "exit")):
+            if not isinstance(plans, (tuple, list)) or len(plans) != n:
+                _malformed(f"{what}: not {n} {kind} plans")
+        return cls(tuple(Plan.check(p, f"{what}: entry plan", limit) for p in entry),
+                   tuple(Plan.check(p, f"{what}: exit plan", limit) for p in exit_))
+
+
+class FastPath(NamedTuple):
+    __repr__ = tuple.__repr__
+    format: str  # a struct format reading every argument from the ctx
+    perm: tuple | None  # argument i is the format's item perm[i]; None: in order
+
+    @classmethod
+    def check(cls, obj, what: str, nargs: int, limit: Limit) -> FastPath | None:
+        if obj is None:
+            return None
+        fmt, perm = _fields(obj, cls, what)
+        try:
+            unpack = struct.Struct(_str(fmt, f"{what}: format"))
+            if unpack.size > limit.size:
+                _malformed(f"{what}: format {fmt!r} reads {unpack.size} bytes")
+            items = len(unpack.unpack(bytes(unpack.size)))
+        except struct.error as e:
+            _malformed(f"{what}: format {fmt!r}: {e}")
+        if items != nargs:
+            _malformed(f"{what}: format {fmt!r} reads {items} values for {nargs} arguments")
+        if perm is not None:
+            if not isinstance(perm, (tuple, list)) or sorted(perm) != list(range(nargs)) \
+                    or not all(type(i) is int for i in perm):
+                _malformed(f"{what}: {perm!r} is not an order of {nargs} arguments")
+            perm = tuple(perm)
+        return cls(fmt, perm)
+
+
+class FunctionDesc(NamedTuple):
+    name: str
+    btf_id: int
+    byte_order: str  # "little" or "big"
+    pointer_size: int
+    args: tuple  # ValueDesc per argument
+    ret: RetDesc | None  # None: void
+    fast: FastPath | None
+    record: RecordPlans
+
+    @classmethod
+    def check(cls, obj, limit: Limit = TRUSTED) -> FunctionDesc:
+        """The descriptor rebuilt from tuples or lists, or DecodeError saying what is wrong."""
+        if isinstance(obj, cls):
+            return obj
+        name, btf_id, order, psize, args, ret, fast, record = _fields(obj, cls, "function")
+        what = f"function {_str(name, 'function name')!r}"
+        _int(btf_id, f"{what}: BTF id", 0, (1 << 32) - 1)
+        if order not in ("little", "big"):
+            _malformed(f"{what}: byte order {order!r}")
+        if psize not in (4, 8) or type(psize) is not int:
+            _malformed(f"{what}: pointer size {psize!r}")
+        if not isinstance(args, (tuple, list)) or len(args) > 1 << 16:
+            _malformed(f"{what}: arguments are not a list")
+        args = tuple(ValueDesc.check(a, f"{what}: argument", psize, limit) for a in args)
+        if ret is not None:
+            ret = RetDesc.check(ret, f"{what}: return value", psize, limit)
+        return cls(name, btf_id, order, psize, args, ret,
+                   FastPath.check(fast, f"{what}: fast path", len(args), limit),
+                   RecordPlans.check(record, f"{what}: record", len(args), ret is not None,
+                                     limit))
+
+    def __repr__(self) -> str:
+        return (f"FunctionDesc({self.name!r}, btf_id={self.btf_id}, {len(self.args)} args, "
+                f"{'void' if self.ret is None else 'returns'})")
+
+
+# -- values --------------------------------------------------------------------------------------
 
 class Enumerator(int):
     """An enum value: compares and computes as its number; `name` is its enumerator or None."""
@@ -76,57 +528,104 @@ class Unread:
     __hash__ = None  # type: ignore[assignment]
 
 
-def convert(desc: tuple, data, offset: int, order: str):
-    """The value of type `desc` held in `data[offset:]` (target byte order `order`)."""
-    tag = desc[0]
-    if tag == "int":
-        return int.from_bytes(data[offset : offset + desc[1]], order, signed=desc[2])
-    if tag == "ptr":
-        return int.from_bytes(data[offset : offset + desc[1]], order)
-    if tag == "bool":
-        return any(data[offset : offset + desc[1]])
-    if tag == "enum":
-        value = int.from_bytes(data[offset : offset + desc[1]], order, signed=desc[2])
-        return Enumerator(value, desc[3].get(value))
-    if tag == "chars":
-        return bytes(data[offset : offset + desc[1]])
-    if tag == "array":
-        n, elem_size, elem = desc[1], desc[2], desc[3]
-        return [convert(elem, data, offset + i * elem_size, order) for i in range(n)]
-    if tag in ("struct", "union"):
-        return _composite(desc, data, offset, order)
-    if tag == "float":
-        fmt = {2: "e", 4: "f", 8: "d"}.get(desc[1])
-        if fmt is None:  # long double: keep the bytes
-            return bytes(data[offset : offset + desc[1]])
-        return struct.unpack_from(("<" if order == "little" else ">") + fmt, data, offset)[0]
-    return bytes(data[offset : offset + desc[1]])
+# -- readers: a type descriptor turned once into a function of (bytes, offset) ----------------
+
+def reader(t: tuple, order: str, memo: dict | None = None):
+    """A function (data, offset) -> the value of type `t` held in `data[offset:]`, target byte
+    order `order`; the descriptor is read here, once, not per value."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(t))
+    if hit is None:
+        hit = memo[id(t)] = (_READERS[t.tag](t, order, memo), t)  # t: keeps id(t) unique
+    return hit[0]
 
 
-def _composite(desc: tuple, data, offset: int, order: str) -> dict:
-    size, members = desc[1], desc[2]
-    out = {}
-    whole = None
-    for name, bit_offset, bit_size, mdesc in members:
-        if not bit_size:
-            out[name] = convert(mdesc, data, offset + bit_offset // 8, order)
+def convert(t: tuple, data, offset: int, order: str):
+    """The value of type `t` held in `data[offset:]` (target byte order `order`)."""
+    return reader(check_type(t), order)(data, offset)
+
+
+def _read_int(t, order, memo):
+    size, signed = t.size, t.signed
+    return lambda data, at, _f=int.from_bytes: _f(data[at:at + size], order, signed=signed)
+
+
+def _read_ptr(t, order, memo):
+    size = t.size
+    return lambda data, at, _f=int.from_bytes: _f(data[at:at + size], order)
+
+
+def _read_bool(t, order, memo):
+    size = t.size
+    return lambda data, at: any(data[at:at + size])
+
+
+def _read_enum(t, order, memo):
+    size, signed, names = t.size, t.signed, t.names
+
+    def read(data, at):
+        value = int.from_bytes(data[at:at + size], order, signed=signed)
+        return Enumerator(value, names.get(value))
+
+    return read
+
+
+def _read_bytes(t, order, memo):
+    size = t.size
+    return lambda data, at: bytes(data[at:at + size])
+
+
+def _read_float(t, order, memo):
+    fmt = {2: "e", 4: "f", 8: "d"}.get(t.size)
+    if fmt is None:  # long double: keep the bytes
+        return _read_bytes(t, order, memo)
+    unpack = struct.Struct(("<" if order == "little" else ">") + fmt).unpack_from
+    return lambda data, at: unpack(data, at)[0]
+
+
+def _read_array(t, order, memo):
+    n, step, elem = t.n, t.elem_size, reader(t.elem, order, memo)
+    return lambda data, at: [elem(data, at + i * step) for i in range(n)]
+
+
+def _read_composite(t, order, memo):
+    size, members = t.size, []
+    for m in t.members:
+        if not m.bit_size:
+            members.append((m.name, reader(m.type, order, memo), m.bit_offset // 8))
             continue
-        if whole is None:
-            whole = int.from_bytes(data[offset : offset + size], order)
         # BTF numbers bits from the lowest address: the least significant bit on a
         # little-endian target, the most significant on a big-endian one.
-        shift = bit_offset if order == "little" else size * 8 - bit_offset - bit_size
-        raw = (whole >> shift) & ((1 << bit_size) - 1)
-        tag = mdesc[0]
-        if tag in ("int", "enum") and mdesc[2] and raw >> (bit_size - 1):
-            raw -= 1 << bit_size
-        if tag == "enum":
-            out[name] = Enumerator(raw, mdesc[3].get(raw))
-        elif tag == "bool":
-            out[name] = bool(raw)
-        else:
-            out[name] = raw
-    return out
+        shift = m.bit_offset if order == "little" else size * 8 - m.bit_offset - m.bit_size
+        sign = 1 << (m.bit_size - 1) if m.type.tag != "bool" and m.type.signed else 0
+        names = m.type.names if m.type.tag == "enum" else None
+        members.append((m.name, None, (shift, (1 << m.bit_size) - 1, sign, names,
+                                       m.type.tag == "bool")))
+
+    def read(data, at):
+        out = {}
+        whole = None
+        for name, read_member, where in members:
+            if read_member is not None:
+                out[name] = read_member(data, at + where)
+                continue
+            if whole is None:
+                whole = int.from_bytes(data[at:at + size], order)
+            shift, mask, sign, names, is_bool = where
+            raw = (whole >> shift) & mask
+            if raw & sign:
+                raw -= sign << 1
+            out[name] = bool(raw) if is_bool else raw if names is None else \
+                Enumerator(raw, names.get(raw))
+        return out
+
+    return read
+
+
+_READERS = {"int": _read_int, "ptr": _read_ptr, "bool": _read_bool, "enum": _read_enum,
+            "chars": _read_bytes, "bytes": _read_bytes, "float": _read_float,
+            "array": _read_array, "struct": _read_composite, "union": _read_composite}
+assert set(_READERS) == set(TYPES)
 
 
 def gather(pieces: tuple, size: int, ctx, stack):
@@ -142,23 +641,44 @@ def gather(pieces: tuple, size: int, ctx, stack):
 
 
 class Function:
-    """One function's decoders, built from its descriptor."""
+    """One function's decoders, built from its descriptor (a FunctionDesc, or the same as plain
+    tuples: checked and rebuilt)."""
 
-    __slots__ = ("name", "btf_id", "order", "pointer_size", "args", "ret", "names", "entry",
-                 "_record", "_fast")
+    __slots__ = ("desc", "name", "btf_id", "order", "pointer_size", "args", "ret", "names",
+                 "entry", "_values", "_ret", "_plans", "_needs")
 
     def __init__(self, desc: tuple):
-        name, btf_id, order, psize, args, ret, fast, record = desc
-        self.name, self.btf_id, self.order, self.pointer_size = name, btf_id, order, psize
-        self.args, self.ret, self._record = args, ret, record
-        self.names = tuple(a[0] for a in args)
-        self._fast = fast
-        self.entry = self._fast_entry(fast) if fast is not None else self.decode_entry
+        d = self.desc = FunctionDesc.check(desc)
+        self.name, self.btf_id, self.order, self.pointer_size = (d.name, d.btf_id, d.byte_order,
+                                                                 d.pointer_size)
+        self.args, self.ret = d.args, d.ret
+        self.names = tuple(a.name for a in d.args)
+        # Hot paths unpack plain tuples made here: the descriptors are read once, by name.
+        memo: dict = {}
+        self._values = tuple(self._compiled(v, memo) for v in d.args)
+        self._ret = None if d.ret is None else (self._compiled(d.ret.value, memo),
+                                                 d.ret.needs_entry)
+        rets = () if d.ret is None else (d.ret.value,)
+        self._plans = (tuple(zip(self._values, d.record.entry)),
+                       tuple(zip(self._ret[:1] if self._ret else (), d.record.exit)))
+        # The record bytes each kind's plans read: a shorter record is refused, never misread.
+        self._needs = tuple(_record_end(values, plans, d.pointer_size)
+                            for values, plans in ((d.args, d.record.entry),
+                                                  (rets, d.record.exit)))
+        self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
 
-    def _fast_entry(self, fast: tuple):
+    def _compiled(self, v: ValueDesc, memo: dict) -> tuple:
+        return (v.name, reader(v.type, self.order, memo), v.size, v.pieces, v.by_ref,
+                v.unavailable)
+
+    def __repr__(self) -> str:
+        ret = "void" if self.ret is None else "returns"
+        return f"<Function {self.name} btf_id={self.btf_id} {len(self.args)} args, {ret}>"
+
+    def _fast_entry(self, fast: FastPath):
         """Every argument a whole scalar in one register: one precompiled struct read."""
-        fmt, perm = fast
-        unpack = struct.Struct(fmt).unpack_from
+        unpack = struct.Struct(fast.format).unpack_from
+        perm = fast.perm
         if perm is None:
 
             def entry(ctx, stack=b"", read_memory=None, _u=unpack):
@@ -186,11 +706,12 @@ class Function:
         in one pass of `struct.iter_unpack`, without a Python call per record."""
         view = memoryview(buffer)[offset:]
         usable = len(view) - len(view) % stride
-        if self._fast is not None:
-            fmt, perm = self._fast
-            size = struct.calcsize(fmt)
+        fast = self.desc.fast
+        if fast is not None:
+            size = struct.calcsize(fast.format)
             if size <= stride:
-                it = struct.Struct(f"{fmt}{stride - size}x").iter_unpack(view[:usable])
+                it = struct.Struct(f"{fast.format}{stride - size}x").iter_unpack(view[:usable])
+                perm = fast.perm
                 if perm is None:
                     return it
                 from operator import itemgetter
@@ -199,52 +720,57 @@ class Function:
                     range(len(perm) - 1, -1, -1)) else itemgetter(*perm), it)
         return (self.decode_entry(view[i : i + stride]) for i in range(0, usable, stride))
 
-    def _value(self, vdesc: tuple, ctx, stack, read_memory):
-        name, tdesc, size, pieces, by_ref, unavailable = vdesc
+    def _value(self, value: tuple, ctx, stack, read_memory):
+        name, read, size, pieces, by_ref, unavailable = value
         if unavailable is not None:
             return Unavailable(unavailable)
         if not by_ref:
-            return convert(tdesc, gather(pieces, size, ctx, stack), 0, self.order)
+            return read(gather(pieces, size, ctx, stack), 0)
         address = int.from_bytes(gather(pieces, self.pointer_size, ctx, stack), self.order)
         if read_memory is None:
             return Unread(address)
+        return read(self._memory(read_memory, address, size, name), 0)
+
+    def _memory(self, read_memory, address: int, size: int, name: str):
         data = read_memory(address, size)
         if len(data) < size:
             raise DecodeError(f"{self.name}: {name}: read_memory returned {len(data)} of "
                               f"{size} bytes")
-        return convert(tdesc, data, 0, self.order)
+        return data
 
     def decode_entry(self, ctx, stack=b"", read_memory=None) -> tuple:
         """Argument values, in order, from the ctx and stack images taken at function entry."""
-        return tuple(self._value(a, ctx, stack, read_memory) for a in self.args)
+        return tuple(self._value(a, ctx, stack, read_memory) for a in self._values)
 
     def decode_exit(self, ctx, stack=b"", read_memory=None, saved_entry=None):
         """The return value from the ctx at function exit (None for void). A struct returned
         through a hidden pointer is read through `saved_entry` (the ctx bytes at entry) when the
         ABI does not hand the pointer back."""
-        if self.ret is None:
+        if self._ret is None:
             return None
-        vdesc, needs_entry = self.ret
+        value, needs_entry = self._ret
         if needs_entry:
             if saved_entry is None:
                 return Unavailable("return pointer needs the ctx saved at entry")
             ctx, stack = saved_entry
-        return self._value(vdesc, ctx, stack, read_memory)
+        return self._value(value, ctx, stack, read_memory)
 
     def decode_record(self, record, read_memory=None):
         """Values from a generic BPF record (`btfgen_record`): a tuple of arguments for an entry
         record, the return value for an exit record."""
         btf_id, kind, failed = RECORD_HEADERS[self.order].unpack_from(record)
+        if kind > 1:
+            raise DecodeError(f"{self.name}: a record of kind {kind}")
         data = memoryview(record)[RECORD_HEADER_SIZE:]
-        plans = self._record[kind]
-        values = self.args if kind == 0 else ((self.ret[0],) if self.ret else ())
-        out = []
-        for vdesc, plan in zip(values, plans):
-            out.append(self._record_value(vdesc, plan, data, failed, read_memory))
+        if len(data) < self._needs[kind]:
+            raise DecodeError(f"{self.name}: a record of {len(data)} data bytes, its values "
+                              f"need {self._needs[kind]}")
+        out = [self._record_value(value, plan, data, failed, read_memory)
+               for value, plan in self._plans[kind]]
         return tuple(out) if kind == 0 else (out[0] if out else None)
 
-    def _record_value(self, vdesc, plan, data, failed, read_memory):
-        name, tdesc, size, _, by_ref, unavailable = vdesc
+    def _record_value(self, value, plan, data, failed, read_memory):
+        name, read, size, _pieces, by_ref, unavailable = value
         if unavailable is not None:
             return Unavailable(unavailable)
         if plan is None:
@@ -258,11 +784,21 @@ class Function:
             address = int.from_bytes(data[ptr_off : ptr_off + self.pointer_size], self.order)
             if read_memory is None:
                 return Unread(address)
-            return convert(tdesc, read_memory(address, size), 0, self.order)
-        return convert(tdesc, data, data_off, self.order)
+            return read(self._memory(read_memory, address, size, name), 0)
+        return read(data, data_off)
 
     def as_dict(self, values: tuple) -> dict:
         return dict(zip(self.names, values))
+
+
+def _record_end(values: tuple, plans: tuple, pointer_size: int) -> int:
+    """The furthest record data byte the plans of `values` read."""
+    end = 0
+    for v, plan in zip(values, plans):
+        if plan is not None and v.unavailable is None:
+            end = max(end, plan.data_off + v.size if plan.data_off >= 0 else
+                      plan.ptr_off + pointer_size)
+    return end
 
 
 ARCH = 'arm'
@@ -307,13 +843,13 @@ def names():
 
 
 def _descriptor(name: str) -> tuple:
-    """(the function's descriptor for Function, its generic ops (entry, exit, carry))."""
+    """(the function's FunctionDesc, its generic ops (entry, exit, carry))."""
     fname, btf_id, k = _FUNCTION_PROTOS[name]
     proto = _PROTO_VALUES.get(k)
     if proto is None:
         proto = _PROTO_VALUES[k] = eval(_PROTOS[k], {"__builtins__": {}, "_T": _T})
     values, ops = proto
-    return (fname, btf_id) + values, ops
+    return FunctionDesc.check((fname, btf_id) + values), ops
 
 
 def function(name: str) -> Function:
@@ -330,8 +866,8 @@ _SPEC_OP = struct.Struct('<' + "HHHBB")
 def spec(name: str) -> bytes:
     """`struct btfgen_spec` for the generic decoder, in the target's byte order."""
     desc, (entry, exit_, carry) = _descriptor(name)
-    btf_id, psize = desc[1], desc[3]
-    out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), psize, carry))
+    out = bytearray(_SPEC_HEAD.pack(desc.btf_id, len(entry), len(exit_), desc.pointer_size,
+                                    carry))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, 0)
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))

@@ -1,0 +1,16 @@
+/* Generated from btfgen/decoder/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by
+ * `python -m btfgen.decoder.spec_format`. DO NOT EDIT. */
+#ifndef BTFGEN_TRACE_EVENT_H
+#define BTFGEN_TRACE_EVENT_H
+#define BTFGEN_TRACE_MAX_FUNCTIONS 4096
+
+struct trace_event {
+	__u32 tgid;
+	__u32 pid; /* the thread: entries and exits are paired by it */
+	char comm[16];
+	__u64 ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u32 cpu;
+	__u32 pad; /* keeps the record 8-byte aligned; always 0 */
+	struct btfgen_record rec;
+};
+#endif /* BTFGEN_TRACE_EVENT_H */

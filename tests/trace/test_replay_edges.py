@@ -1,0 +1,67 @@
+"""`btfgen decode` on recordings whose checksums are valid but whose contents are not what the
+tracer writes: one line, never a traceback; and a bug is a bug, not a "corrupt event"."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import synth
+
+from btfgen.trace import output, recording, replay
+
+MODULE = synth.module("x86_64")
+
+
+@pytest.fixture
+def path(tmp_path):
+    p = tmp_path / "r.btfrec"
+    synth.write(p, MODULE, synth.events(synth.descriptors(MODULE), 30, 3, MODULE.BYTE_ORDER))
+    return p
+
+
+def test_a_bad_struct_format_is_one_line(path):
+    def damage(head):
+        head["functions"][0]["descriptor"][6] = ["<Z", None]  # the fast path's format
+
+    synth.reseal(path, header=damage)
+    with pytest.raises(recording.RecordError, match="corrupt header .*format '<Z'"):
+        replay.print_recording(str(path), io.StringIO())
+
+
+def test_a_bug_while_printing_is_not_called_a_corrupt_event(path, monkeypatch):
+    def event(self, raw):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(output.Printer, "event", event)
+    with pytest.raises(KeyError, match="a bug of ours"):
+        replay.print_recording(str(path), io.StringIO())
+
+
+def test_an_event_that_is_not_its_functions_is_a_corrupt_event(path):
+    """A section whose function index names another function of the same stride: its events
+    name their own function, which the columns would decode with the other's decoder and the
+    text would print after the lines before it; both refuse the file, printing nothing."""
+    with recording.Reader(str(path)) as r:
+        fns = replay.functions(r)
+        same = [(i, j) for i in range(len(fns)) for j in range(len(fns))
+                if i != j and r.strides[i] == r.strides[j]]
+    if not same:
+        pytest.skip("no two functions of one stride")
+    i, j = same[0]
+
+    def damage(table):
+        for s in table:
+            if s[0] == i:
+                s[0] = j
+
+    synth.reseal(path, sections=damage)
+    out = io.StringIO()
+    with pytest.raises(recording.RecordError, match="holds other events"):
+        replay.print_recording(str(path), out)
+    assert out.getvalue() == ""
+    columnar = pytest.importorskip("btfgen.trace.columnar")
+    name = fns[j].name
+    with pytest.raises(recording.RecordError, match="holds other events"):
+        for kind in ("entry", "exit"):
+            list(columnar.record_batches(str(path), name, kind))
