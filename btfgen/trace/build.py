@@ -19,14 +19,16 @@ from pathlib import Path
 
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs
+from btfgen.decoder import spec_format
 
 HERE = Path(__file__).resolve().parent
 # The run side, as the trace directory names it: module in this package -> file there.
 RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py",
-           "output.py": "output.py", "recording.py": "recording.py"}
+           "output.py": "output.py", "recording.py": "recording.py",
+           "../decoder/spec_format.py": "spec_format.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
-MAX_FUNCTIONS = 4096  # the specs map's size in trace.bpf.c
+MAX_FUNCTIONS = spec_format.MAX_FUNCTIONS  # the specs map's size in trace.bpf.c
 
 
 class BuildError(Exception):
