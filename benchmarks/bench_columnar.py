@@ -76,7 +76,7 @@ def per_record_rate(path: Path, limit: int = 300_000) -> float:
     from btfgen.decoder.runtime import Function
 
     with recording.Reader(str(path)) as r:
-        fn = Function(r.descriptors[[d[0] for d in r.descriptors].index(FUNCTION)])
+        fn = next(f for f in map(Function, r.descriptors) if f.name == FUNCTION)
         stride = r.strides[0]
         done, t = 0, time.perf_counter()
         for batch in r.batches():

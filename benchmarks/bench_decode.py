@@ -44,7 +44,7 @@ def functions():
         btf, arch = zoo.build()
         source = "hand-made zoo"
     keep = tuple(f for f in arch.functions if f.args and
-                 fast_format(f, function_desc(f, arch.byte_order, 8)[4], arch.byte_order))
+                 fast_format(f, function_desc(f, arch.byte_order, 8).args, arch.byte_order))
     from btfgen.layout import ArchLayout
 
     return btf, ArchLayout(arch.arch, arch.byte_order, arch.pointer_size, arch.ctx, keep), source

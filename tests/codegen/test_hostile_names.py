@@ -154,8 +154,8 @@ def test_python_imports_and_keeps_names_as_data(outputs, tmp_path):
     assert {mod.function(k).name for k in keys} == {f.name for f in arch.functions}
     f = mod.function(EVIL[4])
     assert f.names[0] == EVIL[4]  # parameter names too
-    enum = [d for d in f.args if d[1][0] == "enum"][0][1]
-    assert set(enum[3].values()) == set(EVIL)
+    enum = [d for d in f.args if d.type.tag == "enum"][0].type
+    assert set(enum.names.values()) == set(EVIL)
     # The descriptors are evaluated on first use: after every function and spec was asked for.
     assert all(mod.spec(k) for k in keys)
     assert not os.path.exists(PWNED)
