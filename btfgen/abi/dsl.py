@@ -21,7 +21,8 @@ A number `Nw` is N words (N x `pointer`, declared before it): what scales with t
   regs POOL = R, R, ...;       an ordered register pool
   close_on_miss POOL;          after one failed allocation the pool gives nothing more
   sret arg; | sret reg R;      hidden struct-return pointer: as a first argument, or in R
-  sret_exit R;                 the callee returns that pointer in R (readable at exit)
+  sret_exit R;                 the callee returns that pointer in R (readable at exit); R of
+                               either must be named by a pool, a ctx or the dwarf list
   args { RULE... }  ret { RULE... }
   ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
   ctx ftrace_regs "struct" ... wraps pt_regs as MEMBER;   the registers of a ctx described above,
@@ -30,6 +31,10 @@ A number `Nw` is N words (N x `pointer`, declared before it): what scales with t
                                DWARF facts: at the first instruction the CFA (call frame address,
                                what DW_OP_call_frame_cfa and most frame bases mean) is the entry
                                SP + N; the psABI's DWARF numbers of the registers that matter
+
+Every statement but `names`, `family`, `regs`, `close_on_miss` and `include` is said at most
+once (a property, `sret`, `args`, `ctx pt_regs`, ...): a second one is an error, not a silent
+replacement.
 
 A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
 a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
@@ -339,7 +344,8 @@ def _spell_terminal(name: str) -> str:
 class _Draft:
     """What the statements of one description said, before the checks that need all of them."""
 
-    props: dict = field(default_factory=dict)  # PROP -> token
+    props: dict = field(default_factory=dict)  # PROP -> its value's text
+    said: dict = field(default_factory=dict)  # a statement said once -> "file:line" it is at
     names: list = field(default_factory=list)
     families: list = field(default_factory=list)
     elf: str | None = None
@@ -348,6 +354,9 @@ class _Draft:
     sret_mode: str = "arg"
     sret_reg: str | None = None
     sret_exit: str | None = None
+    # Registers statements name outside the pools, checked once everything is declared:
+    # (statement, register token, the file it is written in).
+    named_regs: list = field(default_factory=list)
     clang: str = ""
     libc: tuple = ()
     rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
@@ -385,6 +394,14 @@ class _ToConvention(lark.Transformer):
             raise self.err(at or tok, f"{text}: words before the `pointer` size is known")
         return n * int(self.draft.props["pointer"], 0)
 
+    def once(self, what: str, at) -> None:
+        """Refuse a second statement that would silently replace the first."""
+        first = self.draft.said.get(what)
+        if first is not None:
+            raise self.err(at, f"{what} given twice (first at {first})")
+        line, column = getattr(at, "line", 0), getattr(at, "column", 0)
+        self.draft.said[what] = f"{self.path}:{line}:{column}"
+
     # -- statements ----------------------------------------------------------------------------
     def names(self, meta, kids):
         self.draft.names += map(str, kids)
@@ -393,9 +410,11 @@ class _ToConvention(lark.Transformer):
         self.draft.families += map(str, kids)
 
     def elf(self, meta, kids):
+        self.once("elf", meta)
         self.draft.elf = str(kids[0])
 
     def prop(self, meta, kids):
+        self.once(str(kids[0]), kids[0])
         value = str(kids[1])
         if value.endswith("w"):  # in words: resolved now, while `pointer` is the one above
             value = str(self.number(kids[1]))
@@ -427,22 +446,30 @@ class _ToConvention(lark.Transformer):
         self.draft.closes.append(kids[0])
 
     def sret_arg(self, meta, kids):
+        self.once("sret", meta)
         self.draft.sret_mode, self.draft.sret_reg = "arg", None
 
     def sret_reg(self, meta, kids):
+        self.once("sret", meta)
         self.draft.sret_mode, self.draft.sret_reg = "reg", str(kids[0])
+        self.draft.named_regs.append(("sret", kids[0], self.path))
 
     def sret_exit(self, meta, kids):
+        self.once("sret_exit", meta)
         self.draft.sret_exit = str(kids[0])
+        self.draft.named_regs.append(("sret_exit", kids[0], self.path))
 
     def clang(self, meta, kids):
+        self.once("clang", meta)
         self.draft.clang = str(kids[0])[1:-1]
 
     def libc(self, meta, kids):
+        self.once("libc", meta)
         self.draft.libc = tuple(str(t)[1:-1] for t in kids)
 
     def rules(self, meta, kids):
         which, *rules = kids
+        self.once(f"{which} rules", which)
         for rule in rules:
             for act in rule.actions:
                 if isinstance(act, Sret) and str(which) != "ret":
@@ -453,6 +480,7 @@ class _ToConvention(lark.Transformer):
         name_tok, *rest = kids
         if str(name_tok) not in CTX_NAMES:
             raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        self.once(f"ctx {name_tok}", name_tok)
         structs = [str(t)[1:-1] for t in rest if isinstance(t, lark.Token) and t.type == "STRING"]
         size = self.number(rest[len(structs)])
         entries = tuple(rest[len(structs) + 1:])
@@ -462,6 +490,7 @@ class _ToConvention(lark.Transformer):
 
     def dwarf(self, meta, kids):
         cfa, *pairs = kids
+        self.once("dwarf", meta)
         regs: dict[int, str] = {}
         for name, num in zip(pairs[::2], pairs[1::2]):
             n = self.number(num)
@@ -476,6 +505,7 @@ class _ToConvention(lark.Transformer):
         name_tok, *structs, inner, member = kids
         if str(name_tok) not in CTX_NAMES:
             raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        self.once(f"ctx {name_tok}", name_tok)
         wrapped = self.draft.ctxs.get(str(inner))
         if wrapped is None:
             raise self.err(inner, f"ctx {name_tok} wraps {inner}, which is not described above")
@@ -588,9 +618,15 @@ class _ToConvention(lark.Transformer):
                     for pool in act.pools:
                         if pool not in d.pools:
                             raise self.err(act, f"unknown register pool {pool}")
-        all_regs = {r for regs in d.pools.values() for r in regs}
-        if d.sret_reg is not None and d.sret_reg not in all_regs | {d.sret_reg}:
-            raise self.err(meta, f"unknown sret register {d.sret_reg}")
+        # A register is known when a pool, a ctx or the DWARF facts name it (arm64's x8 is in
+        # no pool: no argument is ever placed in it).
+        known = {r for regs in d.pools.values() for r in regs}
+        known.update(e.hwreg for c in d.ctxs.values() for e in c.entries)
+        known.update(d.dwarf.regs.values() if d.dwarf else ())
+        for what, tok, path in d.named_regs:
+            if str(tok) not in known:
+                raise AbiError(f"{path}:{tok.line}:{tok.column}: unknown {what} register {tok} "
+                               "(in no register pool, ctx or dwarf list)")
         return Convention(
             name=str(name_tok),
             path=self.path,
