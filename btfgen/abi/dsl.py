@@ -70,6 +70,7 @@ import functools
 import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NoReturn, Protocol
 
 import lark
 from lark import v_args
@@ -124,8 +125,46 @@ Cond = Flag | Compare | Member
 
 
 # -- actions: where a value may go, tried left to right ----------------------------------------
+# Each action says itself what it means to the engine (btfgen.place), as conditions say whether
+# they hold: `arg` places an argument, `ret` plans a return value, both by calling back the
+# engine's `Placer` methods. The engine keeps the allocation state and builds its own records,
+# and knows no action by name; this module does not import it.
+ArgPlace = tuple  # (raw pieces, by_ref, unavailable reason or None): an argument's placement
+
+
+class Placer(Protocol):
+    """What an action asks of the placement engine. The methods that locate bytes and `no_room`
+    raise the engine's own "no room" signal, upon which the rule's next action is tried."""
+
+    def regs(self, act: Regs, shape, alloc) -> list: ...
+    def chunks(self, act: Chunks, shape, alloc) -> list: ...
+    def stack(self, act: Stack, shape, alloc) -> list: ...
+    def no_room(self) -> NoReturn: ...
+    def new_alloc(self): ...  # a return value is placed from a fresh allocation state
+    def by_ref(self, alloc, variadic: bool, nested: bool) -> ArgPlace: ...
+    def ret_located(self, raw: list): ...
+    def ret_sret(self): ...
+    def ret_unavailable(self, reason: str): ...
+
+
+class _Locates:
+    """An action that puts the value's bytes somewhere (`locate`): in the argument's allocation
+    state for an argument, in a fresh one for a return value."""
+
+    __slots__ = ()
+
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        raise NotImplementedError
+
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return self.locate(placer, shape, alloc), False, None
+
+    def ret(self, placer: Placer, shape):
+        return placer.ret_located(self.locate(placer, shape, placer.new_alloc()))
+
+
 @dataclass(frozen=True, slots=True)
-class Regs:
+class Regs(_Locates):
     pool: str
     even: bool = False  # start at an even register index
     split: bool = False  # what does not fit goes on the stack
@@ -138,9 +177,12 @@ class Regs:
     def pools(self) -> tuple[str, ...]:
         return (self.pool,)
 
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return placer.regs(self, shape, alloc)
+
 
 @dataclass(frozen=True, slots=True)
-class Chunks:
+class Chunks(_Locates):
     """Each chunk (the description's `chunk` bytes: x86-64's eightbyte) from the pool of its
     class."""
 
@@ -153,13 +195,31 @@ class Chunks:
     def pools(self) -> tuple[str, ...]:
         return (self.int_pool, self.fp_pool)
 
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return placer.chunks(self, shape, alloc)
+
 
 @dataclass(frozen=True, slots=True)
-class Stack:
+class Stack(_Locates):
     align: int | str | None = None  # a number, "natural", or None (the slot size)
     line: int = field(default=0, kw_only=True)
     column: int = field(default=0, kw_only=True)
     pools = ()
+
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return placer.stack(self, shape, alloc)
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlace(_Locates):
+    """`none`: the value takes no location (an empty struct)."""
+
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +230,12 @@ class ByRef:
     column: int = field(default=0, kw_only=True)
     pools = ()
 
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return placer.by_ref(alloc, variadic, nested)
+
+    def ret(self, placer: Placer, shape):
+        placer.no_room()  # a return value is never passed by reference: `sret` is that
+
 
 @dataclass(frozen=True, slots=True)
 class Sret:
@@ -179,14 +245,11 @@ class Sret:
     column: int = field(default=0, kw_only=True)
     pools = ()
 
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        placer.no_room()  # rejected in an argument list by the parser: never reached
 
-@dataclass(frozen=True, slots=True)
-class NoPlace:
-    """`none`: the value takes no location (an empty struct)."""
-
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
+    def ret(self, placer: Placer, shape):
+        return placer.ret_sret()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +258,12 @@ class Unavailable:
     line: int = field(default=0, kw_only=True)
     column: int = field(default=0, kw_only=True)
     pools = ()
+
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return [], False, self.reason
+
+    def ret(self, placer: Placer, shape):
+        return placer.ret_unavailable(self.reason)
 
 
 Action = Regs | Chunks | Stack | ByRef | Sret | NoPlace | Unavailable
