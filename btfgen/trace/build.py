@@ -68,7 +68,7 @@ def build(req: Request, out: Path) -> dict:
         "format": 1,
         "kind": "kernel" if req.kernel else "user",
         "arch": layout.arch,
-        "module": outputs.file_names(layout.arch).module,
+        "module": outputs.file_name("python", layout.arch),
         "object": OBJECT,
         "functions": names,  # index = attach cookie = key in the specs map
         "btf": source,

@@ -90,11 +90,11 @@ def test_functions_sharing_a_name_are_all_generated_apart():
     assert "'dup__106': ('dup', 106," in module and "'dup__107': ('dup', 107," in module
 
 
-def test_manifest_is_the_layout_json_contract():
+def test_layout_text_is_the_layout_json_contract():
     import json
 
-    from btfgen.codegen.outputs import manifest_text
+    from btfgen.codegen.outputs import layout_text
     from btfgen.layout_json import to_json
 
     table, arch = zoo.build()
-    assert json.loads(manifest_text(arch)) == json.loads(json.dumps(to_json(arch)))
+    assert json.loads(layout_text(arch)) == json.loads(json.dumps(to_json(arch)))

@@ -191,7 +191,7 @@ def test_generic_decoder_with_uprobe_multi(generated):
     src = work / "generic.bpf.c"
     src.write_text(GENERIC)
     obj_path = harness.compile_bpf(src, work / "generic.bpf.o", include_dirs=[work])
-    decoders = _load_module(work / names.module)
+    decoders = _load_module(work / names["python"])
     funcs = [f.name for f in layout.functions]
     cookies = [3 + i for i in range(len(funcs))]  # any index into the specs map
     with bpfload.BpfObject(str(obj_path)) as obj:
