@@ -7,7 +7,9 @@ parse tree leaves this module; every syntax or meaning error is an `AbiError` "f
 The language, statement by statement (`#` starts a comment):
 
   arch NAME { ... }            one architecture; NAME is its canonical name
-  names N...;                  other exact names (uname -m spellings)
+  names N...;                  other exact names (uname -m spellings: a trace directory runs on
+                               a machine whose `uname -m` is one of them)
+  bpf_syscall N;               the bpf() syscall's number in this arch's syscall table
   family N...;                 shared names (kernel ARCH, __TARGET_ARCH_*) picked by pointer size
   elf EM_...;                  the ELF e_machine that means this arch
   pointer N; endian little|big; max_align N; slot N;
@@ -339,6 +341,7 @@ class Convention:
     sysv_max_size: int = 0
     clang_triple: str = ""  # libclang's target for C headers; "": headers unsupported
     libc_dirs: tuple[str, ...] = ()
+    bpf_syscall: int | None = None  # the bpf() syscall's number; None: not described
 
     @property
     def target_arch(self) -> str:
@@ -721,4 +724,6 @@ class _ToConvention(lark.Transformer):
             sysv_max_size=self.number(props.get("sysv_max_size", "0"), meta),
             clang_triple=d.clang,
             libc_dirs=d.libc,
+            bpf_syscall=(self.number(props["bpf_syscall"], meta) if "bpf_syscall" in props
+                         else None),
         )

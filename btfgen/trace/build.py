@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from btfgen.abi.arches import load_arch
+from btfgen.abi.arches import load_arch, run_side_facts
 from btfgen.btf.reader import DEFAULT_PATH, open_btf
 from btfgen.codegen import outputs
 from btfgen.codegen.select import select_functions
@@ -65,9 +65,11 @@ def build(req: Request, out: Path) -> dict:
         shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
     manifest = {
-        "format": 1,
+        "format": 2,
         "kind": "kernel" if req.kernel else "user",
         "arch": layout.arch,
+        # the run side has no arch descriptions: uname spellings, byte order, bpf() number
+        **run_side_facts(conv),
         "module": outputs.file_name("python", layout.arch),
         "object": OBJECT,
         "functions": names,  # index = attach cookie = key in the specs map
