@@ -98,3 +98,18 @@ def test_layout_text_is_the_layout_json_contract():
 
     table, arch = zoo.build()
     assert json.loads(layout_text(arch)) == json.loads(json.dumps(to_json(arch)))
+
+
+def test_each_lang_writes_its_registry_entries_and_two_processes_the_same_bytes():
+    from btfgen.codegen.outputs import LANGS, OUTPUTS, file_names
+
+    table, arch = zoo.build()
+    names = file_names(arch.arch)
+    assert len(set(names.values())) == len(OUTPUTS) and LANGS == ("bpf", "python", "json")
+    for lang in LANGS:
+        got = generate(arch, table, (lang,))
+        assert set(got) == {names[o.name] for o in OUTPUTS if o.lang == lang}
+    assert set(generate(arch, table, ("bpf",), specs_table=False)) == {names["header"]}
+    one = generate(arch, table)
+    assert set(one) == set(names.values())
+    assert generate(arch, table, jobs=2) == one
