@@ -13,18 +13,7 @@ from dataclasses import dataclass
 
 from btfgen.abi.classify import Classifier, Shape, pointer_shape
 from btfgen.abi.ctx import resolve_ctx
-from btfgen.abi.dsl import (
-    Action,
-    ByRef,
-    Chunks,
-    Convention,
-    NoPlace,
-    Regs,
-    Rule,
-    Sret,
-    Stack,
-    Unavailable,
-)
+from btfgen.abi.dsl import ArgPlace, Chunks, Convention, Regs, Rule, Stack
 from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.errors import ArchError
@@ -106,6 +95,8 @@ class _Start:
 
 
 class _Engine:
+    """Runs the rules; each action calls back the `Placer` methods (btfgen.abi.dsl) it means."""
+
     def __init__(self, conv: Convention, ctx: CtxInfo, classifier: Classifier):
         self.conv = conv
         self.ctx = ctx
@@ -115,8 +106,6 @@ class _Engine:
         self.ptr = pointer_shape(conv.pointer_size)
         self._rule_cache: dict[tuple, Rule | None] = {}
         self._pool_index = {name: i for i, name in enumerate(conv.pools)}
-        self._actions = {Regs: self._regs, Stack: self._stack, Chunks: self._chunks,
-                         NoPlace: lambda act, shape, alloc: []}
         # Placing one value depends only on its type and the allocation state before it, and
         # kernels share prototypes between many functions: these two caches are what makes
         # placing a whole vmlinux take seconds, not minutes.
@@ -162,25 +151,31 @@ class _Engine:
                                f"{shape.size} bytes")
         for act in rule.actions:
             try:
-                if isinstance(act, ByRef):
-                    if nested:
-                        raise _NoPlace
-                    pieces, _, why = self.place_arg(self.ptr, -1, alloc, variadic, True)
-                    return pieces, True, why
-                if isinstance(act, Unavailable):
-                    return [], False, act.reason
-                return self._act(act, shape, alloc), False, None
+                return act.arg(self, shape, alloc, variadic, nested)
             except _NoPlace:
                 continue
         return [], False, f"{rule.where(self.conv.path)}: no action of this rule found a place"
 
-    def _act(self, act: Action, shape: Shape, alloc: _Alloc) -> list[_Raw]:
-        place = self._actions.get(type(act))
-        if place is None:
-            raise _NoPlace  # sret in an argument list: rejected by the parser, never reached
-        return place(act, shape, alloc)
+    # -- what actions ask for (dsl.Placer) -----------------------------------------------------
+    def no_room(self):
+        raise _NoPlace
 
-    def _regs(self, act: Regs, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+    def by_ref(self, alloc: _Alloc, variadic: bool, nested: bool) -> ArgPlace:
+        if nested:
+            raise _NoPlace  # the pointer to a copy is never itself passed by reference
+        pieces, _, why = self.place_arg(self.ptr, -1, alloc, variadic, True)
+        return pieces, True, why
+
+    def ret_located(self, raw: list[_Raw]) -> _RetPlan:
+        return _RetInRegs(tuple(raw))
+
+    def ret_sret(self) -> _RetPlan:
+        return _RetSret()
+
+    def ret_unavailable(self, reason: str) -> _RetPlan:
+        return _RetUnavailable(reason)
+
+    def regs(self, act: Regs, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         conv = self.conv
         pool_name = act.pool
         pool = conv.pools[pool_name]
@@ -246,7 +241,7 @@ class _Engine:
         alloc.stack = (first + count) * slot
         return pieces
 
-    def _chunks(self, act: Chunks, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+    def chunks(self, act: Chunks, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         """System V x86-64: each eightbyte (a word) from the pool of its class, all or none."""
         int_pool, fp_pool = act.int_pool, act.fp_pool
         w = self.word
@@ -267,7 +262,7 @@ class _Engine:
             pieces.append(_InReg(pools[name][idx], w * k, min(w, shape.size - w * k)))
         return pieces
 
-    def _stack(self, act: Stack, shape: Shape, alloc: _Alloc) -> list[_Raw]:
+    def stack(self, act: Stack, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         conv = self.conv
         align = conv.slot
         if act.align == "natural":
@@ -368,12 +363,8 @@ class _Engine:
             return _RetUnavailable(f"{self.conv.path}: no return rule for a {shape.cls} of "
                                    f"{shape.size} bytes")
         for act in rule.actions:
-            if isinstance(act, Sret):
-                return _RetSret()
-            if isinstance(act, Unavailable):
-                return _RetUnavailable(act.reason)
             try:
-                return _RetInRegs(tuple(self._act(act, shape, self.new_alloc())))
+                return act.ret(self, shape)
             except _NoPlace:
                 continue
         return _RetUnavailable(f"{rule.where(self.conv.path)}: no action of this rule found a "

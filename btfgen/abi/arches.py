@@ -3,12 +3,14 @@
 A description declares the names it answers to: `names` (its canonical name, `uname -m`
 spellings), `family` (kernel ARCH / libbpf `__TARGET_ARCH_*` names shared by a 32- and a 64-bit
 arch, resolved by the BTF's pointer size) and `elf` (the e_machine pyelftools reports). Adding an
-arch is adding a file.
+arch is adding a file, for `btfgen trace` too: its run side takes the `uname -m` spellings and
+the bpf() syscall number from the manifest the build writes (`run_side_facts`).
 """
 
 from __future__ import annotations
 
 import functools
+import platform
 
 from btfgen.abi.dsl import Convention, parse_file
 from btfgen.errors import ArchError
@@ -64,3 +66,24 @@ def arch_for_elf_machine(machine: str, pointer_size: int | None = None) -> Conve
     if pointer_size is not None:
         matches = [c for c in matches if c.pointer_size == pointer_size] or matches
     return matches[0] if matches else None
+
+
+def bpf_syscall(conv: Convention) -> int:
+    """The bpf() syscall's number on `conv`'s arch."""
+    if conv.bpf_syscall is None:
+        raise ArchError(f"{conv.path}: no `bpf_syscall` (the bpf() syscall's number, which "
+                        "tracing needs)")
+    return conv.bpf_syscall
+
+
+def host_bpf_syscall() -> int:
+    """The bpf() syscall's number on this machine, from the description of its `uname -m`."""
+    return bpf_syscall(load_arch(platform.machine()))
+
+
+def run_side_facts(conv: Convention) -> dict:
+    """What a trace directory's run side, which has no descriptions, needs to know of the arch
+    it was built for: the `uname -m` spellings it may run on, its byte order (MIPS spells both
+    `mips64`) and the bpf() syscall's number."""
+    return {"uname": list(conv.names), "byte_order": conv.byte_order,
+            "bpf_syscall": bpf_syscall(conv)}

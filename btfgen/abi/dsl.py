@@ -7,7 +7,9 @@ parse tree leaves this module; every syntax or meaning error is an `AbiError` "f
 The language, statement by statement (`#` starts a comment):
 
   arch NAME { ... }            one architecture; NAME is its canonical name
-  names N...;                  other exact names (uname -m spellings)
+  names N...;                  other exact names (uname -m spellings: a trace directory runs on
+                               a machine whose `uname -m` is one of them)
+  bpf_syscall N;               the bpf() syscall's number in this arch's syscall table
   family N...;                 shared names (kernel ARCH, __TARGET_ARCH_*) picked by pointer size
   elf EM_...;                  the ELF e_machine that means this arch
   pointer N; endian little|big; max_align N; slot N;
@@ -21,7 +23,8 @@ A number `Nw` is N words (N x `pointer`, declared before it): what scales with t
   regs POOL = R, R, ...;       an ordered register pool
   close_on_miss POOL;          after one failed allocation the pool gives nothing more
   sret arg; | sret reg R;      hidden struct-return pointer: as a first argument, or in R
-  sret_exit R;                 the callee returns that pointer in R (readable at exit)
+  sret_exit R;                 the callee returns that pointer in R (readable at exit); R of
+                               either must be named by a pool, a ctx or the dwarf list
   args { RULE... }  ret { RULE... }
   ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
   ctx ftrace_regs "struct" ... wraps pt_regs as MEMBER;   the registers of a ctx described above,
@@ -30,6 +33,10 @@ A number `Nw` is N words (N x `pointer`, declared before it): what scales with t
                                DWARF facts: at the first instruction the CFA (call frame address,
                                what DW_OP_call_frame_cfa and most frame bases mean) is the entry
                                SP + N; the psABI's DWARF numbers of the registers that matter
+
+Every statement but `names`, `family`, `regs`, `close_on_miss` and `include` is said at most
+once (a property, `sret`, `args`, `ctx pt_regs`, ...): a second one is an error, not a silent
+replacement.
 
 A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
 a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
@@ -65,6 +72,7 @@ import functools
 import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NoReturn, Protocol
 
 import lark
 from lark import v_args
@@ -119,8 +127,46 @@ Cond = Flag | Compare | Member
 
 
 # -- actions: where a value may go, tried left to right ----------------------------------------
+# Each action says itself what it means to the engine (btfgen.place), as conditions say whether
+# they hold: `arg` places an argument, `ret` plans a return value, both by calling back the
+# engine's `Placer` methods. The engine keeps the allocation state and builds its own records,
+# and knows no action by name; this module does not import it.
+ArgPlace = tuple  # (raw pieces, by_ref, unavailable reason or None): an argument's placement
+
+
+class Placer(Protocol):
+    """What an action asks of the placement engine. The methods that locate bytes and `no_room`
+    raise the engine's own "no room" signal, upon which the rule's next action is tried."""
+
+    def regs(self, act: Regs, shape, alloc) -> list: ...
+    def chunks(self, act: Chunks, shape, alloc) -> list: ...
+    def stack(self, act: Stack, shape, alloc) -> list: ...
+    def no_room(self) -> NoReturn: ...
+    def new_alloc(self): ...  # a return value is placed from a fresh allocation state
+    def by_ref(self, alloc, variadic: bool, nested: bool) -> ArgPlace: ...
+    def ret_located(self, raw: list): ...
+    def ret_sret(self): ...
+    def ret_unavailable(self, reason: str): ...
+
+
+class _Locates:
+    """An action that puts the value's bytes somewhere (`locate`): in the argument's allocation
+    state for an argument, in a fresh one for a return value."""
+
+    __slots__ = ()
+
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        raise NotImplementedError
+
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return self.locate(placer, shape, alloc), False, None
+
+    def ret(self, placer: Placer, shape):
+        return placer.ret_located(self.locate(placer, shape, placer.new_alloc()))
+
+
 @dataclass(frozen=True, slots=True)
-class Regs:
+class Regs(_Locates):
     pool: str
     even: bool = False  # start at an even register index
     split: bool = False  # what does not fit goes on the stack
@@ -133,9 +179,12 @@ class Regs:
     def pools(self) -> tuple[str, ...]:
         return (self.pool,)
 
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return placer.regs(self, shape, alloc)
+
 
 @dataclass(frozen=True, slots=True)
-class Chunks:
+class Chunks(_Locates):
     """Each chunk (the description's `chunk` bytes: x86-64's eightbyte) from the pool of its
     class."""
 
@@ -148,13 +197,31 @@ class Chunks:
     def pools(self) -> tuple[str, ...]:
         return (self.int_pool, self.fp_pool)
 
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return placer.chunks(self, shape, alloc)
+
 
 @dataclass(frozen=True, slots=True)
-class Stack:
+class Stack(_Locates):
     align: int | str | None = None  # a number, "natural", or None (the slot size)
     line: int = field(default=0, kw_only=True)
     column: int = field(default=0, kw_only=True)
     pools = ()
+
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return placer.stack(self, shape, alloc)
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlace(_Locates):
+    """`none`: the value takes no location (an empty struct)."""
+
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+    def locate(self, placer: Placer, shape, alloc) -> list:
+        return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +232,12 @@ class ByRef:
     column: int = field(default=0, kw_only=True)
     pools = ()
 
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return placer.by_ref(alloc, variadic, nested)
+
+    def ret(self, placer: Placer, shape):
+        placer.no_room()  # a return value is never passed by reference: `sret` is that
+
 
 @dataclass(frozen=True, slots=True)
 class Sret:
@@ -174,14 +247,11 @@ class Sret:
     column: int = field(default=0, kw_only=True)
     pools = ()
 
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        placer.no_room()  # rejected in an argument list by the parser: never reached
 
-@dataclass(frozen=True, slots=True)
-class NoPlace:
-    """`none`: the value takes no location (an empty struct)."""
-
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
+    def ret(self, placer: Placer, shape):
+        return placer.ret_sret()
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +260,12 @@ class Unavailable:
     line: int = field(default=0, kw_only=True)
     column: int = field(default=0, kw_only=True)
     pools = ()
+
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return [], False, self.reason
+
+    def ret(self, placer: Placer, shape):
+        return placer.ret_unavailable(self.reason)
 
 
 Action = Regs | Chunks | Stack | ByRef | Sret | NoPlace | Unavailable
@@ -265,6 +341,7 @@ class Convention:
     sysv_max_size: int = 0
     clang_triple: str = ""  # libclang's target for C headers; "": headers unsupported
     libc_dirs: tuple[str, ...] = ()
+    bpf_syscall: int | None = None  # the bpf() syscall's number; None: not described
 
     @property
     def target_arch(self) -> str:
@@ -339,7 +416,8 @@ def _spell_terminal(name: str) -> str:
 class _Draft:
     """What the statements of one description said, before the checks that need all of them."""
 
-    props: dict = field(default_factory=dict)  # PROP -> token
+    props: dict = field(default_factory=dict)  # PROP -> its value's text
+    said: dict = field(default_factory=dict)  # a statement said once -> "file:line" it is at
     names: list = field(default_factory=list)
     families: list = field(default_factory=list)
     elf: str | None = None
@@ -348,6 +426,9 @@ class _Draft:
     sret_mode: str = "arg"
     sret_reg: str | None = None
     sret_exit: str | None = None
+    # Registers statements name outside the pools, checked once everything is declared:
+    # (statement, register token, the file it is written in).
+    named_regs: list = field(default_factory=list)
     clang: str = ""
     libc: tuple = ()
     rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
@@ -385,6 +466,14 @@ class _ToConvention(lark.Transformer):
             raise self.err(at or tok, f"{text}: words before the `pointer` size is known")
         return n * int(self.draft.props["pointer"], 0)
 
+    def once(self, what: str, at) -> None:
+        """Refuse a second statement that would silently replace the first."""
+        first = self.draft.said.get(what)
+        if first is not None:
+            raise self.err(at, f"{what} given twice (first at {first})")
+        line, column = getattr(at, "line", 0), getattr(at, "column", 0)
+        self.draft.said[what] = f"{self.path}:{line}:{column}"
+
     # -- statements ----------------------------------------------------------------------------
     def names(self, meta, kids):
         self.draft.names += map(str, kids)
@@ -393,9 +482,11 @@ class _ToConvention(lark.Transformer):
         self.draft.families += map(str, kids)
 
     def elf(self, meta, kids):
+        self.once("elf", meta)
         self.draft.elf = str(kids[0])
 
     def prop(self, meta, kids):
+        self.once(str(kids[0]), kids[0])
         value = str(kids[1])
         if value.endswith("w"):  # in words: resolved now, while `pointer` is the one above
             value = str(self.number(kids[1]))
@@ -427,22 +518,30 @@ class _ToConvention(lark.Transformer):
         self.draft.closes.append(kids[0])
 
     def sret_arg(self, meta, kids):
+        self.once("sret", meta)
         self.draft.sret_mode, self.draft.sret_reg = "arg", None
 
     def sret_reg(self, meta, kids):
+        self.once("sret", meta)
         self.draft.sret_mode, self.draft.sret_reg = "reg", str(kids[0])
+        self.draft.named_regs.append(("sret", kids[0], self.path))
 
     def sret_exit(self, meta, kids):
+        self.once("sret_exit", meta)
         self.draft.sret_exit = str(kids[0])
+        self.draft.named_regs.append(("sret_exit", kids[0], self.path))
 
     def clang(self, meta, kids):
+        self.once("clang", meta)
         self.draft.clang = str(kids[0])[1:-1]
 
     def libc(self, meta, kids):
+        self.once("libc", meta)
         self.draft.libc = tuple(str(t)[1:-1] for t in kids)
 
     def rules(self, meta, kids):
         which, *rules = kids
+        self.once(f"{which} rules", which)
         for rule in rules:
             for act in rule.actions:
                 if isinstance(act, Sret) and str(which) != "ret":
@@ -453,6 +552,7 @@ class _ToConvention(lark.Transformer):
         name_tok, *rest = kids
         if str(name_tok) not in CTX_NAMES:
             raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        self.once(f"ctx {name_tok}", name_tok)
         structs = [str(t)[1:-1] for t in rest if isinstance(t, lark.Token) and t.type == "STRING"]
         size = self.number(rest[len(structs)])
         entries = tuple(rest[len(structs) + 1:])
@@ -462,6 +562,7 @@ class _ToConvention(lark.Transformer):
 
     def dwarf(self, meta, kids):
         cfa, *pairs = kids
+        self.once("dwarf", meta)
         regs: dict[int, str] = {}
         for name, num in zip(pairs[::2], pairs[1::2]):
             n = self.number(num)
@@ -476,6 +577,7 @@ class _ToConvention(lark.Transformer):
         name_tok, *structs, inner, member = kids
         if str(name_tok) not in CTX_NAMES:
             raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        self.once(f"ctx {name_tok}", name_tok)
         wrapped = self.draft.ctxs.get(str(inner))
         if wrapped is None:
             raise self.err(inner, f"ctx {name_tok} wraps {inner}, which is not described above")
@@ -588,9 +690,15 @@ class _ToConvention(lark.Transformer):
                     for pool in act.pools:
                         if pool not in d.pools:
                             raise self.err(act, f"unknown register pool {pool}")
-        all_regs = {r for regs in d.pools.values() for r in regs}
-        if d.sret_reg is not None and d.sret_reg not in all_regs | {d.sret_reg}:
-            raise self.err(meta, f"unknown sret register {d.sret_reg}")
+        # A register is known when a pool, a ctx or the DWARF facts name it (arm64's x8 is in
+        # no pool: no argument is ever placed in it).
+        known = {r for regs in d.pools.values() for r in regs}
+        known.update(e.hwreg for c in d.ctxs.values() for e in c.entries)
+        known.update(d.dwarf.regs.values() if d.dwarf else ())
+        for what, tok, path in d.named_regs:
+            if str(tok) not in known:
+                raise AbiError(f"{path}:{tok.line}:{tok.column}: unknown {what} register {tok} "
+                               "(in no register pool, ctx or dwarf list)")
         return Convention(
             name=str(name_tok),
             path=self.path,
@@ -616,4 +724,6 @@ class _ToConvention(lark.Transformer):
             sysv_max_size=self.number(props.get("sysv_max_size", "0"), meta),
             clang_triple=d.clang,
             libc_dirs=d.libc,
+            bpf_syscall=(self.number(props["bpf_syscall"], meta) if "bpf_syscall" in props
+                         else None),
         )

@@ -1,6 +1,6 @@
 """Run independent pieces of work in forked children, for the whole-kernel outputs.
 
-Rendering the BPF header, the spec table, the Python module and the manifest of ~56k functions
+Rendering the BPF header, the spec table, the Python module and the layout of ~56k functions
 are independent once placement is done, and each is pure Python: threads would share one
 interpreter lock, so they run in forked children that inherit the placed layout for free and
 send back only their text. Where fork is missing the work runs here, one piece after another.

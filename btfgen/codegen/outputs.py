@@ -3,12 +3,14 @@
 Kernels have about half as many distinct prototypes as functions, and placement hands functions
 of one prototype one `ProtoLayout`: everything below that depends only on the layout is computed
 once per prototype (`layout.by_prototype`) and the function's own name and id are put in
-afterwards.
+afterwards. Each output file is one entry of `OUTPUTS`: the language that selects it, its file
+name, its renderer and which of two processes renders it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from btfgen.codegen import bpf, forked, python
@@ -19,23 +21,6 @@ from btfgen.gcpause import collector_paused
 from btfgen.decoder.describe import function_desc
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, ValueLayout, by_prototype
 
-LANGS = ("bpf", "python", "json")
-
-
-@dataclass(frozen=True, slots=True)
-class Names:
-    """Output file names for one arch."""
-
-    header: str
-    specs: str
-    module: str
-    manifest: str
-
-
-def file_names(arch: str) -> Names:
-    a = c_ident(arch)
-    return Names("btfgen.bpf.h", "btfgen_specs.h", f"btfgen_{py_ident(a)}.py", "layout.json")
-
 
 def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
     """Each function's generic plan; one object per prototype."""
@@ -45,40 +30,11 @@ def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
     return [made[k] for k in at]
 
 
-def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
-             specs_table: bool = True, jobs: int = 1) -> dict[str, str]:
-    """The files for `langs`; with `jobs` > 1 rendered in two processes (the same bytes)."""
-    names = file_names(arch.arch)
-    kinds = []
-    if "bpf" in langs:
-        kinds += ["header"] + (["specs"] if specs_table else [])
-    if "python" in langs:
-        kinds.append("python")
-    if "json" in langs:
-        kinds.append("json")
-    files = _Files(arch, table, names, self_contained)
-    groups = _groups(kinds, jobs)
-    with collector_paused():
-        return forked.run([lambda g=g: files.render(g) for g in groups])
-
-
-# The two halves of the work take about as long on a whole kernel: the header is the largest
-# file; the spec table and the Python module share the generic plans.
-_HALVES = (("header", "json"), ("specs", "python"))
-
-
-def _groups(kinds: list[str], jobs: int) -> list[list[str]]:
-    if jobs < 2:
-        return [kinds]
-    groups = [[k for k in half if k in kinds] for half in _HALVES]
-    return [g for g in groups if g]
-
-
 class _Files:
-    """One output file per kind, with what several kinds share computed once per process."""
+    """The renderers, with what several outputs share computed once per process."""
 
-    def __init__(self, arch: ArchLayout, table, names: Names, self_contained: bool):
-        self.arch, self.table, self.names = arch, table, names
+    def __init__(self, arch: ArchLayout, table, self_contained: bool):
+        self.arch, self.table = arch, table
         self.self_contained = self_contained
         self._plans: list[generic.GenericPlan] | None = None
         self._cnames: list[str] | None = None
@@ -95,20 +51,13 @@ class _Files:
             self._cnames = bpf.function_names(self.arch.functions)
         return self._cnames
 
-    def render(self, kinds: list[str]) -> dict[str, str]:
-        out = {}
-        for kind in kinds:
-            name, text = getattr(self, "_" + kind)()
-            out[name] = text
-        return out
-
     def _ctypes(self):
         return bpf.c_types(self.arch, self.table, self.self_contained)
 
     def _guard(self) -> str:
         return f"BTFGEN_{self.arch.arch}_H"
 
-    def _header(self) -> tuple[str, str]:
+    def header(self) -> str:
         env = environment()
         ctypes = self._ctypes()
         func_t = env.get_template("bpf_function.h.j2")
@@ -117,9 +66,9 @@ class _Files:
                                      lambda fs: func_t.render(fs=fs, h=ptr, end=bpf.BLOCK_END)
                                      .split(bpf.BLOCK_END))
         h = bpf.header_view(self.arch, ctypes, guard=self._guard())
-        return self.names.header, env.get_template("bpf.h.j2").render(h=h, blocks=blocks)
+        return env.get_template("bpf.h.j2").render(h=h, blocks=blocks)
 
-    def _specs(self) -> tuple[str, str]:
+    def specs(self) -> str:
         env = environment()
         ops_t = env.get_template("spec_ops.h.j2")
         specs = bpf.spec_views(self.arch, self.cnames, self.plans,
@@ -127,14 +76,65 @@ class _Files:
         # The table needs only the header's guard and sizes, none of its type definitions.
         h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
         values, users = bpf.user_views(self.arch, self.plans)
-        return self.names.specs, env.get_template("specs.h.j2").render(
-            h=h, specs=specs, values=values, users=users, decoders_header=self.names.header)
+        return env.get_template("specs.h.j2").render(
+            h=h, specs=specs, values=values, users=users,
+            decoders_header=file_name("header", self.arch.arch))
 
-    def _python(self) -> tuple[str, str]:
-        return self.names.module, python_module(self.arch, self.plans)
+    def python(self) -> str:
+        return python_module(self.arch, self.plans)
 
-    def _json(self) -> tuple[str, str]:
-        return self.names.manifest, manifest_text(self.arch)
+    def layout(self) -> str:
+        return layout_text(self.arch)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One generated file: a new format is one entry below (and its template)."""
+
+    name: str
+    lang: str  # the --lang that selects it
+    file_name: Callable[[str], str]  # for an arch's canonical name
+    render: Callable[[_Files], str]
+    # With two processes, which one renders it: the two halves take about as long on a whole
+    # kernel (the header is the largest file; the spec table and the Python module share the
+    # generic plans, computed once per process).
+    half: int
+
+
+OUTPUTS = (
+    Output("header", "bpf", lambda arch: "btfgen.bpf.h", _Files.header, half=0),
+    Output("specs", "bpf", lambda arch: "btfgen_specs.h", _Files.specs, half=1),
+    Output("python", "python", lambda arch: f"btfgen_{py_ident(c_ident(arch))}.py",
+           _Files.python, half=1),
+    Output("layout", "json", lambda arch: "layout.json", _Files.layout, half=0),
+)
+_BY_NAME = {o.name: o for o in OUTPUTS}
+LANGS = tuple(dict.fromkeys(o.lang for o in OUTPUTS))
+
+
+def file_name(output: str, arch: str) -> str:
+    """The file name of output `output` ("header", "specs", "python", "layout") for `arch`."""
+    return _BY_NAME[output].file_name(arch)
+
+
+def file_names(arch: str) -> dict[str, str]:
+    """Output name -> its file name, for `arch`."""
+    return {o.name: o.file_name(arch) for o in OUTPUTS}
+
+
+def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
+             specs_table: bool = True, jobs: int = 1) -> dict[str, str]:
+    """The files for `langs` (without the spec table unless `specs_table`); with `jobs` > 1
+    rendered in two processes (the same bytes)."""
+    chosen = [o for o in OUTPUTS if o.lang in langs and (specs_table or o.name != "specs")]
+    files = _Files(arch, table, self_contained)
+    groups = [chosen] if jobs < 2 else [[o for o in chosen if o.half == h] for h in (0, 1)]
+    with collector_paused():
+        return forked.run([lambda g=g: _render(files, g) for g in groups if g])
+
+
+def _render(files: _Files, chosen: list[Output]) -> dict[str, str]:
+    return {o.file_name(files.arch.arch): o.render(files) for o in chosen}
 
 
 class _PtrType:
@@ -154,15 +154,15 @@ def python_module(arch: ArchLayout, gplans) -> str:
     memo: dict = {}
 
     def proto_text(f: FunctionLayout, p: generic.GenericPlan) -> str:
-        desc = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
-        order, psize, args, ret, fast, record = desc[2:]
+        d = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
         ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
                tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops), p.carry_code)
-        parts = [lits.value_text(a) for a in args]
+        parts = [lits.value_text(a) for a in d.args]
         args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
-        ret_text = "None" if ret is None else f"({lits.value_text(ret[0])}, {ret[1]!r})"
-        return repr(f"(({order!r}, {psize}, ({args_text}), {ret_text}, {fast!r}, {record!r}), "
-                    f"{ops!r})")
+        ret_text = ("None" if d.ret is None else
+                    f"({lits.value_text(d.ret.value)}, {d.ret.needs_entry!r})")
+        return repr(f"(({d.byte_order!r}, {d.pointer_size}, ({args_text}), {ret_text}, "
+                    f"{lits.text(d.fast)}, {lits.text(d.record)}), {ops!r})")
 
     fs = arch.functions
     firsts, at = by_prototype(fs)
@@ -178,16 +178,16 @@ def python_module(arch: ArchLayout, gplans) -> str:
     return environment().get_template("decoder.py.j2").render(m=view)
 
 
-def manifest_text(arch: ArchLayout) -> str:
-    """The manifest as compact JSON: each prototype's part serialised once, every function's
-    name and id spliced in (the same text `json.dumps(manifest(arch))` gives)."""
+def layout_text(arch: ArchLayout) -> str:
+    """The layout (layout.json) as compact JSON: each prototype's part serialised once, every
+    function's name and id spliced in (the same text `json.dumps(layout_doc(arch))` gives)."""
     from btfgen.layout_json import to_json, value_json
 
     doc = to_json(replace(arch, functions=()))
     head = json.dumps(doc, separators=(",", ":"))
     marker = '"functions":[]}'
     if not head.endswith(marker):
-        return json.dumps(manifest(arch), separators=(",", ":")) + "\n"
+        return json.dumps(layout_doc(arch), separators=(",", ":")) + "\n"
     values: dict[tuple[ValueLayout, bool], str] = {}
 
     def text(v: ValueLayout, with_name: bool) -> str:
@@ -209,7 +209,7 @@ def manifest_text(arch: ArchLayout) -> str:
     return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
 
 
-def manifest(arch: ArchLayout) -> dict:
+def layout_doc(arch: ArchLayout) -> dict:
     """`btfgen layout --json`'s document (btfgen.layout_json), one function dict per prototype
     copied with the function's own name and id."""
     from btfgen.layout_json import to_json

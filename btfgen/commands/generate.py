@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a file of function names or globs, one per line, # comments")
     add_ctx_argument(parser)
     parser.add_argument("--lang", default=",".join(LANGS),
-                        help="comma-separated outputs among bpf, python, json (default: all)")
+                        help=f"comma-separated outputs among {', '.join(LANGS)} (default: all)")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="output directory (default: generated/<arch>/)")
     parser.add_argument("--self-contained", action="store_true",

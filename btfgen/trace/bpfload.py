@@ -3,11 +3,12 @@ links and read a ring buffer. Standard library only (pyelftools is needed just t
 function's file offset), so it runs on a target that has nothing but Python and libbpf.
 
 Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so the multi links are made with the
-bpf() syscall itself (its number is the one per-arch fact here); everything else is libbpf's own
+bpf() syscall itself (its number, the one per-arch fact here, is the caller's: the trace
+manifest's `bpf_syscall`, which the arch's description gives); everything else is libbpf's own
 API. Errors become `BpfLoadError` carrying libbpf's log (the verifier's complaint, when loading
 fails).
 
-    obj = BpfObject("trace.bpf.o")
+    obj = BpfObject("trace.bpf.o", bpf_syscall=manifest["bpf_syscall"])
     obj.load()
     link = obj.attach_uprobe("on_entry", "/usr/bin/prog", "parse")
     with RingBuffer(obj.map_fd("events"), lambda raw: print(raw.hex())) as rb:
@@ -20,7 +21,6 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import platform
 from collections.abc import Callable, Sequence
 from ctypes import CFUNCTYPE, POINTER, c_bool, c_char_p, c_int, c_long, c_size_t, c_uint64, c_void_p
 
@@ -163,11 +163,6 @@ def function_file_offset(binary: str, name: str) -> int:
 
 # -- the bpf() syscall, for what libbpf 1.1 cannot do ----------------------------------------------
 
-# The bpf() syscall's number by `uname -m` (each arch's syscall table).
-SYS_BPF = {"x86_64": 321, "i386": 357, "i486": 357, "i586": 357, "i686": 357,
-           "aarch64": 280, "arm64": 280, "riscv64": 280, "loongarch64": 280,
-           "armv6l": 386, "armv7l": 386, "armv8l": 386, "arm": 386,
-           "s390x": 351, "ppc64le": 361, "ppc64": 361}
 _BPF_PROG_LOAD = 5
 _BPF_PROG_TYPE_KPROBE = 2
 _BPF_LINK_CREATE = 28
@@ -177,11 +172,10 @@ BPF_TRACE_UPROBE_MULTI = 48  # enum bpf_attach_type (kernel ≥ 6.6)
 BPF_F_UPROBE_MULTI_RETURN = 1
 
 
-def _sys_bpf(cmd: int, attr: ctypes.Structure) -> int:
-    machine = platform.machine()
-    if machine not in SYS_BPF:
-        raise BpfLoadError(f"the bpf() syscall number of {machine} is not known")
-    return _libc.syscall(SYS_BPF[machine], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+def _sys_bpf(number: int, cmd: int, attr: ctypes.Structure) -> int:
+    """bpf(cmd, attr) by the syscall's `number`, which varies by arch: this side has no arch
+    descriptions, so the trace manifest says it (btfgen.abi.arches.host_bpf_syscall outside)."""
+    return _libc.syscall(number, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
 
 
 class _LinkCreateUprobeMulti(ctypes.Structure):
@@ -240,9 +234,11 @@ class LibbpfLink:
 # -- objects ---------------------------------------------------------------------------------------
 
 class BpfObject:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, bpf_syscall: int) -> None:
+        """`bpf_syscall`: the bpf() syscall's number on this machine."""
         lib = libbpf()
         self.path = path
+        self.bpf_syscall = bpf_syscall
         self._obj = lib.bpf_object__open_file(path.encode(), None)
         if not self._obj:
             raise _fail(f"{path}: libbpf could not open the object")
@@ -317,7 +313,7 @@ class BpfObject:
             attach_type=BPF_TRACE_UPROBE_MULTI, path=ctypes.addressof(path),
             offsets=ctypes.addressof(offsets), cookies=ctypes.addressof(cooks), cnt=n,
             um_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid)
-        fd = _sys_bpf(_BPF_LINK_CREATE, attr)
+        fd = _sys_bpf(self.bpf_syscall, _BPF_LINK_CREATE, attr)
         if fd < 0:
             raise _fail(f"uprobe_multi link for {prog} on {binary} ({n} functions)")
         self.links.append(FdLink(fd))
@@ -341,7 +337,7 @@ class BpfObject:
             attach_type=BPF_TRACE_KPROBE_MULTI,
             km_flags=BPF_F_KPROBE_MULTI_RETURN if retprobe else 0, cnt=n,
             syms=ctypes.addressof(syms), cookies=ctypes.addressof(cooks))
-        fd = _sys_bpf(_BPF_LINK_CREATE, attr)
+        fd = _sys_bpf(self.bpf_syscall, _BPF_LINK_CREATE, attr)
         if fd < 0:
             err = ctypes.get_errno()
             why = kprobe_multi_unavailable()
@@ -446,7 +442,7 @@ def bpf_unavailable() -> str | None:
     return None
 
 
-def kprobe_multi_unavailable() -> str | None:
+def kprobe_multi_unavailable(bpf_syscall: int) -> str | None:
     """Why this kernel cannot make kprobe_multi links, or None when it can: a trivial program
     asks for a link on a function that does not exist, which only such a kernel looks up."""
     # r0 = 0; exit (the opcode is the first byte in either byte order)
@@ -455,7 +451,7 @@ def kprobe_multi_unavailable() -> str | None:
     load = _ProgLoad(prog_type=_BPF_PROG_TYPE_KPROBE, insn_cnt=2,
                      insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
                      expected_attach_type=BPF_TRACE_KPROBE_MULTI)
-    prog_fd = _sys_bpf(_BPF_PROG_LOAD, load)
+    prog_fd = _sys_bpf(bpf_syscall, _BPF_PROG_LOAD, load)
     if prog_fd < 0:
         return f"the kernel refuses to load a kprobe program: {os.strerror(ctypes.get_errno())}"
     try:
@@ -463,7 +459,7 @@ def kprobe_multi_unavailable() -> str | None:
         syms = (c_char_p * 1)(ctypes.cast(name, c_char_p))
         attr = _LinkCreateKprobeMulti(prog_fd=prog_fd, attach_type=BPF_TRACE_KPROBE_MULTI,
                                       cnt=1, syms=ctypes.addressof(syms))
-        fd = _sys_bpf(_BPF_LINK_CREATE, attr)
+        fd = _sys_bpf(bpf_syscall, _BPF_LINK_CREATE, attr)
         err = ctypes.get_errno()
     finally:
         os.close(prog_fd)

@@ -17,9 +17,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from btfgen.abi.arches import run_side_facts
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs
 from btfgen.decoder import spec_format
+from btfgen.trace import run as trace_run
 
 HERE = Path(__file__).resolve().parent
 # The run side, as the trace directory names it: module in this package -> file there.
@@ -89,10 +91,12 @@ def build(req: Request, out: Path) -> dict:
         shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
     manifest = {
-        "format": 1,
+        "format": trace_run.FORMAT,
         "kind": "kernel" if req.kernel else "user",
         "arch": layout.arch,
-        "module": outputs.file_names(layout.arch).module,
+        # the run side has no arch descriptions: uname spellings, byte order, bpf() number
+        **run_side_facts(conv),
+        "module": outputs.file_name("python", layout.arch),
         "object": OBJECT,
         "functions": names,  # index = attach cookie = key in the specs map
         "btf": source,

@@ -31,11 +31,8 @@ except ImportError:
 TRACEFS = Path(bpfload.TRACEFS)
 # (btfgen.btf.reader.DEFAULT_PATH: this side runs without btfgen.)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
-# `uname -m` -> btfgen's canonical arch name, to refuse a directory built for another arch.
-ARCHES = {"x86_64": "x86_64", "i386": "i386", "i486": "i386", "i586": "i386", "i686": "i386",
-          "aarch64": "arm64", "arm64": "arm64", "riscv64": "riscv64", "riscv32": "riscv32",
-          "loongarch64": "loongarch64", "s390x": "s390x", "ppc64le": "ppc64le",
-          "armv6l": "arm", "armv7l": "arm", "armv8l": "arm", "arm": "arm"}
+# What trace.json holds: 2 added the arch facts this side once kept in tables of its own.
+FORMAT = 2
 
 # How messages name the tool: `btfgen trace`, or a trace directory's `btfgen_trace` (tool.main).
 PROG = "btfgen trace"
@@ -67,11 +64,12 @@ def load_manifest(directory: Path) -> dict:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
         raise InputError(f"{directory}: not a trace directory (no trace.json; make one with "
-                       "--build)") from None
+                         "--build)") from None
     except (OSError, ValueError) as e:
         raise InputError(f"{path}: {e}") from None
-    if manifest.get("format") != 1:
-        raise InputError(f"{path}: unknown format {manifest.get('format')!r}")
+    if manifest.get("format") != FORMAT:
+        raise InputError(f"{path}: format {manifest.get('format')!r}, this btfgen trace reads "
+                         f"{FORMAT}: build the directory again")
     return manifest
 
 
@@ -88,9 +86,11 @@ def load_decoders(directory: Path, manifest: dict):
 
 def check_target(manifest: dict) -> list[str]:
     """Refuse another arch; warnings (not errors) for what may still work."""
-    here = ARCHES.get(platform.machine(), platform.machine())
-    if here != manifest["arch"]:
-        raise RunError(f"built for {manifest['arch']}, this machine is {here}")
+    here = platform.machine()
+    if here not in manifest["uname"] or sys.byteorder != manifest["byte_order"]:
+        raise RunError(f"built for {manifest['arch']} ({manifest['byte_order']}-endian "
+                       f"{' or '.join(manifest['uname'])}), this machine is {sys.byteorder}-"
+                       f"endian {here}")
     warnings = []
     if manifest["kind"] == "kernel" and manifest.get("btf_sha256"):
         try:
@@ -177,8 +177,9 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     names = manifest["functions"]
 
     fork_offset = child_pid_offset()
-    single = kernel and _single(opts.attach)
-    with bpfload.BpfObject(str(directory / manifest["object"])) as obj:
+    single = kernel and _single(opts.attach, manifest["bpf_syscall"])
+    with bpfload.BpfObject(str(directory / manifest["object"]),
+                           bpf_syscall=manifest["bpf_syscall"]) as obj:
         for prog in ("trace_entry", "trace_exit"):
             if not single:
                 (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
@@ -221,11 +222,11 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         return status, sum(struct.unpack(f"{ncpu}Q", counts))
 
 
-def _single(mode: str) -> bool:
+def _single(mode: str, bpf_syscall: int) -> bool:
     """Whether kernel functions get one kprobe and kretprobe link each (saying which way was
     taken, and why)."""
     if mode == "auto":
-        why = bpfload.kprobe_multi_unavailable()
+        why = bpfload.kprobe_multi_unavailable(bpf_syscall)
         if why is None:
             mode = "multi"
         else:

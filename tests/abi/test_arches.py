@@ -13,7 +13,8 @@ from btfgen.errors import ArchError
     ("x86_64", None, "x86_64"), ("i386", None, "i386"), ("i686", None, "i386"),
     ("aarch64", None, "arm64"), ("riscv64", None, "riscv64"), ("riscv32", None, "riscv32"),
     ("loongarch64", None, "loongarch64"), ("s390x", None, "s390x"), ("ppc64le", None, "ppc64le"),
-    ("armv7l", None, "arm"), ("mips64el", None, "mips64el"),
+    ("armv7l", None, "arm"), ("armv8l", None, "arm"), ("mips64el", None, "mips64el"),
+    ("mips64", None, "mips64el"),
     # kernel ARCH / __TARGET_ARCH_*: families resolve by the BTF's pointer size
     ("x86", 8, "x86_64"), ("x86", 4, "i386"), ("riscv", 8, "riscv64"), ("riscv", 4, "riscv32"),
     ("arm64", 8, "arm64"), ("loongarch", 8, "loongarch64"), ("s390", 8, "s390x"),

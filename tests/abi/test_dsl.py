@@ -47,6 +47,13 @@ def line_col(text: str, pos: int) -> tuple[int, int]:
     ("regs(gpr, split)", "regs(gpr, splt)", "splt", "unknown regs() option 'splt'"),
     ("a0 = a0 @ 80;", "a0 = a0 @ ;", ";", "expected NUMBER, got ';'"),
     ("arch riscv64 {", "arch riscv64 $", "$", "unexpected character '$'"),
+    # registers named outside the pools: a pool, a ctx or the dwarf list must know them
+    ("sret arg;", "sret reg q9;", "q9", "unknown sret register q9"),
+    ("sret arg;", "sret arg; sret_exit q9;", "q9", "unknown sret_exit register q9"),
+    # a statement said twice would silently replace the first
+    ("pointer 8;", "pointer 8; pointer 4;", "pointer 4", "pointer given twice (first at "),
+    ("sret arg;", "sret arg; sret reg a0;", "sret reg", "sret given twice"),
+    ("elf EM_RISCV;", "elf EM_RISCV; elf EM_X86_64;", "elf EM_X86_64", "elf given twice"),
 ])
 def test_syntax_and_meaning_errors_point_at_the_text(old, new, at, message):
     text = RISCV64.replace(old, new, 1)
@@ -56,6 +63,23 @@ def test_syntax_and_meaning_errors_point_at_the_text(old, new, at, message):
     msg = str(e.value)
     assert msg.startswith(f"riscv64.abi:{line}:{col}: ") and message in msg
     assert "\n" not in msg
+
+
+def test_a_repeated_statement_names_both_places():
+    text = RISCV64.replace("pointer 8;", "pointer 8;\n  pointer 4;", 1)
+    first = line_col(text, text.index("pointer 8;"))
+    second = line_col(text, text.index("pointer 4;"))
+    with pytest.raises(AbiError) as e:
+        parse_text(text, "riscv64.abi")
+    assert str(e.value) == (f"riscv64.abi:{second[0]}:{second[1]}: pointer given twice "
+                            f"(first at riscv64.abi:{first[0]}:{first[1]})")
+
+
+def test_sret_registers_a_ctx_or_dwarf_list_names_are_accepted():
+    # arm64's x8 is in no pool; a register only the ctx holds is as good
+    text = RISCV64.replace("sret arg;", "sret reg a7; sret_exit sp;", 1)
+    conv = parse_text(text, "riscv64.abi")
+    assert (conv.sret_mode, conv.sret_reg, conv.sret_exit) == ("reg", "a7", "sp")
 
 
 def test_missing_required_property():

@@ -90,11 +90,26 @@ def test_functions_sharing_a_name_are_all_generated_apart():
     assert "'dup__106': ('dup', 106," in module and "'dup__107': ('dup', 107," in module
 
 
-def test_manifest_is_the_layout_json_contract():
+def test_layout_text_is_the_layout_json_contract():
     import json
 
-    from btfgen.codegen.outputs import manifest_text
+    from btfgen.codegen.outputs import layout_text
     from btfgen.layout_json import to_json
 
     table, arch = zoo.build()
-    assert json.loads(manifest_text(arch)) == json.loads(json.dumps(to_json(arch)))
+    assert json.loads(layout_text(arch)) == json.loads(json.dumps(to_json(arch)))
+
+
+def test_each_lang_writes_its_registry_entries_and_two_processes_the_same_bytes():
+    from btfgen.codegen.outputs import LANGS, OUTPUTS, file_names
+
+    table, arch = zoo.build()
+    names = file_names(arch.arch)
+    assert len(set(names.values())) == len(OUTPUTS) and LANGS == ("bpf", "python", "json")
+    for lang in LANGS:
+        got = generate(arch, table, (lang,))
+        assert set(got) == {names[o.name] for o in OUTPUTS if o.lang == lang}
+    assert set(generate(arch, table, ("bpf",), specs_table=False)) == {names["header"]}
+    one = generate(arch, table)
+    assert set(one) == set(names.values())
+    assert generate(arch, table, jobs=2) == one

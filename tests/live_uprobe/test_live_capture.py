@@ -12,6 +12,7 @@ import struct
 import live_harness as harness
 import pytest
 
+from btfgen.abi.arches import host_bpf_syscall
 from btfgen.trace import bpfload
 from live_expected import ARGS, FUNCS, RETURNS
 
@@ -85,7 +86,7 @@ def _check(records, layout, cookie_base):
 
 def test_one_link_per_function(built):
     exe, obj_path, layout = built
-    with bpfload.BpfObject(str(obj_path)) as obj:
+    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.load()
         for i, name in enumerate(FUNCS):
             obj.attach_uprobe("on_entry", str(exe), name, cookie=100 + i)
@@ -98,7 +99,7 @@ def test_one_link_per_function(built):
 def test_uprobe_multi(built):
     exe, obj_path, layout = built
     cookies = [7 + i for i in range(len(FUNCS))]
-    with bpfload.BpfObject(str(obj_path)) as obj:
+    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.expect_uprobe_multi("on_entry")
         obj.expect_uprobe_multi("on_exit")
         obj.load()

@@ -12,6 +12,7 @@ import struct
 import live_harness as harness
 import pytest
 
+from btfgen.abi.arches import host_bpf_syscall
 from btfgen.trace import bpfload
 from live_expected import ARGS, FUNCS, RETURNS
 
@@ -121,7 +122,7 @@ def check_typed_decoders(work, exe, target_btf, layout) -> None:
     src.write_text(_typed_program(layout))
     obj_path = harness.compile_bpf(src, work / "typed.bpf.o", include_dirs=[work])
     bpf_btf = open_btf(str(obj_path))
-    with bpfload.BpfObject(str(obj_path)) as obj:
+    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.load()
         for f in layout.functions:
             obj.attach_uprobe(f"entry_{f.name}", str(exe), f.name)
@@ -191,10 +192,10 @@ def test_generic_decoder_with_uprobe_multi(generated):
     src = work / "generic.bpf.c"
     src.write_text(GENERIC)
     obj_path = harness.compile_bpf(src, work / "generic.bpf.o", include_dirs=[work])
-    decoders = _load_module(work / names.module)
+    decoders = _load_module(work / names["python"])
     funcs = [f.name for f in layout.functions]
     cookies = [3 + i for i in range(len(funcs))]  # any index into the specs map
-    with bpfload.BpfObject(str(obj_path)) as obj:
+    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.expect_uprobe_multi("generic_entry")
         obj.expect_uprobe_multi("generic_exit")
         obj.load()

@@ -14,6 +14,7 @@ from pathlib import Path
 import live_harness as harness
 import pytest
 
+from btfgen.abi.arches import host_bpf_syscall
 from btfgen.trace import bpfload
 
 TOOL = ["-m", "btfgen", "trace"]
@@ -103,7 +104,7 @@ def test_kernel_functions_on_this_kernel():
     tests/live_kernel run the tool on kernels that do): the tool must say so in one line,
     after probing for both."""
     harness.require_live()
-    multi = bpfload.kprobe_multi_unavailable()
+    multi = bpfload.kprobe_multi_unavailable(host_bpf_syscall())
     single = bpfload.kprobes_unavailable()
     proc = subprocess.run([sys.executable, *TOOL, "--kernel", "make_kuid", "--", "true"],
                           capture_output=True, text=True, timeout=300)

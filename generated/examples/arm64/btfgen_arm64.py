@@ -373,13 +373,8 @@ class RetDesc(NamedTuple):
                    _flag(needs_entry, f"{what}: needs_entry"))
 
 
-# Plan, RecordPlans and FastPath repr as the tuple literals a generated module holds
-# (codegen.outputs.python_module prints them with repr).
-
 class Plan(NamedTuple):
     """Where a value sits in a generic record's data (generic.ValuePlan)."""
-
-    __repr__ = tuple.__repr__
 
     data_off: int  # -1: only its pointer is in the record
     ptr_off: int  # by_ref: where the pointer is; else -1
@@ -399,7 +394,6 @@ class Plan(NamedTuple):
 
 
 class RecordPlans(NamedTuple):
-    __repr__ = tuple.__repr__
     entry: tuple  # a Plan (or None: not in the record) per argument
     exit: tuple  # the return value's, if any
 
@@ -414,7 +408,6 @@ class RecordPlans(NamedTuple):
 
 
 class FastPath(NamedTuple):
-    __repr__ = tuple.__repr__
     format: str  # a struct format reading every argument from the ctx
     perm: tuple | None  # argument i is the format's item perm[i]; None: in order
 
