@@ -22,8 +22,9 @@ jsonl` prints of the recording; bpftrace: its lines) against the 2N made, and lo
 "N records lost", bpftrace's "Lost N events"); the tracer's own CPU time (this process's
 children's minus the program's own, and minus a one-call run's, the tracer's start-up, which
 is shown apart); "unaccounted" is what was made and neither delivered nor said to be lost.
-`btfgen decode`'s time over the recording is set beside the traced loop's. The runs alternate, round after round; the table gives the median of the
-rounds (and the best added cost). Needs root (BPF and uprobes), gcc, clang and pahole for the
+`btfgen decode`'s time over the recording is set beside the traced loop's. The runs
+alternate, round after round; the table gives the median of the rounds (and the best added
+cost). Needs root (BPF and uprobes), gcc, clang and pahole for the
 build; bpftrace's rows say why they are missing when it is not installed.
 """
 
@@ -79,9 +80,10 @@ class Tracer(NamedTuple):
 def bpftrace_script(exe: Path, string: bool) -> str:
     arg7 = f"str({SEVENTH})" if string else SEVENTH
     fmt7 = "%s" if string else "0x%lx"
-    return (f'uprobe:{exe}:{FUNCTION} /pid == cpid/ {{ printf("{FUNCTION}({ARGS_FMT}, {fmt7})\\n",'
-            f' {ARGS}, {arg7}); }}\n'
-            f'uretprobe:{exe}:{FUNCTION} /pid == cpid/ {{ printf("{FUNCTION} -> %ld\\n", retval); }}\n')
+    entry = f'printf("{FUNCTION}({ARGS_FMT}, {fmt7})\\n", {ARGS}, {arg7});'
+    exit_ = f'printf("{FUNCTION} -> %ld\\n", retval);'
+    return (f"uprobe:{exe}:{FUNCTION} /pid == cpid/ {{ {entry} }}\n"
+            f"uretprobe:{exe}:{FUNCTION} /pid == cpid/ {{ {exit_} }}\n")
 
 
 def tracers(exe: Path) -> list[Tracer]:
@@ -230,8 +232,8 @@ def table(rows: list[Row], calls: int) -> str:
         unsaid = f"{row.most_unsaid:,}" if row.most_unsaid is not None else "-"
         cpu = "" if row.cpu_ns is None else f"{row.cpu_ns:,.0f}"
         start = "" if row.startup_cpu_s is None else f"{row.startup_cpu_s:.2f} s"
-        lines.append(f"| {row.tracer.label} | {row.loop_ns:,.0f} | {added} | {made} | {lost} | {unsaid} "
-                     f"| {cpu} | {start} |")
+        lines.append(f"| {row.tracer.label} | {row.loop_ns:,.0f} | {added} | {made} | {lost} "
+                     f"| {unsaid} | {cpu} | {start} |")
     return "\n".join(lines)
 
 
