@@ -100,10 +100,10 @@ def apply_dwarf(layout, args: argparse.Namespace, input_path: str | None, conv,
         return layout
     from btfgen.errors import DwarfError
 
-    from btfgen.dwarf.correct import correct_layout
+    from btfgen.dwarf.correct import correct
 
     try:
-        layout, corrections = correct_layout(layout, path, conv, selected=selected)
+        corrected = correct(layout, path, conv, selected=selected)
     except DwarfError as e:
         if getattr(args, "dwarf", None):
             raise  # asked for by name: its failure is the command's
@@ -111,6 +111,10 @@ def apply_dwarf(layout, args: argparse.Namespace, input_path: str | None, conv,
         # description's placement (as for an input without DWARF).
         print(f"btfgen: warning: DWARF not consulted: {e}", file=sys.stderr)
         return layout
+    layout, corrections = corrected.layout, corrected.corrections
+    warning = corrected.warning(path)
+    if warning:
+        print(f"btfgen: warning: {warning}", file=sys.stderr)
     if corrections and not quiet:
         names = ", ".join(c.name for c in corrections[:8])
         more = f" and {len(corrections) - 8} more" if len(corrections) > 8 else ""
