@@ -179,3 +179,37 @@ def test_dwarf_correction_warns_when_it_checked_few(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"btfgen: warning: DWARF ({bare}) checked 0 of 6 functions with parameters " \
         f"compared (0.0%): the others are placed from their prototype alone" in proc.stderr
+
+
+def _riscv64_text() -> str:
+    from btfgen.resources import arches_dir
+
+    text = (arches_dir() / "riscv64.abi").read_text()
+    return text.replace('  include "riscv.inc";\n', (arches_dir() / "riscv.inc").read_text())
+
+
+def test_symbol_entry_statement():
+    from btfgen.abi.dsl import parse_text
+
+    text = _riscv64_text()
+    assert parse_text(text, "riscv64.abi").symbol_entry == RISCV
+    both = text.replace('symbol_entry { nop "0100" "13000000"; }',
+                        'symbol_entry { nop "0100"; thumb_nop "00bf"; nop "13000000"; }')
+    assert parse_text(both, "riscv64.abi").symbol_entry == SymbolEntry(
+        RISCV.nops, (bytes.fromhex("00bf"),))
+    assert load_arch("x86_64").symbol_entry == SymbolEntry()  # gcc and clang: the symbol
+
+
+@pytest.mark.parametrize("bad,message", [
+    ('nop "01x0";', 'nop: "01x0" is not hex bytes'),
+    ('nop "";', "nop: an empty encoding"),
+    ("nop 1;", "expected STRING"),
+])
+def test_symbol_entry_errors_point_at_the_text(bad, message):
+    from btfgen.abi.dsl import parse_text
+    from btfgen.errors import AbiError
+
+    text = _riscv64_text().replace('nop "0100" "13000000";', bad)
+    with pytest.raises(AbiError) as e:
+        parse_text(text, "riscv64.abi")
+    assert message in str(e.value) and str(e.value).startswith("riscv64.abi:"), e.value
