@@ -2,9 +2,9 @@
 
 Each DWARF subprogram is tied to the ELF symbols whose code starts at its entry address, as the
 arch lays functions out (entries.py: patchable-entry no-ops, the Thumb bit). A function is `foo`
-only where a symbol `foo` is tied to that address: a clone (`foo.isra.0`, `foo.constprop.0`) carries the
-DWARF name `foo` through its abstract origin but takes other parameters, so it is kept apart;
-static functions of one name are told apart by their addresses.
+only where a symbol `foo` is tied to that address: a clone (`foo.isra.0`, `foo.constprop.0`)
+carries the DWARF name `foo` through its abstract origin but takes other parameters, so it is
+kept apart; static functions of one name are told apart by their addresses.
 
 Only what is needed is parsed: compile units are walked through DW_AT_sibling (a function's
 body, the members of a struct are skipped), and with a set of names, `.debug_aranges` names the

@@ -31,7 +31,8 @@ static __attribute__((noinline)) int helper(int a, long b) { return sink(b, a, 0
 int calls(int a) { return helper(a, a + 1) + sink(a, 0, 0); }
 long pr(struct pair p, int x) { return p.a * x + p.b; }
 int keyed(int a, long b) { __asm__ volatile("nop"); return sink(a, b, 0); }
-void _start(void) { struct pair p = {1, 2}; sink(first(1, 2, 0) + calls(3) + pr(p, 4) + keyed(5, 6), 0, 0); }
+void _start(void)
+{ struct pair p = {1, 2}; sink(first(1, 2, 0) + calls(3) + pr(p, 4) + keyed(5, 6), 0, 0); }
 """
 WITH_PARAMS = {"sink", "first", "helper", "calls", "pr", "keyed"}
 
@@ -72,6 +73,24 @@ def test_every_function_is_tied_and_compared(arch, extra):
     assert {n: verdicts[n].verdict for n in WITH_PARAMS} == {n: AGREE for n in WITH_PARAMS}
     s = summarize(list(verdicts.values()))
     assert (s["compared"], s["comparable"], s["coverage_percent"]) == (6, 6, 100.0), s
+
+
+def test_ppc64le_global_entry_is_the_tie():
+    """ELFv2: a function that sets up its TOC has a global entry (the symbol) and a local one
+    past the setup (st_other); DWARF names the global entry, and the TOC setup changes only r2,
+    so the arguments' places at entry are the same at both."""
+    obj, exe = _compile("ppc64le", ())
+    conv = load_arch("ppc64le")
+    with DwarfFile(str(exe), conv) as dwarf:
+        local = {s.name: s["st_other"]["local"] for s in
+                 dwarf.elf.get_section_by_name(".symtab").iter_symbols()
+                 if s["st_info"]["type"] == "STT_FUNC"}
+        defs = {f.name: f for f in dwarf.functions() if f.name in WITH_PARAMS}
+        starts = {n: a for a, ns in dwarf.symbols().items() for n in ns}
+    assert any(local[n] > 1 for n in WITH_PARAMS), local  # a local entry past the global one
+    assert {n: defs[n].address for n in WITH_PARAMS} == {n: starts[n] for n in WITH_PARAMS}
+    verdicts = {v.name: v for v in check(str(exe), open_btf(str(obj)), conv, None)}
+    assert {verdicts[n].verdict for n in WITH_PARAMS} == {AGREE}
 
 
 def _sym(name: str, address: int, size: int = 32) -> FunctionSymbol:
