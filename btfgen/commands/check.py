@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: {DEFAULT_MIN_COVERAGE:g}; 0: never)")
 
 
-# Debian's whole kernels compare 90-99% of their functions with parameters (docs/dwarf.md):
-# what is left out is functions that truly have no symbol or no entry location. Far fewer means
-# the check could not tie DWARF to the symbols, not that the kernel agrees.
+# Debian's whole kernels compare 96-99% of their functions with parameters (docs/dwarf.md): what
+# is left out truly has no DWARF definition, only clones or nothing known at entry. Far fewer
+# means the check could not tie DWARF to the symbols, not that the kernel agrees.
 DEFAULT_MIN_COVERAGE = 80.0
 LOW_COVERAGE = 3  # the exit status
 
@@ -161,8 +161,8 @@ def format_text(elf: str, arch: str, s: dict, bad: list[FunctionVerdict],
              f"({s['params_compared']} parameters: {s['params_agree']} agree, "
              f"{s['params_disagree']} disagree)"]
     if coverage.below(min_coverage):
-        lines.append(f"coverage below {min_coverage:g}%: most of the check did not happen; "
-                     f"what was not compared, and why, is below (not an agreement)")
+        lines.append(f"coverage below {min_coverage:g}%: too little was compared to call this an "
+                     f"agreement (why the rest was not: below; each function: -v)")
     if s["not_comparable"]:
         lines.append("not comparable:")
         for reason, n in sorted(s["not_comparable"].items(), key=lambda kv: (-kv[1], kv[0])):
