@@ -57,10 +57,13 @@ class Placement:
     dwarf: str | None  # the file whose DWARF was consulted
     corrections: tuple  # btfgen.dwarf.correct.Correction: functions placed from DWARF
     warning: str | None = None  # why DWARF consulted unasked was not after all
+    unchecked: str | None = None  # DWARF was consulted, but could not be tied to most functions
 
     def notes(self) -> list[str]:
         """What a command says about this placement, one line each."""
         lines = [] if self.warning is None else [f"warning: DWARF not consulted: {self.warning}"]
+        if self.unchecked:
+            lines.append(f"warning: {self.unchecked}")
         if self.corrections:
             names = ", ".join(c.name for c in self.corrections[:8])
             more = (f" and {len(self.corrections) - 8} more"
@@ -236,22 +239,23 @@ class Target:
         layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
         if self.dwarf is None or not funcs:
             return Placement(layout, None, ())
-        from btfgen.dwarf.correct import correct_layout
+        from btfgen.dwarf.correct import correct
 
         try:
-            layout, corrections = correct_layout(layout, self.dwarf, self.convention,
-                                                 selected=not whole)
+            corrected = correct(layout, self.dwarf, self.convention, selected=not whole)
         except DwarfError as e:
             if self._dwarf_asked:
                 raise
             return Placement(layout, None, (), warning=str(e))
-        return Placement(layout, self.dwarf, tuple(corrections))
+        return Placement(corrected.layout, self.dwarf, tuple(corrected.corrections),
+                         unchecked=corrected.warning(self.dwarf))
 
     def place(self, functions: Iterable[T.Func] | None = None) -> ArchLayout:
         """`placement(functions).layout`; what was not done is a `BtfgenWarning`."""
         p = self.placement(functions)
-        if p.warning:
-            warnings.warn(f"DWARF not consulted: {p.warning}", BtfgenWarning, stacklevel=2)
+        for line in p.notes():
+            if line.startswith("warning: "):
+                warnings.warn(line[len("warning: "):], BtfgenWarning, stacklevel=2)
         return p.layout
 
     def check(self, functions: Iterable[T.Func] | None = None) -> list:

@@ -33,6 +33,11 @@ A number `Nw` is N words (N x `pointer`, declared before it): what scales with t
                                DWARF facts: at the first instruction the CFA (call frame address,
                                what DW_OP_call_frame_cfa and most frame bases mean) is the entry
                                SP + N; the psABI's DWARF numbers of the registers that matter
+  symbol_entry { nop "HEX"...; thumb_nop "HEX"...; }
+                               where DWARF's first instruction may lie past a function symbol:
+                               only the no-ops listed (bytes in memory order) stand between
+                               (GCC's -fpatchable-function-entry); `thumb_nop`: bit 0 of a
+                               function symbol is the Thumb bit, and Thumb's no-ops
 
 Every statement but `names`, `family`, `regs`, `close_on_miss` and `include` is said at most
 once (a property, `sret`, `args`, `ctx pt_regs`, ...): a second one is an error, not a silent
@@ -314,6 +319,14 @@ class DwarfFacts:
         return next(n for n, name in self.regs.items() if name == "sp")
 
 
+@dataclass(frozen=True, slots=True)
+class SymbolEntry:
+    """How a function symbol's address leads to the first instruction DWARF names."""
+
+    nops: tuple[bytes, ...] = ()  # no-op encodings that may stand between the two
+    thumb_nops: tuple[bytes, ...] = ()  # non-empty: bit 0 of a function symbol means Thumb
+
+
 @dataclass(frozen=True, eq=False)
 class Convention:
     name: str
@@ -336,6 +349,7 @@ class Convention:
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
     dwarf: DwarfFacts | None = None
+    symbol_entry: SymbolEntry = SymbolEntry()
     # What classify.py computes beyond class, size and alignment: 0 turns a classification off.
     hfa_max_members: int = 0
     sysv_max_size: int = 0
@@ -434,6 +448,7 @@ class _Draft:
     rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
     ctxs: dict = field(default_factory=dict)
     dwarf: DwarfFacts | None = None
+    symbol_entry: SymbolEntry = SymbolEntry()
 
 
 @v_args(meta=True)
@@ -572,6 +587,24 @@ class _ToConvention(lark.Transformer):
         if "sp" not in regs.values():
             raise self.err(meta, "dwarf: no `sp` entry (the stack pointer's number)")
         self.draft.dwarf = DwarfFacts(self.number(cfa), regs)
+
+    def entry_nops(self, meta, kids):
+        kind, *encodings = kids
+        nops = []
+        for tok in encodings:
+            try:
+                nops.append(bytes.fromhex(str(tok)[1:-1]))
+            except ValueError:
+                raise self.err(tok, f"{kind}: {tok} is not hex bytes") from None
+            if not nops[-1]:
+                raise self.err(tok, f"{kind}: an empty encoding")
+        return str(kind), tuple(nops)
+
+    def symbol_entry(self, meta, kids):
+        found: dict[str, tuple[bytes, ...]] = {"nop": (), "thumb_nop": ()}
+        for kind, nops in kids:
+            found[kind] += nops
+        self.draft.symbol_entry = SymbolEntry(found["nop"], found["thumb_nop"])
 
     def ctx_wraps(self, meta, kids):
         name_tok, *structs, inner, member = kids
@@ -720,6 +753,7 @@ class _ToConvention(lark.Transformer):
             ret_rules=d.rules["ret"],
             ctxs=ctxs,
             dwarf=d.dwarf,
+            symbol_entry=d.symbol_entry,
             hfa_max_members=self.number(props.get("hfa_max_members", "0"), meta),
             sysv_max_size=self.number(props.get("sysv_max_size", "0"), meta),
             clang_triple=d.clang,

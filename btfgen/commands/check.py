@@ -3,8 +3,10 @@
 ELF is a vmlinux, module, object or program built with -g. Its BTF is --btf FILE, else the
 ELF's own .BTF, else BTF made from its DWARF by pahole. For every function the placement of each
 parameter is compared with where DWARF says it is at the function's first instruction. Prints a
-summary (compared, agree, disagree, not comparable by reason) and every disagreement; exit
-status 1 when anything disagrees.
+summary (coverage: compared out of the functions with parameters; agree, disagree, not comparable
+by reason) and every disagreement. Exit status 1 when anything disagrees; else 3 when the
+coverage is below --min-coverage, so that "0 disagree" never stands over a check that mostly did
+not happen; 0 otherwise.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import sys
 from collections import Counter
 
-from btfgen.dwarf.compare import AGREE, DISAGREE, FunctionVerdict
+from btfgen.dwarf.compare import AGREE, DISAGREE, FunctionVerdict, coverage_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +31,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="list every function that is not comparable, with the reason")
+    parser.add_argument("--min-coverage", metavar="PERCENT", type=_percent,
+                        default=DEFAULT_MIN_COVERAGE,
+                        help="exit 3 when fewer of the functions with parameters are compared "
+                             f"(default: {DEFAULT_MIN_COVERAGE:g}; 0: never)")
+
+
+# Debian's whole kernels compare 96-99% of their functions with parameters (docs/dwarf.md): what
+# is left out truly has no DWARF definition, only clones or nothing known at entry. Far fewer
+# means the check could not tie DWARF to the symbols, not that the kernel agrees.
+DEFAULT_MIN_COVERAGE = 80.0
+LOW_COVERAGE = 3  # the exit status
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not a percentage (0 to 100)")
+    return value
 
 
 def check(elf: str, btf, conv, names: list[str] | None) -> list[FunctionVerdict]:
@@ -43,9 +66,12 @@ def summarize(verdicts: list[FunctionVerdict]) -> dict:
     kinds = Counter(v.verdict for v in verdicts)
     params = Counter(p.verdict for v in verdicts if v.verdict in (AGREE, DISAGREE)
                      for p in v.params)
+    coverage = coverage_of(verdicts)
     return {
         "functions": len(verdicts),
         "compared": kinds[AGREE] + kinds[DISAGREE],
+        "comparable": coverage.comparable,
+        "coverage_percent": round(coverage.percent, 2),
         "agree": kinds[AGREE],
         "disagree": kinds[DISAGREE],
         "not_comparable": {k: n for k, n in sorted(kinds.items()) if k not in (AGREE, DISAGREE)},
@@ -74,24 +100,34 @@ def run(args: argparse.Namespace) -> int:
     verdicts = target.check(funcs if args.func else None)
     summary = summarize(verdicts)
     bad = [v for v in verdicts if v.verdict == DISAGREE]
+    low = coverage_of(verdicts).below(args.min_coverage)
     if args.json:
         doc = {"elf": args.elf, "btf": btf.path, "arch": conv.name, "summary": summary,
+               "min_coverage_percent": args.min_coverage, "coverage_below_minimum": low,
                "disagreements": [as_json(v) for v in bad]}
         if args.verbose:
             doc["functions"] = [as_json(v) for v in verdicts]
         sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(format_text(args.elf, conv.name, summary, bad, verdicts, args.verbose))
+        sys.stdout.write(format_text(args.elf, conv.name, summary, bad, verdicts, args.verbose,
+                                     args.min_coverage))
     sys.stdout.flush()
-    return 1 if bad else 0
+    if bad:
+        return 1
+    return LOW_COVERAGE if low else 0
 
 
 def format_text(elf: str, arch: str, s: dict, bad: list[FunctionVerdict],
-                verdicts: list[FunctionVerdict], verbose: bool) -> str:
-    lines = [f"{elf} ({arch}): {s['functions']} functions, {s['compared']} compared: "
+                verdicts: list[FunctionVerdict], verbose: bool,
+                min_coverage: float = DEFAULT_MIN_COVERAGE) -> str:
+    coverage = coverage_of(verdicts)
+    lines = [f"{elf} ({arch}): {s['functions']} functions, {coverage.describe()}: "
              f"{s['agree']} agree, {s['disagree']} disagree "
              f"({s['params_compared']} parameters: {s['params_agree']} agree, "
              f"{s['params_disagree']} disagree)"]
+    if coverage.below(min_coverage):
+        lines.append(f"coverage below {min_coverage:g}%: too little was compared to call this an "
+                     f"agreement (why the rest was not: below; each function: -v)")
     if s["not_comparable"]:
         lines.append("not comparable:")
         for reason, n in sorted(s["not_comparable"].items(), key=lambda kv: (-kv[1], kv[0])):

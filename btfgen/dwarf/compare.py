@@ -9,6 +9,7 @@ other than BTF's (implicit arguments, a clone) is its own verdict, never an agre
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from btfgen.abi.dsl import Convention
@@ -25,6 +26,7 @@ PARAMS_DIFFER = "parameter list differs from BTF"
 SHADOW = "DWARF gives the register's slot in the parameter save area (the callee's home)"
 CALLEE_FRAME = "DWARF gives the callee's own frame (the prologue fills it)"
 POST_PROLOGUE = "DWARF gives the value's home for the whole function, not its entry location"
+NO_PARAMETERS = "no parameters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,38 @@ class FunctionVerdict:
     verdict: str  # AGREE, DISAGREE, PARAMS_DIFFER, or why not comparable
     params: tuple[ParamVerdict, ...] = ()
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """How much of a check happened: functions compared out of those that could be. Every
+    function with parameters could; one not compared (no symbol tied to its DWARF, no DWARF
+    definition, a differing parameter list, nothing known at entry) counts against it."""
+
+    compared: int
+    comparable: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.compared / self.comparable if self.comparable else 0.0
+
+    @property
+    def shown(self) -> str:
+        """The percentage to one decimal, rounded down: 79.96% is not shown as 80.0%."""
+        return f"{math.floor(self.percent * 10) / 10:.1f}%"
+
+    def below(self, minimum: float) -> bool:
+        """Below `minimum` percent; with nothing comparable, below any minimum above 0."""
+        return minimum > 0 and (not self.comparable or self.percent < minimum)
+
+    def describe(self) -> str:
+        return (f"{self.compared} of {self.comparable} functions with parameters compared "
+                f"({self.shown})")
+
+
+def coverage_of(verdicts) -> Coverage:
+    comparable = [v for v in verdicts if v.verdict != NO_PARAMETERS]
+    return Coverage(sum(v.verdict in (AGREE, DISAGREE) for v in comparable), len(comparable))
 
 
 def describe_value(v: ValueLayout) -> str:
@@ -174,7 +208,7 @@ def compare_function(layout: FunctionLayout, instances: list[DwarfFunction],
         return FunctionVerdict(layout.name, f.address, PARAMS_DIFFER,
                                detail=params_match(layout, f))
     if not layout.args:
-        return FunctionVerdict(layout.name, matching[0].address, "no parameters")
+        return FunctionVerdict(layout.name, matching[0].address, NO_PARAMETERS)
     verdicts = []
     for f in matching:
         params = tuple(compare_param(v, p, conv) for v, p in zip(layout.args, f.params))

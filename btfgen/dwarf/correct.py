@@ -3,13 +3,17 @@ its prototype (DWARF disagrees with the arch description), its parameters are pl
 says they are at entry, or marked unavailable with the reason; never left silently wrong.
 
 Every value of the corrected layout says which source placed it ("abi" or "dwarf"). The return
-value stays the description's: DWARF says nothing about where a value is returned.
+value stays the description's: DWARF says nothing about where a value is returned. How many
+functions DWARF could be checked against is counted too: a function whose DWARF definition is
+not tied to its symbol keeps the description's placement unchecked, and where that is most of
+them the caller says so (MOSTLY_UNCHECKED).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from btfgen.abi.dsl import Convention
 from btfgen.layout import (
@@ -22,14 +26,32 @@ from btfgen.layout import (
     ValueLayout,
 )
 
-from .compare import AGREE, DISAGREE, FunctionVerdict, compare_function
+from .compare import AGREE, DISAGREE, Coverage, FunctionVerdict, compare_function, coverage_of
 from .reader import DwarfFile, DwarfFunction, DwarfParam
+
+
+# Below this percentage of the functions with parameters checked against DWARF, the correction
+# mostly did not happen (DWARF not tied to the symbols): worth a warning.
+MOSTLY_UNCHECKED = 50.0
 
 
 @dataclass(frozen=True, slots=True)
 class Correction:
     name: str
     verdict: FunctionVerdict  # the disagreement that made DWARF place the function
+
+
+class Corrected(NamedTuple):
+    layout: ArchLayout
+    corrections: list[Correction]
+    coverage: Coverage  # the functions checked against DWARF, of those with parameters
+
+    def warning(self, path: str) -> str | None:
+        """What to tell the user when DWARF could not be checked for most functions."""
+        if not self.coverage.below(MOSTLY_UNCHECKED):
+            return None
+        return (f"DWARF ({path}) checked {self.coverage.describe()}: the others are placed "
+                f"from their prototype alone, unchecked (`btfgen check` says why)")
 
 
 def read_dwarf(path: str, conv: Convention, names: set[str] | None) -> dict[str, list]:
@@ -46,14 +68,23 @@ def correct_layout(layout: ArchLayout, dwarf_path: str, conv: Convention,
                    selected: bool = True) -> tuple[ArchLayout, list[Correction]]:
     """`layout` with DWARF's placement for every function that disagrees with it. `selected`:
     the layout holds named functions (read only their compile units), not the whole file."""
+    corrected = correct(layout, dwarf_path, conv, selected)
+    return corrected.layout, corrected.corrections
+
+
+def correct(layout: ArchLayout, dwarf_path: str, conv: Convention,
+            selected: bool = True) -> Corrected:
+    """correct_layout, with how many functions DWARF was checked against."""
     names = {f.name for f in layout.functions}
     found = read_dwarf(dwarf_path, conv, names if selected else None)
     regs = {r.hwreg: r for r in layout.ctx.registers}
     marked: dict[ProtoLayout, ProtoLayout] = {}  # keep one object per prototype
     functions = []
     corrections = []
+    verdicts: dict[str, FunctionVerdict] = {}
     for f in layout.functions:
         verdict = compare_function(f, found.get(f.name, []), conv)
+        verdicts.setdefault(f.name, verdict)
         if verdict.verdict == DISAGREE:
             fn = next(d for d in found[f.name] if d.address == verdict.address)
             functions.append(_from_dwarf(f, fn, verdict, regs))
@@ -64,7 +95,8 @@ def correct_layout(layout: ArchLayout, dwarf_path: str, conv: Convention,
             proto = marked[f.proto] = ProtoLayout(tuple(_source(a, "abi") for a in f.args),
                                                   _source(f.ret, "abi"), f.variadic)
         functions.append(dataclasses.replace(f, proto=proto))
-    return dataclasses.replace(layout, functions=tuple(functions)), corrections
+    return Corrected(dataclasses.replace(layout, functions=tuple(functions)), corrections,
+                     coverage_of(verdicts.values()))
 
 
 def _source(v: ValueLayout | None, source: str) -> ValueLayout | None:

@@ -1,9 +1,10 @@
 """Walk an ELF's DWARF: every out-of-line function, its parameters and their entry locations.
 
-Each DWARF subprogram is tied to the ELF symbols at its entry address. A function is `foo` only
-where a symbol `foo` is at that address: a clone (`foo.isra.0`, `foo.constprop.0`) carries the
-DWARF name `foo` through its abstract origin but takes other parameters, so it is kept apart;
-static functions of one name are told apart by their addresses.
+Each DWARF subprogram is tied to the ELF symbols whose code starts at its entry address, as the
+arch lays functions out (entries.py: patchable-entry no-ops, the Thumb bit). A function is `foo`
+only where a symbol `foo` is tied to that address: a clone (`foo.isra.0`, `foo.constprop.0`)
+carries the DWARF name `foo` through its abstract origin but takes other parameters, so it is
+kept apart; static functions of one name are told apart by their addresses.
 
 Only what is needed is parsed: compile units are walked through DW_AT_sibling (a function's
 body, the members of a struct are skipped), and with a set of names, `.debug_aranges` names the
@@ -19,7 +20,7 @@ from typing import Iterable, Iterator
 from btfgen.abi.dsl import Convention, DwarfFacts
 from btfgen.errors import DwarfError
 
-from . import scan
+from . import entries, scan
 from .locations import EntryLocation, FrameBase, entry_location, frame_base
 
 _VERSIONS = (2, 3, 4, 5)
@@ -46,7 +47,7 @@ class DwarfParam:
 class DwarfFunction:
     name: str  # the source name (through the abstract origin for out-of-line instances)
     address: int  # the entry PC
-    symbols: tuple[str, ...]  # the ELF function symbols at that address
+    symbols: tuple[str, ...]  # the ELF function symbols tied to that address (entries.py)
     params: tuple[DwarfParam, ...]
     variadic: bool
     cu_offset: int
@@ -102,6 +103,7 @@ class DwarfFile:
         self._info = None
         self._addresses: tuple | None = None
         self._symbols: dict[int, list[str]] | None = None
+        self._entries: dict[int, list[str]] | None = None
         self._by_name: dict[str, list[int]] | None = None
 
     def close(self) -> None:
@@ -121,27 +123,46 @@ class DwarfFile:
     # -- ELF symbols --------------------------------------------------------------------------
 
     def symbols(self) -> dict[int, list[str]]:
-        """Function symbols by address."""
-        if self._symbols is None:
-            by_addr: dict[int, list[str]] = {}
-            by_name: dict[str, list[int]] = {}
-            section = self.elf.get_section_by_name(".symtab") or \
-                self.elf.get_section_by_name(".dynsym")
-            if section is not None:
-                try:
-                    entries = _function_symbols(self.elf, section)
-                except Exception as e:  # noqa: BLE001
-                    raise DwarfError(f"{self.path}: damaged symbol table: "
-                                     f"{_first_line(e)}") from None
-                for name, value in entries:
-                    by_addr.setdefault(value, []).append(name)
-                    by_name.setdefault(name, []).append(value)
-            self._symbols, self._by_name = by_addr, by_name
+        """Function symbols by the address their code starts at."""
+        self._read_symbols()
+        assert self._symbols is not None
         return self._symbols
+
+    def entry_symbols(self) -> dict[int, list[str]]:
+        """Function symbols by each address DWARF may name as their first instruction."""
+        self._read_symbols()
+        assert self._entries is not None
+        return self._entries
+
+    def _read_symbols(self) -> None:
+        if self._symbols is not None:
+            return
+        found: list[entries.FunctionSymbol] = []
+        by_entry: dict[int, list[str]] = {}
+        section = self.elf.get_section_by_name(".symtab") or \
+            self.elf.get_section_by_name(".dynsym")
+        if section is not None:
+            facts = self.conv.symbol_entry
+            try:
+                found = entries.read_symbols(self.elf, section, facts)
+                by_entry = entries.by_entry(found, facts, entries.ElfCode(self.elf))
+            except DwarfError as e:
+                raise DwarfError(f"{self.path}: damaged symbol table: {e}") from None
+            except Exception as e:  # noqa: BLE001
+                raise DwarfError(f"{self.path}: damaged symbol table: "
+                                 f"{_first_line(e)}") from None
+        by_addr: dict[int, list[str]] = {}
+        for s in found:
+            by_addr.setdefault(s.address, []).append(s.name)
+        by_name: dict[str, list[int]] = {}
+        for address, names in by_entry.items():
+            for name in names:
+                by_name.setdefault(name, []).append(address)
+        self._symbols, self._entries, self._by_name = by_addr, by_entry, by_name
 
     def addresses_of(self, names: set[str]) -> frozenset[int]:
         if self._addresses is None or self._addresses[0] is not names:
-            self.symbols()
+            self._read_symbols()
             assert self._by_name is not None
             found = {a for n in names for a in self._by_name.get(n, ())}
             found |= {a for n, addrs in self._by_name.items() if "." in n and
@@ -150,7 +171,8 @@ class DwarfFile:
         return self._addresses[1]
 
     def symbol_addresses(self, name: str) -> list[int]:
-        self.symbols()
+        """The addresses DWARF may name as the first instruction of symbol `name`."""
+        self._read_symbols()
         assert self._by_name is not None
         return self._by_name.get(name, [])
 
@@ -182,7 +204,7 @@ class DwarfFile:
     def functions(self, names: Iterable[str] | None = None) -> Iterator[DwarfFunction]:
         """Every out-of-line function (with `names`, only those whose DWARF name is in it)."""
         wanted = set(names) if names is not None else None
-        symbols = self.symbols()
+        symbols = self.entry_symbols()
         units = self._units(wanted)
         while True:
             try:
@@ -462,31 +484,6 @@ class _Unit:
             else:
                 return 0  # a flexible array member: no bytes of its own
         return total
-
-
-def _function_symbols(elf, section) -> list[tuple[str, int]]:
-    """(name, value) of every defined STT_FUNC symbol. Unpacked with struct: pyelftools'
-    per-symbol parsing costs 8 s on a vmlinux's 120,000 symbols."""
-    import struct
-
-    order = "<" if elf.little_endian else ">"
-    fmt = order + ("IIIBBH" if elf.elfclass == 32 else "IBBHQQ")
-    size = struct.calcsize(fmt)
-    data = section.data()
-    strtab = elf.get_section(section["sh_link"]).data()
-    out = []
-    for entry in struct.iter_unpack(fmt, data[:len(data) - len(data) % size]):
-        if elf.elfclass == 32:
-            name_off, value, _, info, _, shndx = entry
-        else:
-            name_off, info, _, shndx, value, _ = entry
-        if info & 0xF != 2 or shndx == 0:  # STT_FUNC, defined (not SHN_UNDEF)
-            continue
-        end = strtab.find(b"\0", name_off)
-        if name_off >= len(strtab) or end < 0:
-            raise DwarfError(f"symbol name offset {name_off:#x} outside the string table")
-        out.append((strtab[name_off:end].decode("utf-8", "replace"), value))
-    return out
 
 
 def _name(die) -> str | None:

@@ -1,8 +1,11 @@
 """Debian's kernels with their -dbg vmlinux: DWARF against btfgen's placement from the kernel's
 BTF (made by pahole where the kernel has none, as tests/live_kernel makes it). On bookworm's
 i386 6.1 the functions compiled asmlinkage (regparm(0): every argument on the stack) are found;
-on unstable's armhf, amd64 and arm64 7.2 nothing disagrees; in each, on a seeded sample of 2,000
-functions read through .debug_aranges (docs/dwarf.md has the whole-kernel figures). Marked `live` (a -dbg package is 0.4-1.2 GB);
+on unstable's armhf, amd64, arm64, riscv64 and ppc64el 7.2 nothing disagrees; in each, on a
+seeded sample of 2,000 functions read through .debug_aranges, nearly every function with
+parameters is compared: riscv64's patchable-entry no-ops and ppc64el's lie between a symbol and
+DWARF's first instruction, and a check that did not tie them compared one function in nine
+(docs/dwarf.md has the whole-kernel figures). Marked `live` (a -dbg package is 0.4-1.2 GB);
 BTFGEN_DWARF_WHOLE_KERNEL=1 checks every function."""
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ RUN = 100
 
 # The kernels, each with the functions whose compiled convention differs from the prototype.
 KERNELS = {"bookworm-i386": ("i386", ASMLINKAGE), "unstable-armhf": ("arm", set()),
-           "unstable-amd64": ("x86_64", set()), "unstable-arm64": ("arm64", set())}
+           "unstable-amd64": ("x86_64", set()), "unstable-arm64": ("arm64", set()),
+           "unstable-riscv64": ("riscv64", set()), "unstable-ppc64el": ("ppc64le", set())}
+# Of the functions with parameters, the least share compared (whole kernels: 96.7-99.1%; the
+# rest have no DWARF definition, only clones, nothing known at entry).
+MIN_COVERAGE = 93.0
 
 
 def _kernel(name: str):
@@ -91,7 +98,10 @@ def test_seeded_sample_agrees(name):
     bad = [v for v in verdicts if v.verdict == DISAGREE and v.name not in divergent]
     assert not bad, "\n".join(f"{v.name}: {v.params}" for v in bad[:10])
     s = summarize(verdicts)
-    assert s["agree"] >= 0.85 * len(names), s
+    assert s["coverage_percent"] >= MIN_COVERAGE, s
+    # Each sampled function has a symbol: its DWARF definition is tied to it (a handful are
+    # second definitions of the name whose code the symbol is not).
+    assert s["not_comparable"].get("no ELF symbol", 0) <= 0.005 * len(names), s
     assert any(v.verdict == AGREE for v in verdicts)
 
 
