@@ -13,6 +13,7 @@ compile units that hold them so the rest of the file is never read.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -58,13 +59,23 @@ class DwarfFunction:
         return self.name in self.symbols
 
 
+def _pyelftools_errors() -> tuple[type[BaseException], ...]:
+    from elftools.common.exceptions import DWARFError, ELFError
+    from elftools.construct.core import ConstructError
+
+    # What pyelftools lets escape on damaged input besides its own: struct unpacking, lookups
+    # past a table, bad encodings, and the asserts it checks headers with.
+    return (ELFError, DWARFError, ConstructError, struct.error, ValueError, KeyError,
+            IndexError, AssertionError, EOFError, TypeError)
+
+
+PYELFTOOLS_ERRORS = _pyelftools_errors()
+
+
 class DwarfFile:
     """An ELF file's DWARF, for one arch description (its CFA and register numbers)."""
 
     def __init__(self, path: str | Path, conv: Convention):
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
-
         self.path = str(path)
         self.conv = conv
         if conv.dwarf is None:
@@ -75,20 +86,30 @@ class DwarfFile:
         except OSError as e:
             raise DwarfError(f"{path}: {e.strerror or e}") from None
         try:
+            self._open(path, conv)
+        except BaseException:
+            self._stream.close()  # whatever went wrong, the file is not left open
+            raise
+        self._info = None
+        self._addresses: tuple | None = None
+        self._symbols: dict[int, list[str]] | None = None
+        self._entries: dict[int, list[str]] | None = None
+        self._by_name: dict[str, list[int]] | None = None
+
+    def _open(self, path, conv: Convention) -> None:
+        from elftools.elf.elffile import ELFFile
+
+        try:
             self.elf = ELFFile(self._stream)
-        except (ELFError, Exception) as e:  # noqa: BLE001 - pyelftools raises many kinds
-            self._stream.close()
+        except PYELFTOOLS_ERRORS as e:
             raise DwarfError(f"{path}: not a readable ELF file: {_first_line(e)}") from None
         machine = self.elf["e_machine"]
         if conv.elf_machine and machine != conv.elf_machine:
-            self._stream.close()
             raise DwarfError(f"{path}: an ELF file for {machine}, not {conv.name} "
                              f"({conv.elf_machine})")
         if self.elf.elfclass // 8 != conv.pointer_size:
-            self._stream.close()
             raise DwarfError(f"{path}: {self.elf.elfclass}-bit ELF, not {conv.name}")
         if self.elf.get_section_by_name(".debug_info") is None:
-            self._stream.close()
             raise DwarfError(f"{path}: no DWARF (.debug_info section): build it with -g, or "
                              f"use the kernel's -dbg vmlinux")
         try:
@@ -98,13 +119,8 @@ class DwarfFile:
             self.dwarf = self.elf.get_dwarf_info(relocate_dwarf_sections=relocate)
             self._loclists = self.dwarf.location_lists()
             self._aranges = self.dwarf.get_aranges() if self._has(".debug_aranges") else None
-        except Exception as e:  # noqa: BLE001
+        except PYELFTOOLS_ERRORS as e:
             raise DwarfError(f"{path}: damaged DWARF: {_first_line(e)}") from None
-        self._info = None
-        self._addresses: tuple | None = None
-        self._symbols: dict[int, list[str]] | None = None
-        self._entries: dict[int, list[str]] | None = None
-        self._by_name: dict[str, list[int]] | None = None
 
     def close(self) -> None:
         if self._info:

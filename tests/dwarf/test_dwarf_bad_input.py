@@ -131,3 +131,32 @@ def test_mutated_debug_info(tmp_path, edits, cut):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_damaged_dwarf_leaves_no_file_open(tmp_path, monkeypatch):
+    """DwarfFile used to catch everything past opening and raise with the file still open."""
+    from elftools.elf.elffile import ELFFile
+
+    from btfgen.dwarf import reader
+
+    if not toolchains.TOOLCHAINS["x86_64"].available():
+        pytest.skip("no gcc")
+    obj = toolchains.compile_c(SOURCE, "x86_64", btf=False)
+    data = bytearray(Path(obj).read_bytes())
+    with open(obj, "rb") as f:
+        elf = ELFFile(f)
+        names = [s.name for s in elf.iter_sections()]
+        at = elf["e_shoff"] + names.index(".debug_aranges") * elf["e_shentsize"]
+    data[at + 32:at + 40] = (10 ** 9).to_bytes(8, "little")  # sh_size far past the file
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(bytes(data))
+    opened = []
+
+    def tracking_open(*args, **kw):
+        opened.append(open(*args, **kw))
+        return opened[-1]
+
+    monkeypatch.setattr(reader, "open", tracking_open, raising=False)
+    with pytest.raises(DwarfError, match="damaged DWARF"):
+        DwarfFile(str(bad), load_arch("x86_64"))
+    assert opened and all(f.closed for f in opened)
