@@ -21,10 +21,12 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import sys
 from collections.abc import Callable, Sequence
 from ctypes import CFUNCTYPE, POINTER, c_bool, c_char_p, c_int, c_long, c_size_t, c_uint64, c_void_p
 
 TRACEFS = "/sys/kernel/tracing"
+_BYTE_ORDER = sys.byteorder  # the kernel's info structs are in this machine's order
 
 
 class BpfLoadError(RuntimeError):
@@ -86,6 +88,7 @@ def _load_libbpf() -> ctypes.CDLL:
             [c_void_p, c_char_p, POINTER(_KprobeOpts)], c_void_p),
         "bpf_link__destroy": ([c_void_p], c_int),
         "bpf_map__fd": ([c_void_p], c_int),
+        "bpf_map__set_max_entries": ([c_void_p, ctypes.c_uint32], c_int),
         "bpf_map_update_elem": ([c_int, c_void_p, c_void_p, c_uint64], c_int),
         "bpf_map_lookup_elem": ([c_int, c_void_p, c_void_p], c_int),
         "libbpf_num_possible_cpus": ([], c_int),
@@ -195,6 +198,28 @@ class _LinkCreateKprobeMulti(ctypes.Structure):
                 ("syms", c_uint64), ("addrs", c_uint64), ("cookies", c_uint64)]
 
 
+class _InfoByFd(ctypes.Structure):
+    # union bpf_attr, the BPF_OBJ_GET_INFO_BY_FD member
+    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", c_uint64)]
+
+
+_BPF_OBJ_GET_INFO_BY_FD = 15
+# Where the kernel keeps its count of calls a program or link missed, in the info it hands back
+# (the uapi structs are laid out alike on every arch: 8-aligned fields throughout).
+_PROG_INFO_SIZE = 232  # struct bpf_prog_info as of 6.1; a newer kernel fills only this much
+_PROG_RECURSION_MISSES = 208  # bpf_prog_info.recursion_misses (5.12+): the program did not run
+_LINK_INFO_SIZE = 64
+_KPROBE_MULTI_MISSED = 32  # bpf_link_info.kprobe_multi.missed (6.7+): fprobe missed the call
+
+
+def _info(number: int, fd: int, size: int) -> bytes | None:
+    buf = ctypes.create_string_buffer(size)
+    attr = _InfoByFd(bpf_fd=fd, info_len=size, info=ctypes.addressof(buf))
+    if _sys_bpf(number, _BPF_OBJ_GET_INFO_BY_FD, attr) < 0:
+        return None
+    return buf.raw
+
+
 class _ProgLoad(ctypes.Structure):
     # union bpf_attr, the BPF_PROG_LOAD member up to expected_attach_type
     _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32),
@@ -212,8 +237,9 @@ _libc.syscall.argtypes = [c_long, c_long, c_void_p, c_long]
 class FdLink:
     """A link made with the raw syscall: a file descriptor to close."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, kprobe_multi: bool = False) -> None:
         self.fd = fd
+        self.kprobe_multi = kprobe_multi
 
     def destroy(self) -> None:
         if self.fd >= 0:
@@ -258,6 +284,29 @@ class BpfObject:
 
     def set_autoload(self, name: str, on: bool) -> None:
         libbpf().bpf_program__set_autoload(self.program(name), on)
+
+    def set_max_entries(self, map_name: str, n: int) -> None:
+        """Before load(): a map's size (a ring buffer's, in bytes: a power of two pages)."""
+        m = libbpf().bpf_object__find_map_by_name(self._obj, map_name.encode())
+        if not m or libbpf().bpf_map__set_max_entries(m, n):
+            raise _fail(f"{self.path}: cannot size map {map_name} to {n}")
+
+    def missed(self, programs: Sequence[str]) -> int:
+        """Calls the kernel counted as missed: each program's runs skipped because another BPF
+        program was running on that CPU (recursion_misses, 5.12+), and each kprobe_multi link's
+        calls fprobe could not deliver (6.7+). Older kernels count neither, and say 0."""
+        total = 0
+        for name in programs:
+            fd = libbpf().bpf_program__fd(self.program(name))
+            info = _info(self.bpf_syscall, fd, _PROG_INFO_SIZE) if fd >= 0 else None
+            if info:
+                total += int.from_bytes(info[_PROG_RECURSION_MISSES:][:8], _BYTE_ORDER)
+        for link in self.links:
+            if isinstance(link, FdLink) and link.kprobe_multi and link.fd >= 0:
+                info = _info(self.bpf_syscall, link.fd, _LINK_INFO_SIZE)
+                if info:
+                    total += int.from_bytes(info[_KPROBE_MULTI_MISSED:][:8], _BYTE_ORDER)
+        return total
 
     def load(self) -> None:
         _log.clear()
@@ -340,12 +389,12 @@ class BpfObject:
         fd = _sys_bpf(self.bpf_syscall, _BPF_LINK_CREATE, attr)
         if fd < 0:
             err = ctypes.get_errno()
-            why = kprobe_multi_unavailable()
+            why = kprobe_multi_unavailable(self.bpf_syscall)
             if why:
                 raise BpfLoadError(why)
             raise _fail(f"{'kretprobe' if retprobe else 'kprobe'}.multi link for {prog} "
                         f"({n} kernel functions)", err)
-        self.links.append(FdLink(fd))
+        self.links.append(FdLink(fd, kprobe_multi=True))
         return self.links[-1]
 
     def attach_kprobe(self, prog: str, func: str, cookie: int, *,

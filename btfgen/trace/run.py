@@ -56,6 +56,21 @@ class Options:
     record: str | None = None  # write the raw events to this file instead of printing
     attach: str = "auto"  # kernel functions: "multi" (kprobe_multi), "single" (one kprobe
     # per function, each with its cookie), or "auto": multi where the kernel has it
+    ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
+
+
+MIB = 1 << 20
+
+
+def ring_size(functions: int) -> int:
+    """The ring buffer's default size in bytes: 16 MiB, and 256 KiB a function past 64
+    functions, up to 64 MiB. An event is about 1 KiB, and a program calling a traced function
+    in a loop makes one every few microseconds: 16 MiB holds a second or more of that while the
+    reader decodes."""
+    size = 16 * MIB
+    while size < functions * 256 * 1024 and size < 64 * MIB:
+        size *= 2
+    return size
 
 
 def load_manifest(directory: Path) -> dict:
@@ -188,6 +203,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             print(f"{PROG}: warning: no sched_process_fork event here: child processes "
                   "are not traced", file=sys.stderr)
         obj.set_autoload("follow_fork", following and fork_offset is not None)
+        obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
+                            ring_size(len(keep)))
         obj.load()
         for i, name in enumerate(names):
             obj.update("specs", struct.pack("I", i), decoders.spec(name))
@@ -216,10 +233,32 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
-            status = _follow(rb, child, opts)
-        ncpu = bpfload.possible_cpus()
-        counts = obj.lookup("lost", struct.pack("I", 0), 8 * ncpu)
-        return status, sum(struct.unpack(f"{ncpu}Q", counts))
+            status = _follow(rb, child, opts, lambda: _lost(obj))
+        missed = obj.missed(("trace_entry", "trace_exit"))
+        if missed or kernel:
+            # Calls that never reached the program: nothing of them is in the ring buffer.
+            counted = "" if _counts_missed_calls() or not kernel else (
+                "; kernels before 6.7 do not count them all")
+            print(f"{PROG}: {missed} calls missed by the kernel (the program did not run: "
+                  f"another BPF program was running on that CPU, or the probe could not "
+                  f"deliver the call{counted})", file=sys.stderr)
+        return status, _lost(obj)
+
+
+def _lost(obj) -> int:
+    """Events the ring buffer had no room for so far (the BPF side counts them per CPU)."""
+    ncpu = bpfload.possible_cpus()
+    counts = obj.lookup("lost", struct.pack("I", 0), 8 * ncpu)
+    return sum(struct.unpack(f"{ncpu}Q", counts))
+
+
+def _counts_missed_calls() -> bool:
+    """Whether this kernel reports kprobe_multi's missed calls (link info, Linux 6.7+)."""
+    try:
+        major, minor = (int(x) for x in platform.release().split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (6, 7)
 
 
 def _single(mode: str, bpf_syscall: int) -> bool:
@@ -273,13 +312,28 @@ def child_pid_offset() -> int | None:
     return None
 
 
-def _follow(rb, child, opts: Options) -> int:
+# The BPF side wakes the reader only once the ring is a quarter full (a wakeup per event cost
+# the traced program as much as the event): between wakeups, the reader drains on this clock.
+DRAIN_MS = 10
+
+
+def _follow(rb, child, opts: Options, lost) -> int:
     stop: list[int] = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     deadline = None if opts.duration is None else time.monotonic() + opts.duration
     status = None
+    said, said_at = 0, time.monotonic()
     while not stop:
-        rb.poll(100)
+        rb.poll(DRAIN_MS)
+        rb.drain()
+        now = time.monotonic()
+        if now - said_at >= 1:
+            # Falling behind is said while it happens, not only at the end.
+            said_at, n = now, lost()
+            if n > said:
+                print(f"{PROG}: {n} records lost so far (ring buffer full: the reader is "
+                      f"behind; a larger --ring-size may help)", file=sys.stderr, flush=True)
+                said = n
         if child and (status := child.poll()) is not None:
             break
         if opts.pid and not os.path.exists(f"/proc/{opts.pid}"):

@@ -86,6 +86,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--record", metavar="FILE",
                    help="write the raw events, and what decodes them, to FILE instead of "
                         "printing (`btfgen decode FILE` prints them, anywhere)")
+    p.add_argument("--ring-size", type=int, metavar="MIB", dest="ring_mib",
+                   help="the ring buffer's size in MiB, a power of two (default: 16, more for "
+                        "many functions, up to 64); events it had no room for are counted "
+                        "and said")
     p.add_argument("--build", metavar="DIR", type=Path,
                    help="only write the trace directory DIR (generated decoders, BPF object, "
                         "manifest, these scripts)")
@@ -128,7 +132,8 @@ def _main(argv: list[str], prog: str) -> int:
     args = p.parse_args(argv)
     _check(p, args, command)
     opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
-                             as_json=args.json, record=args.record, attach=args.attach)
+                             as_json=args.json, record=args.record, attach=args.attach,
+                             ring_mib=args.ring_mib)
     if args.run:
         return trace_run.run(args.run, opts)
     if args.build:
@@ -150,8 +155,11 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--record keeps every raw event: choose --errors or --json when decoding")
     if args.build and (args.record or args.errors or args.json):
         p.error("--record, --errors and --json are for tracing: give them with --run")
-    if args.attach != "auto" and args.build:
-        p.error("--attach is for tracing: give it with --run")
+    if (args.attach != "auto" or args.ring_mib) and args.build:
+        p.error("--attach and --ring-size are for tracing: give them with --run")
+    if args.ring_mib is not None and (args.ring_mib < 1 or args.ring_mib & (args.ring_mib - 1)
+                                      or args.ring_mib > 1024):
+        p.error("--ring-size: a power of two from 1 to 1024 (MiB)")
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     if args.run:
