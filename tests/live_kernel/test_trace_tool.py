@@ -95,6 +95,12 @@ def test_trace_tool_in_guest(name, tmp_path):
     said = "one kprobe and kretprobe per function" if name in SINGLE else "kprobe_multi links"
     assert f"btfgen_trace: attaching {said}" in text, text[:2000]
     assert re.search(r"^btfgen_trace: 0 records lost \(ring buffer full\)$", text, re.M), text
+    # The calls the kernel did not run the program for are read from it and said, every run
+    # (on kernels before 6.7, with what they leave uncounted).
+    missed = re.search(r"^btfgen_trace: (\d+) calls missed by the kernel \((.*)\)$", text, re.M)
+    assert missed, text[-2000:]
+    old_kernel = tuple(int(x) for x in k.release.split(".")[:2]) < (6, 7)
+    assert ("before 6.7" in missed.group(2)) == old_kernel, missed.group(0)
     pagesize, calls = printed.loader_said(lines)
     problems, checked = [], 0
     groups: set[str] = set()
