@@ -175,6 +175,13 @@ class Target:
         self.dwarf = dwarf
         self._dwarf_asked = dwarf_asked
         self._by_name: dict[str, tuple[ArchLayout, tuple]] = {}
+        self._every: list[T.Func] | None = None
+
+    def every_function(self) -> list[T.Func]:
+        """Every FUNC, in BTF id order (listed once: a kernel has tens of thousands)."""
+        if self._every is None:
+            self._every = list(self.types.funcs())
+        return list(self._every)
 
     @property
     def arch(self) -> str:
@@ -200,7 +207,7 @@ class Target:
             wanted += read_names(f)
         types = self.types
         if not wanted:
-            return Selection(list(types.funcs()), [])
+            return Selection(self.every_function(), [])
         chosen: dict[int, T.Func] = {}
         missing = []
         globs = [w for w in wanted if _GLOB.search(w)]
@@ -235,7 +242,7 @@ class Target:
         from btfgen.place import place_functions
 
         whole = functions is None
-        funcs = list(self.types.funcs()) if whole else list(functions)
+        funcs = self.every_function() if whole else list(functions)
         layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
         if self.dwarf is None or not funcs:
             return Placement(layout, None, ())
@@ -270,7 +277,7 @@ class Target:
         from btfgen.place import place_functions
 
         whole = functions is None
-        funcs = list(self.types.funcs()) if whole else list(functions)
+        funcs = self.every_function() if whole else list(functions)
         layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
         found = read_dwarf(self.dwarf, self.convention,
                            None if whole else {f.name for f in layout.functions})

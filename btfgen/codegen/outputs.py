@@ -162,7 +162,7 @@ def python_module(arch: ArchLayout, gplans) -> str:
         ret_text = ("None" if d.ret is None else
                     f"({lits.value_text(d.ret.value)}, {d.ret.needs_entry!r})")
         return repr(f"(({d.byte_order!r}, {d.pointer_size}, ({args_text}), {ret_text}, "
-                    f"{lits.text(d.fast)}, {lits.text(d.record)}), {ops!r})")
+                    f"{d.fast!r}, {d.record!r}), {ops!r})")  # plain-tuple reprs
 
     fs = arch.functions
     firsts, at = by_prototype(fs)

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from btfgen.decoder import runtime, spec_format
 
-_INTERNED = (runtime.CompositeType, runtime.EnumType, runtime.ArrayType)
-_TYPES = tuple(dict.fromkeys(runtime.TYPES.values()))
+# Exact classes, looked up in a set: the descriptors are made by describe.py, never subclassed,
+# and a kernel's module asks this of about a million tuples.
+_INTERNED = frozenset((runtime.CompositeType, runtime.EnumType, runtime.ArrayType))
+_TYPES = frozenset(runtime.TYPES.values())
 
 
 class Literals:
@@ -25,7 +27,7 @@ class Literals:
         """A type descriptor: `_T[i]` for a shared kind, else its literal (memoised)."""
         hit = self._text.get(id(desc))
         if hit is None:
-            if isinstance(desc, _INTERNED):
+            if type(desc) in _INTERNED:
                 body = self._tuple(desc)
                 hit = f"_T[{len(self.entries)}]"
                 self.entries.append(body)
@@ -37,8 +39,8 @@ class Literals:
 
     def value_text(self, v: runtime.ValueDesc) -> str:
         """A value descriptor, as the tuple literal `runtime.ValueDesc.check` rebuilds."""
-        return (f"({v.name!r}, {self.type_text(v.type)}, {v.size!r}, {self.text(v.pieces)}, "
-                f"{v.by_ref!r}, {v.unavailable!r})")
+        return (f"({v.name!r}, {self.type_text(v.type)}, {v.size!r}, {v.pieces!r}, "
+                f"{v.by_ref!r}, {v.unavailable!r})")  # Piece reprs as a plain tuple
 
     def text(self, obj) -> str:
         if isinstance(obj, tuple):
@@ -53,7 +55,7 @@ class Literals:
         # Inside a type descriptor: member tuples, nested type descriptors, enum name maps.
         parts = []
         for x in obj:
-            if isinstance(x, _TYPES):
+            if type(x) in _TYPES:
                 parts.append(self.type_text(x))
             else:
                 parts.append(self.text(x))

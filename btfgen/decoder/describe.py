@@ -32,6 +32,10 @@ from btfgen.decoder.runtime import (
 )
 from btfgen.layout import FunctionLayout, RegPiece, ValueLayout
 
+# NamedTuples built without their Python-level __new__ (a whole kernel makes a few hundred
+# thousand of these, and the generated __new__ was a tenth of its Python module's time).
+_new = tuple.__new__
+
 
 def type_desc(t: T.Type, memo: dict | None = None) -> tuple:
     """The descriptor of `t`; `memo` (by type id) makes one type one shared descriptor object,
@@ -99,14 +103,14 @@ def value_desc(v: ValueLayout, byte_order: str, memo: dict | None = None) -> Val
     pieces = []
     for p in v.pieces:
         source, src = piece_source(p, byte_order)
-        pieces.append(Piece(source, src, p.size, p.value_offset))
+        pieces.append(_new(Piece, (source, src, p.size, p.value_offset)))
     unavailable = v.unavailable
     try:
         t = type_desc(v.type, memo)
     except T.TypeWalkError as e:
         t = BytesType("bytes", 0)
         unavailable = unavailable or f"its type cannot be decoded ({e})"
-    return ValueDesc(v.name, t, v.size, tuple(pieces), v.by_ref, unavailable)
+    return _new(ValueDesc, (v.name, t, v.size, tuple(pieces), v.by_ref, unavailable))
 
 
 _CODES = {1: "bB", 2: "hH", 4: "iI", 8: "qQ"}
@@ -159,8 +163,9 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
     gplan = gplan or generic_plan(f, byte_order, pointer_size)
 
     def plans(ps):
-        return tuple(None if p is None else Plan(p.data_off, p.ptr_off, p.op_mask) for p in ps)
+        return tuple(None if p is None else _new(Plan, (p.data_off, p.ptr_off, p.op_mask))
+                     for p in ps)
 
-    record = RecordPlans(plans(gplan.entry), plans(gplan.exit))
+    record = _new(RecordPlans, (plans(gplan.entry), plans(gplan.exit)))
     fast = fast_format(f, args, byte_order)
-    return FunctionDesc(f.name, f.btf_id, order, pointer_size, args, ret, fast, record)
+    return _new(FunctionDesc, (f.name, f.btf_id, order, pointer_size, args, ret, fast, record))

@@ -316,6 +316,10 @@ def type_size(t: tuple) -> int:
 
 
 class Piece(NamedTuple):
+    # Repr'd as the plain tuple a generated module spells: codegen prints these with !r, and a
+    # whole kernel has a few hundred thousand of them.
+    __repr__ = tuple.__repr__
+
     where: int  # 0: the ctx, 1: the stack from the entry SP
     src: int
     size: int
@@ -376,6 +380,10 @@ class RetDesc(NamedTuple):
 class Plan(NamedTuple):
     """Where a value sits in a generic record's data (generic.ValuePlan)."""
 
+    # Repr'd as the plain tuple a generated module spells: codegen prints these with !r, and a
+    # whole kernel has a few hundred thousand of them.
+    __repr__ = tuple.__repr__
+
     data_off: int  # -1: only its pointer is in the record
     ptr_off: int  # by_ref: where the pointer is; else -1
     op_mask: int  # the ops (bit i = op i) that must succeed for the value to be good
@@ -394,6 +402,10 @@ class Plan(NamedTuple):
 
 
 class RecordPlans(NamedTuple):
+    # Repr'd as the plain tuple a generated module spells: codegen prints these with !r, and a
+    # whole kernel has a few hundred thousand of them.
+    __repr__ = tuple.__repr__
+
     entry: tuple  # a Plan (or None: not in the record) per argument
     exit: tuple  # the return value's, if any
 
@@ -408,6 +420,10 @@ class RecordPlans(NamedTuple):
 
 
 class FastPath(NamedTuple):
+    # Repr'd as the plain tuple a generated module spells: codegen prints these with !r, and a
+    # whole kernel has a few hundred thousand of them.
+    __repr__ = tuple.__repr__
+
     format: str  # a struct format reading every argument from the ctx
     perm: tuple | None  # argument i is the format's item perm[i]; None: in order
 
