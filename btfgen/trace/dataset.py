@@ -11,7 +11,7 @@ file is written under a hidden name (`.R.PID.parquet.part`: Spark and a `*.parqu
 skip it) and renamed when whole, and R.json only after all of R's files: a crash leaves no
 partial Parquet file, only a hidden .part, and a rerun adds the recording whole.
 
-A row is one event: `time` (wall clock, UTC; null if the recorder did not note its clock),
+A row is one event: `time` (wall clock, UTC, in us; null if the recorder did not note its clock),
 `timestamp` (the tracer's CLOCK_MONOTONIC ns), cpu, pid, tid, `kind` (entry or exit), `call`
 and `duration_ns` (shared by an entry and its exit when both were recorded: the call, paired on
 its thread as `btfgen decode` pairs them; null when one of them was lost), arch, recording,
@@ -44,6 +44,8 @@ RECORDINGS = "_recordings"
 ID_LENGTH = 32  # hex digits of the SHA-256: a collision would need 2**64 recordings
 ROW_GROUP = 1 << 17  # rows buffered per function before they go to the file as a row group
 KINDS = ("entry", "exit")
+# Microseconds: Spark reads no nanosecond timestamp (the ns are in `timestamp`).
+TIME = pa.timestamp("us", tz="UTC")
 EVENT_COLUMNS = ("timestamp", "cpu", "pid", "tid")  # columnar's first columns, in its order
 
 
@@ -135,8 +137,9 @@ def _write(path: str, directory: str, rid: str) -> int:
         raise
     doc = {"recording": rid, "source": os.path.abspath(path), "host": source.host,
            "kernel": source.kernel, "arch": source.arch, "events": events, "lost": lost,
-           "rows": files.rows, "files": written}
-    _atomic_text(marker(directory, rid), json.dumps(doc, indent=1, sort_keys=True) + "\n")
+           "rows": files.rows, "files": written, "functions": files.functions()}
+    # One line of JSON: Spark reads the directory as a table (btfgen/trace/spark.py).
+    _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
     return files.rows
 
 
@@ -232,10 +235,8 @@ class _Rows:
         ts = rb.column(0).to_numpy().astype(np.int64)
         call, took = (a[at:at + n] for a in self.calls[fi])
         off = self.source.clock_offset
-        cols = {
-            "time": pa.array(ts + off, type=pa.timestamp("ns", tz="UTC")) if off is not None
-            else pa.nulls(n, pa.timestamp("ns", tz="UTC")),
-        }
+        cols = {"time": pa.array((ts + off) // 1000, type=TIME) if off is not None
+                else pa.nulls(n, TIME)}
         for i, name in enumerate(EVENT_COLUMNS):
             cols[name] = rb.column(i)
         cols["kind"] = _constant(KINDS[kind], n)
@@ -307,6 +308,9 @@ class _Files:
             os.replace(slot[1], slot[2])
             written.append(str(slot[2].relative_to(self.root)))
         return sorted(written)
+
+    def functions(self) -> list[str]:
+        return sorted(self.names[fi] for fi in self.open)
 
     def abandon(self) -> None:
         for slot in self.open.values():
