@@ -1,5 +1,6 @@
-"""A function's rows of a btfgen dataset (btfgen/trace/dataset.py) as one Spark DataFrame,
-wherever the dataset lives (a local directory, s3a://, abfss://, hdfs://): needs pyspark only.
+"""A btfgen dataset's rows (btfgen/trace/dataset.py) as one Spark DataFrame,
+as Spark DataFrames (one function's, or every function's event columns), wherever the dataset
+lives (a local directory, s3a://, abfss://, hdfs://): needs pyspark only.
 
 Spark's `mergeSchema` merges columns by name but refuses to widen a type, and one function's
 columns do differ between kernels (a `long` is 4 bytes on arm, 8 on x86_64; a struct gains a
@@ -14,6 +15,20 @@ from functools import reduce
 from urllib.parse import quote
 
 
+# Every row has these, whatever its function, kernel or arch, with the same types.
+EVENT_COLUMNS = ("time", "timestamp", "cpu", "pid", "tid", "kind", "call", "duration_ns",
+                 "arch", "recording", "host", "kernel", "function")
+
+
+def read_events(spark, root: str):
+    """Every function's rows, with the columns they all have (no arguments): the whole fleet
+    in one DataFrame, for counts and timings across functions."""
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    root = root.rstrip("/")
+    return (spark.read.option("basePath", root)
+            .parquet(f"{root}/host=*/kernel=*/function=*").select(*EVENT_COLUMNS))
+
+
 def read_function(spark, root: str, function: str):
     """The DataFrame of `function`'s rows in the dataset at `root` (host, kernel and function
     columns from the partitions, as strings)."""
@@ -25,9 +40,8 @@ def read_function(spark, root: str, function: str):
                      .select("kernel").distinct().collect())
     if not kernels:
         raise KeyError(f"{root}: no recording of {function!r}")
-    reader = (spark.read.option("basePath", root).option("mergeSchema", "true")
-              # "6.1.0" stays a string, a host named 1234 too.
-              .option("recursiveFileLookup", "false"))
+    reader = spark.read.option("basePath", root).option("mergeSchema", "true")
+    # Partition values stay strings: a kernel "6.1" is not a number, nor a host named 1234.
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     parts = [reader.parquet(f"{root}/host=*/kernel={_hive(k)}/function={_hive(function)}")
              for k in kernels]
@@ -40,4 +54,4 @@ def _hive(value: str) -> str:
     return quote(value, safe="")
 
 
-__all__ = ["read_function"]
+__all__ = ["read_events", "read_function"]

@@ -62,17 +62,28 @@ def fleet(tmp_path_factory):
     return out, real
 
 
-def _function(con_or_spark, root: Path, function: str, engine: str):
+def _function(con_or_spark, root: Path, function: str | None, engine: str):
+    """One function's rows, or (None) every row's event columns."""
+    from btfgen.trace import spark as btfgen_spark
+
+    if engine == "duckdb" and function is None:
+        return con_or_spark.sql(
+            f"select {', '.join(btfgen_spark.EVENT_COLUMNS)} from read_parquet("
+            f"'{root}/*/*/*/*.parquet', hive_partitioning=true, union_by_name=true, "
+            f"hive_types_autocast=false)")
     if engine == "duckdb":
         return con_or_spark.sql(
             f"select * from read_parquet('{root}/*/*/function={function}/*.parquet', "
             f"hive_partitioning=true, union_by_name=true, hive_types_autocast=false)")
-    from btfgen.trace import spark as btfgen_spark
-
+    if function is None:
+        return btfgen_spark.read_events(con_or_spark, str(root))
     return btfgen_spark.read_function(con_or_spark, str(root), function)
 
 
 # The questions, in the SQL both engines speak; `t` is one function's rows.
+FLEET = ("select host, kernel, arch, function, kind, count(*) as n, count(call) as paired, "
+         "min(time) > timestamp '2020-01-01' as recent from t group by 1, 2, 3, 4, 5 "
+         "order by 1, 2, 3, 4, 5")
 COUNTS = "select host, kernel, arch, kind, count(*) as n from t group by 1, 2, 3, 4 order by 1, 2, 3, 4"
 JOIN = ("select e.host, e.tid, count(*) as calls, sum(x.duration_ns) as took, "
         "min(x.duration_ns) as shortest from t e join t x on e.recording = x.recording "
@@ -91,7 +102,7 @@ def _queries(root: Path, real: bool) -> list[tuple[str, str, str]]:
         typed = ("scalars", "select host, count(*), max(arg_e) from t where arg_e > 0 and "
                             "arg_h < 2147483648 group by 1 order by 1")
         both = "scalars"
-    return [("scalars", COUNTS, "counts"), (both, COUNTS, "counts"),
+    return [(None, FLEET, "the fleet"), ("scalars", COUNTS, "counts"), (both, COUNTS, "counts"),
             (typed[0], typed[1], "filter"), ("scalars", JOIN, "join"),
             (typed[0], JOIN, "join")]
 
@@ -112,7 +123,9 @@ def _duckdb_answers(root: Path, real: bool) -> list:
 
 def test_duckdb_counts_filter_join(fleet):
     root, real = fleet
-    counts, *_ = _duckdb_answers(root, real)
+    fleet, counts, *_ = _duckdb_answers(root, real)
+    assert {r[2] for r in fleet} == {"x86_64", "arm64"}
+    assert all(r[-1] for r in fleet)  # wall-clock times
     hosts = {r[0] for r in counts}
     assert {r[2] for r in counts} == {"arm64"} if real else {"x86_64", "arm64"}
     assert len(hosts) == (1 if real else 2)
