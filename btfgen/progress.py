@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 BAR = 24
 TICK = 0.25  # seconds between redraws
@@ -37,6 +38,7 @@ class Progress:
         self._stop = threading.Event()
         self._ticker = None
         if self.enabled:
+            _ACTIVE.add(self)
             self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
             self._ticker.start()
 
@@ -74,6 +76,7 @@ class Progress:
 
     def done(self) -> None:
         self._stop.set()
+        _ACTIVE.discard(self)
         if self._ticker is not None:
             self._ticker.join()
             self._ticker = None
@@ -112,6 +115,27 @@ class Progress:
                     with self._lock:
                         self._count = at
             self._draw()
+
+
+# A fork (generate's and decode's worker processes) must not copy a lock the ticker holds in
+# the middle of a write: the child would block on stderr forever.
+_ACTIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def _hold_all() -> None:
+    for p in list(_ACTIVE):
+        p._lock.acquire()
+
+
+def _release_all() -> None:
+    for p in list(_ACTIVE):
+        if p._lock.locked():
+            p._lock.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_hold_all, after_in_parent=_release_all,
+                        after_in_child=_release_all)
 
 
 def read_offset(path: str) -> int | None:
