@@ -115,6 +115,7 @@ def _write(path: str, directory: str, rid: str) -> int:
     with recording.Reader(path, columnar.word_sum, reuse=True) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
+        _refuse_clashes(path, fns)
         layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
                    for i, fn in enumerate(fns) for k in (0, 1)}
         keys = _Keys(len(fns))
@@ -141,6 +142,18 @@ def _write(path: str, directory: str, rid: str) -> int:
     # One line of JSON: Spark reads the directory as a table (btfgen/trace/spark.py).
     _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
     return files.rows
+
+
+def _refuse_clashes(path: str, fns) -> None:
+    # columnar.Layout reads the event header and the arguments as fields of one numpy dtype,
+    # which cannot hold two fields of one name: said here rather than as a numpy error.
+    taken = set(EVENT_COLUMNS) | {"failed"}
+    for fn in fns:
+        clash = sorted(taken & {v[0] for v in fn.args})
+        if clash:
+            raise BtfgenError(f"{path}: {fn.name}: unavailable, because its argument "
+                              f"{clash[0]!r} has the name of an event column (columnar reads "
+                              f"both as fields of one record)")
 
 
 class _Keys:

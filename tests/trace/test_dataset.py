@@ -282,3 +282,25 @@ def test_unreadable_recording_is_named(tmp_path):
     missing = tmp_path / "missing.btfrec"
     (added,) = dataset.add_all([str(missing)], str(tmp_path / "ds"))
     assert not added.new and added.error.startswith(f"{missing}: ")
+
+
+def test_an_argument_named_like_an_event_column_is_said(tmp_path, monkeypatch):
+    """columnar.Layout cannot read an argument named pid beside the event's pid: refused in
+    one line naming both, not as a numpy error."""
+    real = synth.descriptors
+
+    def renamed(m):
+        out = []
+        for d in real(m):
+            if d[0] == "scalars":
+                args = (("pid",) + tuple(d[4][0][1:]),) + tuple(d[4][1:])
+                d = d[:4] + (args,) + d[5:]
+            out.append(d)
+        return out
+    monkeypatch.setattr(synth, "descriptors", renamed)
+    rec = tmp_path / "r.btfrec"
+    datasets.write(rec, "x86_64", 20, 1)
+    (added,) = dataset.add_all([str(rec)], str(tmp_path / "ds"))
+    assert added.error == (f"{rec}: scalars: unavailable, because its argument 'pid' has the "
+                           "name of an event column (columnar reads both as fields of one "
+                           "record)")
