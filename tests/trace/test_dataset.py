@@ -289,12 +289,15 @@ def test_an_argument_named_like_an_event_column_is_said(tmp_path, monkeypatch):
     one line naming both, not as a numpy error."""
     real = synth.descriptors
 
+    def rebuilt(old, fields):  # a plain tuple or a NamedTuple descriptor alike
+        return type(old)(*fields) if hasattr(old, "_fields") else tuple(fields)
+
     def renamed(m):
         out = []
         for d in real(m):
             if d[0] == "scalars":
-                args = (("pid",) + tuple(d[4][0][1:]),) + tuple(d[4][1:])
-                d = d[:4] + (args,) + d[5:]
+                args = (rebuilt(d[4][0], ["pid", *d[4][0][1:]]), *d[4][1:])
+                d = rebuilt(d, [*d[:4], args, *d[5:]])
             out.append(d)
         return out
     monkeypatch.setattr(synth, "descriptors", renamed)
