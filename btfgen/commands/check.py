@@ -88,8 +88,16 @@ def as_json(v: FunctionVerdict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from btfgen.progress import Progress
+
+    with Progress(prog="btfgen check") as progress:
+        return _run(args, progress)
+
+
+def _run(args: argparse.Namespace, progress) -> int:
     from btfgen.target import open as open_target
 
+    progress("reading BTF")
     target = open_target(args.btf or args.elf, base=args.base, arch=args.arch, dwarf=args.elf)
     conv, btf = target.convention, target.types
     funcs, missing = target.select(args.func)
@@ -97,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"btfgen check: {btf.path}: no function named {', '.join(missing)}",
               file=sys.stderr)
         return 1
+    progress("placing the functions and reading their DWARF")
     verdicts = target.check(funcs if args.func else None)
+    progress.done()
     summary = summarize(verdicts)
     bad = [v for v in verdicts if v.verdict == DISAGREE]
     low = coverage_of(verdicts).below(args.min_coverage)

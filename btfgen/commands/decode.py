@@ -1,45 +1,105 @@
-"""Print a recording made by `btfgen trace --record FILE`, on any machine (no BPF, no BTF).
+"""Print a recording made by `btfgen trace --record FILE`, on any machine (no BPF, no BTF), or
+gather many recordings into one Parquet dataset.
 
-Text is what `btfgen trace` prints; jsonl what `btfgen trace --json` prints; parquet writes one
-Parquet file per function and kind (entry, exit) into the --output directory (needs the
+Text is what `btfgen trace` prints; jsonl what `btfgen trace --json` prints (one FILE, to
+stdout). parquet adds every recording named (FILE, or every file of a DIR) to the Hive-
+partitioned dataset at -o DIR (host=/kernel=/function=; see btfgen/trace/dataset.py), in
+parallel over the CPUs; a recording already there is not added again (needs the
 `btfgen[arrow]` extra: numpy and pyarrow).
+
+Exit status: 0 every recording decoded or added (or already there); 1 some recordings were
+refused (each named on one line of stderr; the others landed, nothing of the refused ones was
+written); 2 bad usage or, for text and jsonl, a bad recording.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from btfgen.errors import BtfgenError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="a recording (btfgen trace --record)")
+    parser.add_argument("inputs", nargs="+", metavar="FILE|DIR",
+                        help="a recording (btfgen trace --record); for --format parquet, "
+                             "several, or directories of them")
     parser.add_argument("--format", choices=("text", "jsonl", "parquet"), default="text")
     parser.add_argument("--errors", action="store_true",
                         help="only the calls that returned an error, with their arguments "
                              "(text and jsonl)")
     parser.add_argument("-o", "--output", metavar="DIR",
-                        help="where --format parquet writes FUNCTION.entry.parquet and "
-                             "FUNCTION.exit.parquet")
+                        help="the dataset --format parquet adds the recordings to (created if "
+                             "missing)")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
+                        help="recordings decoded at once (default: one per CPU)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar and no summary line")
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, 1 or more")
+    return n
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def run(args: argparse.Namespace) -> int:
-    from btfgen.trace import replay, recording
-
     if args.format == "parquet":
         if not args.output:
-            raise BtfgenError("--format parquet writes files: give the directory with -o DIR")
+            raise BtfgenError("--format parquet writes a dataset: give its directory with -o DIR")
         if args.errors:
             raise BtfgenError("--errors is for text and jsonl")
-    elif args.output:
+        return _dataset(args)
+    if args.output:
         raise BtfgenError("-o is for --format parquet; text and jsonl go to stdout")
-    try:
-        if args.format == "parquet":
-            from btfgen.trace import columnar
+    if len(args.inputs) != 1:
+        raise BtfgenError(f"--format {args.format} prints one recording (several go into a "
+                          f"dataset: --format parquet -o DIR)")
+    from btfgen.progress import Progress
+    from btfgen.trace import recording, replay
 
-            return columnar.write_parquet(args.file, args.output)
-        return replay.print_recording(args.file, sys.stdout, as_json=args.format == "jsonl",
-                                      errors=args.errors)
-    except recording.RecordError as e:
-        raise BtfgenError(str(e)) from None
+    path = args.inputs[0]
+    # The bar shares the terminal with what is printed only when that goes elsewhere.
+    with Progress(not args.quiet and not sys.stdout.isatty(), "btfgen decode") as progress:
+        progress(f"decoding {path}")
+        progress.watch(path)
+        try:
+            return replay.print_recording(path, sys.stdout, as_json=args.format == "jsonl",
+                                          errors=args.errors)
+        except recording.RecordError as e:
+            raise BtfgenError(str(e)) from None
+
+
+def _dataset(args: argparse.Namespace) -> int:
+    from btfgen.progress import Progress
+    from btfgen.trace import dataset
+
+    paths = dataset.inputs(args.inputs)
+    if not paths:
+        raise BtfgenError(f"no recordings in {', '.join(args.inputs)}")
+    jobs = args.jobs or min(_cpus(), len(paths))
+    with Progress(not args.quiet, "btfgen decode") as progress:
+        progress(f"{len(paths)} recording{'s' * (len(paths) != 1)} -> {args.output}")
+        results = dataset.add_all(paths, args.output, jobs, progress)
+    refused = [a for a in results if a.error]
+    for a in refused:
+        print(f"btfgen decode: {a.error}", file=sys.stderr)
+    if not args.quiet:
+        added = [a for a in results if a.new]
+        there = len(results) - len(added) - len(refused)
+        print(f"btfgen decode: {args.output}: {len(added)} recordings added "
+              f"({sum(a.rows for a in added)} rows), {there} already there, "
+              f"{len(refused)} refused", file=sys.stderr)
+    return 1 if refused else 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from btfgen.codegen.outputs import LANGS
@@ -48,25 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     noise.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     noise.add_argument("-v", "--verbose", action="store_true",
                        help="list partly decodable functions and files written")
-
-
-class _Progress:
-    """Stage names on a terminal, overwritten in place; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.start = time.monotonic()
-
-    def __call__(self, what: str) -> None:
-        if self.enabled:
-            t = time.monotonic() - self.start
-            sys.stderr.write(f"\r\x1b[Kbtfgen: {t:5.1f}s {what}")
-            sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
 
 
 # Below this many functions a forked process costs more than it saves.
@@ -106,14 +86,14 @@ def run(args: argparse.Namespace) -> int:
     # One pause for the whole run: re-enabled between placing and rendering, the collector
     # would make one full pass over everything placed (a quarter second on a kernel) for nothing.
     from btfgen.gcpause import collector_paused
+    from btfgen.progress import Progress
 
-    with collector_paused():
-        return _run(args)
+    with collector_paused(), Progress(not args.quiet) as progress:
+        return _run(args, progress)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, progress) -> int:
     langs = parse_langs(args.lang)
-    progress = _Progress(not args.quiet)
     from btfgen.commands.options import open_target, print_notes
 
     progress("reading BTF")

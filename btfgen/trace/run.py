@@ -176,6 +176,7 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
     header = {"format": "btfgen trace recording", "arch": manifest["arch"], "who": who,
               "byte_order": decoders.BYTE_ORDER, "pointer_size": decoders.POINTER_SIZE,
               "kernel_release": os.uname().release, "kind": manifest["kind"],
+              "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
               "program": manifest.get("program"), "btf": manifest.get("btf"),
               "btf_sha256": manifest.get("btf_sha256")}
     descs = [decoders._descriptor(n)[0] for n in manifest["functions"]]

@@ -1,0 +1,415 @@
+"""Recordings from many hosts as one Hive-partitioned Parquet dataset (`btfgen decode --format
+parquet -o DIR FILE|DIR...`), for the engines users already have: DuckDB on a laptop, Spark on
+a cluster. Needs the `btfgen[arrow]` extra.
+
+    DIR/host=H/kernel=K/function=F/R.parquet   the rows of function F from recording R
+    DIR/_recordings/R.json                     the recordings DIR holds: written last
+
+R is the start of the recording's SHA-256: a recording already in DIR (its R.json is there) is
+not added again, and adding one writes new files only, never touching what is there. Every
+file is written under a hidden name (`.R.PID.parquet.part`: Spark and a `*.parquet` glob both
+skip it) and renamed when whole, and R.json only after all of R's files: a crash leaves no
+partial Parquet file, only a hidden .part, and a rerun adds the recording whole.
+
+A row is one event: `time` (wall clock, UTC, in us; null if the recorder did not note its clock),
+`timestamp` (the tracer's CLOCK_MONOTONIC ns), cpu, pid, tid, `kind` (entry or exit), `call`
+and `duration_ns` (shared by an entry and its exit when both were recorded: the call, paired on
+its thread as `btfgen decode` pairs them; null when one of them was lost), arch, recording,
+then `arg_NAME` per argument (null on exits) and `ret` (null on entries). host, kernel and
+function come from the path (Hive partitions). Integers keep their width and signedness, enums
+are their enumerator names (dictionary-encoded; a value no enumerator has is its number in
+decimal), structs by value are struct columns. The columns of a function are those of its
+decoder in that recording: two kernels can give one function different columns, and each file
+says its own; readers merge by name (DuckDB union_by_name, Spark mergeSchema).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote
+
+from btfgen.errors import BtfgenError
+from btfgen.trace import columnar, recording, replay
+
+import numpy as np  # noqa: I001 (after columnar: its import says which extra is missing)
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+RECORDINGS = "_recordings"
+ID_LENGTH = 32  # hex digits of the SHA-256: a collision would need 2**64 recordings
+ROW_GROUP = 1 << 17  # rows buffered per function before they go to the file as a row group
+KINDS = ("entry", "exit")
+# Microseconds: Spark reads no nanosecond timestamp (the ns are in `timestamp`).
+TIME = pa.timestamp("us", tz="UTC")
+EVENT_COLUMNS = ("timestamp", "cpu", "pid", "tid")  # columnar's first columns, in its order
+
+
+class Added(NamedTuple):
+    """What adding one recording did: `new` False when the dataset held it already; `error`
+    the one line saying why it was refused (nothing of it was written)."""
+    path: str
+    recording: str | None
+    new: bool
+    rows: int
+    error: str | None = None
+
+
+def recording_id(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()[:ID_LENGTH]
+
+
+def marker(directory: str, rid: str) -> Path:
+    return Path(directory) / RECORDINGS / f"{rid}.json"
+
+
+def add(path: str, directory: str) -> Added:
+    """Add one recording to the dataset at `directory`; never raises for a bad recording (the
+    pool's workers report, the parent prints)."""
+    try:
+        rid = recording_id(path)
+        if marker(directory, rid).exists():
+            return Added(path, rid, False, 0)
+        return Added(path, rid, True, _write(path, directory, rid))
+    except (recording.RecordError, BtfgenError) as e:
+        return Added(path, None, False, 0, _one_line(str(e), path))
+    except OSError as e:
+        return Added(path, None, False, 0, f"{path}: {e.strerror or e}")
+    except Exception as e:  # a damaged file's way we did not foresee: still one line
+        return Added(path, None, False, 0, f"{path}: corrupt ({type(e).__name__}: {e})")
+
+
+def _one_line(text: str, path: str) -> str:
+    text = " ".join(text.split())
+    return text if text.startswith(path) else f"{path}: {text}"
+
+
+class _Source(NamedTuple):
+    host: str
+    kernel: str
+    arch: str
+    clock_offset: int | None  # wall clock minus CLOCK_MONOTONIC when the recording started
+
+
+def _source(path: str, header: dict) -> _Source:
+    values = [header.get(k) for k in ("host", "kernel_release", "arch")]
+    for key, v in zip(("host", "kernel_release", "arch"), values):
+        if not isinstance(v, str) or not v:
+            raise BtfgenError(f"{path}: no {key} in its header (recorded by an older btfgen "
+                              f"tracer?): the dataset is partitioned by it")
+    offset = header.get("clock_offset_ns")
+    return _Source(*values, offset if isinstance(offset, int) else None)
+
+
+def _write(path: str, directory: str, rid: str) -> int:
+    # Pass 1 checks the whole file (a bad one writes nothing) and reads only each event's time
+    # and thread, to pair entries with exits across batches; pass 2 writes, batch by batch.
+    with recording.Reader(path, columnar.word_sum, reuse=True) as r:
+        fns = replay.functions(r)
+        source = _source(path, r.header)
+        _refuse_clashes(path, fns)
+        layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
+                   for i, fn in enumerate(fns) for k in (0, 1)}
+        keys = _Keys(len(fns))
+        for batch in r.batches():
+            for fi, k, _count, payload in batch.sections:
+                keys.add(fi, k, np.frombuffer(payload, dtype=layouts[fi, k].dtype))
+        events, lost = r.events, r.lost
+    calls = keys.pair()
+    files = _Files(directory, source, rid, [fn.name for fn in fns])
+    try:
+        with recording.Reader(path, columnar.word_sum, reuse=True) as r:
+            rows = _Rows(fns, layouts, source, rid, calls)
+            for batch in r.batches():
+                for fi, k, _count, payload in batch.sections:
+                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload)),
+                              rows.schema(fi))
+        written = files.close()
+    except BaseException:
+        files.abandon()
+        raise
+    doc = {"recording": rid, "source": os.path.abspath(path), "host": source.host,
+           "kernel": source.kernel, "arch": source.arch, "events": events, "lost": lost,
+           "rows": files.rows, "files": written, "functions": files.functions()}
+    # One line of JSON: Spark reads the directory as a table (btfgen/trace/spark.py).
+    _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
+    return files.rows
+
+
+def _refuse_clashes(path: str, fns) -> None:
+    # columnar.Layout reads the event header and the arguments as fields of one numpy dtype,
+    # which cannot hold two fields of one name: said here rather than as a numpy error.
+    taken = set(EVENT_COLUMNS) | {"failed"}
+    for fn in fns:
+        clash = sorted(taken & {v[0] for v in fn.args})
+        if clash:
+            raise BtfgenError(f"{path}: {fn.name}: unavailable, because its argument "
+                              f"{clash[0]!r} has the name of an event column (columnar reads "
+                              f"both as fields of one record)")
+
+
+class _Keys:
+    """Each function's event times, threads and kinds, in the order pass 2 meets them."""
+
+    def __init__(self, nfuncs: int) -> None:
+        self.parts: list[list] = [[] for _ in range(nfuncs)]
+
+    def add(self, fi: int, kind: int, events) -> None:
+        self.parts[fi].append((events["timestamp"].astype(np.int64),
+                               events["tid"].astype(np.int64), kind))
+
+    def pair(self) -> list[tuple]:
+        """Per function, (call, duration_ns) for every event: -1 where unpaired."""
+        out, base = [], 0
+        for parts in self.parts:
+            if not parts:
+                out.append((np.empty(0, np.int64), np.empty(0, np.int64)))
+                continue
+            ts = np.concatenate([p[0] for p in parts])
+            tid = np.concatenate([p[1] for p in parts])
+            kind = np.concatenate([np.full(len(p[0]), p[2], np.int8) for p in parts])
+            call, took, n = pair_calls(ts, tid, kind, base)
+            out.append((call, took))
+            base += n
+        return out
+
+
+def pair_calls(ts, tid, kind, base: int = 0):
+    """Entries (kind 0) paired with exits (1) of one function, as `btfgen decode` pairs them:
+    per thread, an exit closes the innermost open call (its nesting level is the entry's).
+    Returns (call ids from `base`, durations, pairs), -1 where unpaired."""
+    n = len(ts)
+    call = np.full(n, -1, np.int64)
+    took = np.full(n, -1, np.int64)
+    if n == 0:
+        return call, took, 0
+    by_time = np.lexsort((kind, ts, tid))
+    t_tid, t_kind = tid[by_time], kind[by_time]
+    step = np.where(t_kind == 0, 1, -1)
+    depth = np.cumsum(step)
+    first = np.flatnonzero(np.r_[True, t_tid[1:] != t_tid[:-1]])
+    depth -= np.repeat((depth - step)[first], np.diff(np.r_[first, n]))
+    level = np.where(t_kind == 0, depth, depth + 1)
+    # Within a thread and a level, in time order, an entry followed by an exit is one call.
+    by_level = np.lexsort((np.arange(n), level, t_tid))
+    at, lv = by_time[by_level], level[by_level]
+    k, th = kind[at], tid[at]
+    pairs = (k[:-1] == 0) & (k[1:] == 1) & (th[:-1] == th[1:]) & (lv[:-1] == lv[1:])
+    entries, exits = at[:-1][pairs], at[1:][pairs]
+    ids = base + np.arange(len(entries), dtype=np.int64)
+    call[entries] = call[exits] = ids
+    took[entries] = took[exits] = ts[exits] - ts[entries]
+    return call, took, len(entries)
+
+
+class _Rows:
+    """Columnar's record batches as dataset rows: the event columns, the pairing, the
+    recording's own columns, arg_NAME and ret, enums as names."""
+
+    def __init__(self, fns, layouts, source: _Source, rid: str, calls) -> None:
+        self.fns, self.source, self.rid, self.calls = fns, source, rid, calls
+        self.cursor = [0] * len(fns)
+        self._schemas = {}
+        for fi in range(len(fns)):
+            empty = [self._columns(fi, k, columnar._to_arrow(layouts[fi, k], b""), 0)
+                     for k in (0, 1)]
+            fields = {}
+            for cols in empty:
+                for name, array in cols.items():
+                    fields.setdefault(name, array.type)
+            self._schemas[fi] = pa.schema(list(fields.items()))
+        self.cursor = [0] * len(fns)
+
+    def schema(self, fi: int) -> pa.Schema:
+        return self._schemas[fi]
+
+    def batch(self, fi: int, kind: int, rb) -> pa.RecordBatch:
+        at = self.cursor[fi]
+        self.cursor[fi] = at + rb.num_rows
+        cols = self._columns(fi, kind, rb, at)
+        schema = self._schemas[fi]
+        return pa.RecordBatch.from_arrays(
+            [cols.get(f.name, pa.nulls(rb.num_rows, f.type)) for f in schema], schema=schema)
+
+    def _columns(self, fi: int, kind: int, rb, at: int) -> dict:
+        fn, n = self.fns[fi], rb.num_rows
+        values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
+        if rb.num_columns != len(EVENT_COLUMNS) + len(values):
+            raise BtfgenError(f"{fn.name}: unavailable, because an argument's name is also "
+                              f"an event column's ({', '.join(EVENT_COLUMNS)}) or another's")
+        ts = rb.column(0).to_numpy().astype(np.int64)
+        call, took = (a[at:at + n] for a in self.calls[fi])
+        off = self.source.clock_offset
+        cols = {"time": pa.array((ts + off) // 1000, type=TIME) if off is not None
+                else pa.nulls(n, TIME)}
+        for i, name in enumerate(EVENT_COLUMNS):
+            cols[name] = rb.column(i)
+        cols["kind"] = _constant(KINDS[kind], n)
+        cols["call"] = pa.array(call, mask=call < 0)
+        cols["duration_ns"] = pa.array(took, mask=call < 0)
+        cols["arch"] = _constant(self.source.arch, n)
+        cols["recording"] = _constant(self.rid, n)
+        for i, vdesc in enumerate(values):
+            column = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
+            cols["ret" if kind else f"arg_{vdesc[0] or i}"] = column
+        return cols
+
+
+def _constant(value: str, n: int):
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+
+
+def _as_names(column, t):
+    """An enum's numbers as its enumerator names, dictionary-encoded; other columns as they
+    are."""
+    if t[0] != "enum" or not pa.types.is_integer(column.type):
+        return column
+    names = t[3]
+    uniques = pc.unique(column).drop_null()
+    words = [names.get(v, str(v)) for v in uniques.to_pylist()]
+    indices = pc.index_in(column, value_set=uniques)
+    return pa.DictionaryArray.from_arrays(indices.cast(pa.int32()),
+                                          pa.array(words, type=pa.string()))
+
+
+class _Files:
+    """One Parquet file per function of the recording, under its hidden .part name until
+    close() renames them all."""
+
+    def __init__(self, directory: str, source: _Source, rid: str, names: list[str]) -> None:
+        self.root, self.rid, self.names = Path(directory), rid, names
+        self.base = self.root / f"host={_hive(source.host)}" / f"kernel={_hive(source.kernel)}"
+        self.open: dict[int, list] = {}  # function -> [writer, part, target, batches, rows]
+        self.rows = 0
+
+    def add(self, fi: int, batch, schema) -> None:
+        if not batch.num_rows:
+            return
+        slot = self.open.get(fi)
+        if slot is None:
+            target = self.base / f"function={_hive(self.names[fi])}" / f"{self.rid}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            part = target.parent / f".{self.rid}.{os.getpid()}.parquet.part"
+            slot = self.open[fi] = [None, part, target, [], 0, schema]
+        slot[3].append(batch)
+        slot[4] += batch.num_rows
+        self.rows += batch.num_rows
+        if slot[4] >= ROW_GROUP:
+            self._flush(slot)
+
+    def _flush(self, slot) -> None:
+        if slot[0] is None:
+            slot[0] = pq.ParquetWriter(str(slot[1]), slot[5])
+        slot[0].write_table(pa.Table.from_batches(slot[3], slot[5]))
+        slot[3], slot[4] = [], 0
+
+    def close(self) -> list[str]:
+        for slot in self.open.values():
+            if slot[3]:
+                self._flush(slot)
+            slot[0].close()
+        written = []
+        for slot in self.open.values():
+            os.replace(slot[1], slot[2])
+            written.append(str(slot[2].relative_to(self.root)))
+        return sorted(written)
+
+    def functions(self) -> list[str]:
+        return sorted(self.names[fi] for fi in self.open)
+
+    def abandon(self) -> None:
+        for slot in self.open.values():
+            if slot[0] is not None:
+                slot[0].close()
+            slot[1].unlink(missing_ok=True)
+
+
+def _hive(value: str) -> str:
+    """A partition value as a path segment: Hive's escaping (%XX), which Spark and DuckDB undo."""
+    return quote(value, safe="") if value not in (".", "..") else quote(value, safe="").replace(
+        ".", "%2E")
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.parent / f".{path.name}.{os.getpid()}.part"
+    part.write_text(text)
+    os.replace(part, path)
+
+
+# -- many recordings ---------------------------------------------------------------------------
+
+def inputs(paths: list[str]) -> list[str]:
+    """The recordings named: files as given, a directory's files (not its hidden ones),
+    sorted; each once."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            out += sorted(str(c) for c in Path(p).iterdir() if c.is_file()
+                          and not c.name.startswith("."))
+        else:
+            out.append(p)
+    seen: set[str] = set()
+    return [p for p in out if not (os.path.realpath(p) in seen or seen.add(os.path.realpath(p)))]
+
+
+def add_all(paths: list[str], directory: str, jobs: int = 1, progress=None) -> list[Added]:
+    """Add every recording, `jobs` at a time in worker processes; the results in the order
+    given. A recording met twice (the same bytes under two names) lands once."""
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise BtfgenError(f"{directory}: not a directory")
+    root.mkdir(parents=True, exist_ok=True)
+    sizes = [_size(p) for p in paths]
+    if progress is not None:
+        progress.total(sum(sizes), "bytes")
+    if jobs <= 1 or len(paths) <= 1:
+        results = []
+        for p, size in zip(paths, sizes):
+            results.append(add(p, directory))
+            if progress is not None:
+                progress.advance(size)
+    else:
+        results = _in_pool(paths, sizes, directory, jobs, progress)
+    seen: set[str] = set()
+    out = []
+    for a in results:
+        if a.new and a.recording in seen:
+            a = a._replace(new=False, rows=0)
+        seen.add(a.recording)
+        out.append(a)
+    return out
+
+
+def _in_pool(paths, sizes, directory, jobs, progress) -> list[Added]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = multiprocessing.get_context("fork")  # no re-import of pyarrow per worker
+    results: list[Added | None] = [None] * len(paths)
+    with ProcessPoolExecutor(min(jobs, len(paths)), mp_context=ctx) as pool:
+        futures = {pool.submit(add, p, directory): i for i, p in enumerate(paths)}
+        for f in as_completed(futures):
+            i = futures[f]
+            results[i] = f.result()
+            if progress is not None:
+                progress.advance(sizes[i])
+    return results
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+__all__ = ["Added", "add", "add_all", "inputs", "pair_calls", "recording_id"]

@@ -1,0 +1,57 @@
+"""A btfgen dataset's rows (btfgen/trace/dataset.py) as one Spark DataFrame,
+as Spark DataFrames (one function's, or every function's event columns), wherever the dataset
+lives (a local directory, s3a://, abfss://, hdfs://): needs pyspark only.
+
+Spark's `mergeSchema` merges columns by name but refuses to widen a type, and one function's
+columns do differ between kernels (a `long` is 4 bytes on arm, 8 on x86_64; a struct gains a
+member). Each kernel's files of the function are read on their own, then unioned by name, which
+widens (int with bigint, bigint with decimal(20,0)) and fills a column one side lacks with null.
+The kernels holding the function come from the dataset's own index, `_recordings/*.json`.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from urllib.parse import quote
+
+
+# Every row has these, whatever its function, kernel or arch, with the same types.
+EVENT_COLUMNS = ("time", "timestamp", "cpu", "pid", "tid", "kind", "call", "duration_ns",
+                 "arch", "recording", "host", "kernel", "function")
+
+
+def read_events(spark, root: str):
+    """Every function's rows, with the columns they all have (no arguments): the whole fleet
+    in one DataFrame, for counts and timings across functions."""
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    root = root.rstrip("/")
+    return (spark.read.option("basePath", root)
+            .parquet(f"{root}/host=*/kernel=*/function=*").select(*EVENT_COLUMNS))
+
+
+def read_function(spark, root: str, function: str):
+    """The DataFrame of `function`'s rows in the dataset at `root` (host, kernel and function
+    columns from the partitions, as strings)."""
+    from pyspark.sql import functions as F
+
+    root = root.rstrip("/")
+    index = spark.read.json(f"{root}/_recordings")
+    kernels = sorted(r.kernel for r in index.where(F.array_contains("functions", function))
+                     .select("kernel").distinct().collect())
+    if not kernels:
+        raise KeyError(f"{root}: no recording of {function!r}")
+    reader = spark.read.option("basePath", root).option("mergeSchema", "true")
+    # Partition values stay strings: a kernel "6.1" is not a number, nor a host named 1234.
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    parts = [reader.parquet(f"{root}/host=*/kernel={_hive(k)}/function={_hive(function)}")
+             for k in kernels]
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+
+
+def _hive(value: str) -> str:
+    # The dataset's escaping (dataset._hive), here so that pyspark alone is enough; it escapes
+    # the glob characters too, so a kernel's name matches only itself.
+    return quote(value, safe="")
+
+
+__all__ = ["read_events", "read_function"]
