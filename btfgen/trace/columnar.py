@@ -46,10 +46,29 @@ EVENT_FIELDS = [(column, *_field(spec_format.EVENT_HEAD, field))
 # must be the section's.
 _ID_KIND = spec_format.RECORD_HEAD[:2]
 assert [f.name for f in _ID_KIND] == ["btf_id", "kind"]
+# Named with a space, which no C identifier has: an argument called `failed` keeps its name.
+FAILED, ID_KIND = " failed", " id_kind"
 RECORD_FIELDS = [
-    ("failed", *_field(spec_format.RECORD_HEAD, "failed", recording.EVENT_HEADER)),
-    ("id_kind", f"u{spec_format.size_of(_ID_KIND)}", recording.EVENT_HEADER),
+    (FAILED, *_field(spec_format.RECORD_HEAD, "failed", recording.EVENT_HEADER)),
+    (ID_KIND, f"u{spec_format.size_of(_ID_KIND)}", recording.EVENT_HEADER),
 ]
+
+
+def value_columns(names, kind: int) -> list[str]:
+    """Column names for a function's values: their own, except where one would be an event
+    column's or another value's (`pid` of find_get_pid, say: `arg_pid`) or has none (`arg2`).
+    Every name is then one column's, as a table and a numpy record both need."""
+    if kind:
+        return ["return"] * len(names[:1])
+    taken = set(EVENT_COLUMNS)
+    out = []
+    for i, name in enumerate(names):
+        column = name if name and name not in taken else f"arg_{name}" if name else f"arg{i}"
+        if column in taken:
+            column = f"arg{i}_{name}" if name else f"arg{i}_"
+        taken.add(column)
+        out.append(column)
+    return out
 DATA_AT = recording.EVENT_HEADER + recording.RECORD_HEADER
 SIZES = {1, 2, 4, 8}
 FLOATS = {2: "f2", 4: "f4", 8: "f8"}
@@ -69,8 +88,8 @@ class Layout:
         values = fn.args if kind == 0 else ((fn.ret.value,) if fn.ret else ())
         plans = fn.desc.record.entry if kind == 0 else fn.desc.record.exit
         self.columns = [n for n, _, _ in EVENT_FIELDS]
-        for i, (vdesc, plan) in enumerate(zip(values, plans)):
-            column = vdesc.name if kind == 0 else "return"
+        columns = value_columns([v.name for v in values], kind)
+        for i, (vdesc, plan, column) in enumerate(zip(values, plans, columns)):
             self.columns.append(column)
             fmt = _scalar(vdesc)
             if vdesc.unavailable is not None or plan is None:
@@ -170,12 +189,12 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
 
 def _to_arrow(layout: Layout, payload):
     a = np.frombuffer(payload, dtype=layout.dtype)
-    if len(a) and (a["id_kind"] != np.uint64(layout.id_kind)).any():
+    if len(a) and (a[ID_KIND] != np.uint64(layout.id_kind)).any():
         # A section's events are its function's, of its kind: else each would be misread.
         raise recording.RecordError(f"corrupt batch (a section of {layout.fn.name} "
                                     f"{'exits' if layout.kind else 'entries'} holds other "
                                     f"events)")
-    failed = np.ascontiguousarray(a["failed"])  # one strided pass, then contiguous ones
+    failed = np.ascontiguousarray(a[FAILED])  # one strided pass, then contiguous ones
     any_failed = bool(failed.any()) if len(a) else False
     cols = {}
     for name, _fmt, _at in EVENT_FIELDS:

@@ -115,7 +115,6 @@ def _write(path: str, directory: str, rid: str) -> int:
     with recording.Reader(path, columnar.word_sum, reuse=True) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
-        _refuse_clashes(path, fns)
         layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
                    for i, fn in enumerate(fns) for k in (0, 1)}
         keys = _Keys(len(fns))
@@ -142,18 +141,6 @@ def _write(path: str, directory: str, rid: str) -> int:
     # One line of JSON: Spark reads the directory as a table (btfgen/trace/spark.py).
     _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
     return files.rows
-
-
-def _refuse_clashes(path: str, fns) -> None:
-    # columnar.Layout reads the event header and the arguments as fields of one numpy dtype,
-    # which cannot hold two fields of one name: said here rather than as a numpy error.
-    taken = set(EVENT_COLUMNS) | {"failed"}
-    for fn in fns:
-        clash = sorted(taken & {v[0] for v in fn.args})
-        if clash:
-            raise BtfgenError(f"{path}: {fn.name}: unavailable, because its argument "
-                              f"{clash[0]!r} has the name of an event column (columnar reads "
-                              f"both as fields of one record)")
 
 
 class _Keys:
@@ -242,9 +229,7 @@ class _Rows:
     def _columns(self, fi: int, kind: int, rb, at: int) -> dict:
         fn, n = self.fns[fi], rb.num_rows
         values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
-        if rb.num_columns != len(EVENT_COLUMNS) + len(values):
-            raise BtfgenError(f"{fn.name}: unavailable, because an argument's name is also "
-                              f"an event column's ({', '.join(EVENT_COLUMNS)}) or another's")
+        assert rb.num_columns == len(EVENT_COLUMNS) + len(values)  # columnar's own order
         ts = rb.column(0).to_numpy().astype(np.int64)
         call, took = (a[at:at + n] for a in self.calls[fi])
         off = self.source.clock_offset
@@ -257,10 +242,23 @@ class _Rows:
         cols["duration_ns"] = pa.array(took, mask=call < 0)
         cols["arch"] = _constant(self.source.arch, n)
         cols["recording"] = _constant(self.rid, n)
-        for i, vdesc in enumerate(values):
-            column = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
-            cols["ret" if kind else f"arg_{vdesc[0] or i}"] = column
+        names = ["ret"] if kind else _arg_columns([v[0] for v in values])
+        for i, (vdesc, name) in enumerate(zip(values, names)):
+            cols[name] = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
         return cols
+
+
+def _arg_columns(names: list[str]) -> list[str]:
+    """`arg_NAME` for each argument (`arg_N` for one without a name), each once: two of one
+    name (hostile BTF can have them) would otherwise be one column, the other's values lost."""
+    out, taken = [], set()
+    for i, name in enumerate(names):
+        column = f"arg_{name or i}"
+        if column in taken:
+            column = f"arg{i}_{name}"
+        taken.add(column)
+        out.append(column)
+    return out
 
 
 def _constant(value: str, n: int):

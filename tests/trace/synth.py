@@ -62,7 +62,7 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
     descs = descriptors(mod)
     header = {"format": "btfgen trace recording", "arch": mod.ARCH, "who": False,
               "byte_order": mod.BYTE_ORDER, "pointer_size": mod.POINTER_SIZE,
-              "kernel_release": "synthetic", "kind": "user"}
+              "kernel_release": "synthetic", "kind": "user", "host": "synthetic-host"}
     w = recording.Writer(str(path), header, descs, mod.BYTE_ORDER)
     for i, e in enumerate(evs):
         w.record(e)

@@ -284,9 +284,9 @@ def test_unreadable_recording_is_named(tmp_path):
     assert not added.new and added.error.startswith(f"{missing}: ")
 
 
-def test_an_argument_named_like_an_event_column_is_said(tmp_path, monkeypatch):
-    """columnar.Layout cannot read an argument named pid beside the event's pid: refused in
-    one line naming both, not as a numpy error."""
+def test_an_argument_named_like_an_event_column_keeps_its_values(tmp_path, monkeypatch):
+    """find_get_pid(pid): the argument beside the event's pid (columnar.Layout used to fail
+    with numpy's "name already used", and the recording was refused)."""
     real = synth.descriptors
 
     def rebuilt(old, fields):  # a plain tuple or a NamedTuple descriptor alike
@@ -302,8 +302,21 @@ def test_an_argument_named_like_an_event_column_is_said(tmp_path, monkeypatch):
         return out
     monkeypatch.setattr(synth, "descriptors", renamed)
     rec = tmp_path / "r.btfrec"
-    datasets.write(rec, "x86_64", 20, 1)
-    (added,) = dataset.add_all([str(rec)], str(tmp_path / "ds"))
-    assert added.error == (f"{rec}: scalars: unavailable, because its argument 'pid' has the "
-                           "name of an event column (columnar reads both as fields of one "
-                           "record)")
+    datasets.write(rec, "x86_64", 200, 1)
+    out = tmp_path / "ds"
+    (added,) = dataset.add_all([str(rec)], str(out))
+    assert added.error is None and added.new
+    want = [r for r in columnar.table(str(rec), "scalars", "entry").to_pylist()]
+    got = [r for r in _rows(out, "scalars") if r["kind"] == "entry"]
+    assert want and len(got) == len(want)
+    assert "arg_pid" in want[0] and "pid" in want[0]  # columnar: the argument renamed
+    for g, w in zip(got, want):
+        assert (g["pid"], g["arg_pid"]) == (w["pid"], w["arg_pid"])
+    assert any(w["pid"] != w["arg_pid"] for w in want)
+
+
+def test_value_columns_are_unique():
+    assert columnar.value_columns(["pid", "x", "", "x", "arg_pid", "arg_x"], 0) == [
+        "arg_pid", "x", "arg2", "arg_x", "arg_arg_pid", "arg_arg_x"]
+    assert columnar.value_columns(["r"], 1) == ["return"]
+    assert dataset._arg_columns(["a", "", "a"]) == ["arg_a", "arg_1", "arg2_a"]

@@ -81,9 +81,10 @@ def test_python_sides_take_the_table():
     assert output.HEADS["little"].size == event
     offsets = {name: at for name, _fmt, at in columnar.EVENT_FIELDS + columnar.RECORD_FIELDS}
     assert offsets["timestamp"] == spec_format.offset_of(spec_format.EVENT_HEAD, "ns")
-    assert offsets["failed"] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "failed")
+    assert offsets[columnar.FAILED] == event + spec_format.offset_of(spec_format.RECORD_HEAD,
+                                                                    "failed")
     assert columnar.DATA_AT == event + record
-    assert offsets["id_kind"] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "btf_id")
+    assert offsets[columnar.ID_KIND] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "btf_id")
 
 
 def test_the_run_side_carries_the_tables(tmp_path):
