@@ -62,6 +62,16 @@ class Progress:
         with self._lock:
             self._count += n
 
+    def reached(self, n: int, total: int, unit: str = "") -> None:
+        """The bar at `n` of `total` (work that says where it is rather than how much it
+        did since)."""
+        with self._lock:
+            before = 100 * self._count // self._total if self._total else -1
+            self._count, self._total, self._unit = n, total, unit
+            moved = 100 * n // total != before if total else False
+        if moved:  # drawn at once when the percentage moves, else at the next tick
+            self._draw()
+
     def watch(self, path: str) -> None:
         """Measure the stage by the offset of this process's open file `path` (read by code
         with no hook of its own, the recording reader): the kernel's file position, polled by

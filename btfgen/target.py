@@ -265,10 +265,11 @@ class Target:
                 warnings.warn(line[len("warning: "):], BtfgenWarning, stacklevel=2)
         return p.layout
 
-    def check(self, functions: Iterable[T.Func] | None = None) -> list:
+    def check(self, functions: Iterable[T.Func] | None = None, on_unit=None) -> list:
         """Each function (default: every one) as placed by the description, against where
         its DWARF says its parameters are at entry: `btfgen.dwarf.compare.FunctionVerdict`s,
-        one per name (static functions of one name are compared together), sorted by name."""
+        one per name (static functions of one name are compared together), sorted by name.
+        `on_unit(done, size)`: how far into the DWARF (bytes of .debug_info), as it reads."""
         if self.dwarf is None:
             raise DwarfError(f"{self.input or self.path}: no DWARF to check against (an ELF "
                              f"built with -g, or a kernel's -dbg vmlinux)")
@@ -280,7 +281,7 @@ class Target:
         funcs = self.every_function() if whole else list(functions)
         layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
         found = read_dwarf(self.dwarf, self.convention,
-                           None if whole else {f.name for f in layout.functions})
+                           None if whole else {f.name for f in layout.functions}, on_unit)
         verdicts = {}
         for f in layout.functions:
             if f.name not in verdicts:

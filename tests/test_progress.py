@@ -125,6 +125,7 @@ def test_check_draws_on_a_terminal():
     rc, err = _on_a_terminal(["check", str(obj)])
     assert rc == 0, err
     assert "\x1b[Kbtfgen check: " in err and "reading BTF" in err and err.endswith("\r\x1b[K")
+    assert "(100%)" in err and " MB (" in err  # the bar over .debug_info, read to its end
     proc = subprocess.run([sys.executable, "-m", "btfgen", "check", str(obj)],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stderr == ""
@@ -138,3 +139,4 @@ def test_generate_draws_on_a_terminal(tmp_path):
                               "python"])
     assert rc == 0, err
     assert "\x1b[Kbtfgen: " in err and "reading BTF" in err and "generating python" in err
+    assert "] 2/4 stages (50%)" in err

@@ -106,7 +106,8 @@ def _run(args: argparse.Namespace, progress) -> int:
               file=sys.stderr)
         return 1
     progress("placing the functions and reading their DWARF")
-    verdicts = target.check(funcs if args.func else None)
+    verdicts = target.check(funcs if args.func else None,
+                            on_unit=lambda done, size: progress.reached(done, size, "bytes"))
     progress.done()
     summary = summarize(verdicts)
     bad = [v for v in verdicts if v.verdict == DISAGREE]

@@ -92,20 +92,34 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, progress)
 
 
+class _Stages:
+    """The bar counts the run's stages: each is one call (placing, rendering in forked
+    processes), with nothing to count inside it."""
+
+    def __init__(self, progress, n: int):
+        self.progress, self.n, self.at = progress, n, 0
+
+    def __call__(self, what: str) -> None:
+        self.progress(what)
+        self.progress.reached(self.at, self.n, "stages")
+        self.at += 1
+
+
 def _run(args: argparse.Namespace, progress) -> int:
     langs = parse_langs(args.lang)
     from btfgen.commands.options import open_target, print_notes
 
-    progress("reading BTF")
+    stage = _Stages(progress, 4)
+    stage("reading BTF")
     target = open_target(args)
     selection = target.select(args.func, files=[args.funcs_file] if args.funcs_file else [])
     funcs, missing = selection
-    progress(f"placing {len(funcs)} functions")
+    stage(f"placing {len(funcs)} functions")
     whole = not args.func and not args.funcs_file
     placement = target.placement(None if whole else funcs)
     arch = placement.layout
     print_notes(placement, quiet=args.quiet)
-    progress("generating " + ", ".join(langs))
+    stage("generating " + ", ".join(langs))
     from btfgen.codegen.outputs import generate
     from btfgen.commands.summary import summarize
     from btfgen.commands.write import write_if_changed
@@ -114,7 +128,7 @@ def _run(args: argparse.Namespace, progress) -> int:
     files = generate(arch, target.types, langs, self_contained=self_contained,
                      specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
     outdir = Path(args.output) if args.output else Path("generated") / arch.arch
-    progress(f"writing {outdir}")
+    stage(f"writing {outdir}")
     written = [name for name, text in sorted(files.items())
                if write_if_changed(outdir / name, text)]
     progress.done()

@@ -54,10 +54,13 @@ class Corrected(NamedTuple):
                 f"from their prototype alone, unchecked (`btfgen check` says why)")
 
 
-def read_dwarf(path: str, conv: Convention, names: set[str] | None) -> dict[str, list]:
-    """DWARF definitions by name (with `names`, only the compile units that hold them)."""
+def read_dwarf(path: str, conv: Convention, names: set[str] | None,
+               on_unit=None) -> dict[str, list]:
+    """DWARF definitions by name (with `names`, only the compile units that hold them);
+    `on_unit(done, size)` after each unit, in bytes of .debug_info."""
     found: dict[str, list[DwarfFunction]] = {}
     with DwarfFile(path, conv) as dwarf:
+        dwarf.on_unit = on_unit
         for fn in dwarf.functions(names):
             if names is None or fn.name in names:
                 found.setdefault(fn.name, []).append(fn)

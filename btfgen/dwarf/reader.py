@@ -91,6 +91,7 @@ class DwarfFile:
             self._stream.close()  # whatever went wrong, the file is not left open
             raise
         self._info = None
+        self.on_unit = None  # called with (end of the unit read, .debug_info's size): progress
         self._addresses: tuple | None = None
         self._symbols: dict[int, list[str]] | None = None
         self._entries: dict[int, list[str]] | None = None
@@ -246,6 +247,8 @@ class DwarfFile:
                 raise DwarfError(f"{self.path}: .debug_info+{cu.cu_offset:#x}: damaged DWARF: "
                                  f"{_first_line(e)}") from None
             self._forget_units()
+            if self.on_unit is not None:
+                self.on_unit(end, self.dwarf.debug_info_sec.size)
             yield from found
 
     def _info_bytes(self):
