@@ -55,3 +55,25 @@ def _hive(value: str) -> str:
 
 
 __all__ = ["read_events", "read_function"]
+
+
+def local_session(app: str = "btfgen", cores: int = 2):
+    """A Spark session on this machine alone (local mode), for a dataset on its disk.
+
+    Spark names the machine by resolving its host name, and a host whose name does not
+    resolve (a container, a chroot without /etc/hosts entries) fails before the session
+    starts ("Name or service not known"): on one machine, loopback is the right answer, so it
+    is the default unless SPARK_LOCAL_IP / SPARK_LOCAL_HOSTNAME say otherwise."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
+    session = (SparkSession.builder.master(f"local[{cores}]").appName(app)
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.shuffle.partitions", str(cores))
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session

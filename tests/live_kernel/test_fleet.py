@@ -130,15 +130,10 @@ def test_spark_gives_duckdbs_answers(fleet):
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
         unavailable("no Java runtime (.ci/install installs one)")
-    from pyspark.sql import SparkSession
+    from btfgen.trace.spark import local_session, read_function
 
-    from btfgen.trace.spark import read_function
-
-    spark = (SparkSession.builder.master("local[2]").appName("btfgen-fleet-test")
-             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = local_session("btfgen-fleet-test")
     try:
-        spark.sparkContext.setLogLevel("ERROR")
         got = []
         for function, query in QUESTIONS:
             read_function(spark, str(fleet), function).createOrReplaceTempView("t")

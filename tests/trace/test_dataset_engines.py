@@ -164,14 +164,9 @@ def spark():
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
         pytest.skip("no Java runtime (.ci/install installs one)")
-    from pyspark.sql import SparkSession
+    from btfgen.trace.spark import local_session
 
-    session = (SparkSession.builder.master("local[2]").appName("btfgen-dataset-test")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.shuffle.partitions", "2")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("btfgen-dataset-test")
     yield session
     session.stop()
 
