@@ -63,7 +63,8 @@ def local_session(app: str = "btfgen", cores: int = 2):
     Spark names the machine by resolving its host name, and a host whose name does not
     resolve (a container, a chroot without /etc/hosts entries) fails before the session
     starts ("Name or service not known"): on one machine, loopback is the right answer, so it
-    is the default unless SPARK_LOCAL_IP / SPARK_LOCAL_HOSTNAME say otherwise."""
+    is the default unless SPARK_LOCAL_IP / SPARK_LOCAL_HOSTNAME say otherwise, and PySpark's
+    side talks over Unix sockets."""
     import os
 
     from pyspark.sql import SparkSession
@@ -72,6 +73,9 @@ def local_session(app: str = "btfgen", cores: int = 2):
     os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
     session = (SparkSession.builder.master(f"local[{cores}]").appName(app)
                .config("spark.ui.enabled", "false")
+               # PySpark's own servers on Unix sockets: its TCP ones bind "localhost", which a
+               # host without /etc/hosts (a bare chroot) cannot resolve either.
+               .config("spark.python.unix.domain.socket.enabled", "true")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", str(cores))
                .getOrCreate())
