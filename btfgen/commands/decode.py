@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 
+from btfgen.commands.options import jobs_count
 from btfgen.errors import BtfgenError
 
 
@@ -32,20 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="the dataset --format parquet adds the recordings to (created if "
                              "missing)")
-    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
+    parser.add_argument("-j", "--jobs", type=jobs_count, default=None, metavar="N",
                         help="recordings decoded at once (default: one per CPU)")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bar and no summary line")
-
-
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, 1 or more")
-    return n
 
 
 def _cpus() -> int:

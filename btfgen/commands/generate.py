@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 
 from btfgen.codegen.outputs import LANGS
-from btfgen.commands.options import add_btf_arguments, add_ctx_argument, add_header_arguments
+from btfgen.commands.options import (
+    add_btf_arguments,
+    add_ctx_argument,
+    add_header_arguments,
+    jobs_count,
+)
 from btfgen.errors import BtfgenError
 
 
@@ -36,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "always on for 32-bit targets")
     parser.add_argument("--no-specs", action="store_true",
                         help="do not write the generic decoder's C table (btfgen_specs.h)")
-    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
+    parser.add_argument("-j", "--jobs", type=jobs_count, default=None, metavar="N",
                         help="1: render the outputs in this process; more: in two at once "
                              "(default: two where there are several CPUs and 2000+ functions)")
     add_header_arguments(parser)
@@ -51,16 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # Below this many functions a forked process costs more than it saves.
 PARALLEL_FROM = 2000
-
-
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, 1 or more")
-    return n
 
 
 def _jobs_for(asked: int | None, nfuncs: int) -> int:

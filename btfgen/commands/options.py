@@ -34,6 +34,17 @@ def add_btf_arguments(parser: argparse.ArgumentParser, *, dwarf_input: bool = Fa
                         help="the base BTF of a split BTF (vmlinux for a module)")
 
 
+def jobs_count(text: str) -> int:
+    """`-j N`'s type: a number of processes, 1 or more."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, 1 or more")
+    return n
+
+
 def add_ctx_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ctx", choices=CTX_NAMES, default=CTX_NAMES[0],
                         help=f"the trace context register pieces refer to (default: "
