@@ -50,6 +50,10 @@ class Selection(NamedTuple):
     functions: list[T.Func]  # in BTF id order, each once
     missing: list[str]  # the names and globs that matched nothing, in request order
 
+    def missing_line(self, path: str) -> str:
+        """What every command says of the names that matched nothing."""
+        return f"{path}: no function named {', '.join(self.missing)}"
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:

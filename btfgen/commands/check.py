@@ -100,10 +100,10 @@ def _run(args: argparse.Namespace, progress) -> int:
     progress("reading BTF")
     target = open_target(args.btf or args.elf, base=args.base, arch=args.arch, dwarf=args.elf)
     conv, btf = target.convention, target.types
-    funcs, missing = target.select(args.func)
-    if missing:
-        print(f"btfgen check: {btf.path}: no function named {', '.join(missing)}",
-              file=sys.stderr)
+    selection = target.select(args.func)
+    funcs = selection.functions
+    if selection.missing:
+        print(f"btfgen check: {selection.missing_line(btf.path)}", file=sys.stderr)
         return 1
     progress("placing the functions and reading their DWARF")
     verdicts = target.check(funcs if args.func else None,

@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace, progress) -> int:
         for line in summarize_partial(arch):
             print(line, file=sys.stderr)
     if missing:
-        print(f"btfgen: not in {target.path}: {', '.join(missing)}", file=sys.stderr)
+        print(f"btfgen: {selection.missing_line(target.path)}", file=sys.stderr)
         return 1
     return 0
 

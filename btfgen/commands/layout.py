@@ -38,10 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target = open_target(args)
-    funcs, missing = target.select(args.func)
-    if missing:
-        print(f"btfgen layout: {target.path}: no function named {', '.join(missing)}",
-              file=sys.stderr)
+    selection = target.select(args.func)
+    funcs = selection.functions
+    if selection.missing:
+        print(f"btfgen layout: {selection.missing_line(target.path)}", file=sys.stderr)
         return 1
     placement = target.placement(funcs if args.func else None)
     print_notes(placement)

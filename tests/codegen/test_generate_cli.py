@@ -37,7 +37,7 @@ def test_select_and_missing_names(obj, tmp_path):
     r = btfgen(obj, "--func", "scalars", "--func", "pass_*", "--func", "zz*", "--funcs-file",
                str(funcs), "-o", str(tmp_path / "out"))
     assert r.returncode == 1
-    assert r.stderr.splitlines()[-1] == f"btfgen: not in {obj}: zz*, not_there"
+    assert r.stderr.splitlines()[-1] == f"btfgen: {obj}: no function named zz*, not_there"
     assert "arm64: 3 functions, 3 fully decodable" in r.stderr
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == [
