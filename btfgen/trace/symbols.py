@@ -52,6 +52,7 @@ class _Candidate:
     ifunc: bool
     version: str | None
     default: bool  # the version a call binds to now (no version at all counts as default)
+    exported: bool  # in .dynsym, or global in .symtab: not a file's static function
 
 
 def _elf(f, path: str):
@@ -152,7 +153,9 @@ def _candidates(elf) -> dict[str, list[_Candidate]]:
             if (name, sym["st_value"], version) in seen:
                 continue  # the same symbol in both tables
             seen.add((name, sym["st_value"], version))
-            out.setdefault(name, []).append(_Candidate(sym["st_value"], ifunc, version, default))
+            exported = table is dynsym or sym["st_info"]["bind"] != "STB_LOCAL"
+            out.setdefault(name, []).append(
+                _Candidate(sym["st_value"], ifunc, version, default, exported))
     return out
 
 
@@ -167,13 +170,16 @@ def _function(path: str, name: str, found: list[_Candidate], loads) -> FunctionS
     file = path.rsplit("/", 1)[-1]
     if not found:
         raise SymbolError(f"{path}: no function symbol {name!r}", status=1)
+    # A call by name binds to the default version, and to an exported symbol before a file's
+    # static function of the same name.
     defaults = [c for c in found if c.default]
     chosen = defaults or found
+    chosen = [c for c in chosen if c.exported] or chosen
     addresses = sorted({c.address for c in chosen})
     notes = []
     for c in found:
         if c.default or not defaults or c.address in addresses:
-            continue  # the one traced, or another name for it
+            continue  # the one traced, another name for it, or no default to prefer
         notes.append(f"{name}: tracing {_spell(name, chosen[0])}, the version calls bind to "
                      f"now; {_spell(name, c)} at {c.address:#x} (for programs linked against "
                      "the older version) is not traced")
@@ -190,7 +196,7 @@ def _function(path: str, name: str, found: list[_Candidate], loads) -> FunctionS
             f"{name} in {file} is an IFUNC (STT_GNU_IFUNC): its symbol is the resolver, which "
             "runs once when the library is loaded and picks the implementation calls go to; "
             "a probe there would trace the resolver, not the calls (trace the implementation "
-            "by its own symbol, such as __strlen_avx2 for strlen, where the library has one)")
+            "by its own symbol where the library has one, as glibc's __strlen_avx2 for strlen)")
     for seg in loads:
         if seg["p_vaddr"] <= pick.address < seg["p_vaddr"] + seg["p_memsz"]:
             offset = pick.address - seg["p_vaddr"] + seg["p_offset"]
