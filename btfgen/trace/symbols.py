@@ -222,7 +222,10 @@ def locate(name: str) -> tuple[str, str | None]:
         return name, None
     cache = _ldconfig()
     exact = _distinct(path for soname, path in cache if soname == name)
-    if len(exact) == 1:
+    if len(exact) > 1:
+        raise SymbolError(f"{name}: several libraries by that name ({', '.join(exact)}): "
+                          "give the path of one")
+    if exact:
         return exact[0], "ldconfig -p"
     program = shutil.which(name)
     if program:

@@ -149,3 +149,21 @@ def test_bare_names_as_bpftrace_finds_them(tmp_path, monkeypatch):
     (tmp_path / "cat").write_text("")
     assert symbols.locate("cat") == ("cat", None)  # a file here is what was meant
     assert symbols.locate("no-such-thing-here") == ("no-such-thing-here", None)
+
+
+def test_bare_names_one_library_per_file_and_two_refused(tmp_path, monkeypatch):
+    one, other = tmp_path / "libq.so.1", tmp_path / "libq.so.2"
+    one.write_bytes(b"")
+    other.write_bytes(b"")
+    (tmp_path / "libq.so").symlink_to(one)
+    cache = [("libq.so", str(tmp_path / "libq.so")), ("libq.so.1", str(one))]
+    monkeypatch.setattr(symbols, "_ldconfig", lambda: cache)
+    # the development link and the soname are one library: the soname is what loads
+    assert symbols.locate("q") == (str(one), "ldconfig -p")
+    cache.append(("libq.so.2", str(other)))
+    with pytest.raises(symbols.SymbolError, match=r"q: several libraries by that name"):
+        symbols.locate("q")
+    cache.append(("libq.so.2", str(one)))  # two paths for one soname, two files
+    cache.append(("libq.so.2", str(tmp_path / "elsewhere")))
+    with pytest.raises(symbols.SymbolError, match=r"libq.so.2: several libraries"):
+        symbols.locate("libq.so.2")
