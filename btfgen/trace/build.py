@@ -83,7 +83,7 @@ def build(req: Request, out: Path) -> dict:
     source = req.headers[0] if req.headers else target.input
     funcs = _select(target, req, source)
     if not req.kernel:
-        kind, offsets, funcs = _probe_sites(req.program, funcs)
+        kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
     placement = target.placement(funcs)
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
@@ -131,7 +131,7 @@ def _locate(name: str) -> str:
     return path
 
 
-def _probe_sites(program: str, funcs: list):
+def _probe_sites(program: str, funcs: list, conv):
     """(what the file is, each function's file offset by name, the functions left to trace):
     a function another name of which is already traced (an alias: one address) is left out,
     else every call would be reported twice."""
@@ -140,6 +140,12 @@ def _probe_sites(program: str, funcs: list):
         found = symbols.functions(program, [f.name for f in funcs])
     except symbols.SymbolError as e:
         raise BuildError(str(e), e.status) from None
+    if (kind.machine, kind.pointer_size) != (conv.elf_machine, conv.pointer_size):
+        # Offsets from one machine's file, decoders for another's convention: every value
+        # would be misread.
+        raise BuildError(f"{program}: a {kind.pointer_size * 8}-bit {kind.machine} file, not "
+                         f"{conv.name}'s ({conv.pointer_size * 8}-bit {conv.elf_machine}): "
+                         "give the file built for the arch traced")
     for note in (n for fn in found for n in fn.notes):
         print(f"btfgen trace: {note}", file=sys.stderr)
     same = symbols.aliases(found)

@@ -15,6 +15,9 @@ the dynamic linker binds a call to that name, and refuses what a probe would get
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 DF_1_PIE = 0x08000000  # DT_FLAGS_1: linked as a position-independent executable
@@ -35,6 +38,8 @@ class SymbolError(Exception):
 class FileKind:
     library: bool  # a shared library: probed, never run by btfgen trace itself
     why: str  # how that was decided, for messages
+    machine: str = ""  # e_machine, as pyelftools spells it (EM_X86_64)
+    pointer_size: int = 0  # 4 or 8, by the ELF class
 
 
 @dataclass(frozen=True)
@@ -74,26 +79,32 @@ def file_kind(path: str) -> FileKind:
     than DF_1_PIE (binutils 2.33)."""
     with open(path, "rb") as f:
         elf = _elf(f, path)
-        e_type = elf.header["e_type"]
-        if e_type == "ET_EXEC":
-            return FileKind(False, "ET_EXEC")
-        if e_type != "ET_DYN":
-            raise SymbolError(f"{path}: an ELF {e_type} file, neither a program nor a library")
-        tags = {}
-        dynamic = elf.get_section_by_name(".dynamic")
-        segments = list(elf.iter_segments())
-        if dynamic is None:
-            dynamic = next((s for s in segments if s["p_type"] == "PT_DYNAMIC"), None)
-        for tag in dynamic.iter_tags() if dynamic is not None else ():
-            tags.setdefault(tag.entry.d_tag, tag.entry.d_val)
-        interp = any(s["p_type"] == "PT_INTERP" for s in segments)
+        library, why = _decided(elf, path)
+        return FileKind(library, why, elf["e_machine"], elf.elfclass // 8)
+
+
+def _decided(elf, path: str) -> tuple[bool, str]:
+    """(library, why)"""
+    e_type = elf.header["e_type"]
+    if e_type == "ET_EXEC":
+        return False, "ET_EXEC"
+    if e_type != "ET_DYN":
+        raise SymbolError(f"{path}: an ELF {e_type} file, neither a program nor a library")
+    tags = {}
+    dynamic = elf.get_section_by_name(".dynamic")
+    segments = list(elf.iter_segments())
+    if dynamic is None:
+        dynamic = next((s for s in segments if s["p_type"] == "PT_DYNAMIC"), None)
+    for tag in dynamic.iter_tags() if dynamic is not None else ():
+        tags.setdefault(tag.entry.d_tag, tag.entry.d_val)
+    interp = any(s["p_type"] == "PT_INTERP" for s in segments)
     if tags.get("DT_FLAGS_1", 0) & DF_1_PIE:
-        return FileKind(False, "a position-independent executable (DF_1_PIE)")
+        return False, "a position-independent executable (DF_1_PIE)"
     if not interp:
-        return FileKind(True, "ET_DYN without an interpreter")
+        return True, "ET_DYN without an interpreter"
     if "DT_SONAME" in tags:
-        return FileKind(True, "ET_DYN with a DT_SONAME")
-    return FileKind(False, "ET_DYN with an interpreter and no DT_SONAME")
+        return True, "ET_DYN with a DT_SONAME"
+    return False, "ET_DYN with an interpreter and no DT_SONAME"
 
 
 def functions(path: str, names: list[str]) -> list[FunctionSymbol]:
@@ -215,9 +226,6 @@ def locate(name: str) -> tuple[str, str | None]:
     finds `uprobe:libc:malloc`'s library: an existing file as it is; else a library's soname in
     the dynamic linker's cache (`ldconfig -p`: libc.so.6), a program in PATH (cat), a library's
     short name (c or libc: libc.so.*). Only libraries for this machine's ELF machine count."""
-    import os
-    import shutil
-
     if os.path.exists(name) or "/" in name:
         return name, None
     cache = _ldconfig()
@@ -243,8 +251,6 @@ def locate(name: str) -> tuple[str, str | None]:
 def _distinct(paths) -> list[str]:
     """One path per file: the development link libbpf.so and libbpf.so.1 are one library (the
     longer name kept: the soname programs load)."""
-    import os
-
     by_file: dict[str, str] = {}
     for path in paths:
         real = os.path.realpath(path)
@@ -255,9 +261,6 @@ def _distinct(paths) -> list[str]:
 
 def _ldconfig() -> list[tuple[str, str]]:
     """(soname, path) of the dynamic linker's cache, for this machine's ELF machine and class."""
-    import shutil
-    import subprocess
-
     # Not in a user's PATH on Debian: it lives in /sbin.
     ldconfig = shutil.which("ldconfig") or shutil.which("ldconfig", path="/sbin:/usr/sbin")
     if ldconfig is None:

@@ -4,11 +4,20 @@ libc.so.6; PIEs old and new; a fixed-address program."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 from pathlib import Path
 
 NEEDED = ("gcc", "nm", "strip", "objdump")
+
+
+def skip_reason() -> str | None:
+    """Why the samples cannot be built here: the interpreter path and the checks are x86_64's."""
+    if platform.machine() != "x86_64":
+        return f"the samples are x86_64 files, this is {platform.machine()}"
+    missing = [tool for tool in NEEDED if shutil.which(tool) is None]
+    return f"not installed: {', '.join(missing)}" if missing else None
 
 LIBRARY = r"""
 int plain(int x) { return x + 1; }

@@ -14,9 +14,8 @@ from btfgen.trace import run as trace_run
 from btfgen.trace import tool
 
 needs_tools = pytest.mark.skipif(
-    not all(map(shutil.which, elf_samples.NEEDED))
-    or not (shutil.which("clang-19") or shutil.which("clang")),
-    reason="needs gcc, binutils and clang")
+    bool(elf_samples.skip_reason()) or not (shutil.which("clang-19") or shutil.which("clang")),
+    reason=str(elf_samples.skip_reason() or "no clang"))
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +97,14 @@ def test_which_processes(manifest, opts, expected):
     choice = trace_run.processes(manifest, opts)
     assert choice == expected
     assert trace_run.everyone(choice) == (expected == P(None, 0))
+
+
+@needs_tools
+def test_a_file_of_another_machine_than_the_arch_is_refused(built, tmp_path, capsys):
+    out = tmp_path / "dir"
+    status = tool.main(["--build", str(out), "--arch", "riscv64", "--header",
+                        str(built["header"]), str(built["lib"]), "plain"])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"btfgen trace: {built['lib']}: a 64-bit EM_X86_64 file, not riscv64's (64-bit "
+        "EM_RISCV): give the file built for the arch traced\n")
