@@ -1,6 +1,7 @@
 """Just enough libbpf, through ctypes, to load a BPF object, attach uprobes and kprobe_multi
-links and read a ring buffer. Standard library only (pyelftools is needed just to find a user
-function's file offset), so it runs on a target that has nothing but Python and libbpf.
+links and read a ring buffer. Standard library only (btfgen and pyelftools are needed just to
+find a user function's file offset, which the run side is given), so it runs on a target that
+has nothing but Python and libbpf.
 
 Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so the multi links are made with the
 bpf() syscall itself (its number, the one per-arch fact here, is the caller's: the trace
@@ -144,24 +145,14 @@ def _jit_off() -> str:
 # -- where a function is in its file -----------------------------------------------------------
 
 def function_file_offset(binary: str, name: str) -> int:
-    """The file offset of symbol `name` (what uprobes attach by)."""
-    from elftools.elf.elffile import ELFFile  # only here: the rest must run on bare Python
+    """The file offset of function `name` (what uprobes attach by): its default symbol version,
+    never an IFUNC's resolver (btfgen.trace.symbols says why)."""
+    from btfgen.trace import symbols  # build side only: the run side is given the offsets
 
-    with open(binary, "rb") as f:
-        elf = ELFFile(f)
-        symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
-        if symtab is None:
-            raise BpfLoadError(f"{binary}: no symbol table")
-        addrs = [s["st_value"] for s in symtab.get_symbol_by_name(name) or ()
-                 if s["st_info"]["type"] == "STT_FUNC" and s["st_value"]]
-        if not addrs:
-            raise BpfLoadError(f"{binary}: no function symbol {name!r}")
-        addr = addrs[0]
-        for seg in elf.iter_segments():
-            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr < seg["p_vaddr"] + \
-                    seg["p_memsz"]:
-                return addr - seg["p_vaddr"] + seg["p_offset"]
-    raise BpfLoadError(f"{binary}: {name} at {addr:#x} is in no loadable segment")
+    try:
+        return symbols.function_file_offset(binary, name)
+    except symbols.SymbolError as e:
+        raise BpfLoadError(str(e)) from None
 
 
 # -- the bpf() syscall, for what libbpf 1.1 cannot do ----------------------------------------------

@@ -14,7 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from btfgen.abi.arches import run_side_facts
@@ -22,6 +22,7 @@ from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs
 from btfgen.decoder import spec_format
 from btfgen.trace import run as trace_run
+from btfgen.trace import symbols
 
 HERE = Path(__file__).resolve().parent
 # The run side, as the trace directory names it: module in this package -> file there.
@@ -48,7 +49,8 @@ class Request:
     btf: str | None = None  # kernel: the BTF file, else the running kernel's
     dwarf: str | None = None  # DWARF of the same build; else the input's own, if it has any
     arch: str | None = None  # btfgen arch name, else the input's ELF machine, else the host's
-    program: str | None = None  # user: the executable
+    program: str | None = None  # user: the executable or shared library (a path, or a bare
+    # name: libc.so.6, c, cat)
     headers: list[str] = field(default_factory=list)  # user: prototypes from C headers
     include: list[str] = field(default_factory=list)
     define: list[str] = field(default_factory=list)
@@ -75,9 +77,13 @@ def open_target(req: Request):
 
 def build(req: Request, out: Path) -> dict:
     """Write the trace directory `out`; return its manifest."""
+    if not req.kernel:
+        req = replace(req, program=_locate(req.program))
     target = open_target(req)
     source = req.headers[0] if req.headers else target.input
     funcs = _select(target, req, source)
+    if not req.kernel:
+        kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
     placement = target.placement(funcs)
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
@@ -105,12 +111,48 @@ def build(req: Request, out: Path) -> dict:
         # The run step warns when the target kernel's BTF is not the one built for.
         manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
     else:
-        from btfgen.trace import bpfload  # pyelftools, on the build machine only
-
         manifest["program"] = str(Path(req.program).resolve())
-        manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
+        # A library is only probed: the run side runs the command, or follows --pid, or every
+        # process that maps it.
+        manifest["library"] = kind.library
+        manifest["offsets"] = [offsets[n] for n in names]
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
+
+
+def _locate(name: str) -> str:
+    """A bare name (libc.so.6, c, cat) as bpftrace finds it, and said."""
+    try:
+        path, how = symbols.locate(name)
+    except symbols.SymbolError as e:
+        raise BuildError(str(e)) from None
+    if how:
+        print(f"btfgen trace: {name} is {path} ({how})", file=sys.stderr)
+    return path
+
+
+def _probe_sites(program: str, funcs: list, conv):
+    """(what the file is, each function's file offset by name, the functions left to trace):
+    a function another name of which is already traced (an alias: one address) is left out,
+    else every call would be reported twice."""
+    try:
+        kind = symbols.file_kind(program)
+        found = symbols.functions(program, [f.name for f in funcs])
+    except symbols.SymbolError as e:
+        raise BuildError(str(e), e.status) from None
+    if (kind.machine, kind.pointer_size) != (conv.elf_machine, conv.pointer_size):
+        # Offsets from one machine's file, decoders for another's convention: every value
+        # would be misread.
+        raise BuildError(f"{program}: a {kind.pointer_size * 8}-bit {kind.machine} file, not "
+                         f"{conv.name}'s ({conv.pointer_size * 8}-bit {conv.elf_machine}): "
+                         "give the file built for the arch traced")
+    for note in (n for fn in found for n in fn.notes):
+        print(f"btfgen trace: {note}", file=sys.stderr)
+    same = symbols.aliases(found)
+    for name, first in same.items():
+        print(f"btfgen trace: {name} is {first} (one function, at the same address): "
+              f"traced once, as {first}", file=sys.stderr)
+    return kind, {fn.name: fn.offset for fn in found}, [f for f in funcs if f.name not in same]
 
 
 def _select(target, req: Request, source: str) -> list:

@@ -59,6 +59,28 @@ class Options:
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
 
 
+@dataclass(frozen=True)
+class Processes:
+    """What a trace runs and which processes it reports."""
+    argv: tuple[str, ...] | None  # run this command, and report it and its children
+    pid: int  # else report this process and its children; 0: every process but the tracer
+
+
+def processes(manifest: dict, opts: Options) -> Processes:
+    """A program is run (its arguments after --) unless --pid; a library (the manifest's
+    `library`: only a probe target, never run, though glibc's libc.so.6 would run) and the
+    kernel are traced in the command after --, in --pid, or else in every process."""
+    if opts.pid:
+        return Processes(None, opts.pid)
+    if manifest["kind"] == "kernel" or manifest.get("library"):
+        return Processes(tuple(opts.command) or None, 0)
+    return Processes((manifest["program"], *opts.command), 0)
+
+
+def everyone(choice: Processes) -> bool:
+    return choice.argv is None and not choice.pid
+
+
 MIB = 1 << 20
 
 
@@ -150,7 +172,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             raise RunError("none of the functions can be traced on this kernel")
     else:
         keep = list(range(len(names)))
-    who = kernel and not opts.pid and not opts.command
+    who = everyone(processes(manifest, opts))  # then each line says whose call it was
     sink = writer = None
     if opts.record:
         writer = recorder(opts.record, manifest, decoders, who)
@@ -199,7 +221,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         for prog in ("trace_entry", "trace_exit"):
             if not single:
                 (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
-        following = bool(opts.command or opts.pid or not kernel)
+        choice = processes(manifest, opts)
+        following = not everyone(choice)
         if following and fork_offset is None:
             print(f"{PROG}: warning: no sched_process_fork event here: child processes "
                   "are not traced", file=sys.stderr)
@@ -209,11 +232,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         obj.load()
         for i, name in enumerate(names):
             obj.update("specs", struct.pack("I", i), decoders.spec(name))
-        child = None
-        if opts.command or not (opts.pid or kernel):
-            program = [] if kernel else [manifest["program"]]
-            child = Gated([*program, *opts.command])
-        only = child.pid if child else opts.pid
+        child = Gated(list(choice.argv)) if choice.argv else None
+        only = child.pid if child else choice.pid
         for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
             obj.update("filter", struct.pack("I", at), struct.pack("I", value))
         if only:
@@ -231,6 +251,10 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 child.start()
             else:
                 what = "kernel functions" if kernel else "functions"
+                if manifest.get("library"):
+                    what += f" of {Path(manifest['program']).name} in " + (
+                        f"process {only}" if only else
+                        "every process that maps it (this one excepted)")
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Trace functions of a user program or of the kernel: every call's typed arguments and every
-return value.
+"""Trace functions of a user program, a shared library or the kernel: every call's typed
+arguments and every return value.
 
     sudo btfgen trace ./prog parse_header checksum -- input.bin
     sudo btfgen trace --header api.h ./prog api_open api_close
     sudo btfgen trace --pid 4242 /usr/bin/prog parse_header
+    sudo btfgen trace --header /usr/include/fcntl.h libc.so.6 open openat -- cat /etc/hostname
+    sudo btfgen trace --header /usr/include/fcntl.h libc.so.6 open      (every process)
     sudo btfgen trace --kernel 'vfs_*' do_sys_openat2 -- cat /etc/hostname
     sudo btfgen trace --kernel --duration 5 shmem_file_llseek
 
@@ -38,6 +40,7 @@ except ImportError:
 
 USAGE = """\
 %(prog)s [options] PROGRAM FUNC... [-- ARGS...]
+       %(prog)s [options] LIBRARY FUNC... [-- COMMAND...]   (no COMMAND, no --pid: every process)
        %(prog)s --kernel [options] FUNC_OR_GLOB... [-- COMMAND...]
        %(prog)s --build DIR [--kernel] [options] ...      (build only)
        %(prog)s --run DIR [--pid PID | --duration S] [-- COMMAND or ARGS...]"""
@@ -52,7 +55,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p = _Parser(prog=prog, usage=USAGE, description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help="PROGRAM then its functions; with --kernel, kernel functions or globs")
+                   help="PROGRAM or LIBRARY (a path, or a name: libc.so.6, c, cat) then its "
+                        "functions; with --kernel, kernel functions or globs")
     p.add_argument("--kernel", action="store_true", help="trace kernel functions "
                    "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE; else one kprobe each: 5.15+)")
     p.add_argument("--attach", choices=("auto", "multi", "single"), default="auto",
@@ -74,8 +78,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR")
     p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VAL]")
     p.add_argument("--pid", type=int, default=0,
-                   help="trace this running process (until it exits or Ctrl-C) instead of "
-                        "running a command")
+                   help="trace this running process and its new children (until it exits "
+                        "or Ctrl-C) instead of running a command; with a LIBRARY, its "
+                        "functions as that process calls them")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--errors", action="store_true",
                    help="print only the calls that returned a negative errno (-1..-4095) or a "
@@ -171,7 +176,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.kernel and not args.names:
         p.error("name the kernel functions to trace")
     if not args.kernel and len(args.names) < 2:
-        p.error("name the program and at least one of its functions (or use --kernel)")
+        p.error("name the program or library and at least one of its functions (or use "
+                "--kernel)")
 
 
 def _build(args, out: Path) -> None:
