@@ -98,3 +98,30 @@ def test_retval_filters_the_exit_and_a_rejected_entry_its_exit(exe):
     # x = 0..5 returns 2x - 5: exits of x = 3, 5 (x = 4's entry was rejected, so its exit is)
     assert out == ["f_ret(x=0)", "f_ret(x=1)", "f_ret(x=2)", "f_ret(x=3)", "f_ret -> 1",
                    "f_ret(x=5)", "f_ret -> 5"]
+
+
+def test_kernel_object_with_filters_passes_the_verifier(tmp_path):
+    """This machine's kernel has no kprobes to run it on (the QEMU guests do), but its verifier
+    can judge the kernel-side object: filters through kernel pointers and strings, at entry and
+    at exit."""
+    _require_live()
+    from btfgen.abi.arches import host_bpf_syscall
+
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        pytest.skip("no kernel BTF")
+    out = tmp_path / "k"
+    proc = subprocess.run(
+        [sys.executable, "-m", "btfgen", "trace", "--kernel", "--build", str(out),
+         "--filter", "vfs_read: count > 4096 && file->f_flags & 0x800 && "
+                     "prefix(file->f_path.dentry->d_name.name, \"pass\") && $retval < 0",
+         "--filter", "do_sys_openat2: prefix(filename, \"/etc/\") && how->flags != 0",
+         "vfs_read", "do_sys_openat2"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "btfgen_trace_wanted" in (out / "trace_filter.h").read_text()
+    obj = bpfload.BpfObject(str(out / "trace.bpf.o"), bpf_syscall=host_bpf_syscall())
+    try:
+        for prog in ("trace_entry", "trace_exit"):
+            obj.expect_kprobe_multi(prog)
+        obj.load()
+    finally:
+        obj.close()
