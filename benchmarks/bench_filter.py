@@ -27,7 +27,6 @@ hand-written; a rejected call cheaper than an accepted one and no ring space.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import platform
 import subprocess
