@@ -44,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=jobs_count, default=None, metavar="N",
                         help="1: render the outputs in this process; more: in two at once "
                              "(default: two where there are several CPUs and 2000+ functions)")
+    parser.add_argument("--filter", action="append", default=[], metavar="'FUNC: EXPR'",
+                        help="write btfgen_filter.h: btfgen_filter_FUNC(args) and "
+                             "btfgen_filter_exit_FUNC(ret), EXPR checked against BTF (e.g. "
+                             "'vfs_read: count > 4096 && file->f_flags & 0x800'; repeatable, "
+                             "one per function; FUNC may be a glob)")
     add_header_arguments(parser)
     from btfgen.commands.options import add_dwarf_arguments
 
@@ -104,6 +109,11 @@ def _run(args: argparse.Namespace, progress) -> int:
     langs = parse_langs(args.lang)
     from btfgen.commands.options import open_target, print_notes
 
+    from btfgen.typed import filter as typed_filter
+
+    filters = typed_filter.parse_options(args.filter)  # a syntax error before reading BTF
+    if filters and "bpf" not in langs:
+        raise BtfgenError("--filter writes BPF C: give it with --lang bpf")
     stage = _Stages(progress, 4)
     stage("reading BTF")
     target = open_target(args)
@@ -114,6 +124,7 @@ def _run(args: argparse.Namespace, progress) -> int:
     placement = target.placement(None if whole else funcs)
     arch = placement.layout
     print_notes(placement, quiet=args.quiet)
+    bound = typed_filter.bind(filters, arch, target.types)
     stage("generating " + ", ".join(langs))
     from btfgen.codegen.outputs import generate
     from btfgen.commands.summary import summarize
@@ -122,6 +133,12 @@ def _run(args: argparse.Namespace, progress) -> int:
     self_contained = args.self_contained or arch.pointer_size != 8
     files = generate(arch, target.types, langs, self_contained=self_contained,
                      specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
+    if bound:
+        from btfgen.codegen.outputs import file_name
+
+        files[typed_filter.HEADER] = typed_filter.header(
+            bound, arch, target.types, self_contained=self_contained,
+            decoders=file_name("header", arch.arch))
     outdir = Path(args.output) if args.output else Path("generated") / arch.arch
     stage(f"writing {outdir}")
     written = [name for name, text in sorted(files.items())

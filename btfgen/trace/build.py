@@ -54,6 +54,7 @@ class Request:
     headers: list[str] = field(default_factory=list)  # user: prototypes from C headers
     include: list[str] = field(default_factory=list)
     define: list[str] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)  # --filter 'FUNC: EXPR'
 
 
 def open_target(req: Request):
@@ -77,6 +78,9 @@ def open_target(req: Request):
 
 def build(req: Request, out: Path) -> dict:
     """Write the trace directory `out`; return its manifest."""
+    from btfgen.typed import filter as typed_filter
+
+    parsed = typed_filter.parse_options(req.filters)  # syntax first: no BTF read for a typo
     if not req.kernel:
         req = replace(req, program=_locate(req.program))
     target = open_target(req)
@@ -88,7 +92,9 @@ def build(req: Request, out: Path) -> dict:
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
     layout, conv, types = placement.layout, target.convention, target.types
+    bound = typed_filter.bind(parsed, layout, types)
     out.mkdir(parents=True, exist_ok=True)
+    _write_filter(out, bound, layout, types)
     for name, text in outputs.generate(layout, types, ("bpf", "python"),
                                        self_contained=True).items():
         (out / name).write_text(text)
@@ -106,6 +112,7 @@ def build(req: Request, out: Path) -> dict:
         "object": OBJECT,
         "functions": names,  # index = attach cookie = key in the specs map
         "btf": source,
+        "filters": req.filters,  # compiled into the object; for the record
     }
     if req.kernel:
         # The run step warns when the target kernel's BTF is not the one built for.
@@ -153,6 +160,15 @@ def _probe_sites(program: str, funcs: list, conv):
         print(f"btfgen trace: {name} is {first} (one function, at the same address): "
               f"traced once, as {first}", file=sys.stderr)
     return kind, {fn.name: fn.offset for fn in found}, [f for f in funcs if f.name not in same]
+
+
+def _write_filter(out: Path, bound, layout, types) -> None:
+    """trace_filter.h, which trace.bpf.c includes: the --filter predicates by cookie (always
+    written, so a directory built again without --filter does not keep an old one)."""
+    from btfgen.typed import filter_trace
+
+    (out / filter_trace.F.TRACE_HEADER).write_text(
+        filter_trace.trace_header(bound, layout, types))
 
 
 def _select(target, req: Request, source: str) -> list:

@@ -77,6 +77,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "information")
     p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR")
     p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VAL]")
+    p.add_argument("--filter", action="append", default=[], metavar="'FUNC: EXPR'",
+                   help="only the calls of FUNC (a name or glob) where EXPR holds, decided in "
+                        "the BPF program: e.g. 'vfs_read: count > 4096 && file->f_flags & "
+                        "0x800', 'f: prefix(path, \"/etc/\")', 'f: $retval < 0' (exit); "
+                        "repeatable, one per function")
     p.add_argument("--pid", type=int, default=0,
                    help="trace this running process and its new children (until it exits "
                         "or Ctrl-C) instead of running a command; with a LIBRARY, its "
@@ -152,8 +157,9 @@ def _main(argv: list[str], prog: str) -> int:
 def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.run and args.build:
         p.error("--build and --run are two steps: give one")
-    if args.run and (args.names or args.kernel or args.btf or args.header or args.arch):
-        p.error("--run takes no functions or types: they were chosen at --build")
+    if args.run and (args.names or args.kernel or args.btf or args.header or args.arch
+                     or args.filter):
+        p.error("--run takes no functions, types or filters: they were chosen at --build")
     if args.pid and command:
         p.error("--pid traces a running process: give no command after --")
     if args.record and (args.errors or args.json):
@@ -191,7 +197,7 @@ def _build(args, out: Path) -> None:
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
         btf=args.btf, dwarf=args.dwarf, arch=args.arch,
         program=None if args.kernel else args.names[0],
-        headers=args.header, include=args.include, define=args.define)
+        headers=args.header, include=args.include, define=args.define, filters=args.filter)
     try:
         trace_build.build(req, out)
     except trace_build.BuildError as e:
