@@ -223,8 +223,11 @@ def test_generator_option_writes_the_header(header, tmp_path):
 def test_cli_errors_are_one_line_and_exit_2(header, tmp_path, command):
     command = [str(tmp_path / "t") if c == "DIR" else c for c in command]
     if command:  # btfgen trace on a user program, types from the header
+        # A program with the function, so that the build gets as far as the filter's types.
         exe = tmp_path / "prog"
-        exe.write_bytes(b"")
+        source = tmp_path / "prog.c"
+        source.write_text("long vfs_read(void) { return 0; }\nint main(void) { return 0; }\n")
+        subprocess.run(["gcc", "-w", "-o", str(exe), str(source)], check=True)
         args = [*command, "--header", str(header), "--filter", 'vfs_read: count > "x"',
                 str(exe), "vfs_read"]
     else:
