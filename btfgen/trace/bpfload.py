@@ -1,5 +1,5 @@
-"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes and kprobe_multi
-links and read a ring buffer. Standard library only (pyelftools is needed just to find a user
+"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes, kprobe_multi and
+uprobe_multi links (pairs, or one session link) and read a ring buffer. Standard library only (pyelftools is needed just to find a user
 function's file offset), so it runs on a target that has nothing but Python and libbpf.
 
 Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so the multi links are made with the

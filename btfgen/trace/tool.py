@@ -18,8 +18,9 @@ Types come from a program's DWARF (turned into BTF by pahole, as the kernel buil
 headers (--header, parsed by libclang), or the kernel's BTF. btfgen places the values for the
 arch's calling convention and generates the BPF and Python decoders; this module only builds
 (build.py: btfgen and clang), then loads, attaches one session link (or one multi link per
-direction, or a kprobe per function) and prints (run.py: standard library and libbpf). It is copied into every trace
-directory as btfgen_trace.py, so it imports nothing of btfgen but its siblings there.
+direction, or a kprobe per function) and prints (run.py: standard library and libbpf). It is
+copied into every trace directory as btfgen_trace.py, so it imports nothing of btfgen but its
+siblings there.
 """
 
 from __future__ import annotations
