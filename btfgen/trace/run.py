@@ -213,9 +213,9 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 _load_and_attach(obj, mode, manifest, decoders, opts, keep, only, fork_offset,
                                  following)
                 break
-            except bpfload.BpfLoadError as e:
+            except BaseException as e:
                 obj.close()
-                if n + 1 == len(modes):
+                if not isinstance(e, bpfload.BpfLoadError) or n + 1 == len(modes):
                     raise
                 # Auto: a session the probe let through may still be refused (a kernel that
                 # cannot put every function on the function-graph stack): the pair still works.
