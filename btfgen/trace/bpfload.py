@@ -1,7 +1,7 @@
-"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes and kprobe_multi
-links and read a ring buffer. Standard library only (btfgen and pyelftools are needed just to
-find a user function's file offset, which the run side is given), so it runs on a target that
-has nothing but Python and libbpf.
+"""Just enough libbpf, through ctypes, to load a BPF object, attach uprobes, kprobe_multi and
+uprobe_multi links (pairs, or one session link) and read a ring buffer. Standard library only
+(btfgen and pyelftools are needed just to find a user function's file offset, which the run side
+is given), so it runs on a target that has nothing but Python and libbpf.
 
 Debian's libbpf (libbpf1, 1.1) predates uprobe_multi links, so the multi links are made with the
 bpf() syscall itself (its number, the one per-arch fact here, is the caller's: the trace
@@ -99,6 +99,10 @@ def _load_libbpf() -> ctypes.CDLL:
         "ring_buffer__free": ([c_void_p], None),
         "libbpf_set_print": ([_PRINT_FN], c_void_p),
         "libbpf_probe_bpf_prog_type": ([c_int, c_void_p], c_int),
+        "btf__load_vmlinux_btf": ([], c_void_p),
+        "btf__find_by_name_kind": ([c_void_p, c_char_p, ctypes.c_uint32], c_int),
+        "btf__type_by_id": ([c_void_p, ctypes.c_uint32], c_void_p),
+        "btf__free": ([c_void_p], None),
     }
     for fn, (argtypes, restype) in sigs.items():
         f = getattr(lib, fn)
@@ -164,6 +168,10 @@ BPF_TRACE_KPROBE_MULTI = 42  # enum bpf_attach_type (kernel ≥ 5.18)
 BPF_F_KPROBE_MULTI_RETURN = 1
 BPF_TRACE_UPROBE_MULTI = 48  # enum bpf_attach_type (kernel ≥ 6.6)
 BPF_F_UPROBE_MULTI_RETURN = 1
+# One link for entry and exit, the kprobe_multi and uprobe_multi links' attach arms with these
+# types (include/uapi/linux/bpf.h: the two after BPF_NETKIT_PEER).
+BPF_TRACE_KPROBE_SESSION = 56  # kernel ≥ 6.10
+BPF_TRACE_UPROBE_SESSION = 57  # kernel ≥ 6.13
 
 
 def _sys_bpf(number: int, cmd: int, attr: ctypes.Structure) -> int:
@@ -230,7 +238,7 @@ class FdLink:
 
     def __init__(self, fd: int, kprobe_multi: bool = False) -> None:
         self.fd = fd
-        self.kprobe_multi = kprobe_multi
+        self.kprobe_multi = kprobe_multi  # a kprobe_multi link (a kprobe session's too)
 
     def destroy(self) -> None:
         if self.fd >= 0:
@@ -267,10 +275,13 @@ class BpfObject:
             raise BpfLoadError(f"{self.path}: no program {name!r}")
         return prog
 
-    def expect_uprobe_multi(self, name: str) -> None:
-        """Call before load() for a program to be attached with attach_uprobe_multi."""
-        if libbpf().bpf_program__set_expected_attach_type(self.program(name),
-                                                          BPF_TRACE_UPROBE_MULTI):
+    def expect_uprobe_multi(self, name: str, *, session: bool = False) -> None:
+        """Call before load() for a program to be attached with attach_uprobe_multi (with
+        session=True: as a uprobe session, entry and exit on one link)."""
+        self._expect(name, BPF_TRACE_UPROBE_SESSION if session else BPF_TRACE_UPROBE_MULTI)
+
+    def _expect(self, name: str, attach_type: int) -> None:
+        if libbpf().bpf_program__set_expected_attach_type(self.program(name), attach_type):
             raise _fail(f"{self.path}: {name}: cannot set expected attach type")
 
     def set_autoload(self, name: str, on: bool) -> None:
@@ -339,9 +350,11 @@ class BpfObject:
 
     def attach_uprobe_multi(self, prog: str, binary: str, funcs: Sequence[str],
                             cookies: Sequence[int], *, retprobe: bool = False,
-                            pid: int = 0, offsets: Sequence[int] | None = None) -> FdLink:
+                            pid: int = 0, offsets: Sequence[int] | None = None,
+                            session: bool = False) -> FdLink:
         """One link for `prog` on every function of `funcs`, each with its cookie; `offsets`
-        (their file offsets) spare reading the binary's symbols."""
+        (their file offsets) spare reading the binary's symbols. session=True: entry and exit
+        (the program loaded with expect_uprobe_multi(session=True))."""
         n = len(funcs)
         path = ctypes.create_string_buffer(os.path.abspath(binary).encode())
         if offsets is None:
@@ -350,41 +363,46 @@ class BpfObject:
         cooks = (c_uint64 * n)(*cookies)
         attr = _LinkCreateUprobeMulti(
             prog_fd=libbpf().bpf_program__fd(self.program(prog)),
-            attach_type=BPF_TRACE_UPROBE_MULTI, path=ctypes.addressof(path),
-            offsets=ctypes.addressof(offsets), cookies=ctypes.addressof(cooks), cnt=n,
+            attach_type=BPF_TRACE_UPROBE_SESSION if session else BPF_TRACE_UPROBE_MULTI,
+            path=ctypes.addressof(path), offsets=ctypes.addressof(offsets),
+            cookies=ctypes.addressof(cooks), cnt=n,
             um_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid)
         fd = _sys_bpf(self.bpf_syscall, _BPF_LINK_CREATE, attr)
         if fd < 0:
-            raise _fail(f"uprobe_multi link for {prog} on {binary} ({n} functions)")
+            raise _fail(f"uprobe_{'session' if session else 'multi'} link for {prog} on "
+                        f"{binary} ({n} functions)")
         self.links.append(FdLink(fd))
         return self.links[-1]
 
-    def expect_kprobe_multi(self, name: str) -> None:
-        """Call before load() for a program to be attached with attach_kprobe_multi."""
-        if libbpf().bpf_program__set_expected_attach_type(self.program(name),
-                                                          BPF_TRACE_KPROBE_MULTI):
-            raise _fail(f"{self.path}: {name}: cannot set expected attach type")
+    def expect_kprobe_multi(self, name: str, *, session: bool = False) -> None:
+        """Call before load() for a program to be attached with attach_kprobe_multi (with
+        session=True: as a kprobe session, entry and exit on one link)."""
+        self._expect(name, BPF_TRACE_KPROBE_SESSION if session else BPF_TRACE_KPROBE_MULTI)
 
     def attach_kprobe_multi(self, prog: str, funcs: Sequence[str], cookies: Sequence[int], *,
-                            retprobe: bool = False) -> FdLink:
-        """One link for `prog` on every kernel function of `funcs`, each with its cookie."""
+                            retprobe: bool = False, session: bool = False) -> FdLink:
+        """One link for `prog` on every kernel function of `funcs`, each with its cookie;
+        session=True: entry and exit (the program loaded with expect_kprobe_multi(session=True)).
+        """
         n = len(funcs)
         names = [ctypes.create_string_buffer(f.encode()) for f in funcs]
         syms = (c_char_p * n)(*(ctypes.cast(b, c_char_p) for b in names))
         cooks = (c_uint64 * n)(*cookies)
         attr = _LinkCreateKprobeMulti(
             prog_fd=libbpf().bpf_program__fd(self.program(prog)),
-            attach_type=BPF_TRACE_KPROBE_MULTI,
+            attach_type=BPF_TRACE_KPROBE_SESSION if session else BPF_TRACE_KPROBE_MULTI,
             km_flags=BPF_F_KPROBE_MULTI_RETURN if retprobe else 0, cnt=n,
             syms=ctypes.addressof(syms), cookies=ctypes.addressof(cooks))
         fd = _sys_bpf(self.bpf_syscall, _BPF_LINK_CREATE, attr)
         if fd < 0:
             err = ctypes.get_errno()
-            why = kprobe_multi_unavailable(self.bpf_syscall)
+            why = (session_unavailable(self.bpf_syscall, kernel=True) if session else
+                   kprobe_multi_unavailable(self.bpf_syscall))
             if why:
                 raise BpfLoadError(why)
-            raise _fail(f"{'kretprobe' if retprobe else 'kprobe'}.multi link for {prog} "
-                        f"({n} kernel functions)", err)
+            kind = "kprobe.session" if session else \
+                f"{'kretprobe' if retprobe else 'kprobe'}.multi"
+            raise _fail(f"{kind} link for {prog} ({n} kernel functions)", err)
         self.links.append(FdLink(fd, kprobe_multi=True))
         return self.links[-1]
 
@@ -482,31 +500,48 @@ def bpf_unavailable() -> str | None:
     return None
 
 
-def kprobe_multi_unavailable(bpf_syscall: int) -> str | None:
-    """Why this kernel cannot make kprobe_multi links, or None when it can: a trivial program
-    asks for a link on a function that does not exist, which only such a kernel looks up."""
+def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool) -> tuple[int, int]:
+    """(errno, 0) of a link of `attach_type` for a trivial program on a kernel function, or
+    a user file, that does not exist: ESRCH or ENOENT say the kernel looked the name up, so it
+    has the link type. (0, errno) when the program itself was refused."""
     # r0 = 0; exit (the opcode is the first byte in either byte order)
     insns = ctypes.create_string_buffer(b"\xb7" + bytes(7) + b"\x95" + bytes(7), 16)
     license_ = ctypes.create_string_buffer(b"GPL")
     load = _ProgLoad(prog_type=_BPF_PROG_TYPE_KPROBE, insn_cnt=2,
                      insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
-                     expected_attach_type=BPF_TRACE_KPROBE_MULTI)
+                     expected_attach_type=attach_type)
     prog_fd = _sys_bpf(bpf_syscall, _BPF_PROG_LOAD, load)
     if prog_fd < 0:
-        return f"the kernel refuses to load a kprobe program: {os.strerror(ctypes.get_errno())}"
+        return 0, ctypes.get_errno()
+    name = ctypes.create_string_buffer(b"btfgen_no_such_function" if kernel else
+                                       b"/nonexistent/btfgen-no-such-file")
     try:
-        name = ctypes.create_string_buffer(b"btfgen_no_such_function")
-        syms = (c_char_p * 1)(ctypes.cast(name, c_char_p))
-        attr = _LinkCreateKprobeMulti(prog_fd=prog_fd, attach_type=BPF_TRACE_KPROBE_MULTI,
-                                      cnt=1, syms=ctypes.addressof(syms))
+        if kernel:
+            syms = (c_char_p * 1)(ctypes.cast(name, c_char_p))
+            attr = _LinkCreateKprobeMulti(prog_fd=prog_fd, attach_type=attach_type, cnt=1,
+                                          syms=ctypes.addressof(syms))
+        else:
+            offsets = (c_uint64 * 1)(0)
+            attr = _LinkCreateUprobeMulti(prog_fd=prog_fd, attach_type=attach_type,
+                                          path=ctypes.addressof(name),
+                                          offsets=ctypes.addressof(offsets), cnt=1)
         fd = _sys_bpf(bpf_syscall, _BPF_LINK_CREATE, attr)
         err = ctypes.get_errno()
     finally:
         os.close(prog_fd)
     if fd >= 0:
         os.close(fd)
-        return None
-    if err in (errno.ESRCH, errno.ENOENT):  # it looked the name up: the link type exists
+        return 0, 0
+    return err, 0
+
+
+def kprobe_multi_unavailable(bpf_syscall: int) -> str | None:
+    """Why this kernel cannot make kprobe_multi links, or None when it can: a trivial program
+    asks for a link on a function that does not exist, which only such a kernel looks up."""
+    err, refused = _probe_link(bpf_syscall, BPF_TRACE_KPROBE_MULTI, kernel=True)
+    if refused:
+        return f"the kernel refuses to load a kprobe program: {os.strerror(refused)}"
+    if err in (0, errno.ESRCH, errno.ENOENT):  # it looked the name up: the link type exists
         return None
     if err == errno.EOPNOTSUPP:
         return "this kernel has no kprobe_multi links (built without CONFIG_FPROBE)"
@@ -514,6 +549,66 @@ def kprobe_multi_unavailable(bpf_syscall: int) -> str | None:
         return f"kprobe_multi links are not permitted here: {os.strerror(err)}"
     return (f"this kernel has no kprobe_multi links (they need Linux 5.18 or later with "
             f"CONFIG_FPROBE): {os.strerror(err)}")
+
+
+# Where the session kfuncs' prototypes changed: Linux 7.0 added the ctx argument.
+SESSION_KFUNCS = ("bpf_session_cookie", "bpf_session_is_return")
+_BTF_KIND_FUNC = 12
+
+
+def session_kfuncs() -> tuple[str | None, str]:
+    """("ctx" or "no_ctx": how this kernel declares the session kfuncs, ""), or (None, why
+    it has none), from its BTF: a session program must declare them as the kernel does."""
+    lib = libbpf()
+    btf = lib.btf__load_vmlinux_btf()
+    if not btf:
+        return None, f"the kernel's BTF cannot be read: {os.strerror(ctypes.get_errno())}"
+    try:
+        arity = set()
+        for name in SESSION_KFUNCS:
+            func = lib.btf__find_by_name_kind(btf, name.encode(), _BTF_KIND_FUNC)
+            if func <= 0:
+                return None, f"this kernel has no {name} kfunc (Linux 6.10+)"
+            # struct btf_type {name_off, info, type}: a FUNC's type is its prototype, whose
+            # info holds its parameter count in the low 16 bits.
+            proto = ctypes.cast(lib.btf__type_by_id(btf, func), POINTER(ctypes.c_uint32))[2]
+            arity.add(ctypes.cast(lib.btf__type_by_id(btf, proto),
+                                  POINTER(ctypes.c_uint32))[1] & 0xFFFF)
+    finally:
+        lib.btf__free(btf)
+    if arity == {0}:
+        return "no_ctx", ""
+    if arity == {1}:
+        return "ctx", ""
+    return None, f"this kernel's session kfuncs take {sorted(arity)} arguments, not 0 or 1"
+
+
+def session_unavailable(bpf_syscall: int, kernel: bool) -> str | None:
+    """Why this kernel cannot run one program for entry and exit on one link (kprobe.session,
+    Linux 6.10+; uprobe.session, 6.13+), or None when it can."""
+    return session_support(bpf_syscall, kernel)[1] or None
+
+
+def session_support(bpf_syscall: int, kernel: bool) -> tuple[str | None, str]:
+    """(the session kfuncs' variant, as session_kfuncs says, "") where this kernel can make
+    session links, else (None, why not)."""
+    variant, why = session_kfuncs()
+    if variant is None:
+        return None, why
+    kind = "kprobe" if kernel else "uprobe"
+    err, refused = _probe_link(bpf_syscall, BPF_TRACE_KPROBE_SESSION if kernel else
+                               BPF_TRACE_UPROBE_SESSION, kernel)
+    if refused:
+        return None, f"the kernel refuses a {kind}.session program: {os.strerror(refused)}"
+    if err in (0, errno.ESRCH, errno.ENOENT):
+        return variant, ""
+    if err == errno.EOPNOTSUPP:
+        return None, (f"this kernel has no {kind}.session links (built without "
+                      f"{'CONFIG_FPROBE' if kernel else 'CONFIG_UPROBES'}, or a 32-bit one)")
+    if err in (errno.EPERM, errno.EACCES):
+        return None, f"{kind}.session links are not permitted here: {os.strerror(err)}"
+    since = "6.10" if kernel else "6.13"
+    return None, f"this kernel has no {kind}.session links (Linux {since}+): {os.strerror(err)}"
 
 
 def kprobes_unavailable() -> str | None:

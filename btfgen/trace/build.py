@@ -31,6 +31,9 @@ RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "
            "../decoder/spec_format.py": "spec_format.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
+# The one-link session program, by the kernel's prototype of the session kfuncs (run.py picks by
+# the target's BTF): without arguments (Linux 6.10 to 6.19), or taking the ctx (7.0 on).
+SESSION_OBJECTS = {"no_ctx": "trace.session.bpf.o", "ctx": "trace.session-ctx.bpf.o"}
 MAX_FUNCTIONS = spec_format.MAX_FUNCTIONS  # the specs map's size in trace.bpf.c
 
 
@@ -110,6 +113,7 @@ def build(req: Request, out: Path) -> dict:
         **run_side_facts(conv),
         "module": outputs.file_name("python", layout.arch),
         "object": OBJECT,
+        "session_objects": SESSION_OBJECTS,
         "functions": names,  # index = attach cookie = key in the specs map
         "btf": source,
         "filters": req.filters,  # compiled into the object; for the record
@@ -197,12 +201,19 @@ def _select(target, req: Request, source: str) -> list:
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool) -> None:
+    """The pair-of-links object and the two session objects, compiled side by side."""
     clang = shutil.which("clang-19") or shutil.which("clang")
     if clang is None:
         raise BuildError("clang is needed to compile the BPF program", status=1)
-    cmd = [clang, "-O2", "-g", "-target", "bpfel" if byte_order == "little" else "bpfeb",
-           f"-D__TARGET_ARCH_{target_arch}", *(["-DBTFGEN_USER"] if user else []),
-           f"-I{out}", "-c", str(HERE / "trace.bpf.c"), "-o", str(out / OBJECT)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise BuildError(f"compiling trace.bpf.c failed: {proc.stderr.strip()}", status=1)
+    base = [clang, "-O2", "-g", "-target", "bpfel" if byte_order == "little" else "bpfeb",
+            f"-D__TARGET_ARCH_{target_arch}", *(["-DBTFGEN_USER"] if user else []),
+            f"-I{out}", "-c", str(HERE / "trace.bpf.c")]
+    variants = {OBJECT: [],
+                SESSION_OBJECTS["no_ctx"]: ["-DBTFGEN_SESSION"],
+                SESSION_OBJECTS["ctx"]: ["-DBTFGEN_SESSION", "-DBTFGEN_SESSION_KFUNC_CTX"]}
+    procs = [subprocess.Popen([*base, *flags, "-o", str(out / name)], stderr=subprocess.PIPE,
+                              text=True) for name, flags in variants.items()]
+    errors = [proc.communicate()[1] for proc in procs]
+    for proc, err in zip(procs, errors):
+        if proc.returncode:
+            raise BuildError(f"compiling trace.bpf.c failed: {err.strip()}", status=1)

@@ -2,9 +2,11 @@
 return. Standard library and libbpf only: this is what runs on the target, copied into the trace
 directory beside bpfload.py and btfgen_trace.py (tool.py).
 
-Kernel functions are attached with one kprobe.multi and one kretprobe.multi link, a user
-program's with one uprobe_multi link per direction; the cookie of each function is its index in
-the manifest, which is also where its spec sits in the `specs` map.
+Functions are attached with one session link where the kernel has them (kprobe.session, Linux
+6.10+; uprobe.session, 6.13+: one program for entry and exit, the per-call state in the session
+cookie), else one kprobe_multi (uprobe_multi) link per direction, else, for kernel functions,
+one kprobe and kretprobe each; the cookie of each function is its index in the manifest, which
+is also where its spec sits in the `specs` map.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 try:  # in the package, or copied into a trace directory beside its siblings
     from . import bpfload, output, recording
@@ -54,8 +57,9 @@ class Options:
     errors: bool = False  # print only the calls that returned an error, with their arguments
     as_json: bool = False  # JSON lines instead of text
     record: str | None = None  # write the raw events to this file instead of printing
-    attach: str = "auto"  # kernel functions: "multi" (kprobe_multi), "single" (one kprobe
-    # per function, each with its cookie), or "auto": multi where the kernel has it
+    attach: str = "auto"  # "session" (one kprobe.session/uprobe.session link), "multi"
+    # (kprobe_multi/uprobe_multi pairs), "single" (kernel functions: one kprobe each, with its
+    # cookie), or "auto": the first of these the kernel has
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
 
 
@@ -212,40 +216,36 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
            sink) -> tuple[int, int]:
     """(the exit status, records lost)"""
     kernel = manifest["kind"] == "kernel"
-    names = manifest["functions"]
-
     fork_offset = child_pid_offset()
-    single = kernel and _single(opts.attach, manifest["bpf_syscall"])
-    with bpfload.BpfObject(str(directory / manifest["object"]),
-                           bpf_syscall=manifest["bpf_syscall"]) as obj:
-        for prog in ("trace_entry", "trace_exit"):
-            if not single:
-                (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
-        choice = processes(manifest, opts)
-        following = not everyone(choice)
-        if following and fork_offset is None:
-            print(f"{PROG}: warning: no sched_process_fork event here: child processes "
-                  "are not traced", file=sys.stderr)
-        obj.set_autoload("follow_fork", following and fork_offset is not None)
-        obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
-                            ring_size(len(keep)))
-        obj.load()
-        for i, name in enumerate(names):
-            obj.update("specs", struct.pack("I", i), decoders.spec(name))
-        child = Gated(list(choice.argv)) if choice.argv else None
-        only = child.pid if child else choice.pid
-        for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
-            obj.update("filter", struct.pack("I", at), struct.pack("I", value))
-        if only:
-            obj.update("followed", struct.pack("I", only), b"\x01")
-        try:
-            if only and fork_offset is not None:
-                obj.attach("follow_fork")
-            _attach(obj, manifest, keep, kernel, single)
-        except BaseException:
-            if child:
-                child.cancel()
-            raise
+    choice = processes(manifest, opts)
+    following = not everyone(choice)
+    if following and fork_offset is None:
+        print(f"{PROG}: warning: no sched_process_fork event here: child processes "
+              "are not traced", file=sys.stderr)
+    modes = attach_modes(opts.attach, kernel, manifest)
+    child = Gated(list(choice.argv)) if choice.argv else None
+    only = child.pid if child else choice.pid
+    try:
+        for n, mode in enumerate(modes):
+            obj = bpfload.BpfObject(str(directory / mode.object),
+                                    bpf_syscall=manifest["bpf_syscall"])
+            try:
+                _load_and_attach(obj, mode, manifest, decoders, opts, keep, only, fork_offset,
+                                 following)
+                break
+            except BaseException as e:
+                obj.close()
+                if not isinstance(e, bpfload.BpfLoadError) or n + 1 == len(modes):
+                    raise
+                # Auto: a session the probe let through may still be refused (a kernel that
+                # cannot put every function on the function-graph stack): the pair still works.
+                print(f"{PROG}: the {mode.said} was refused ({str(e).splitlines()[0]}): "
+                      f"{modes[n + 1].announce()}", file=sys.stderr)
+    except BaseException:
+        if child:
+            child.cancel()
+        raise
+    with obj:
         with bpfload.RingBuffer(obj.map_fd("events"), sink) as rb:
             if child:
                 child.start()
@@ -259,7 +259,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
             status = _follow(rb, child, opts, lambda: _lost(obj))
-        missed = obj.missed(("trace_entry", "trace_exit"))
+        missed = obj.missed(mode.programs)
         if missed or kernel:
             # Calls that never reached the program: nothing of them is in the ring buffer.
             counted = "" if _counts_missed_calls() or not kernel else (
@@ -268,6 +268,29 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                   f"another BPF program was running on that CPU, or the probe could not "
                   f"deliver the call{counted})", file=sys.stderr)
         return status, _lost(obj)
+
+
+def _load_and_attach(obj, mode: AttachMode, manifest: dict, decoders, opts: Options,
+                     keep: list[int], only: int, fork_offset: int | None,
+                     following: bool) -> None:
+    kernel = manifest["kind"] == "kernel"
+    if mode.kind != "single":
+        for prog in mode.programs:
+            (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
+                prog, session=mode.kind == "session")
+    obj.set_autoload("follow_fork", following and fork_offset is not None)
+    obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
+                        ring_size(len(keep)))
+    obj.load()
+    for i, name in enumerate(manifest["functions"]):
+        obj.update("specs", struct.pack("I", i), decoders.spec(name))
+    for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
+        obj.update("filter", struct.pack("I", at), struct.pack("I", value))
+    if only:
+        obj.update("followed", struct.pack("I", only), b"\x01")
+    if only and fork_offset is not None:
+        obj.attach("follow_fork")
+    _attach(obj, manifest, keep, mode)
 
 
 def _lost(obj) -> int:
@@ -286,41 +309,89 @@ def _counts_missed_calls() -> bool:
     return (major, minor) >= (6, 7)
 
 
-def _single(mode: str, bpf_syscall: int) -> bool:
-    """Whether kernel functions get one kprobe and kretprobe link each (saying which way was
-    taken, and why)."""
-    if mode == "auto":
-        why = bpfload.kprobe_multi_unavailable(bpf_syscall)
-        if why is None:
-            mode = "multi"
+class AttachMode(NamedTuple):
+    kind: str  # "session", "multi" or "single"
+    object: str  # its BPF object in the trace directory
+    programs: tuple[str, ...]
+    said: str  # what is attached, for the messages
+    why: str = ""  # why this one: the others are missing, or it was asked for
+
+    def announce(self) -> str:
+        return f"attaching {self.said}" + (f" ({self.why})" if self.why else "")
+
+
+def attach_modes(asked: str, kernel: bool, manifest: dict) -> list[AttachMode]:
+    """The ways to attach, best first (a refused one falls back to the next), saying which
+    one is tried and why."""
+    if asked == "single" and not kernel:
+        raise InputError("--attach single is for kernel functions: a program's functions are "
+                         "attached with uprobe session or uprobe_multi links")
+    modes = []
+    if asked in ("auto", "session"):
+        session, why = _session_mode(kernel, manifest)
+        if session is None and asked == "session":
+            raise RunError(f"--attach session: {why}")
+        if session is not None:
+            modes.append(session._replace(why="as asked" if asked == "session" else
+                                          "entry and exit on one link"))
+            if asked == "auto":
+                modes.append(_pair_or_single("auto", kernel, manifest, quiet=True))
         else:
-            also = bpfload.kprobes_unavailable()
-            if also:
-                raise RunError(f"{why}; {also}")
-            print(f"{PROG}: attaching one kprobe and kretprobe per function ({why})",
-                  file=sys.stderr)
-            return True
-    if mode == "multi":
-        print(f"{PROG}: attaching kprobe_multi links", file=sys.stderr)
-        return False
-    print(f"{PROG}: attaching one kprobe and kretprobe per function (as asked)", file=sys.stderr)
-    return True
+            modes.append(_pair_or_single("auto", kernel, manifest, no_session=why))
+    else:
+        modes.append(_pair_or_single(asked, kernel, manifest))
+    print(f"{PROG}: {modes[0].announce()}", file=sys.stderr)
+    return modes
 
 
-def _attach(obj, manifest: dict, keep: list[int], kernel: bool, single: bool) -> None:
+def _session_mode(kernel: bool, manifest: dict) -> tuple[AttachMode | None, str]:
+    objects = manifest.get("session_objects")
+    if not objects:
+        return None, "this trace directory has no session program (built by an older btfgen)"
+    variant, why = bpfload.session_support(manifest["bpf_syscall"], kernel)
+    if variant is None:
+        return None, why
+    kind = "kprobe" if kernel else "uprobe"
+    return AttachMode("session", objects[variant], ("trace_session",),
+                      f"one {kind}.session link"), ""
+
+
+def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = False,
+                    no_session: str = "") -> AttachMode:
+    """multi or single: kprobe_multi (uprobe_multi) pairs where the kernel has them in auto."""
+    pair, obj = ("trace_entry", "trace_exit"), manifest["object"]
+    multi = AttachMode("multi", obj, pair, "kprobe_multi links" if kernel else
+                       "uprobe_multi links", "as asked" if asked == "multi" else no_session)
+    single = AttachMode("single", obj, pair, "one kprobe and kretprobe per function",
+                        "as asked" if asked == "single" else "")
+    if asked != "auto" or not kernel:
+        return single if asked == "single" else multi
+    why = bpfload.kprobe_multi_unavailable(manifest["bpf_syscall"])
+    if why is None:
+        return multi
+    also = bpfload.kprobes_unavailable()
+    if also and not quiet:
+        raise RunError(f"{why}; {also}")
+    return single._replace(why=why)
+
+
+def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode) -> None:
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
+    kernel = manifest["kind"] == "kernel"
     names = [manifest["functions"][i] for i in keep]
-    for prog, ret in (("trace_entry", False), ("trace_exit", True)):
-        if single:
+    session = mode.kind == "session"
+    for prog, ret in zip(mode.programs, (False, True)):
+        if mode.kind == "single":
             # The same program on every function: the cookie (Linux 5.15+) picks the spec.
             for i, name in zip(keep, names):
                 obj.attach_kprobe(prog, name, i, retprobe=ret)
         elif kernel:
-            obj.attach_kprobe_multi(prog, names, keep, retprobe=ret)
+            obj.attach_kprobe_multi(prog, names, keep, retprobe=ret, session=session)
         else:
             obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,
-                                    offsets=[manifest["offsets"][i] for i in keep])
+                                    offsets=[manifest["offsets"][i] for i in keep],
+                                    session=session)
 
 
 def child_pid_offset() -> int | None:

@@ -19,9 +19,10 @@ Build on one machine, run on another (the target needs only Python and libbpf):
 Types come from a program's DWARF (turned into BTF by pahole, as the kernel build does), its C
 headers (--header, parsed by libclang), or the kernel's BTF. btfgen places the values for the
 arch's calling convention and generates the BPF and Python decoders; this module only builds
-(build.py: btfgen and clang), then loads, attaches one multi link per direction (uprobe_multi
-or kprobe_multi) and prints (run.py: standard library and libbpf). It is copied into every trace
-directory as btfgen_trace.py, so it imports nothing of btfgen but its siblings there.
+(build.py: btfgen and clang), then loads, attaches one session link (or one multi link per
+direction, or a kprobe per function) and prints (run.py: standard library and libbpf). It is
+copied into every trace directory as btfgen_trace.py, so it imports nothing of btfgen but its
+siblings there.
 """
 
 from __future__ import annotations
@@ -59,11 +60,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "functions; with --kernel, kernel functions or globs")
     p.add_argument("--kernel", action="store_true", help="trace kernel functions "
                    "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE; else one kprobe each: 5.15+)")
-    p.add_argument("--attach", choices=("auto", "multi", "single"), default="auto",
-                   help="kernel functions: kprobe_multi links (multi), one kprobe and "
-                        "kretprobe per function with a BPF cookie (single: Linux 5.15+, for "
-                        "kernels without kprobe_multi or with its cookies broken), or multi "
-                        "where the kernel has it (auto, the default)")
+    p.add_argument("--attach", choices=("auto", "session", "multi", "single"),
+                   default="auto",
+                   help="one kprobe.session (uprobe.session) link for entry and exit (session: "
+                        "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
+                        "per direction (multi), for kernel functions one kprobe and kretprobe "
+                        "each with a BPF cookie (single: Linux 5.15+, for kernels without "
+                        "kprobe_multi or with its cookies broken), or the first of these the "
+                        "kernel has (auto, the default); the one used is said")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
     p.add_argument("--dwarf", metavar="FILE",

@@ -3,13 +3,17 @@
  * spec(name); each call and each return becomes one struct trace_event in `events`.
  *
  * Built twice over: with -DBTFGEN_USER for uprobe_multi links on a user program (values read
- * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. */
+ * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. And each of
+ * those again with -DBTFGEN_SESSION: one program for entry and exit on one kprobe.session or
+ * uprobe.session link, the per-call state in the session cookie instead of a map (build.py). */
 
 /* Self-contained (no vmlinux.h, no kernel headers): it brings the __u* types and
  * bpf_helpers.h. BTFGEN_SAVE_ARGS: btfgen_generic_exit follows a struct returned through a
  * hidden pointer the callee does not hand back (s390x, arm64) with the pointer kept at entry. */
+#ifndef BTFGEN_SESSION
 #define BTFGEN_SAVE_ARGS
 #define BTFGEN_SAVE_MAX 8 /* only the generic decoder's 8-byte carry stack is used here */
+#endif
 #include "btfgen.bpf.h"
 /* struct trace_event and BTFGEN_TRACE_MAX_FUNCTIONS, printed from btfgen/decoder/spec_format.py
  * (found beside this file: a quoted include looks there first). */
@@ -144,18 +148,46 @@ static __always_inline int record(void *ctx, __u32 kind)
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+#ifdef BTFGEN_SESSION
+	if (kind)
+		btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+	else
+		btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+#else
 	if (kind)
 		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 	else
 		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+#endif
 	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }
 
+#ifdef BTFGEN_SESSION
+/* Entry and exit of every function on one link. The section is plain kprobe/uprobe because
+ * libbpf 1.1 (Debian 12's) knows no ".session" sections: run.py sets the attach type itself. A
+ * call that is not wanted, or has no spec, returns 1 at entry: the kernel then skips its exit. */
+SEC(TRACE_ENTRY)
+int trace_session(void *ctx)
+{
+	__u32 at = bpf_get_attach_cookie(ctx);
+
+	if (btfgen_session_is_return(ctx))
+		return record(ctx, 1);
+	if (!wanted(bpf_get_current_pid_tgid() >> 32) || !bpf_map_lookup_elem(&specs, &at))
+		return 1;
+	/* A ring buffer without room loses the entry record, not the cookie: the exit, which */
+	/* still runs, reads a zero carried pointer as unavailable rather than a stale one. */
+	*btfgen_session_cookie(ctx) = 0;
+	record(ctx, 0);
+	return 0;
+}
+#else
 SEC(TRACE_ENTRY)
 int trace_entry(void *ctx) { return record(ctx, 0); }
 
 SEC(TRACE_EXIT)
 int trace_exit(void *ctx) { return record(ctx, 1); }
+#endif
 
 char LICENSE[] SEC("license") = "GPL";

@@ -102,6 +102,63 @@ def test_golden_bpf_compiles(arch_outputs, tmp_path):
     assert proc.stderr == ""
 
 
+# One program for entry and exit (BTFGEN_SESSION), both ways the kernel declares the session
+# kfuncs: the per-function decoders with a slot keyed by the session cookie, and the generic
+# decoder with the carried pointer in the cookie. (Run by tests/trace/test_session.py.)
+SESSION_PROGRAM = """#define BTFGEN_SESSION
+#include "btfgen.bpf.h"
+char LICENSE[] SEC("license") = "GPL";
+struct btfgen_spec spec;
+struct btfgen_record rec;
+SEC("kprobe") int per_function(void *ctx)
+{
+	const struct btfgen_args_ret_big *saved;
+	struct btfgen_ret_ret_big r;
+	int err;
+
+	if (!btfgen_session_is_return(ctx)) {
+		struct btfgen_args_ret_big *a = btfgen_session_save_slot(ctx);
+
+		return !a || btfgen_entry_ret_big(ctx, a);
+	}
+	saved = btfgen_session_saved_slot(ctx);
+	err = btfgen_exit_ret_big(ctx, saved, &r);
+	btfgen_session_release_slot(ctx);
+	return err;
+}
+SEC("kprobe") int generic(void *ctx)
+{
+	if (btfgen_session_is_return(ctx))
+		return btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), &spec, &rec);
+	return btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), &spec, &rec);
+}
+"""
+
+
+@pytest.mark.parametrize("kfunc_ctx", [False, True], ids=["before-7.0", "7.0-on"])
+def test_golden_bpf_session_compiles(arch_outputs, tmp_path, kfunc_ctx):
+    arch, out = arch_outputs
+    for name, text in out.items():
+        (tmp_path / name).write_text(text)
+    src = tmp_path / "s.bpf.c"
+    src.write_text(SESSION_PROGRAM)
+    target = load_arch(arch).target_arch
+    proc = subprocess.run(["clang-19", "-target", "bpfeb" if arch == "s390x" else "bpfel",
+                           "-O2", "-g", "-Wall", "-Werror", f"-D__TARGET_ARCH_{target}",
+                           *(["-DBTFGEN_SESSION_KFUNC_CTX"] if kfunc_ctx else []), "-c",
+                           str(src), "-o", str(tmp_path / "s.o")], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    # The kfuncs are in the object as the kernel must resolve them, with the arity it declares.
+    btf = subprocess.run(["bpftool", "btf", "dump", "file", str(tmp_path / "s.o")],
+                         capture_output=True, text=True)
+    if btf.returncode == 0:
+        protos = {line.split("'")[1]: line for line in btf.stdout.splitlines()
+                  if "FUNC 'bpf_session_" in line}
+        assert set(protos) == {"bpf_session_cookie", "bpf_session_is_return"}, btf.stdout
+
+
 def test_golden_python_imports(arch_outputs, tmp_path):
     arch, out = arch_outputs
     (name, text), = [(n, t) for n, t in out.items() if n.endswith(".py")]

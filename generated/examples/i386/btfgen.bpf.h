@@ -25,15 +25,31 @@
  *     exit:   const struct btfgen_args_NAME *a = btfgen_saved_slot(BTFGEN_ID_NAME);
  *             struct btfgen_ret_NAME r; btfgen_exit_NAME(ctx, a, &r); ...;
  *             btfgen_release_slot(BTFGEN_ID_NAME);
- * (fprobe/kprobe.session entry data can hold the same struct instead of the map.) A struct
- * returned through a hidden pointer is read at exit through the pointer saved in the args
- * (field btfgen_retptr) where the ABI does not return it: pass the saved args as `saved`.
+ * A struct returned through a hidden pointer is read at exit through the pointer saved in the
+ * args (field btfgen_retptr) where the ABI does not return it: pass the saved args as `saved`.
+ *
+ * One program for entry and exit on one link (kprobe.session, Linux 6.10+; uprobe.session,
+ * 6.13+; libbpf 1.5+ knows the SEC names, older ones load SEC("kprobe") with the expected
+ * attach type set): define BTFGEN_SESSION (and BTFGEN_SESSION_KFUNC_CTX for Linux 7.0 and
+ * later, whose session kfuncs take the ctx) instead of the map keyed by (thread, call depth):
+ *     if (!btfgen_session_is_return(ctx)) {
+ *             struct btfgen_args_NAME *a = btfgen_session_save_slot(ctx);
+ *             if (!a) return 1;                   (1: the kernel skips this call's exit)
+ *             btfgen_entry_NAME(ctx, a); return 0;
+ *     }
+ *     const struct btfgen_args_NAME *a = btfgen_session_saved_slot(ctx);
+ *     struct btfgen_ret_NAME r; btfgen_exit_NAME(ctx, a, &r); ...;
+ *     btfgen_session_release_slot(ctx);
+ * The slot's key, a number per call, is kept in the call's session cookie: no depth to count.
+ * The generic decoder's btfgen_generic_session_entry()/_exit() keep the carried return pointer
+ * in the cookie itself, with no map at all (a program uses the cookie for one or the other).
  *
  * Mass attach: btfgen_generic_decode() runs one function's copy operations (a struct
  * btfgen_spec, one per function: the *_specs.h table, or specs loaded into a map and found by
  * attach cookie or BTF id) and fills a struct btfgen_record for user space to decode. Where an
  * exit needs the entry's hidden return pointer (spec->carry: arm64's x8, s390x's r2), use
- * btfgen_generic_entry()/btfgen_generic_exit() (BTFGEN_SAVE_ARGS), which keep it per call.
+ * btfgen_generic_entry()/btfgen_generic_exit() (BTFGEN_SAVE_ARGS), which keep it per call, or
+ * btfgen_generic_session_entry()/_exit() (BTFGEN_SESSION).
  */
 #ifndef BTFGEN_I386_H
 #define BTFGEN_I386_H
@@ -640,6 +656,110 @@ static __always_inline int btfgen_generic_exit(const void *ctx, __u64 sp,
 	return btfgen_generic_decode_exit(ctx, sp, spec, rec, &carried);
 }
 #endif /* BTFGEN_SAVE_ARGS */
+#ifdef BTFGEN_SESSION
+/* ---- one program for entry and exit: kprobe.session (Linux 6.10+), uprobe.session (6.13+) --- */
+/* The kernel keeps 8 bytes a call for the program (the session cookie, on the function-graph
+ * shadow stack or the uprobe's return instance) and runs the exit only when the entry returned
+ * 0: what the exit needs from its entry travels there, with no map keyed by thread and depth
+ * and no second link. Linux 7.0 gave both kfuncs the program's ctx as an argument; libbpf
+ * refuses a declaration that differs from the kernel's, so define BTFGEN_SESSION_KFUNC_CTX for
+ * 7.0 and later. */
+#ifdef BTFGEN_SESSION_KFUNC_CTX
+extern __u64 *bpf_session_cookie(void *ctx) __ksym;
+extern _Bool bpf_session_is_return(void *ctx) __ksym;
+#define btfgen_session_cookie(ctx) bpf_session_cookie((void *)(ctx))
+#define btfgen_session_is_return(ctx) bpf_session_is_return((void *)(ctx))
+#else
+extern __u64 *bpf_session_cookie(void) __ksym;
+extern _Bool bpf_session_is_return(void) __ksym;
+#define btfgen_session_cookie(ctx) bpf_session_cookie()
+#define btfgen_session_is_return(ctx) bpf_session_is_return()
+#endif
+
+/* The generic decoder's entry: the carried return pointer goes into the cookie (0, never a
+ * struct's address, when the spec carries none or the entry could not read it). */
+static __always_inline int btfgen_generic_session_entry(const void *ctx, __u64 sp,
+							const struct btfgen_spec *spec,
+							struct btfgen_record *rec)
+{
+	int err = btfgen_generic_decode(ctx, sp, spec, 0, rec);
+
+	*btfgen_session_cookie(ctx) = btfgen_generic_carried(spec, rec);
+	return err;
+}
+
+/* Its exit: the entry's carried pointer back from the cookie; none there is "unavailable". */
+static __always_inline int btfgen_generic_session_exit(const void *ctx, __u64 sp,
+						       const struct btfgen_spec *spec,
+						       struct btfgen_record *rec)
+{
+	__u64 carried = *btfgen_session_cookie(ctx);
+
+	return btfgen_generic_decode_exit(ctx, sp, spec, rec, carried ? &carried : 0);
+}
+
+#ifndef BTFGEN_SESSION_SAVE_MAX
+#define BTFGEN_SESSION_SAVE_MAX 512 /* bytes per saved args struct */
+#endif
+#ifndef BTFGEN_SESSION_ENTRIES
+#define BTFGEN_SESSION_ENTRIES 16384 /* calls in flight at once */
+#endif
+/* A saved args struct is larger than the cookie: the cookie holds the call's number, the key of
+ * its slot. Numbers are this CPU's next one (atomic: a uprobe program can be preempted by
+ * another on the same CPU) with the CPU above bit 48, so no two calls in flight share one, and
+ * no depth is counted. The cookie's address would not do: uprobes copy the entry's cookie. So
+ * the cookie is the slot's, not the generic decoder's: one or the other in a program. A call
+ * that never returns (longjmp, exit) leaves its slot behind, as the map-based slots do. */
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, BTFGEN_SESSION_ENTRIES);
+	__type(key, __u64);
+	__type(value, __u8[BTFGEN_SESSION_SAVE_MAX]);
+} btfgen_session_saved SEC(".maps");
+
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} btfgen_session_calls SEC(".maps");
+
+static const __u8 btfgen_session_zero[BTFGEN_SESSION_SAVE_MAX];
+
+/* Entry: a zeroed slot of BTFGEN_SESSION_SAVE_MAX bytes for this call, or NULL. */
+static __always_inline void *btfgen_session_save_slot(const void *ctx)
+{
+	__u32 zero = 0;
+	__u64 *calls = bpf_map_lookup_elem(&btfgen_session_calls, &zero);
+	__u64 call;
+
+	if (!calls)
+		return 0;
+	call = __sync_fetch_and_add(calls, 1) & ((1ULL << 48) - 1);
+	call |= (__u64)bpf_get_smp_processor_id() << 48;
+	if (bpf_map_update_elem(&btfgen_session_saved, &call, btfgen_session_zero,
+				1 /* BPF_NOEXIST */))
+		return 0;
+	*btfgen_session_cookie(ctx) = call;
+	return bpf_map_lookup_elem(&btfgen_session_saved, &call);
+}
+
+/* Exit: the slot its entry saved, or NULL. */
+static __always_inline const void *btfgen_session_saved_slot(const void *ctx)
+{
+	__u64 call = *btfgen_session_cookie(ctx);
+
+	return bpf_map_lookup_elem(&btfgen_session_saved, &call);
+}
+
+/* Exit, when done with the slot. */
+static __always_inline void btfgen_session_release_slot(const void *ctx)
+{
+	__u64 call = *btfgen_session_cookie(ctx);
+
+	bpf_map_delete_elem(&btfgen_session_saved, &call);
+}
+#endif /* BTFGEN_SESSION */
 #endif /* BTFGEN_COMMON_H */
 
 #endif /* BTFGEN_I386_H */

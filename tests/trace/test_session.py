@@ -1,0 +1,336 @@
+"""One link for entry and exit (uprobe.session, Linux 6.13+): `btfgen trace` on a program here,
+in session mode and falling back from it, and the generated per-function decoders' session
+slots run by the kernel on nested calls. Root, BPF and a session-capable kernel, else skipped
+with the reason; how the attach mode is chosen is checked everywhere, with the probes faked."""
+
+from __future__ import annotations
+
+import io
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from btfgen.abi.arches import host_bpf_syscall
+from btfgen.trace import bpfload
+from btfgen.trace import run as trace_run
+from btfgen.trace import tool as trace_tool
+
+CLANG = "clang-19"
+
+# Nested calls: each exit must get its own entry's state (the cookie is per call, not per
+# thread), and a struct returned in memory.
+PROGRAM = r"""
+volatile long sink;
+struct big { long v[5]; };
+__attribute__((noinline)) struct big nest(int depth, long seed)
+{
+	struct big b = { { seed, seed * 2, depth, 0, 0 } };
+
+	if (depth < 3) {
+		struct big inner = nest(depth + 1, seed + 10);
+		b.v[3] = inner.v[0];
+	}
+	b.v[4] = depth * 100;
+	return b;
+}
+int main(void)
+{
+	struct big b = nest(0, 7);
+	sink = b.v[3];
+	return 0;
+}
+"""
+# What the tool prints for it, exits innermost first.
+EXPECTED = """\
+nest(depth=0, seed=7)
+nest(depth=1, seed=17)
+nest(depth=2, seed=27)
+nest(depth=3, seed=37)
+nest -> {v=[37, 74, 3, 0, 300]}
+nest -> {v=[27, 54, 2, 37, 200]}
+nest -> {v=[17, 34, 1, 27, 100]}
+nest -> {v=[7, 14, 0, 17, 0]}
+"""
+
+
+def _live_reason() -> str | None:
+    if platform.machine() != "x86_64":
+        return f"the program is built for x86_64, this is {platform.machine()}"
+    missing = [t for t in ("gcc", CLANG, "pahole") if shutil.which(t) is None]
+    if missing:
+        return f"not installed: {', '.join(missing)}"
+    reason = bpfload.bpf_unavailable()
+    if reason:
+        return reason
+    return bpfload.session_unavailable(host_bpf_syscall(), kernel=False)
+
+
+@pytest.fixture
+def live():
+    reason = _live_reason()
+    if reason:
+        pytest.skip(f"uprobe.session unavailable: {reason}")
+    bpfload.mount_tracefs()
+
+
+@pytest.fixture
+def program(tmp_path) -> Path:
+    src = tmp_path / "nest.c"
+    src.write_text(PROGRAM)
+    exe = tmp_path / "nest"
+    proc = subprocess.run(["gcc", "-O1", "-g", str(src), "-o", str(exe)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    return exe
+
+
+@pytest.fixture
+def links(monkeypatch) -> list[list[str]]:
+    """For each BPF object the run closes: what its links were (the attach type of each link
+    the bpf() syscall made, "libbpf" for the others)."""
+    seen: list[list[str]] = []
+    close = bpfload.BpfObject.close
+    made: dict[int, str] = {}
+    multi = bpfload.BpfObject.attach_uprobe_multi
+
+    def attach_uprobe_multi(self, prog, *args, session=False, retprobe=False, **kw):
+        link = multi(self, prog, *args, session=session, retprobe=retprobe, **kw)
+        made[id(link)] = f"{prog}:{'session' if session else 'multi'}"
+        return link
+
+    def recording_close(self):
+        if self.links:
+            seen.append([made.get(id(link), "libbpf") for link in self.links])
+        close(self)
+
+    monkeypatch.setattr(bpfload.BpfObject, "attach_uprobe_multi", attach_uprobe_multi)
+    monkeypatch.setattr(bpfload.BpfObject, "close", recording_close)
+    return seen
+
+
+def _untimed(text: str) -> str:
+    lines = text.splitlines()
+    assert all(line.endswith(" us)") for line in lines if " -> " in line), text
+    return "".join(line.rsplit(" (", 1)[0] + "\n" if " -> " in line else line + "\n"
+                   for line in lines)
+
+
+def _trace(capfd, program: Path, *, attach: str = "auto") -> tuple[int, str, str]:
+    """Build a trace directory for `program`'s nest() and trace one run of it, in this process
+    (so the links can be looked at): (exit status, what it printed, its messages)."""
+    directory = program.parent / "dir"
+    if not directory.exists():
+        assert trace_tool.main(["--build", str(directory), str(program), "nest"]) == 0
+    capfd.readouterr()
+    out = io.StringIO()
+    status = trace_run.run(directory, trace_run.Options([], attach=attach), out=out)
+    return status, out.getvalue(), capfd.readouterr().err
+
+
+def test_session_mode_traces_nested_calls_on_one_link(live, program, links, capfd):
+    status, out, err = _trace(capfd, program)
+    assert status == 0, err
+    assert "btfgen trace: attaching one uprobe.session link (entry and exit on one link)" in err
+    assert _untimed(out) == EXPECTED, out
+    assert err.endswith("btfgen trace: 0 records lost (ring buffer full)\n"), err
+    # One link did both: the session program's, besides the fork tracepoint's.
+    assert links == [["libbpf", "trace_session:session"]], links
+
+
+def test_multi_pair_when_asked(live, program, links, capfd):
+    status, out, err = _trace(capfd, program, attach="multi")
+    assert status == 0, err
+    assert "btfgen trace: attaching uprobe_multi links (as asked)" in err
+    assert _untimed(out) == EXPECTED, out
+    assert links == [["libbpf", "trace_entry:multi", "trace_exit:multi"]], links
+
+
+def test_refused_session_link_falls_back_to_the_pair(live, program, links, capfd, monkeypatch):
+    # A kernel whose probe said yes but which refuses the real link (one function it cannot
+    # put a return probe on, say): auto goes on with the pair instead of failing.
+    multi = bpfload.BpfObject.attach_uprobe_multi
+
+    def refuse_sessions(self, prog, *args, session=False, **kw):
+        if session:
+            raise bpfload.BpfLoadError("uprobe_session link for trace_session: refused here")
+        return multi(self, prog, *args, session=session, **kw)
+
+    monkeypatch.setattr(bpfload.BpfObject, "attach_uprobe_multi", refuse_sessions)
+    status, out, err = _trace(capfd, program)
+    assert status == 0, err
+    assert ("btfgen trace: the one uprobe.session link was refused (uprobe_session link for "
+            "trace_session: refused here): attaching uprobe_multi links\n") in err, err
+    assert _untimed(out) == EXPECTED, out
+    assert links[-1] == ["libbpf", "trace_entry:multi", "trace_exit:multi"], links
+
+
+def test_session_asked_where_the_directory_has_none(live, program, capfd):
+    directory = program.parent / "dir"
+    assert trace_tool.main(["--build", str(directory), str(program), "nest"]) == 0
+    manifest = (directory / "trace.json").read_text()
+    (directory / "trace.json").write_text(manifest.replace('"session_objects"', '"x"'))
+    capfd.readouterr()
+    status = trace_tool.main(["--run", str(directory), "--attach", "session"])
+    assert status == 1
+    assert capfd.readouterr().err == (
+        "btfgen trace: --attach session: this trace directory has no session program (built by "
+        "an older btfgen)\n")
+
+
+# -- the generated per-function decoders' session slots, run by the kernel ----------------------
+
+SESSION_SLOTS = r"""
+#define BTFGEN_USER
+#define BTFGEN_SESSION
+#include "btfgen.bpf.h"
+char LICENSE[] SEC("license") = "GPL";
+
+struct seen { __s64 depth, seed, v0, v4; __s32 err, saved; };
+struct {
+	__uint(type, 27 /* BPF_MAP_TYPE_RINGBUF */);
+	__uint(max_entries, 1 << 16);
+} seen SEC(".maps");
+
+SEC("uprobe") int one_link(void *ctx)
+{
+	const struct btfgen_args_nest *a;
+	struct btfgen_ret_nest r = {};
+	struct seen *s;
+
+	if (!btfgen_session_is_return(ctx)) {
+		struct btfgen_args_nest *slot = btfgen_session_save_slot(ctx);
+
+		if (!slot)
+			return 1;
+		btfgen_entry_nest(ctx, slot);
+		return 0;
+	}
+	s = bpf_ringbuf_reserve(&seen, sizeof(*s), 0);
+	if (!s)
+		return 0;
+	a = btfgen_session_saved_slot(ctx);
+	s->saved = !!a;
+	s->err = btfgen_exit_nest(ctx, a, &r);
+	s->depth = a ? a->depth : -1;
+	s->seed = a ? a->seed : -1;
+	s->v0 = r.value.v[0];
+	s->v4 = r.value.v[4];
+	btfgen_session_release_slot(ctx);
+	bpf_ringbuf_submit(s, 0);
+	return 0;
+}
+"""
+
+
+def test_generated_session_slots_keep_each_calls_arguments(live, program, tmp_path):
+    import struct
+
+    from btfgen.codegen import outputs
+    from btfgen.trace import build as trace_build
+
+    target = trace_build.open_target(trace_build.Request(functions=["nest"],
+                                                         program=str(program)))
+    found, _ = target.select(["nest"])
+    layout = target.placement(found).layout
+    for name, text in outputs.generate(layout, target.types, ("bpf",),
+                                       self_contained=True).items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "slots.bpf.c").write_text(SESSION_SLOTS)
+    variant, _ = bpfload.session_kfuncs()
+    proc = subprocess.run([CLANG, "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86",
+                           *(["-DBTFGEN_SESSION_KFUNC_CTX"] if variant == "ctx" else []),
+                           "-Wall", "-Werror", "-c", str(tmp_path / "slots.bpf.c"), "-o",
+                           str(tmp_path / "slots.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    records: list[bytes] = []
+    with bpfload.BpfObject(str(tmp_path / "slots.o"), bpf_syscall=host_bpf_syscall()) as obj:
+        obj.expect_uprobe_multi("one_link", session=True)
+        obj.load()
+        obj.attach_uprobe_multi("one_link", str(program), ["nest"], [0], session=True)
+        with bpfload.RingBuffer(obj.map_fd("seen"), records.append) as rb:
+            done = subprocess.run([str(program)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            while rb.poll(50) > 0:
+                pass
+            rb.drain()
+    got = [struct.unpack("<4q2i", r[:40]) for r in records]
+    # Innermost exit first; each with its own call's depth and seed, from its own slot.
+    assert got == [(3, 37, 37, 300, 0, 1), (2, 27, 27, 200, 0, 1), (1, 17, 17, 100, 0, 1),
+                   (0, 7, 7, 0, 0, 1)], got
+
+
+# -- which mode, and why: the probes faked, so it runs anywhere -----------------------------------
+
+MANIFEST = {"bpf_syscall": 321, "object": "trace.bpf.o",
+            "session_objects": {"no_ctx": "s.o", "ctx": "s-ctx.o"}}
+
+
+@pytest.fixture
+def probes(monkeypatch):
+    """Set what the fake kernel has: session support (variant or None, why), kprobe_multi."""
+    state = {"session": ("ctx", ""), "multi": None, "kprobes": None}
+    monkeypatch.setattr(bpfload, "session_support", lambda _n, _k: state["session"])
+    monkeypatch.setattr(bpfload, "kprobe_multi_unavailable", lambda _n: state["multi"])
+    monkeypatch.setattr(bpfload, "kprobes_unavailable", lambda: state["kprobes"])
+    return state
+
+
+def test_auto_takes_session_first_with_the_pair_behind(probes, capsys):
+    modes = trace_run.attach_modes("auto", True, MANIFEST)
+    assert [(m.kind, m.object, m.programs) for m in modes] == [
+        ("session", "s-ctx.o", ("trace_session",)),
+        ("multi", "trace.bpf.o", ("trace_entry", "trace_exit"))]
+    assert capsys.readouterr().err == ("btfgen trace: attaching one kprobe.session link "
+                                       "(entry and exit on one link)\n")
+    probes["session"] = ("no_ctx", "")
+    assert trace_run.attach_modes("auto", False, MANIFEST)[0].object == "s.o"
+
+
+def test_auto_without_session_says_why(probes, capsys):
+    probes["session"] = (None, "this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
+    modes = trace_run.attach_modes("auto", True, MANIFEST)
+    assert [m.kind for m in modes] == ["multi"]
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching kprobe_multi links (this kernel has no bpf_session_cookie "
+        "kfunc (Linux 6.10+))\n")
+    probes["multi"] = "this kernel has no kprobe_multi links (built without CONFIG_FPROBE)"
+    assert [m.kind for m in trace_run.attach_modes("auto", True, MANIFEST)] == ["single"]
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching one kprobe and kretprobe per function (this kernel has no "
+        "kprobe_multi links (built without CONFIG_FPROBE))\n")
+
+
+def test_forced_modes(probes, capsys):
+    assert [m.kind for m in trace_run.attach_modes("session", True, MANIFEST)] == ["session"]
+    assert [m.kind for m in trace_run.attach_modes("multi", True, MANIFEST)] == ["multi"]
+    assert [m.kind for m in trace_run.attach_modes("single", True, MANIFEST)] == ["single"]
+    assert capsys.readouterr().err.splitlines() == [
+        "btfgen trace: attaching one kprobe.session link (as asked)",
+        "btfgen trace: attaching kprobe_multi links (as asked)",
+        "btfgen trace: attaching one kprobe and kretprobe per function (as asked)"]
+    probes["session"] = (None, "this kernel has no kprobe.session links (Linux 6.10+): "
+                               "Invalid argument")
+    with pytest.raises(trace_run.RunError, match=r"^--attach session: this kernel has no "
+                                                 r"kprobe.session links"):
+        trace_run.attach_modes("session", True, MANIFEST)
+    with pytest.raises(trace_run.InputError, match="--attach single is for kernel functions"):
+        trace_run.attach_modes("single", False, MANIFEST)
+
+
+def test_session_kfuncs_match_this_kernels_version():
+    if bpfload.bpf_unavailable():
+        pytest.skip(f"BPF unavailable: {bpfload.bpf_unavailable()}")
+    variant, why = bpfload.session_kfuncs()
+    release = tuple(int(x) for x in platform.release().split(".")[:2])
+    if release < (6, 10):
+        assert variant is None and "bpf_session_cookie" in why
+    else:
+        assert variant == ("ctx" if release >= (7, 0) else "no_ctx"), (variant, why)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
