@@ -23,8 +23,9 @@ from btfgen.layout import FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
 # Capture ops (btfgen.typed.capture), in this order for one capture: ROOT takes the pointer at
 # data offset `src` and starts the capture's status head at `dst`; each HOP loads the next
-# pointer from the one in hand + `src`; then one COPY (`size` bytes) or STR (a string of at
-# most `size` bytes with its NUL) from the pointer in hand + `src` to data offset `dst`. Their
+# pointer from the one in hand + `src` (its head at `dst`); then one COPY (`size` bytes) or STR (a string of at
+# most `size` bytes with its NUL) from the pointer in hand + `src` to data offset `dst`, right
+# after the head. Their
 # `space` says which memory a load reads (capture.KERNEL, USER, EITHER: kernel, then user).
 # A capture's ops share the function's MAX_OPS with its values: that is the bound per function.
 CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR = 3, 4, 5, 6
@@ -170,7 +171,7 @@ class _PlanBuilder:
             return None
         self.ops.append(Op(CAP_ROOT, root.data_off + c.within, head, 0))
         for h in c.hops:
-            self.ops.append(Op(CAP_HOP, h.offset, 0, 0, h.space))
+            self.ops.append(Op(CAP_HOP, h.offset, head, 0, h.space))
         self.ops.append(Op(CAP_STR if c.string else CAP_COPY, c.offset, data, nbytes, c.space))
         self.cursor = _align8(data + nbytes)
         self.high = max(self.high, self.cursor)

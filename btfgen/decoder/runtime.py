@@ -836,7 +836,7 @@ def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
         return Unavailable("no room in the record")
     if failed & c.root_mask:
         return Unavailable(f"{c.pointers[0]} could not be read")
-    status, hop, space, _pad, n, _pad2 = head.unpack_from(data, c.head)
+    status, hop, space, _pad, n, _pad2, _ptr = head.unpack_from(data, c.head)
     at = c.head + CAPTURE_HEAD_SIZE
     where = SPACES[space] if space < len(SPACES) else f"space {space}"
     if status == CAPTURE_NULL:

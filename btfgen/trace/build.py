@@ -52,6 +52,9 @@ class Request:
     headers: list[str] = field(default_factory=list)  # user: prototypes from C headers
     include: list[str] = field(default_factory=list)
     define: list[str] = field(default_factory=list)
+    captures: list[str] = field(default_factory=list)  # --capture 'FUNC: PATH, PATH'
+    strings: bool = True  # a string capture of every `char *` argument
+    string_size: int = 256  # capture.STRING_SIZE
 
 
 def open_target(req: Request):
@@ -78,13 +81,14 @@ def build(req: Request, out: Path) -> dict:
     target = open_target(req)
     source = req.headers[0] if req.headers else target.input
     funcs = _select(target, req, source)
+    caps = _captures(funcs, req)
     placement = target.placement(funcs)
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
     layout, conv, types = placement.layout, target.convention, target.types
     out.mkdir(parents=True, exist_ok=True)
     for name, text in outputs.generate(layout, types, ("bpf", "python"),
-                                       self_contained=True).items():
+                                       self_contained=True, captures=caps).items():
         (out / name).write_text(text)
     _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
     for module, name in RUNTIME.items():
@@ -111,6 +115,20 @@ def build(req: Request, out: Path) -> dict:
         manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
+
+
+def _captures(funcs, req: Request) -> dict:
+    """Each function's captures, or a BuildError naming the option and the column."""
+    from btfgen.typed import capture
+
+    if not 1 <= req.string_size <= capture.MAX_STRING_SIZE:
+        raise BuildError(f"--string-size: from 1 to {capture.MAX_STRING_SIZE} bytes (the "
+                         "generic record holds 1 KiB a call)")
+    try:
+        requests = [capture.parse(option) for option in req.captures]
+        return capture.for_functions(funcs, requests, req.string_size, req.strings)
+    except capture.CaptureError as e:
+        raise BuildError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
 
 
 def _select(target, req: Request, source: str) -> list:

@@ -42,9 +42,10 @@ KERNEL, USER, EITHER = 0, 1, 2  # where a load reads: the space flag of a captur
 class CaptureError(ValueError):
     """A --capture option that does not fit: the message names the column (1-based) in it."""
 
-    def __init__(self, message: str, column: int):
+    def __init__(self, message: str, column: int, option: str | None = None):
         super().__init__(f"column {column}: {message}")
         self.column = column
+        self.option = option  # the --capture option it is about, once known
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +91,17 @@ def parse(option: str) -> Request:
     """`FUNC: PATH, PATH` -> a Request, or CaptureError naming the column."""
     m = _HEAD.match(option)
     if m is None:
-        raise CaptureError("expected 'FUNC: PATH, PATH'", 1)
+        raise CaptureError("expected 'FUNC: PATH, PATH'", 1, option)
     syntaxes = []
     at = m.end()
     for part in option[at:].split(","):
         start = at + len(part) - len(part.lstrip())
         if not part.strip():
-            raise CaptureError("an empty path", start + 1)
+            raise CaptureError("an empty path", start + 1, option)
         try:
             syntaxes.append(paths.parse(part, start + 1))
         except paths.PathError as e:
-            raise CaptureError(str(e).split(": ", 1)[1], e.column) from None
+            raise CaptureError(str(e).split(": ", 1)[1], e.column, option) from None
         at += len(part) + 1
     return Request(m.group(1), tuple(syntaxes), option)
 
@@ -191,10 +192,14 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
     for r in requests:
         f = by_name.get(r.func)
         if f is None:
-            raise CaptureError(f"{r.func!r} is not among the functions traced", 1)
+            raise CaptureError(f"{r.func!r} is not among the functions traced", 1, r.option)
         mine = out.setdefault(r.func, [])
         for s in r.paths:
-            c = resolve(f, s, limit, at_exit=s.root in (paths.RETVAL, "retval"))
+            try:
+                c = resolve(f, s, limit, at_exit=s.root in (paths.RETVAL, "retval"))
+            except CaptureError as e:
+                e.option = r.option
+                raise
             if all(c.text != d.text for d in mine):
                 mine.append(c)
     return {k: tuple(v) for k, v in out.items()}
