@@ -99,7 +99,7 @@ def parse(option: str) -> Request:
         if not part.strip():
             raise CaptureError("an empty path", start + 1, option)
         try:
-            syntaxes.append(paths.parse(part, start + 1))
+            syntaxes.append(paths.parse(part, at + 1))  # columns count from the part's start
         except paths.PathError as e:
             raise CaptureError(str(e).split(": ", 1)[1], e.column, option) from None
         at += len(part) + 1
@@ -132,8 +132,9 @@ def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
     pointers = list(p.reads) if string else list(p.reads[:-1])
     if not string and not p.reads:
         raise CaptureError(f"{p.text} is the argument's own value, in every record already "
-                           f"(a pointee is *{p.text} or {p.text}->member)", syntax.root_column)
-    names = _pointer_names(syntax)
+                           f"(a pointee is *{p.text} or {p.text}->member)",
+                           syntax.root_column - syntax.star)
+    names = _pointer_names(func, syntax, at_exit)
     hops = tuple(Hop(r.offset, space_of(r.user), names[i + 1])
                  for i, r in enumerate(pointers))
     if string:
@@ -143,24 +144,28 @@ def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
     size = p.size
     if size > MAX_VALUE_SIZE:
         raise CaptureError(f"{p.text}: {size} bytes, more than a record operation holds "
-                           f"({MAX_VALUE_SIZE}); capture its members", syntax.root_column)
+                           f"({MAX_VALUE_SIZE}); capture its members",
+                           syntax.root_column - syntax.star)
     return Capture(p.text, p.param, p.within, names[0], hops, False, last.offset, size,
                    space_of(last.user), p.type, p.bit_offset, p.bit_size)
 
 
-def _pointer_names(syntax: paths.Syntax) -> list[str]:
+def _pointer_names(func: T.Func, syntax: paths.Syntax, at_exit: bool) -> list[str]:
     """The pointers a path goes through, as written: `file`, `file->f_path.dentry` for
     `file->f_path.dentry->d_name.name` (and the path itself, the last one, for a string)."""
     text = syntax.root
     names = []
-    for step in syntax.steps:
+    for k, step in enumerate(syntax.steps):
         if isinstance(step, paths.Arrow):
             names.append(text)
             text += f"->{step.name}"
         elif isinstance(step, paths.Member):
             text += f".{step.name}"
         else:
-            names.append(text)  # an index through a pointer loads too; through an array not
+            # An index through a pointer loads it; one into an array does not.
+            prefix = paths.Syntax(text, False, syntax.root, syntax.root_column, syntax.steps[:k])
+            if isinstance(strip(paths.resolve(func, prefix, at_exit=at_exit).type), T.Ptr):
+                names.append(text)
             text += f"[{step.index}]"
     names.append(text)
     return names
