@@ -123,6 +123,7 @@ class HeaderView:
     op_fields: tuple[spec_format.Field, ...] = spec_format.OP
     spec_fields: tuple[spec_format.Field, ...] = spec_format.SPEC_HEAD
     record_fields: tuple[spec_format.Field, ...] = spec_format.RECORD_HEAD
+    capture_fields: tuple[spec_format.Field, ...] = spec_format.CAPTURE_HEAD
 
 
 def reg_type(size: int) -> str:
@@ -300,9 +301,23 @@ def spec_views(arch: ArchLayout, names: list[str], plans, render_all) -> tuple[S
     their texts in order (a render per prototype costs more in the template engine's setup than
     in the text)."""
     fs = arch.functions
-    firsts, at = by_prototype(fs)
+    firsts, at = _by_object(plans)  # one plan per prototype, or per function with captures
     texts = render_all([_spec_ops(plans[i], arch.pointer_size) for i in firsts])
     return tuple(SpecView(n, f.btf_id, texts[k]) for f, n, k in zip(fs, names, at))
+
+
+def _by_object(items) -> tuple[list[int], list[int]]:
+    """by_prototype for a list whose shared entries are one object."""
+    index: dict[int, int] = {}
+    firsts: list[int] = []
+    at = []
+    for i, x in enumerate(items):
+        k = index.get(id(x))
+        if k is None:
+            k = index[id(x)] = len(firsts)
+            firsts.append(i)
+        at.append(k)
+    return firsts, at
 
 
 def _spec_ops(p: generic.GenericPlan, pointer_size: int) -> SpecOpsView:

@@ -22,27 +22,48 @@ from btfgen.decoder.describe import function_desc
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, ValueLayout, by_prototype
 
 
-def plans(arch: ArchLayout) -> list[generic.GenericPlan]:
-    """Each function's generic plan; one object per prototype."""
+def plans(arch: ArchLayout, captures: dict | None = None) -> list[generic.GenericPlan]:
+    """Each function's generic plan; one object per prototype (and per function with
+    captures: `captures` maps a function's name to its btfgen.typed.capture.Captures)."""
     fs = arch.functions
-    firsts, at = by_prototype(fs)
-    made = [generic.plan(fs[i].proto, arch.byte_order, arch.pointer_size) for i in firsts]
+    captures = captures or {}
+    firsts, at = _by_plan(fs, captures)
+    made = [generic.plan(fs[i].proto, arch.byte_order, arch.pointer_size,
+                         captures.get(fs[i].name, ())) for i in firsts]
     return [made[k] for k in at]
+
+
+def _by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:
+    """by_prototype, with each function that has captures a group of its own."""
+    if not captures:
+        return by_prototype(fs)
+    index: dict = {}
+    firsts: list[int] = []
+    at = []
+    for i, f in enumerate(fs):
+        key = (f.proto, f.name if f.name in captures else None)
+        k = index.get(key)
+        if k is None:
+            k = index[key] = len(firsts)
+            firsts.append(i)
+        at.append(k)
+    return firsts, at
 
 
 class _Files:
     """The renderers, with what several outputs share computed once per process."""
 
-    def __init__(self, arch: ArchLayout, table, self_contained: bool):
+    def __init__(self, arch: ArchLayout, table, self_contained: bool, captures: dict):
         self.arch, self.table = arch, table
         self.self_contained = self_contained
+        self.captures = captures
         self._plans: list[generic.GenericPlan] | None = None
         self._cnames: list[str] | None = None
 
     @property
     def plans(self) -> list[generic.GenericPlan]:
         if self._plans is None:
-            self._plans = plans(self.arch)
+            self._plans = plans(self.arch, self.captures)
         return self._plans
 
     @property
@@ -81,7 +102,7 @@ class _Files:
             decoders_header=file_name("header", self.arch.arch))
 
     def python(self) -> str:
-        return python_module(self.arch, self.plans)
+        return python_module(self.arch, self.plans, self.captures)
 
     def layout(self) -> str:
         return layout_text(self.arch)
@@ -123,11 +144,13 @@ def file_names(arch: str) -> dict[str, str]:
 
 
 def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
-             specs_table: bool = True, jobs: int = 1) -> dict[str, str]:
+             specs_table: bool = True, jobs: int = 1,
+             captures: dict | None = None) -> dict[str, str]:
     """The files for `langs` (without the spec table unless `specs_table`); with `jobs` > 1
-    rendered in two processes (the same bytes)."""
+    rendered in two processes (the same bytes). `captures`: function name -> its
+    btfgen.typed.capture.Captures, in the generic decoder's specs and the Python module."""
     chosen = [o for o in OUTPUTS if o.lang in langs and (specs_table or o.name != "specs")]
-    files = _Files(arch, table, self_contained)
+    files = _Files(arch, table, self_contained, captures or {})
     groups = [chosen] if jobs < 2 else [[o for o in chosen if o.half == h] for h in (0, 1)]
     with collector_paused():
         return forked.run([lambda g=g: _render(files, g) for g in groups if g])
@@ -146,26 +169,32 @@ class _PtrType:
         self.ptr_type = ptr_type
 
 
-def python_module(arch: ArchLayout, gplans) -> str:
+def python_module(arch: ArchLayout, gplans, captures: dict | None = None) -> str:
     """The module's text: each prototype's descriptor once, as the source of a tuple the module
     evaluates on first use (CPython took 30 s and 4 GB to compile a whole kernel's descriptors
     as one literal), and every function's name, id and prototype index."""
     lits = python.Literals()
     memo: dict = {}
+    captures = captures or {}
 
     def proto_text(f: FunctionLayout, p: generic.GenericPlan) -> str:
-        d = function_desc(f, arch.byte_order, arch.pointer_size, p, memo)
-        ops = (tuple((o.src, o.dst, o.size, o.source) for o in p.entry_ops),
-               tuple((o.src, o.dst, o.size, o.source) for o in p.exit_ops), p.carry_code)
+        d = function_desc(f, arch.byte_order, arch.pointer_size, p, memo,
+                          captures.get(f.name, ()))
+        ops = (tuple(o.spelled for o in p.entry_ops),
+               tuple(o.spelled for o in p.exit_ops), p.carry_code)
         parts = [lits.value_text(a) for a in d.args]
         args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
         ret_text = ("None" if d.ret is None else
                     f"({lits.value_text(d.ret.value)}, {d.ret.needs_entry!r})")
+        caps = ""
+        if d.captures:  # a ninth field only where there are captures
+            caps = (", (" + ", ".join(lits.capture_text(c) for c in d.captures)
+                    + ("," if len(d.captures) == 1 else "") + ")")
         return repr(f"(({d.byte_order!r}, {d.pointer_size}, ({args_text}), {ret_text}, "
-                    f"{d.fast!r}, {d.record!r}), {ops!r})")  # plain-tuple reprs
+                    f"{d.fast!r}, {d.record!r}{caps}), {ops!r})")  # plain-tuple reprs
 
     fs = arch.functions
-    firsts, at = by_prototype(fs)
+    firsts, at = _by_plan(fs, captures)
     protos = tuple(proto_text(fs[i], gplans[i]) for i in firsts)
     funcs = tuple((repr(key), f"({f.name!r}, {f.btf_id}, {k})")
                   for f, key, k in zip(fs, function_keys(fs, str), at))

@@ -42,6 +42,11 @@ class Literals:
         return (f"({v.name!r}, {self.type_text(v.type)}, {v.size!r}, {v.pieces!r}, "
                 f"{v.by_ref!r}, {v.unavailable!r})")  # Piece reprs as a plain tuple
 
+    def capture_text(self, c: runtime.CaptureDesc) -> str:
+        """A capture descriptor, as the tuple literal `runtime.CaptureDesc.check` rebuilds."""
+        rest = ", ".join(repr(x) for x in c[3:])
+        return f"({c.name!r}, {c.kind!r}, {self.type_text(c.type)}, {rest})"
+
     def text(self, obj) -> str:
         if isinstance(obj, tuple):
             return self._tuple(obj)

@@ -49,6 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "btfgen_filter_exit_FUNC(ret), EXPR checked against BTF (e.g. "
                              "'vfs_read: count > 4096 && file->f_flags & 0x800'; repeatable, "
                              "one per function; FUNC may be a glob)")
+    parser.add_argument("--capture", action="append", default=[], metavar="'FUNC: PATH, ...'",
+                        help="the generic decoder's specs and the Python module also capture "
+                             "what these paths point to (as `btfgen trace --capture`; "
+                             "repeatable)")
+    parser.add_argument("--capture-strings", action="store_true",
+                        help="and the string behind every char * argument (opt-in here: the "
+                             "generated record layouts do not change unasked)")
+    parser.add_argument("--string-size", type=int, default=256, metavar="BYTES",
+                        help="characters of a captured string kept (default 256, at most 509)")
     add_header_arguments(parser)
     from btfgen.commands.options import add_dwarf_arguments
 
@@ -132,7 +141,8 @@ def _run(args: argparse.Namespace, progress) -> int:
 
     self_contained = args.self_contained or arch.pointer_size != 8
     files = generate(arch, target.types, langs, self_contained=self_contained,
-                     specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
+                     specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)),
+                     captures=_captures(args, target, arch))
     if bound:
         from btfgen.codegen.outputs import file_name
 
@@ -155,6 +165,24 @@ def _run(args: argparse.Namespace, progress) -> int:
         print(f"btfgen: {selection.missing_line(target.path)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _captures(args: argparse.Namespace, target, arch) -> dict:
+    """--capture and --capture-strings resolved against the placed functions' BTF, or one
+    line naming the option and the column (exit 2)."""
+    if not args.capture and not args.capture_strings:
+        return {}
+    from btfgen.errors import BtfgenError
+    from btfgen.typed import capture
+
+    if not 1 <= args.string_size <= capture.MAX_STRING_SIZE:
+        raise BtfgenError(f"--string-size: from 1 to {capture.MAX_STRING_SIZE} bytes")
+    funcs = [target.types[f.btf_id] for f in arch.functions]
+    try:
+        requests = [capture.parse(option) for option in args.capture]
+        return capture.for_functions(funcs, requests, args.string_size, args.capture_strings)
+    except capture.CaptureError as e:
+        raise BtfgenError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
 
 
 def summarize_partial(arch) -> list[str]:

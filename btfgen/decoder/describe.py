@@ -13,6 +13,7 @@ from btfgen.decoder.generic import GenericPlan, piece_source
 from btfgen.decoder.generic import plan as generic_plan
 from btfgen.decoder.runtime import (
     ArrayType,
+    CaptureDesc,
     BoolType,
     BytesType,
     CharsType,
@@ -150,8 +151,22 @@ def fast_format(f: FunctionLayout, args: tuple[ValueDesc, ...], byte_order: str)
     return FastPath("".join(fmt), None if perm == tuple(range(len(perm))) else perm)
 
 
+def capture_desc(c, plan, memo: dict | None = None) -> CaptureDesc:
+    """The descriptor of capture `c` (btfgen.typed.capture.Capture) where `plan` (a
+    generic.CapturePlan, or None: left out) put it."""
+    if c.string:
+        t: tuple = CharsType("chars", c.size)
+    else:
+        t = type_desc(c.type, memo)
+    pointers = (c.root,) + tuple(h.name for h in c.hops)
+    head, mask = (-1, 0) if plan is None else (plan.head, plan.root_mask)
+    return CaptureDesc(c.text, "str" if c.string else "value", t, c.size, c.bit_offset,
+                       c.bit_size, c.at_exit, head, mask, pointers)
+
+
 def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
-                  gplan: GenericPlan | None = None, memo: dict | None = None) -> FunctionDesc:
+                  gplan: GenericPlan | None = None, memo: dict | None = None,
+                  captures: tuple = ()) -> FunctionDesc:
     order = "little" if byte_order == "little" else "big"
     memo = {} if memo is None else memo
     # Values recur across prototypes as one object: the memo keeps their descriptors too.
@@ -160,7 +175,7 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
     if f.ret is not None:
         needs_entry = f.ret.by_ref and not f.ret.at_exit
         ret = RetDesc(_value_desc_memo(f.ret, byte_order, memo), needs_entry)
-    gplan = gplan or generic_plan(f, byte_order, pointer_size)
+    gplan = gplan or generic_plan(f, byte_order, pointer_size, captures)
 
     def plans(ps):
         return tuple(None if p is None else _new(Plan, (p.data_off, p.ptr_off, p.op_mask))
@@ -168,4 +183,6 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
 
     record = _new(RecordPlans, (plans(gplan.entry), plans(gplan.exit)))
     fast = fast_format(f, args, byte_order)
-    return _new(FunctionDesc, (f.name, f.btf_id, order, pointer_size, args, ret, fast, record))
+    caps = tuple(capture_desc(c, p, memo) for c, p in zip(captures, gplan.captures))
+    return _new(FunctionDesc, (f.name, f.btf_id, order, pointer_size, args, ret, fast, record,
+                               caps))

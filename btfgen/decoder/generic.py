@@ -21,12 +21,21 @@ from btfgen.decoder import runtime
 from btfgen.layout import FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
+# Capture ops (btfgen.typed.capture), in this order for one capture: ROOT takes the pointer at
+# data offset `src` and starts the capture's status head at `dst`; each HOP loads the next
+# pointer from the one in hand + `src` (its head at `dst`); then one COPY (`size` bytes) or STR (a string of at
+# most `size` bytes with its NUL) from the pointer in hand + `src` to data offset `dst`, right
+# after the head. Their
+# `space` says which memory a load reads (capture.KERNEL, USER, EITHER: kernel, then user).
+# A capture's ops share the function's MAX_OPS with its values: that is the bound per function.
+CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR = 3, 4, 5, 6
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
 DATA_SIZE = 1024  # record data bytes; an op's dst and size are both below DATA_SIZE // 2
 OP_LIMIT = DATA_SIZE // 2
 # Bit of the record's failed mask set when an exit needed a carried pointer that was not saved:
 # defined once, by the runtime that reads it (it imports nothing, being copied into modules).
 CARRY_MISSING_BIT = runtime.CARRY_MISSING.bit_length() - 1
+CAPTURE_HEAD_SIZE = runtime.CAPTURE_HEAD_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +44,13 @@ class Op:
     src: int
     dst: int
     size: int
+    space: int = 0  # capture ops: where a load reads
+
+    @property
+    def spelled(self) -> tuple:
+        """As a generated module spells it: the space only where a capture op has one."""
+        head = (self.src, self.dst, self.size, self.source)
+        return head + (self.space,) if self.space else head
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,12 @@ class ValuePlan:
 
 
 @dataclass(frozen=True, slots=True)
+class CapturePlan:
+    head: int  # data offset of its status head (spec_format.CAPTURE_HEAD); the bytes follow
+    root_mask: int  # the ops that read the argument it starts from
+
+
+@dataclass(frozen=True, slots=True)
 class GenericPlan:
     entry_ops: tuple[Op, ...]
     exit_ops: tuple[Op, ...]
@@ -52,6 +74,7 @@ class GenericPlan:
     exit: tuple[ValuePlan | None, ...]  # the return value, if any
     skipped: tuple[str, ...]  # why values were left out
     carry: int = -1  # entry data offset of the return pointer the exit needs; -1: none
+    captures: tuple[CapturePlan | None, ...] = ()  # per capture asked (None: left out)
 
     @property
     def carry_code(self) -> int:
@@ -125,6 +148,35 @@ class _PlanBuilder:
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, start, mask)
 
+    def capture(self, c, root: ValuePlan | None, budget: int) -> CapturePlan | None:
+        """Ops reading what capture `c` points to, after the value it starts from (`root`):
+        None, with the reason in `skipped`, when the record or the op table has no room."""
+        from btfgen.typed.capture import record_bytes
+
+        what = f"capture {c.text}"
+        if root is None or root.data_off < 0:
+            self.skipped.append(f"{what}: its argument is not in the record")
+            return None
+        head = self.cursor
+        data = head + CAPTURE_HEAD_SIZE
+        nbytes = record_bytes(c)
+        if len(c.hops) + 2 > MAX_OPS - self.first - len(self.ops):
+            self.skipped.append(f"{what}: more operations than the {MAX_OPS} of a function")
+            return None
+        if data >= OP_LIMIT or data + nbytes > min(DATA_SIZE, budget):
+            self.skipped.append(f"{what}: no room left in the record")
+            return None
+        if any(h.offset > 0xffff for h in c.hops) or c.offset > 0xffff:
+            self.skipped.append(f"{what}: an offset past 64 KiB")
+            return None
+        self.ops.append(Op(CAP_ROOT, root.data_off + c.within, head, 0))
+        for h in c.hops:
+            self.ops.append(Op(CAP_HOP, h.offset, head, 0, h.space))
+        self.ops.append(Op(CAP_STR if c.string else CAP_COPY, c.offset, data, nbytes, c.space))
+        self.cursor = _align8(data + nbytes)
+        self.high = max(self.high, self.cursor)
+        return CapturePlan(head, root.op_mask)
+
     def carried(self, v: ValueLayout, carry: int) -> ValuePlan | None:
         """A value behind the pointer the entry carried over, which sits at data offset 0."""
         if carry < 0:
@@ -140,9 +192,13 @@ class _PlanBuilder:
         return ValuePlan(dst, 0, mask)
 
 
-def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int) -> GenericPlan:
+def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
+         captures: tuple = (), budget: int = DATA_SIZE) -> GenericPlan:
+    """`captures` (btfgen.typed.capture.Capture) take what room the record has after the
+    values, up to data byte `budget`, in order."""
     b = _PlanBuilder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
+    cplans: dict[int, CapturePlan | None] = {}
     ret = f.ret
     carries = (ret is not None and ret.by_ref and not ret.at_exit
                and ret.unavailable is None)
@@ -153,11 +209,18 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int) ->
         held = b.value(pointer, "return pointer")
         if held is not None:
             carry = held.data_off
+    for i, c in enumerate(captures):
+        if not c.at_exit:
+            cplans[i] = b.capture(c, entry[c.param], budget)
     x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
     if carries:
         exit_ = (x.carried(ret, carry),)
     elif ret is not None:
         exit_ = (x.value(ret, "return value"),)
+    for i, c in enumerate(captures):
+        if c.at_exit:
+            cplans[i] = x.capture(c, exit_[0] if exit_ else None, budget)
     return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
-                       tuple(b.skipped + x.skipped), carry)
+                       tuple(b.skipped + x.skipped), carry,
+                       tuple(cplans[i] for i in range(len(captures))))

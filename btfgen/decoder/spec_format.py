@@ -40,7 +40,7 @@ class Field(NamedTuple):  # not a dataclass: generated modules run this text unr
 
 
 OP = (Field("__u16", "src"), Field("__u16", "dst"), Field("__u16", "size"),
-      Field("__u8", "from"), Field("__u8", "pad"))
+      Field("__u8", "from"), Field("__u8", "space", "capture ops: 0 kernel, 1 user, 2 either"))
 SPEC_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u8", "nentry", "ops[0, nentry) run at entry"),
@@ -52,6 +52,18 @@ RECORD_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u32", "kind", "0: entry, 1: exit"),
     Field("__u64", "failed", "bit i: operation i failed (its bytes are zero)"),
+)
+# Before each capture's bytes in the record's data (generic.CAP_ROOT writes it). The capture's
+# ops keep their state here, not in BPF registers: the verifier then sees one state per op of
+# the generic loop, where state carried in registers multiplied its paths past its limit.
+CAPTURE_HEAD = (
+    Field("__u8", "status", "0: not made, 1: read, 2: a NULL pointer, 3: a read faulted"),
+    Field("__u8", "hop", "the pointer that was NULL or faulted: 0 the first, i after i loads"),
+    Field("__u8", "space", "the memory the last read read: 0 kernel, 1 user"),
+    Field("__u8", "pad"),
+    Field("__u16", "len", "bytes read (a string's: with its NUL)"),
+    Field("__u16", "pad2"),
+    Field("__u64", "ptr", "the pointer in hand: the last one loaded"),
 )
 # `btfgen trace`: who made the call and when, before the call's btfgen_record.
 EVENT_HEAD = (

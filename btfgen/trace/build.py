@@ -58,6 +58,9 @@ class Request:
     include: list[str] = field(default_factory=list)
     define: list[str] = field(default_factory=list)
     filters: list[str] = field(default_factory=list)  # --filter 'FUNC: EXPR'
+    captures: list[str] = field(default_factory=list)  # --capture 'FUNC: PATH, PATH'
+    strings: bool = True  # a string capture of every `char *` argument
+    string_size: int = 256  # capture.STRING_SIZE
 
 
 def open_target(req: Request):
@@ -91,6 +94,7 @@ def build(req: Request, out: Path) -> dict:
     funcs = _select(target, req, source)
     if not req.kernel:
         kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
+    caps = _captures(funcs, req)
     placement = target.placement(funcs)
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
@@ -99,7 +103,7 @@ def build(req: Request, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     _write_filter(out, bound, layout, types)
     for name, text in outputs.generate(layout, types, ("bpf", "python"),
-                                       self_contained=True).items():
+                                       self_contained=True, captures=caps).items():
         (out / name).write_text(text)
     _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
     for module, name in RUNTIME.items():
@@ -173,6 +177,20 @@ def _write_filter(out: Path, bound, layout, types) -> None:
 
     (out / filter_trace.F.TRACE_HEADER).write_text(
         filter_trace.trace_header(bound, layout, types))
+
+
+def _captures(funcs, req: Request) -> dict:
+    """Each function's captures, or a BuildError naming the option and the column."""
+    from btfgen.typed import capture
+
+    if not 1 <= req.string_size <= capture.MAX_STRING_SIZE:
+        raise BuildError(f"--string-size: from 1 to {capture.MAX_STRING_SIZE} bytes (the "
+                         "generic record holds 1 KiB a call)")
+    try:
+        requests = [capture.parse(option) for option in req.captures]
+        return capture.for_functions(funcs, requests, req.string_size, req.strings)
+    except capture.CaptureError as e:
+        raise BuildError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
 
 
 def _select(target, req: Request, source: str) -> list:

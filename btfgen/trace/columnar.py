@@ -102,12 +102,31 @@ class Layout:
                 # Behind a pointer the BPF side did not follow: the address (per-record: Unread).
                 address = vdesc.by_ref and plan.data_off < 0
                 self.others.append((column, vdesc, i, address))
+        # Captures (what pointers pointed to): decoded per record, after the values.
+        self.captures = [(CAPTURE_PREFIX + c.name, c) for c in fn.desc.captures
+                         if c.at_exit == bool(kind)]
+        for column, c in self.captures:
+            self.columns.append(column)
+            if c.kind == "str":
+                self.columns.append(column + TRUNCATED)
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
                                "itemsize": stride})
         self.fn, self.kind = fn, kind
         # The id_kind word of this function's events of this kind.
         self.id_kind = int.from_bytes(spec_format.structs(_ID_KIND)[order].pack(fn.btf_id, kind),
                                       order)
+
+
+# A capture's column is its path after this (`cap:how->flags`): no argument's name has a colon.
+CAPTURE_PREFIX = "cap:"
+TRUNCATED = ".truncated"  # after a string capture's column: whether it went on past the limit
+
+
+def capture_arrow_type(c):
+    """A capture's Arrow type: a string, or its value's with char arrays as strings."""
+    if c.kind == "str":
+        return pa.string()
+    return arrow_type(c.type, text=True)
 
 
 def _scalar(vdesc) -> str | None:
@@ -219,6 +238,21 @@ def _to_arrow(layout: Layout, payload):
             typ = pa.uint64() if address else arrow_type(vdesc.type)
             cols[name] = pa.array([plain(row[i] if layout.kind == 0 else row, vdesc.type)
                                    for row in rows], type=typ)
+    if layout.captures:
+        stride = layout.dtype.itemsize
+        try:
+            caps = [layout.fn.decode_captures(payload[i * stride + recording.EVENT_HEADER:
+                                                      (i + 1) * stride])
+                    for i in range(len(a))]
+        except DecodeError as e:
+            raise recording.RecordError(f"corrupt event ({e})") from None
+        for name, c in layout.captures:
+            values = [row[c.name] for row in caps]
+            cols[name] = pa.array([plain(v, c.type) for v in values],
+                                  type=capture_arrow_type(c))
+            if c.kind == "str":
+                cols[name + TRUNCATED] = pa.array(
+                    [getattr(v, "truncated", None) for v in values], type=pa.bool_())
     return pa.RecordBatch.from_pydict({c: cols[c] for c in layout.columns})
 
 
@@ -232,9 +266,12 @@ def _native(view):
 _NATIVE = "<" if np.little_endian else ">"
 
 
-def arrow_type(t):
-    """The Arrow type of a value of type descriptor `t` (see btfgen.decoder.runtime)."""
+def arrow_type(t, text: bool = False):
+    """The Arrow type of a value of type descriptor `t` (see btfgen.decoder.runtime); with
+    `text`, char arrays are strings (as captures decode them)."""
     tag = t.tag
+    if text and tag == "chars":
+        return pa.string()
     if tag in ("int", "enum") and t.size in SIZES:
         return getattr(pa, f"{'' if t.signed else 'u'}int{8 * t.size}")()
     if tag == "ptr":
@@ -246,9 +283,9 @@ def arrow_type(t):
     if tag == "int" or tag == "enum":
         return pa.string()  # wider than 64 bits: the number in decimal
     if tag == "array":
-        return pa.list_(arrow_type(t.elem))
+        return pa.list_(arrow_type(t.elem, text))
     if tag in ("struct", "union"):
-        return pa.struct([(m.name, arrow_type(m.type)) for m in t.members])
+        return pa.struct([(m.name, arrow_type(m.type, text)) for m in t.members])
     return pa.binary()
 
 
@@ -273,6 +310,8 @@ def plain(value, t):
         return [plain(v, t.elem) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
+    if isinstance(value, str):
+        return str(value)  # a captured string, without its marks
     return value
 
 

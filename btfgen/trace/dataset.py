@@ -229,7 +229,8 @@ class _Rows:
     def _columns(self, fi: int, kind: int, rb, at: int) -> dict:
         fn, n = self.fns[fi], rb.num_rows
         values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
-        assert rb.num_columns == len(EVENT_COLUMNS) + len(values)  # columnar's own order
+        ncaps = sum(1 + (c.kind == "str") for c in fn.captures if c.at_exit == bool(kind))
+        assert rb.num_columns == len(EVENT_COLUMNS) + len(values) + ncaps  # columnar's order
         ts = rb.column(0).to_numpy().astype(np.int64)
         call, took = (a[at:at + n] for a in self.calls[fi])
         off = self.source.clock_offset
@@ -245,6 +246,8 @@ class _Rows:
         names = ["ret"] if kind else _arg_columns([v[0] for v in values])
         for i, (vdesc, name) in enumerate(zip(values, names)):
             cols[name] = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
+        for i in range(len(EVENT_COLUMNS) + len(values), rb.num_columns):
+            cols[rb.schema.field(i).name] = rb.column(i)  # captures: cap:PATH, as columnar's
         return cols
 
 

@@ -70,44 +70,52 @@ class Printer:
         if fn is None or kind > 1:
             raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
         value = fn.decode_record(rec)
+        caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
         who = Who(tgid, tid, comm.split(b"\0")[0].decode(errors="replace"), ns, cpu)
         stack = self.open.setdefault(tid, [])
         if kind == 0:
-            stack.append((fn, ns, value))
+            stack.append((fn, ns, value, caps))
             if len(stack) > MAX_DEPTH:
                 del stack[0]
             if not self.errors:
-                self._write(self._entry(fn, who, value))
+                self._write(self._entry(fn, who, value, caps))
             return
         entry = _pop(stack, fn)
         if not stack:
             del self.open[tid]
         took = None if entry is None else ns - entry[1]
         if not self.errors:
-            self._write(self._exit(fn, who, value, took, None))
+            self._write(self._exit(fn, who, value, took, None, caps))
         elif failed(fn, value):
-            self._write(self._exit(fn, who, value, took, entry))
+            self._write(self._exit(fn, who, value, took, entry, caps))
 
-    def _entry(self, fn, who, args) -> str:
+    def _entry(self, fn, who, args, caps) -> str:
         if self.as_json:
-            return _json(who, fn, "entry", args=_typed_args(fn, args))
-        return f"{self._prefix(who)}{fn.name}({_shown_args(fn, args)})"
+            extra = {"captures": _typed_captures(caps)} if caps else {}
+            return _json(who, fn, "entry", args=_typed_args(fn, args), **extra)
+        return f"{self._prefix(who)}{fn.name}({_shown_args(fn, args, caps)})"
 
-    def _exit(self, fn, who, value, took, entry) -> str:
+    def _exit(self, fn, who, value, took, entry, caps) -> str:
         ret = fn.ret.value if fn.ret else None
         if self.as_json:
             extra = {"return": typed(value)}
+            if caps:
+                extra["captures"] = _typed_captures(caps)
             if took is not None:
                 extra["duration_ns"] = took
             if self.errors:
                 extra["args"] = None if entry is None else _typed_args(fn, entry[2])
+                if entry is not None and entry[3]:
+                    extra["entry_captures"] = _typed_captures(entry[3])
             return _json(who, fn, "error" if self.errors else "exit", **extra)
         text = show(value, _is_pointer(ret))
+        if caps:
+            text += " " + ", ".join(f"{k}={show_captured(v)}" for k, v in caps.items())
         if self.errors:
             name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
             if name:
                 text += f" {name}"
-            args = "?" if entry is None else _shown_args(fn, entry[2])  # entry lost
+            args = "?" if entry is None else _shown_args(fn, entry[2], entry[3])  # entry lost
             head = f"{fn.name}({args})"
         else:
             head = fn.name
@@ -158,9 +166,28 @@ def _is_pointer(vdesc) -> bool:
     return vdesc is not None and vdesc.type.tag == "ptr"
 
 
-def _shown_args(fn, args) -> str:
-    return ", ".join(f"{name}={show(v, _is_pointer(d))}"
-                     for (name, v), d in zip(fn.as_dict(args).items(), fn.args))
+def _shown_args(fn, args, caps=None) -> str:
+    """`name=value, ...`: an argument captured as a whole (its string) shows the capture in its
+    place, and captures through it follow the arguments as `path=value`."""
+    caps = caps or {}
+    shown = [f"{name}={show_captured(caps[name]) if name in caps else show(v, _is_pointer(d))}"
+             for (name, v), d in zip(fn.as_dict(args).items(), fn.args)]
+    shown += [f"{path}={show_captured(v)}" for path, v in caps.items() if path not in fn.names]
+    return ", ".join(shown)
+
+
+def show_captured(value) -> str:
+    """A capture as text: a string quoted (JSON's escapes), `...` after a truncated one; a
+    value that could not be read as <why>."""
+    if hasattr(value, "truncated"):
+        return json.dumps(str(value), ensure_ascii=False) + ("..." if value.truncated else "")
+    if hasattr(value, "reason"):
+        return f"<{value.reason}>"
+    return show(value)
+
+
+def _typed_captures(caps: dict) -> dict:
+    return {path: typed(v) for path, v in caps.items()}
 
 
 def _typed_args(fn, args) -> dict:
@@ -191,6 +218,10 @@ def typed(value):
     address}."""
     if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, str):  # a captured string: marked when truncated
+        if getattr(value, "truncated", False):
+            return {"string": str(value), "truncated": True}
+        return str(value)
     if isinstance(value, int):
         name = getattr(value, "name", None)
         if name is not None or type(value).__name__ == "Enumerator":

@@ -48,6 +48,7 @@ MAX_SECTIONS = 1 << 14
 MAX_STRIDE = 1 << 20  # an event is far shorter: the generic record's data is 1024 bytes
 EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)  # before the btfgen_record
 RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
+CAPTURE_HEAD = spec_format.size_of(spec_format.CAPTURE_HEAD)  # before each capture
 
 
 _LITTLE = struct.pack("=H", 1) == b"\x01\x00"
@@ -108,6 +109,9 @@ def stride(desc) -> int:
                 continue
             end = max(end, plan.data_off + value.size if plan.data_off >= 0 else
                       plan.ptr_off + desc.pointer_size)
+    for c in getattr(desc, "captures", ()):  # each after its status head
+        if c.head >= 0:
+            end = max(end, c.head + CAPTURE_HEAD + (c.size + 2 if c.kind == "str" else c.size))
     return EVENT_HEADER + RECORD_HEADER + (end + 7) // 8 * 8
 
 

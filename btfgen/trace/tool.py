@@ -86,6 +86,17 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "the BPF program: e.g. 'vfs_read: count > 4096 && file->f_flags & "
                         "0x800', 'f: prefix(path, \"/etc/\")', 'f: $retval < 0' (exit); "
                         "repeatable, one per function")
+    p.add_argument("--capture", action="append", default=[], metavar="'FUNC: PATH, ...'",
+                   help="also record what these paths from FUNC's arguments point to: "
+                        "'vfs_read: file->f_path.dentry->d_name.name', 'do_sys_openat2: "
+                        "how->flags', '*file' for the whole pointee (one level deep); a path "
+                        "ending at a char pointer is a string (repeatable)")
+    p.add_argument("--string-size", type=int, default=256, metavar="BYTES",
+                   help="characters of a captured string kept (default 256, as retsnoop; at "
+                        "most 509: a call's record holds 1 KiB); a longer one is marked "
+                        "truncated")
+    p.add_argument("--no-strings", dest="strings", action="store_false",
+                   help="do not capture the string behind every char * argument")
     p.add_argument("--pid", type=int, default=0,
                    help="trace this running process and its new children (until it exits "
                         "or Ctrl-C) instead of running a command; with a LIBRARY, its "
@@ -162,8 +173,10 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.run and args.build:
         p.error("--build and --run are two steps: give one")
     if args.run and (args.names or args.kernel or args.btf or args.header or args.arch
-                     or args.filter):
-        p.error("--run takes no functions, types or filters: they were chosen at --build")
+                     or args.filter or args.capture or not args.strings
+                     or args.string_size != 256):
+        p.error("--run takes no functions, types, filters or captures: they were chosen at "
+                "--build")
     if args.pid and command:
         p.error("--pid traces a running process: give no command after --")
     if args.record and (args.errors or args.json):
@@ -201,7 +214,8 @@ def _build(args, out: Path) -> None:
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
         btf=args.btf, dwarf=args.dwarf, arch=args.arch,
         program=None if args.kernel else args.names[0],
-        headers=args.header, include=args.include, define=args.define, filters=args.filter)
+        headers=args.header, include=args.include, define=args.define, filters=args.filter,
+        captures=args.capture, strings=args.strings, string_size=args.string_size)
     try:
         trace_build.build(req, out)
     except trace_build.BuildError as e:

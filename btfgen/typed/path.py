@@ -248,6 +248,11 @@ class _Walk:
             raise PathError(f"{_spell(self.t)} is neither an array nor a pointer", column)
 
 
+def user_memory(ptr: T.Ptr) -> bool | None:
+    """Whether `ptr` points to user memory: True, False, or None (the BTF tags no pointer)."""
+    return _user(ptr)
+
+
 def _user(ptr: T.Ptr) -> bool | None:
     t: T.Type = ptr.type
     while isinstance(t, (T.TypeTag, T.Const, T.Volatile, T.Restrict, T.Typedef)):

@@ -58,12 +58,16 @@ def events(descs, n: int, seed: int, order: str, failed_rate: float = 0.0) -> li
     return out
 
 
+def header(mod) -> dict:
+    """A recording's header as the tracer writes it, but for its functions."""
+    return {"format": "btfgen trace recording", "arch": mod.ARCH, "who": False,
+            "byte_order": mod.BYTE_ORDER, "pointer_size": mod.POINTER_SIZE,
+            "kernel_release": "synthetic", "kind": "user", "host": "synthetic-host"}
+
+
 def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = None) -> None:
     descs = descriptors(mod)
-    header = {"format": "btfgen trace recording", "arch": mod.ARCH, "who": False,
-              "byte_order": mod.BYTE_ORDER, "pointer_size": mod.POINTER_SIZE,
-              "kernel_release": "synthetic", "kind": "user", "host": "synthetic-host"}
-    w = recording.Writer(str(path), header, descs, mod.BYTE_ORDER)
+    w = recording.Writer(str(path), header(mod), descs, mod.BYTE_ORDER)
     for i, e in enumerate(evs):
         w.record(e)
         if batch and (i + 1) % batch == 0:

@@ -312,13 +312,38 @@ static __always_inline int btfgen_exit_tiny(const void *ctx, const struct btfgen
 #define BTFGEN_FROM_CTX 0 /* src: offset in the ctx */
 #define BTFGEN_FROM_STACK 1 /* src: offset from the entry stack pointer */
 #define BTFGEN_FROM_PTR 2 /* src: data offset of a pointer already copied into the record */
+/* Captures (what a pointer points to), each a run of ops: ROOT takes the pointer at data[src]
+ * and starts a struct btfgen_capture_head at data[dst]; each HOP loads the next pointer from
+ * the one in hand + src (its head at data[dst]); COPY reads `size` bytes, STR a string of at
+ * most `size` bytes with its NUL, from the pointer in hand + src into data[dst], right after
+ * the head. `space`: the memory a load reads. */
+#define BTFGEN_CAP_ROOT 3
+#define BTFGEN_CAP_HOP 4
+#define BTFGEN_CAP_COPY 5
+#define BTFGEN_CAP_STR 6
+#define BTFGEN_SPACE_KERNEL 0
+#define BTFGEN_SPACE_USER 1
+#define BTFGEN_SPACE_EITHER 2 /* unknown (BTF without __user tags): kernel, then user */
+#define BTFGEN_CAPTURE_OK 1
+#define BTFGEN_CAPTURE_NULL 2
+#define BTFGEN_CAPTURE_FAULT 3
+
+struct btfgen_capture_head {
+	__u8 status; /* 0: not made, 1: read, 2: a NULL pointer, 3: a read faulted */
+	__u8 hop; /* the pointer that was NULL or faulted: 0 the first, i after i loads */
+	__u8 space; /* the memory the last read read: 0 kernel, 1 user */
+	__u8 pad;
+	__u16 len; /* bytes read (a string's: with its NUL) */
+	__u16 pad2;
+	__u64 ptr; /* the pointer in hand: the last one loaded */
+};
 
 struct btfgen_op {
 	__u16 src;
 	__u16 dst;
 	__u16 size;
 	__u8 from;
-	__u8 pad;
+	__u8 space; /* capture ops: 0 kernel, 1 user, 2 either */
 };
 
 /* `carry`: the exit needs the hidden pointer to the returned struct that only the entry saw
@@ -385,6 +410,91 @@ static __always_inline int btfgen_buf_copy(__u8 *data, __u32 dst, const __u8 *bu
 	return 0;
 }
 
+/* A capture's load of `size` bytes at `src` into `dst` from the memory `space` says; `*used`
+ * says which memory gave them. A uprobe's pointers are user memory whatever the BTF says. */
+static __always_inline long btfgen_capture_read(void *dst, __u32 size, __u64 src, __u8 space,
+						__u8 *used, int string)
+{
+	const void *p = (const void *)(unsigned long)src;
+	long err;
+
+#ifndef BTFGEN_USER
+	if (space != BTFGEN_SPACE_USER) {
+		*used = BTFGEN_SPACE_KERNEL;
+		err = string ? bpf_probe_read_kernel_str(dst, size, p) :
+			       bpf_probe_read_kernel(dst, size, p);
+		if (err >= 0 || space == BTFGEN_SPACE_KERNEL)
+			return err;
+	}
+#endif
+	*used = BTFGEN_SPACE_USER;
+	return string ? bpf_probe_read_user_str(dst, size, p) : bpf_probe_read_user(dst, size, p);
+}
+
+/* One capture op. Its state (the pointer in hand, whether it stopped at a NULL or a fault)
+ * is in the capture's head in the record, not in registers: the verifier, which knows nothing
+ * of record bytes, then walks the generic loop once per op instead of once per outcome. */
+static __always_inline void btfgen_capture_op(const struct btfgen_op *op, __u32 ptr_size,
+					      struct btfgen_record *rec)
+{
+	struct btfgen_capture_head *h;
+	__u32 size = op->size & (BTFGEN_OP_LIMIT - 1);
+	__u32 dst;
+	__u64 p64 = 0;
+	__u32 p32 = 0;
+	__u8 used = 0;
+	long n;
+
+	if (op->from == BTFGEN_CAP_ROOT) {
+		__u32 from = op->src & (BTFGEN_OP_LIMIT - 8);
+
+		h = (struct btfgen_capture_head *)&rec->data[op->dst & (BTFGEN_OP_LIMIT - 8)];
+		__builtin_memset(h, 0, sizeof(*h));
+		if (ptr_size == 8) {
+			__builtin_memcpy(&p64, &rec->data[from], 8);
+		} else {
+			__builtin_memcpy(&p32, &rec->data[op->src & (BTFGEN_OP_LIMIT - 4)], 4);
+			p64 = p32;
+		}
+		h->ptr = p64;
+		h->status = p64 ? BTFGEN_CAPTURE_OK : BTFGEN_CAPTURE_NULL;
+		return;
+	}
+	if (op->from == BTFGEN_CAP_HOP)
+		dst = op->dst & (BTFGEN_OP_LIMIT - 8);
+	else
+		dst = (op->dst - sizeof(*h)) & (BTFGEN_OP_LIMIT - 8);
+	h = (struct btfgen_capture_head *)&rec->data[dst];
+	if (h->status != BTFGEN_CAPTURE_OK)
+		return;
+	if (op->from == BTFGEN_CAP_HOP) {
+		if (ptr_size == 8) {
+			n = btfgen_capture_read(&p64, 8, h->ptr + op->src, op->space, &used, 0);
+		} else {
+			n = btfgen_capture_read(&p32, 4, h->ptr + op->src, op->space, &used, 0);
+			p64 = p32;
+		}
+		h->space = used;
+		if (n < 0) {
+			h->status = BTFGEN_CAPTURE_FAULT;
+			return;
+		}
+		h->ptr = p64;
+		h->hop += 1;
+		if (!p64)
+			h->status = BTFGEN_CAPTURE_NULL;
+		return;
+	}
+	dst = op->dst & (BTFGEN_OP_LIMIT - 1);
+	n = btfgen_capture_read(&rec->data[dst], size, h->ptr + op->src, op->space, &used,
+				op->from == BTFGEN_CAP_STR);
+	h->space = used;
+	if (n < 0)
+		h->status = BTFGEN_CAPTURE_FAULT;
+	else
+		h->len = op->from == BTFGEN_CAP_STR ? (__u16)n : (__u16)size;
+}
+
 /* Small stack ops (a word or less) take their bytes from one read of this many bytes from the
  * first one's address (one helper call instead of one per op); an op outside it, or any op when
  * that read failed (the window may reach past the stack's end), reads its own bytes. A larger
@@ -432,6 +542,10 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 		op = &spec->ops[at];
 		dst = op->dst & (BTFGEN_OP_LIMIT - 1);
 		size = op->size & (BTFGEN_OP_LIMIT - 1);
+		if (op->from >= BTFGEN_CAP_ROOT) {
+			btfgen_capture_op(op, spec->ptr_size, rec);
+			continue;
+		}
 		if (op->from == BTFGEN_FROM_CTX) {
 			__u32 off = op->src - BTFGEN_SNAP_LO; /* wraps below the buffer: too large */
 

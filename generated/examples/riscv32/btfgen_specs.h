@@ -28,13 +28,38 @@
 #define BTFGEN_FROM_CTX 0 /* src: offset in the ctx */
 #define BTFGEN_FROM_STACK 1 /* src: offset from the entry stack pointer */
 #define BTFGEN_FROM_PTR 2 /* src: data offset of a pointer already copied into the record */
+/* Captures (what a pointer points to), each a run of ops: ROOT takes the pointer at data[src]
+ * and starts a struct btfgen_capture_head at data[dst]; each HOP loads the next pointer from
+ * the one in hand + src (its head at data[dst]); COPY reads `size` bytes, STR a string of at
+ * most `size` bytes with its NUL, from the pointer in hand + src into data[dst], right after
+ * the head. `space`: the memory a load reads. */
+#define BTFGEN_CAP_ROOT 3
+#define BTFGEN_CAP_HOP 4
+#define BTFGEN_CAP_COPY 5
+#define BTFGEN_CAP_STR 6
+#define BTFGEN_SPACE_KERNEL 0
+#define BTFGEN_SPACE_USER 1
+#define BTFGEN_SPACE_EITHER 2 /* unknown (BTF without __user tags): kernel, then user */
+#define BTFGEN_CAPTURE_OK 1
+#define BTFGEN_CAPTURE_NULL 2
+#define BTFGEN_CAPTURE_FAULT 3
+
+struct btfgen_capture_head {
+	__u8 status; /* 0: not made, 1: read, 2: a NULL pointer, 3: a read faulted */
+	__u8 hop; /* the pointer that was NULL or faulted: 0 the first, i after i loads */
+	__u8 space; /* the memory the last read read: 0 kernel, 1 user */
+	__u8 pad;
+	__u16 len; /* bytes read (a string's: with its NUL) */
+	__u16 pad2;
+	__u64 ptr; /* the pointer in hand: the last one loaded */
+};
 
 struct btfgen_op {
 	__u16 src;
 	__u16 dst;
 	__u16 size;
 	__u8 from;
-	__u8 pad;
+	__u8 space; /* capture ops: 0 kernel, 1 user, 2 either */
 };
 
 /* `carry`: the exit needs the hidden pointer to the returned struct that only the entry saw

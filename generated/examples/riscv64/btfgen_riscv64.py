@@ -32,7 +32,7 @@ class Field(NamedTuple):  # not a dataclass: generated modules run this text unr
 
 
 OP = (Field("__u16", "src"), Field("__u16", "dst"), Field("__u16", "size"),
-      Field("__u8", "from"), Field("__u8", "pad"))
+      Field("__u8", "from"), Field("__u8", "space", "capture ops: 0 kernel, 1 user, 2 either"))
 SPEC_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u8", "nentry", "ops[0, nentry) run at entry"),
@@ -44,6 +44,18 @@ RECORD_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u32", "kind", "0: entry, 1: exit"),
     Field("__u64", "failed", "bit i: operation i failed (its bytes are zero)"),
+)
+# Before each capture's bytes in the record's data (generic.CAP_ROOT writes it). The capture's
+# ops keep their state here, not in BPF registers: the verifier then sees one state per op of
+# the generic loop, where state carried in registers multiplied its paths past its limit.
+CAPTURE_HEAD = (
+    Field("__u8", "status", "0: not made, 1: read, 2: a NULL pointer, 3: a read faulted"),
+    Field("__u8", "hop", "the pointer that was NULL or faulted: 0 the first, i after i loads"),
+    Field("__u8", "space", "the memory the last read read: 0 kernel, 1 user"),
+    Field("__u8", "pad"),
+    Field("__u16", "len", "bytes read (a string's: with its NUL)"),
+    Field("__u16", "pad2"),
+    Field("__u64", "ptr", "the pointer in hand: the last one loaded"),
 )
 # `btfgen trace`: who made the call and when, before the call's btfgen_record.
 EVENT_HEAD = (
@@ -102,11 +114,12 @@ import struct
 from typing import NamedTuple
 
 if "RECORD_HEAD" not in globals():  # a generated module holds spec_format's text above this
-    from .spec_format import RECORD_HEAD, size_of, structs
+    from .spec_format import CAPTURE_HEAD, RECORD_HEAD, size_of, structs
 
 __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
            "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",
-           "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS"]
+           "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS", "CaptureDesc",
+           "CapturedString"]
 
 # struct btfgen_record's header as the target wrote it: in the target's byte order, whatever
 # the machine decoding it.
@@ -115,6 +128,10 @@ RECORD_HEADER_SIZE = size_of(RECORD_HEAD)
 # The failed-mask bit of an exit whose carried return pointer was not kept (generic.py's
 # CARRY_MISSING_BIT; this module is copied into generated code, so it imports nothing of btfgen).
 CARRY_MISSING = 1 << 63
+CAPTURE_HEADS = structs(CAPTURE_HEAD)
+CAPTURE_HEAD_SIZE = size_of(CAPTURE_HEAD)
+CAPTURE_OK, CAPTURE_NULL, CAPTURE_FAULT = 1, 2, 3
+SPACES = ("kernel", "user")
 
 
 class DecodeError(ValueError):
@@ -449,6 +466,53 @@ class FastPath(NamedTuple):
         return cls(fmt, perm)
 
 
+class CaptureDesc(NamedTuple):
+    name: str  # the path as written
+    kind: str  # "str" or "value"
+    type: tuple  # a value's type descriptor; a string's is ("chars", size)
+    size: int
+    bit_offset: int
+    bit_size: int  # 0: not a bitfield
+    at_exit: bool  # in the exit record (a path from the return value)
+    head: int  # its status head's data offset; -1: left out of the record
+    root_mask: int  # the record's failed bits that spoil the pointer it starts from
+    pointers: tuple  # the names of the pointers it follows, first to last
+
+    @classmethod
+    def check(cls, obj, what: str, limit: Limit) -> CaptureDesc:
+        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers = _fields(
+            obj, cls, what)
+        what = f"{what} {_str(name, what)!r}"
+        if kind not in ("str", "value"):
+            _malformed(f"{what}: kind {kind!r}")
+        t = check_type(t, f"{what}: type", limit)
+        _int(size, f"{what}: size", 0, limit.size)
+        if kind == "value" and not bit_size and type_size(t) > size:
+            _malformed(f"{what}: a {type_size(t)}-byte type in {size} bytes")
+        if bit_size and (t.tag not in ("int", "enum", "bool") or bit_offset + bit_size > 8 * size):
+            _malformed(f"{what}: bitfield [{bit_offset}, +{bit_size}) of {size} bytes")
+        if not isinstance(pointers, (tuple, list)) or not pointers:
+            _malformed(f"{what}: no pointers")
+        return cls(name, kind, t, size, _int(bit_offset, f"{what}: bit offset", 0, 7),
+                   _int(bit_size, f"{what}: bit size", 0, 64), _flag(at_exit, f"{what}: exit"),
+                   _int(head, f"{what}: head", -1, limit.size),
+                   _int(mask, f"{what}: root mask", 0, (1 << 64) - 1),
+                   tuple(_str(p, f"{what}: pointer") for p in pointers))
+
+
+class CapturedString(str):
+    """A string read from the traced process or the kernel: `truncated` when it went on past
+    the limit (the text is its first characters), `space` the memory it was read from."""
+
+    def __new__(cls, text: str, truncated: bool, space: str):
+        self = str.__new__(cls, text)
+        self.truncated, self.space = truncated, space
+        return self
+
+    def __reduce__(self):
+        return (CapturedString, (str(self), self.truncated, self.space))
+
+
 class FunctionDesc(NamedTuple):
     name: str
     btf_id: int
@@ -458,13 +522,16 @@ class FunctionDesc(NamedTuple):
     ret: RetDesc | None  # None: void
     fast: FastPath | None
     record: RecordPlans
+    captures: tuple = ()  # CaptureDesc
 
     @classmethod
     def check(cls, obj, limit: Limit = TRUSTED) -> FunctionDesc:
         """The descriptor rebuilt from tuples or lists, or DecodeError saying what is wrong."""
         if isinstance(obj, cls):
             return obj
-        name, btf_id, order, psize, args, ret, fast, record = _fields(obj, cls, "function")
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + ((),)  # no captures
+        name, btf_id, order, psize, args, ret, fast, record, caps = _fields(obj, cls, "function")
         what = f"function {_str(name, 'function name')!r}"
         _int(btf_id, f"{what}: BTF id", 0, (1 << 32) - 1)
         if order not in ("little", "big"):
@@ -479,11 +546,17 @@ class FunctionDesc(NamedTuple):
         return cls(name, btf_id, order, psize, args, ret,
                    FastPath.check(fast, f"{what}: fast path", len(args), limit),
                    RecordPlans.check(record, f"{what}: record", len(args), ret is not None,
-                                     limit))
+                                     limit), _captures(caps, what, limit))
 
     def __repr__(self) -> str:
         return (f"FunctionDesc({self.name!r}, btf_id={self.btf_id}, {len(self.args)} args, "
                 f"{'void' if self.ret is None else 'returns'})")
+
+
+def _captures(caps, what: str, limit: Limit) -> tuple:
+    if not isinstance(caps, (tuple, list)) or len(caps) > 256:
+        _malformed(f"{what}: captures are not a list")
+    return tuple(CaptureDesc.check(c, f"{what}: capture", limit) for c in caps)
 
 
 # -- values --------------------------------------------------------------------------------------
@@ -539,13 +612,15 @@ class Unread:
 
 # -- readers: a type descriptor turned once into a function of (bytes, offset) ----------------
 
-def reader(t: tuple, order: str, memo: dict | None = None):
+def reader(t: tuple, order: str, memo: dict | None = None, readers: dict | None = None):
     """A function (data, offset) -> the value of type `t` held in `data[offset:]`, target byte
-    order `order`; the descriptor is read here, once, not per value."""
+    order `order`; the descriptor is read here, once, not per value. `readers`: the reader
+    makers by tag (TEXT_READERS: char arrays as text), the same for a whole memo."""
     memo = {} if memo is None else memo
     hit = memo.get(id(t))
     if hit is None:
-        hit = memo[id(t)] = (_READERS[t.tag](t, order, memo), t)  # t: keeps id(t) unique
+        makers = memo.setdefault("readers", readers or _READERS)
+        hit = memo[id(t)] = (makers[t.tag](t, order, memo), t)  # t: keeps id(t) unique
     return hit[0]
 
 
@@ -637,6 +712,20 @@ _READERS = {"int": _read_int, "ptr": _read_ptr, "bool": _read_bool, "enum": _rea
 assert set(_READERS) == set(TYPES)
 
 
+def text_of(raw) -> str:
+    """A C string's bytes (up to its NUL) as text; bytes that are not UTF-8 as \\x escapes."""
+    return bytes(raw).split(b"\0", 1)[0].decode("utf-8", errors="backslashreplace")
+
+
+def _read_chars_text(t, order, memo):
+    size = t.size
+    return lambda data, at: text_of(data[at:at + size])
+
+
+# Captured pointees: a char array is a string there (a name, a path), as the user reads it.
+TEXT_READERS = dict(_READERS, chars=_read_chars_text)
+
+
 def gather(pieces: tuple, size: int, ctx, stack):
     """The value bytes the pieces describe, assembled from the ctx and stack images."""
     buf = bytearray(size)
@@ -654,7 +743,7 @@ class Function:
     tuples: checked and rebuilt)."""
 
     __slots__ = ("desc", "name", "btf_id", "order", "pointer_size", "args", "ret", "names",
-                 "entry", "_values", "_ret", "_plans", "_needs")
+                 "entry", "captures", "_values", "_ret", "_plans", "_needs", "_captures")
 
     def __init__(self, desc: tuple):
         d = self.desc = FunctionDesc.check(desc)
@@ -671,9 +760,15 @@ class Function:
         self._plans = (tuple(zip(self._values, d.record.entry)),
                        tuple(zip(self._ret[:1] if self._ret else (), d.record.exit)))
         # The record bytes each kind's plans read: a shorter record is refused, never misread.
-        self._needs = tuple(_record_end(values, plans, d.pointer_size)
-                            for values, plans in ((d.args, d.record.entry),
-                                                  (rets, d.record.exit)))
+        self.captures = d.captures
+        text_memo: dict = {}
+        self._captures = tuple(
+            tuple((c, reader(c.type, self.order, text_memo, TEXT_READERS))
+                  for c in d.captures if c.at_exit == bool(kind)) for kind in (0, 1))
+        self._needs = tuple(max(_record_end(values, plans, d.pointer_size),
+                                _captures_end(self._captures[kind]))
+                            for kind, (values, plans) in enumerate(((d.args, d.record.entry),
+                                                                    (rets, d.record.exit))))
         self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
 
     def _compiled(self, v: ValueDesc, memo: dict) -> tuple:
@@ -799,6 +894,64 @@ class Function:
     def as_dict(self, values: tuple) -> dict:
         return dict(zip(self.names, values))
 
+    def decode_captures(self, record) -> dict:
+        """The captures a generic BPF record holds (an entry's or an exit's), by name: a
+        CapturedString, a value, or Unavailable saying which pointer was NULL or faulted."""
+        btf_id, kind, failed = RECORD_HEADERS[self.order].unpack_from(record)
+        if kind > 1:
+            raise DecodeError(f"{self.name}: a record of kind {kind}")
+        caps = self._captures[kind]
+        if not caps:
+            return {}
+        data = memoryview(record)[RECORD_HEADER_SIZE:]
+        if len(data) < self._needs[kind]:
+            raise DecodeError(f"{self.name}: a record of {len(data)} data bytes, its values "
+                              f"need {self._needs[kind]}")
+        head = CAPTURE_HEADS[self.order]
+        return {c.name: _captured(c, read, data, failed, head, self.order)
+                for c, read in caps}
+
+
+def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
+    if c.head < 0:
+        return Unavailable("no room in the record")
+    if failed & c.root_mask:
+        return Unavailable(f"{c.pointers[0]} could not be read")
+    status, hop, space, _pad, n, _pad2, _ptr = head.unpack_from(data, c.head)
+    at = c.head + CAPTURE_HEAD_SIZE
+    where = SPACES[space] if space < len(SPACES) else f"space {space}"
+    if status == CAPTURE_NULL:
+        return Unavailable(f"{_pointer(c, hop)} is NULL")
+    if status == CAPTURE_FAULT:
+        return Unavailable(f"reading through {_pointer(c, hop)} faulted ({where} memory)")
+    if status != CAPTURE_OK:
+        return Unavailable(f"not captured (status {status})")
+    if c.kind == "str":
+        # n counts the NUL; one character past the limit was read to tell truncation apart.
+        text = bytes(data[at:at + max(n - 1, 0)])
+        truncated = len(text) > c.size
+        return CapturedString(text_of(text[:c.size]), truncated, where)
+    if not c.bit_size:
+        return read(data, at)
+    whole = int.from_bytes(data[at:at + c.size], order)
+    shift = c.bit_offset if order == "little" else 8 * c.size - c.bit_offset - c.bit_size
+    raw = (whole >> shift) & ((1 << c.bit_size) - 1)
+    if c.type.tag == "bool":
+        return bool(raw)
+    if c.type.signed and raw >> (c.bit_size - 1):
+        raw -= 1 << c.bit_size
+    return Enumerator(raw, c.type.names.get(raw)) if c.type.tag == "enum" else raw
+
+
+def _pointer(c: CaptureDesc, hop: int) -> str:
+    return c.pointers[hop] if hop < len(c.pointers) else f"pointer {hop}"
+
+
+def _captures_end(caps: tuple) -> int:
+    """The furthest record data byte the captures read."""
+    return max((c.head + CAPTURE_HEAD_SIZE + (c.size + 2 if c.kind == "str" else c.size)
+                for c, _ in caps if c.head >= 0), default=0)
+
 
 def _record_end(values: tuple, plans: tuple, pointer_size: int) -> int:
     """The furthest record data byte the plans of `values` read."""
@@ -878,6 +1031,6 @@ def spec(name: str) -> bytes:
     out = bytearray(_SPEC_HEAD.pack(desc.btf_id, len(entry), len(exit_), desc.pointer_size,
                                     carry))
     for op in entry + exit_:
-        out += _SPEC_OP.pack(*op, 0)
+        out += _SPEC_OP.pack(*op, *(0,) * (5 - len(op)))  # a capture op has its space
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))
     return bytes(out)

@@ -1,0 +1,215 @@
+"""Captures: what a function's pointer arguments point to, copied into the record at the call.
+
+`--capture 'FUNC: PATH, PATH'` names them (`do_sys_openat2: how->flags`, `vfs_read:
+file->f_path.dentry->d_name.name`, `vfs_read: *file`); `btfgen trace` adds a string capture of
+every `char *` argument unasked (`char` only, as bpftrace's str(): an `unsigned char *` or a
+`u8 *` is more often a buffer than a C string). A capture resolves once, against BTF, into the
+pointer loads a decoder makes (`hops`) and one final read:
+
+- a string, when the path ends at a pointer to a one-byte integer: at most `limit` bytes up to
+  the NUL, marked truncated when the string is longer;
+- else the value the path ends at (`how->flags`), or with a leading `*` the whole pointee
+  (`*file`): one level deep. A struct's nested structs and arrays are inside its bytes and come
+  with it; its pointers stay addresses (depth here counts pointers followed, and `*ARG` follows
+  one). Deeper values are paths: `*file->f_path.dentry`.
+
+Each load says which memory it reads: user (the BTF `user` type tag), kernel (untagged in a BTF
+that tags others), or unknown (try kernel, then user); the record says which one was used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from btfgen.btf import types as T
+from btfgen.btf.walk import strip
+from btfgen.typed import path as paths
+
+# retsnoop's per-value size: the generic record's data is 1 KB a call (a fixed-size ring-buffer
+# slot), so bpftrace's 1,024 would not fit beside the arguments; two 256-byte strings do.
+STRING_SIZE = 256
+# A string is read as up to limit + 1 characters and its NUL (one more than shown: that is how
+# a string of exactly `limit` characters is told from a longer, truncated one), in one record
+# operation (below generic.OP_LIMIT = 512 bytes).
+MAX_STRING_SIZE = 509
+
+MAX_VALUE_SIZE = 511  # a value's bytes, also in one operation
+
+KERNEL, USER, EITHER = 0, 1, 2  # where a load reads: the space flag of a capture op
+
+
+class CaptureError(ValueError):
+    """A --capture option that does not fit: the message names the column (1-based) in it."""
+
+    def __init__(self, message: str, column: int, option: str | None = None):
+        super().__init__(f"column {column}: {message}")
+        self.column = column
+        self.option = option  # the --capture option it is about, once known
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    offset: int  # added to the pointer in hand before the load
+    space: int  # KERNEL | USER | EITHER
+    name: str  # the pointer this load gives, as written (for "NULL at ...")
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    text: str  # the path as written: the capture's name in every output
+    param: int | None  # the argument it starts from; None: the return value (at exit)
+    within: int  # bytes into the argument's own value where the first pointer is
+    root: str  # that pointer, as written
+    hops: tuple[Hop, ...]  # pointer loads after the first pointer
+    string: bool  # a NUL-terminated string at the last pointer
+    offset: int  # the final read: at the last pointer + offset
+    size: int  # its bytes (a string's limit, without the NUL)
+    space: int  # where the final read reads
+    type: T.Type | None  # what it reads (None for a string)
+    bit_offset: int = 0
+    bit_size: int = 0
+
+    @property
+    def at_exit(self) -> bool:
+        return self.param is None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One --capture option before it meets a function's types."""
+
+    func: str
+    paths: tuple[paths.Syntax, ...]
+    option: str
+
+
+_HEAD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:")
+
+
+def parse(option: str) -> Request:
+    """`FUNC: PATH, PATH` -> a Request, or CaptureError naming the column."""
+    m = _HEAD.match(option)
+    if m is None:
+        raise CaptureError("expected 'FUNC: PATH, PATH'", 1, option)
+    syntaxes = []
+    at = m.end()
+    for part in option[at:].split(","):
+        start = at + len(part) - len(part.lstrip())
+        if not part.strip():
+            raise CaptureError("an empty path", start + 1, option)
+        try:
+            syntaxes.append(paths.parse(part, at + 1))  # columns count from the part's start
+        except paths.PathError as e:
+            raise CaptureError(str(e).split(": ", 1)[1], e.column, option) from None
+        at += len(part) + 1
+    return Request(m.group(1), tuple(syntaxes), option)
+
+
+def is_string_pointer(t: T.Type, plain_char: bool = False) -> bool:
+    """A pointer to a one-byte integer (a C string's type); with `plain_char`, to `char` only."""
+    p = strip(t)
+    if not isinstance(p, T.Ptr):
+        return False
+    c = strip(p.type)
+    if not isinstance(c, T.Int) or c.size != 1 or c.is_bool:
+        return False
+    return not plain_char or c.name == "char"
+
+
+def space_of(user: bool | None) -> int:
+    return EITHER if user is None else USER if user else KERNEL
+
+
+def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
+            at_exit: bool = False) -> Capture:
+    """The loads and read that capture `syntax` in a call of `func`, or CaptureError."""
+    try:
+        p = paths.resolve(func, syntax, at_exit=at_exit)
+    except paths.PathError as e:
+        raise CaptureError(str(e).split(": ", 1)[1], e.column) from None
+    string = not p.whole and not p.bit_size and is_string_pointer(p.type)
+    pointers = list(p.reads) if string else list(p.reads[:-1])
+    if not string and not p.reads:
+        raise CaptureError(f"{p.text} is the argument's own value, in every record already "
+                           f"(a pointee is *{p.text} or {p.text}->member)",
+                           syntax.root_column - syntax.star)
+    names = _pointer_names(func, syntax, at_exit)
+    hops = tuple(Hop(r.offset, space_of(r.user), names[i + 1])
+                 for i, r in enumerate(pointers))
+    if string:
+        space = space_of(paths.user_memory(strip(p.type)))
+        return Capture(p.text, p.param, p.within, names[0], hops, True, 0, limit, space, None)
+    last = p.reads[-1]
+    size = p.size
+    if size > MAX_VALUE_SIZE:
+        raise CaptureError(f"{p.text}: {size} bytes, more than a record operation holds "
+                           f"({MAX_VALUE_SIZE}); capture its members",
+                           syntax.root_column - syntax.star)
+    return Capture(p.text, p.param, p.within, names[0], hops, False, last.offset, size,
+                   space_of(last.user), p.type, p.bit_offset, p.bit_size)
+
+
+def _pointer_names(func: T.Func, syntax: paths.Syntax, at_exit: bool) -> list[str]:
+    """The pointers a path goes through, as written: `file`, `file->f_path.dentry` for
+    `file->f_path.dentry->d_name.name` (and the path itself, the last one, for a string)."""
+    text = syntax.root
+    names = []
+    for k, step in enumerate(syntax.steps):
+        if isinstance(step, paths.Arrow):
+            names.append(text)
+            text += f"->{step.name}"
+        elif isinstance(step, paths.Member):
+            text += f".{step.name}"
+        else:
+            # An index through a pointer loads it; one into an array does not.
+            prefix = paths.Syntax(text, False, syntax.root, syntax.root_column, syntax.steps[:k])
+            if isinstance(strip(paths.resolve(func, prefix, at_exit=at_exit).type), T.Ptr):
+                names.append(text)
+            text += f"[{step.index}]"
+    names.append(text)
+    return names
+
+
+def default_strings(func: T.Func, limit: int = STRING_SIZE) -> tuple[Capture, ...]:
+    """A string capture of each `char *` argument (the trace default)."""
+    out = []
+    for i, param in enumerate(func.proto.params):
+        if param.name and is_string_pointer(param.type, plain_char=True):
+            out.append(resolve(func, paths.parse(param.name), limit))
+    return tuple(out)
+
+
+def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
+                  strings: bool = False) -> dict[str, tuple[Capture, ...]]:
+    """Each function's captures (by name): its `requests`, after the default strings when
+    `strings`. A request for a function not among `funcs`, or a path that does not fit one,
+    is a CaptureError naming the option."""
+    by_name: dict[str, T.Func] = {}
+    for f in funcs:
+        by_name.setdefault(f.name, f)
+    out: dict[str, list[Capture]] = {}
+    if strings:
+        for name, f in by_name.items():
+            caps = default_strings(f, limit)
+            if caps:
+                out[name] = list(caps)
+    for r in requests:
+        f = by_name.get(r.func)
+        if f is None:
+            raise CaptureError(f"{r.func!r} is not among the functions traced", 1, r.option)
+        mine = out.setdefault(r.func, [])
+        for s in r.paths:
+            try:
+                c = resolve(f, s, limit, at_exit=s.root in (paths.RETVAL, "retval"))
+            except CaptureError as e:
+                e.option = r.option
+                raise
+            if all(c.text != d.text for d in mine):
+                mine.append(c)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def record_bytes(c: Capture) -> int:
+    """The bytes its read writes into the record (a string: the limit, one more, the NUL)."""
+    return c.size + 2 if c.string else c.size
