@@ -419,10 +419,11 @@ static __always_inline long btfgen_capture_read(void *dst, __u32 size, __u64 src
 						__u8 *used, int string)
 {
 	const void *p = (const void *)(unsigned long)src;
-	long err;
 
 #ifndef BTFGEN_USER
 	if (space != BTFGEN_SPACE_USER) {
+		long err;
+
 		*used = BTFGEN_SPACE_KERNEL;
 		err = string ? bpf_probe_read_kernel_str(dst, size, p) :
 			       bpf_probe_read_kernel(dst, size, p);
