@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from btfgen.btf import walk
 from btfgen.btf import types as T
+from btfgen.codegen.bpf_captures import CaptureView, capture_views
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
 from btfgen.decoder import generic, spec_format
@@ -60,6 +61,9 @@ class FunctionView:
     # The by-value arguments' stack pieces read at once into an aligned buffer: (SP offset,
     # 8-byte words), or (0, 0): slot by slot.
     stack_window: tuple[int, int] = (0, 0)
+    # --capture: read by btfgen_capture_F after the entry, btfgen_capture_exit_F after the exit
+    captures: tuple[CaptureView, ...] = ()
+    exit_captures: tuple[CaptureView, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,7 @@ class HeaderView:
     spec_fields: tuple[spec_format.Field, ...] = spec_format.SPEC_HEAD
     record_fields: tuple[spec_format.Field, ...] = spec_format.RECORD_HEAD
     capture_fields: tuple[spec_format.Field, ...] = spec_format.CAPTURE_HEAD
+    captures: bool = False  # some function has captures: the header defines their reads
 
 
 def reg_type(size: int) -> str:
@@ -163,9 +168,11 @@ def _where(v: ValueLayout) -> str:
 
 def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNAME,
                   comment: str = COMMENT, btf_id: int | str = BTF_ID,
-                  cache: dict | None = None, views: dict | None = None) -> FunctionView:
+                  cache: dict | None = None, views: dict | None = None,
+                  captures: tuple = ()) -> FunctionView:
     """`cache` (pieces) and `views` (argument views, by value, position and field: values recur
-    across prototypes as one object) carry work from one prototype to the next."""
+    across prototypes as one object) carry work from one prototype to the next. `captures`:
+    the function's btfgen.typed.capture.Captures."""
     fields = Namespace(reserved={RETPTR_FIELD})
     args = []
     for i, a in enumerate(f.args):
@@ -192,8 +199,16 @@ def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNA
                 retptr, pieces = pieces, ()
             ret = ValueView("value", ctypes.declare(r.type, "value"),
                             f"{label} ({c_comment(_where(r))})", r.size, r.by_ref, pieces)
+    caps: tuple[tuple[CaptureView, ...], tuple[CaptureView, ...]] = ((), ())
+    if captures:
+        unavailable = {i: a.unavailable for i, a in enumerate(f.args)}
+        if f.ret is not None:
+            unavailable[None] = f.ret.unavailable
+        caps = capture_views(captures, tuple(a.field if a.decl else None for a in args),
+                             "value" if ret is not None and ret.decl else None,
+                             unavailable, ctypes, big)
     return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr,
-                        _stack_window(args))
+                        _stack_window(args), *caps)
 
 
 def _stack_window(args: list[ValueView]) -> tuple[int, int]:
@@ -220,20 +235,41 @@ def function_comment(f: FunctionLayout) -> str:
     return c_comment(f"{f.name} (BTF id {f.btf_id})" + (", variadic" if f.variadic else ""))
 
 
-def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render_all) -> list[str]:
+def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render_all,
+                    captures: dict | None = None) -> list[str]:
     """Each function's decoders. Functions of one prototype share their argument layouts:
     `render_all([view])` once, with one view per prototype, gives their blocks in order (a render
     per prototype costs more in the template engine's setup than in the text), then each
-    function's own name, id and comment are put in."""
+    function's own name, id and comment are put in. A function with captures (`captures`, by
+    function name) is a group of its own."""
     big = arch.byte_order == "big"
     fs = arch.functions
-    firsts, at = by_prototype(fs)
+    captures = captures or {}
+    firsts, at = by_plan(fs, captures)
     pieces: dict = {}
     arg_views: dict = {}
-    views = [function_view(fs[i], ctypes, big, cache=pieces, views=arg_views) for i in firsts]
+    views = [function_view(fs[i], ctypes, big, cache=pieces, views=arg_views,
+                           captures=captures.get(fs[i].name, ())) for i in firsts]
     formats = [_format(text) for text in render_all(views)]
     return [formats[k] % {"c": cname, "i": f.btf_id, "m": function_comment(f)}
             for f, cname, k in zip(fs, names, at)]
+
+
+def by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:
+    """by_prototype, with each function that has captures (by name) a group of its own."""
+    if not captures:
+        return by_prototype(fs)
+    index: dict = {}
+    firsts: list[int] = []
+    at = []
+    for i, f in enumerate(fs):
+        key = (f.proto, f.name if f.name in captures else None)
+        k = index.get(key)
+        if k is None:
+            k = index[key] = len(firsts)
+            firsts.append(i)
+        at.append(k)
+    return firsts, at
 
 
 def _format(text: str) -> str:
@@ -253,8 +289,10 @@ def c_types(arch: ArchLayout, table, self_contained: bool) -> CTypes:
                   max_align=arch.max_scalar_align)
 
 
-def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
-    """The header around the function blocks; after them, so it has every definition."""
+def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str,
+                captures: bool = False) -> HeaderView:
+    """The header around the function blocks; after them, so it has every definition.
+    `captures`: some function has captures."""
     big = arch.byte_order == "big"
     ctx = arch.ctx
     return HeaderView(
@@ -275,6 +313,7 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str) -> HeaderView:
         data_size=generic.DATA_SIZE,
         op_limit=generic.OP_LIMIT,
         carry_missing_bit=generic.CARRY_MISSING_BIT,
+        captures=captures,
         **_snapshot(ctx, arch.pointer_size),
     )
 

@@ -34,20 +34,7 @@ def plans(arch: ArchLayout, captures: dict | None = None) -> list[generic.Generi
 
 
 def _by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:
-    """by_prototype, with each function that has captures a group of its own."""
-    if not captures:
-        return by_prototype(fs)
-    index: dict = {}
-    firsts: list[int] = []
-    at = []
-    for i, f in enumerate(fs):
-        key = (f.proto, f.name if f.name in captures else None)
-        k = index.get(key)
-        if k is None:
-            k = index[key] = len(firsts)
-            firsts.append(i)
-        at.append(k)
-    return firsts, at
+    return bpf.by_plan(fs, captures)
 
 
 class _Files:
@@ -85,8 +72,9 @@ class _Files:
         ptr = _PtrType(bpf.reg_type(self.arch.pointer_size))
         blocks = bpf.function_blocks(self.arch, self.cnames, ctypes,
                                      lambda fs: func_t.render(fs=fs, h=ptr, end=bpf.BLOCK_END)
-                                     .split(bpf.BLOCK_END))
-        h = bpf.header_view(self.arch, ctypes, guard=self._guard())
+                                     .split(bpf.BLOCK_END), self.captures)
+        h = bpf.header_view(self.arch, ctypes, guard=self._guard(),
+                            captures=bool(self.captures))
         return env.get_template("bpf.h.j2").render(h=h, blocks=blocks)
 
     def specs(self) -> str:
@@ -148,7 +136,8 @@ def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = Fal
              captures: dict | None = None) -> dict[str, str]:
     """The files for `langs` (without the spec table unless `specs_table`); with `jobs` > 1
     rendered in two processes (the same bytes). `captures`: function name -> its
-    btfgen.typed.capture.Captures, in the generic decoder's specs and the Python module."""
+    btfgen.typed.capture.Captures, in the header (struct btfgen_captures_F), the generic
+    decoder's specs and the Python module."""
     chosen = [o for o in OUTPUTS if o.lang in langs and (specs_table or o.name != "specs")]
     files = _Files(arch, table, self_contained, captures or {})
     groups = [chosen] if jobs < 2 else [[o for o in chosen if o.half == h] for h in (0, 1)]

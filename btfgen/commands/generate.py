@@ -50,9 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'vfs_read: count > 4096 && file->f_flags & 0x800'; repeatable, "
                              "one per function; FUNC may be a glob)")
     parser.add_argument("--capture", action="append", default=[], metavar="'FUNC: PATH, ...'",
-                        help="the generic decoder's specs and the Python module also capture "
-                             "what these paths point to (as `btfgen trace --capture`; "
-                             "repeatable)")
+                        help="capture what these paths point to: struct "
+                             "btfgen_captures_FUNC and btfgen_capture_FUNC() in the BPF "
+                             "header, and in the generic decoder's specs and the Python module "
+                             "(as `btfgen trace --capture`; repeatable)")
     parser.add_argument("--capture-strings", action="store_true",
                         help="and the string behind every char * argument (opt-in here: the "
                              "generated record layouts do not change unasked)")
