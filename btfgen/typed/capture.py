@@ -84,6 +84,7 @@ class Request:
     option: str
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what path.lark's NAME takes as a parameter
 _HEAD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:")
 
 
@@ -172,10 +173,11 @@ def _pointer_names(func: T.Func, syntax: paths.Syntax, at_exit: bool) -> list[st
 
 
 def default_strings(func: T.Func, limit: int = STRING_SIZE) -> tuple[Capture, ...]:
-    """A string capture of each `char *` argument (the trace default)."""
+    """A string capture of each `char *` argument (the trace default). An argument whose BTF
+    name no path can spell (not an identifier: a hostile or broken BTF) has none."""
     out = []
     for i, param in enumerate(func.proto.params):
-        if param.name and is_string_pointer(param.type, plain_char=True):
+        if _NAME.fullmatch(param.name) and is_string_pointer(param.type, plain_char=True):
             out.append(resolve(func, paths.parse(param.name), limit))
     return tuple(out)
 
