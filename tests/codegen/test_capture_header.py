@@ -120,7 +120,8 @@ def _hostile():
     params = [("int", sp), ("a\n*/b", cptr), ("p", sp)]
     fid = _func(t, "f", params, i32)
     args = [value(t, n, tid, [reg(r, r, 0, 8)]) for (n, tid), r in zip(params, ("di", "si", "dx"))]
-    return t, t[fid], arch_layout([func("f", fid, args, value(t, "", i32, [reg("ax", "rax", 0, 4)]))])
+    ret = value(t, "", i32, [reg("ax", "rax", 0, 4)])
+    return t, t[fid], arch_layout([func("f", fid, args, ret)])
 
 
 def test_hostile_names_stay_out_of_the_code(tmp_path):

@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT / "tests" / "live_uprobe"))
 
 CAPTURES = ["open_file: *how, how->label, how->next->name, how->in.x, how->mid, how->lo, how->c",
             "follow: $retval->name, $retval->label"]
-FILTER = 'open_file: dfd == 5 || prefix(filename, "/etc/")'  # a NULL read fails the whole test: 5 first
+# A NULL read makes the whole predicate false: dfd 5 (filename NULL) is tested first.
+FILTER = 'open_file: dfd == 5 || prefix(filename, "/etc/")'
 
 PROGRAM = r"""
 #include <linux/bpf.h>
@@ -128,7 +129,7 @@ class _Rec:
         self.members = {m.name: m for m in s.members}
         self.kind, self.missed = struct.unpack_from("<Ii", data)
         caps = self.members["c"]
-        [cs] = [t for t in btf.find_types(caps.type.name, "struct")]
+        [cs] = btf.find_types(caps.type.name, "struct")
         self.base = caps.offset
         self.caps = {m.name: m for m in cs.members}
 
@@ -142,7 +143,7 @@ class _Rec:
         raw = self.data[self.at(field):self.at(field) + 18]
         return raw.split(b"\0", 1)[0]
 
-    def int(self, field: str, fmt: str) -> int:
+    def number(self, field: str, fmt: str) -> int:
         return struct.unpack_from(fmt, self.data, self.at(field))[0]
 
 
@@ -173,10 +174,10 @@ def test_captures_in_the_generated_header(built, user):
     assert head.status("how__next__name")[:3] == (OK, 1, USER)  # one pointer loaded
     assert head.text("how__label") == b"a label"
     # A nested field, bit-fields (one signed) and an enum, each in its own C type.
-    assert head.int("how__in_x", "<h") == -42
-    assert head.int("how__mid", "<i") == -200
-    assert head.int("how__lo", "<I") == 6
-    assert head.int("how__c", "<I") == 7  # BLUE
+    assert head.number("how__in_x", "<h") == -42
+    assert head.number("how__mid", "<i") == -200
+    assert head.number("how__lo", "<I") == 6
+    assert head.number("how__c", "<I") == 7  # BLUE
     # The whole pointee, in the struct's own layout: decoded with the target's BTF.
     whole = _decode(built, "how", head.data, head.at("how_pointee"))
     assert {k: whole[k] for k in ("lo", "mid", "c", "in", "name")} == {
@@ -193,7 +194,7 @@ def test_captures_in_the_generated_header(built, user):
     assert tail.text("how__next__name") == b""
     assert tail.missed == 2
     assert none.status("filename")[:2] == (NULL, 0) and none.status("how_pointee")[:2] == (NULL, 0)
-    assert none.int("how__mid", "<i") == 0 and none.missed == len(CAPTURES[0].split(",")) + 1
+    assert none.number("how__mid", "<i") == 0 and none.missed == len(CAPTURES[0].split(",")) + 1
 
     # At exit, through the returned pointer.
     assert [r.text("retval__name") for r in follows] == [b"tail", b""]
