@@ -437,8 +437,11 @@ static __always_inline long btfgen_capture_read(void *dst, __u32 size, __u64 src
 
 /* One capture op. Its state (the pointer in hand, whether it stopped at a NULL or a fault)
  * is in the capture's head in the record, not in registers: the verifier, which knows nothing
- * of record bytes, then walks the generic loop once per op instead of once per outcome. */
-static __always_inline void btfgen_capture_op(const struct btfgen_op *op, __u32 ptr_size,
+ * of record bytes, then walks the generic loop once per op instead of once per outcome.
+ * A subprogram, not inlined: its locals (the memory a read used, the pointer loaded) die with
+ * its frame instead of staying in the loop's stack, where 6.1's verifier saw them as new
+ * states every iteration and refused the trace program as too complex (E2BIG, bookworm). */
+static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_op *op, __u32 ptr_size,
 					      struct btfgen_record *rec)
 {
 	struct btfgen_capture_head *h;

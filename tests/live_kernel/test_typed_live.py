@@ -1,0 +1,171 @@
+"""Captures and filters of `btfgen trace` in every guest, against the kernel's own fetcher.
+
+The host builds two trace directories for the guest kernel (`--kernel --btf --arch --build`):
+one capturing `do_sys_openat2`'s file name (a `char *` argument: a string by default) and
+`how->flags`, and `vfs_write`'s `file->f_path.dentry->d_name.name` (a path through three
+pointers); the other the same with `--filter`s that keep only the calls on one distinctive file.
+In the guest a shell writes two distinctively named files; the printed names and flags are
+checked against what the shell asked for, and, where the kernel has fprobe events, against the
+kernel's own BTF fetcher (`f:` events with `$arg2:ustring`, `$arg3->flags`,
+`$arg1->f_path.dentry->d_name.name:string`) on the same calls: a second, independent truth.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from . import cache, python_guest
+from .conftest import btf_for, kernel_for
+from .targets import TARGETS
+
+pytestmark = pytest.mark.live
+
+KEEP = "btfgen-keep-typed"
+DROP = "btfgen-drop-typed"
+CAPTURES = ["do_sys_openat2: how->flags", "vfs_write: file->f_path.dentry->d_name.name"]
+FILTERS = [f'do_sys_openat2: prefix(filename, "/tmp/{KEEP}")',
+           f'vfs_write: prefix(file->f_path.dentry->d_name.name, "{KEEP}")']
+FUNCTIONS = ["do_sys_openat2", "vfs_write"]
+# `echo > FILE` opens with these; a 64-bit kernel adds O_LARGEFILE, whose value is the arch's.
+O_WRONLY, O_CREAT, O_TRUNC, O_ACCMODE = 0o1, 0o100, 0o1000, 0o3
+JIT = "/proc/sys/net/core/bpf_jit_enable"
+# As test_trace_tool.py: ppc64el's kprobe_multi cookies are broken (targets.py), and fprobe
+# events there stop BPF kretprobes on the same function.
+ATTACH = {"unstable-ppc64el": "single"}
+# The kernel's own fetcher on the same calls. 7.2 takes BTF paths from parameter names only
+# (`$arg3->flags` is "Invalid $-variable") and a string only from memory (`$arg2:string`:
+# "String accepts only memory argument"), so the parameters are named: the same values.
+FPROBES = [
+    "f:btfgen/open do_sys_openat2 name=filename:ustring flags=how->flags",
+    "f:btfgen/write vfs_write name=file->f_path.dentry->d_name.name:string count=count",
+]
+
+
+def _build(btf, arch: str, out, filters: list[str]) -> None:
+    cmd = [sys.executable, "-m", "btfgen", "trace", "--kernel", "--btf", str(btf),
+           "--arch", arch, "--build", str(out)]
+    for c in CAPTURES:
+        cmd += ["--capture", c]
+    for f in filters:
+        cmd += ["--filter", f]
+    proc = subprocess.run([*cmd, *FUNCTIONS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+# A btfgen defect this test found, left open: strict, so the fix shows.
+KNOWN = {
+    "unstable-s390x": "s390x's kernel and user memory are separate address spaces and its BTF "
+    "has no __user tags: a string captured 'kernel, then user' reads the user address in "
+    "kernel memory, which succeeds and gives \"\" (filename=\"\", buf=\"\")",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    reason=KNOWN[n], strict=True)) if n in KNOWN else n for n in sorted(TARGETS)])
+def test_captures_and_filters_in_guest(name, tmp_path):
+    k = kernel_for(name)
+    t = k.target
+    btf = btf_for(k)
+    _build(btf, t.arch, tmp_path / "all", [])
+    _build(btf, t.arch, tmp_path / "filtered", FILTERS)
+    g, py = python_guest.trace_guest(t, tmp_path / "all")
+    for f in (tmp_path / "filtered").iterdir():
+        if f.is_file():
+            g.file(f"filtered/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    run = (f"LD_LIBRARY_PATH={python_guest.library_path(t)} {py.python} btfgen_trace.py "
+           f"--attach {ATTACH.get(name, 'auto')}")
+    writes = (f"sh -c 'echo keep > /tmp/{KEEP}-{name}; echo drop > /tmp/{DROP}-{name}; "
+              "true'")
+    g.step("jit", f"[ -e {JIT} ] && echo 1 > {JIT}; true")
+    fprobes = FPROBES if t.multi_broken is None else []
+    g.step("fprobe", "cd /sys/kernel/tracing || exit 0; "
+           + "".join(f"echo '{p}' >> dynamic_events || echo 'refused {p}'; " for p in fprobes)
+           + "echo 1 > events/btfgen/enable 2>/dev/null || echo 'no fprobe events'; "
+             "cat error_log")
+    g.step("all", f"cd /trace && {run} --run /trace -- {writes} 2>&1")
+    g.step("kernel", "grep btfgen- /sys/kernel/tracing/trace 2>/dev/null; "
+                     "echo 0 > /sys/kernel/tracing/events/btfgen/enable 2>/dev/null; true")
+    g.step("filtered", f"cd /filtered && {run} --json --run /filtered -- {writes} 2>&1")
+    boot = g.run(k)
+    report = [f"{k.release}, boot {boot.seconds:.1f}s"]
+    for step in ("fprobe", "all", "kernel", "filtered"):
+        text, rc = boot.section(step)
+        report.append(f"== {step} (exit {rc})\n{text}")
+    # Kept for reading (the README's example lines come from here).
+    cache.write_atomic(cache.ROOT / "results" / f"typed-live-{name}.txt",
+                       "\n".join(report).encode())
+    names = {f"/tmp/{KEEP}-{name}", f"/tmp/{DROP}-{name}"}
+
+    text, rc = boot.section("all")
+    assert rc == 0, f"{name}: the tool failed (exit {rc}):\n{text[-3000:]}"
+    opens, writes = _printed(text)
+    assert set(opens) == names, f"{name}: the opens printed are not the two files':\n{text}"
+    for path, flags in opens.items():
+        assert flags & O_ACCMODE == O_WRONLY and flags & O_CREAT and flags & O_TRUNC, \
+            f"{name}: {path}: how->flags={flags:#o} is not O_WRONLY|O_CREAT|O_TRUNC (+arch bits)"
+    assert set(writes) == {p.rsplit("/", 1)[1] for p in names}, \
+        f"{name}: the writes' file->f_path.dentry->d_name.name printed:\n{text}"
+
+    kernel, _ = boot.section("kernel")
+    said, _ = boot.section("fprobe")
+    if fprobes and "no fprobe events" not in said:
+        assert "refused" not in said, f"{name}: the kernel refused an fprobe event:\n{said}"
+        k_opens, k_writes = _fetched(kernel)
+        assert k_opens == opens, f"{name}: the kernel fetched {k_opens}, btfgen printed {opens}"
+        assert k_writes == writes, f"{name}: the kernel fetched {k_writes}, btfgen {writes}"
+    else:
+        # Where there are none (6.1; armmp-lpae) or they are not used (ppc64el): said so.
+        assert not fprobes or "no fprobe events" in said, said
+
+    text, rc = boot.section("filtered")
+    assert rc == 0, f"{name}: the filtered run failed (exit {rc}):\n{text[-3000:]}"
+    events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    entries = [(e["function"], e["captures"]) for e in events if e["kind"] == "entry"]
+    keep = f"/tmp/{KEEP}-{name}"
+    assert entries == [
+        ("do_sys_openat2", {"filename": keep, "how->flags": opens[keep]}),
+        ("vfs_write", {"buf": "keep\n", "file->f_path.dentry->d_name.name": f"{KEEP}-{name}"}),
+    ], f"{name}: the filters did not pass exactly the calls on {keep}:\n{text}"
+    exits = [e["function"] for e in events if e["kind"] == "exit"]
+    assert exits == ["do_sys_openat2", "vfs_write"], f"{name}: exits of the kept calls:\n{text}"
+
+
+# `name=value` of a printed call: a quoted string (JSON escapes) or up to the next ", ". (Not
+# printed.fields: a capture's `how->flags` has a `>` that is no closing bracket.)
+_ARG = re.compile(r'([^=, ]+)=("(?:[^"\\]|\\.)*"|[^,]*)(?:, |$)')
+
+
+def _printed(text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """btfgen's text lines: ({file name: how->flags}, {d_name.name: count}) of the files'
+    calls (busybox's own opens, if any, are not the test's)."""
+    opens, writes = {}, {}
+    for line in text.splitlines():
+        if m := re.fullmatch(r"(do_sys_openat2|vfs_write)\((.*)\)", line.strip()):
+            args = dict(_ARG.findall(m.group(2)))
+            if m.group(1) == "do_sys_openat2":
+                path = json.loads(args["filename"])
+                if "btfgen-" in path:
+                    assert path not in opens, f"{path} opened twice:\n{text}"
+                    opens[path] = int(args["how->flags"], 0)
+            else:
+                base = json.loads(args["file->f_path.dentry->d_name.name"])
+                if base.startswith("btfgen-"):
+                    writes[base] = int(args["count"], 0)
+    return opens, writes
+
+
+_EVENT = re.compile(r" (open|write): \(\S+\) name=\"(.*)\" (?:flags|count)=(\S+)$")
+
+
+def _fetched(trace: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The kernel's fprobe events, read as _printed reads btfgen's lines."""
+    opens, writes = {}, {}
+    for line in trace.splitlines():
+        if (m := _EVENT.search(line)) and "btfgen-" in m.group(2):
+            (opens if m.group(1) == "open" else writes)[m.group(2)] = int(m.group(3), 0)
+    return opens, writes
