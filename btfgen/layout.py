@@ -151,3 +151,4 @@ class ArchLayout:
     # alignment a scalar gets, and libbpf's __TARGET_ARCH_<x> spelling.
     max_scalar_align: int = 16
     target_arch: str = ""
+    address_spaces: str = "shared"  # Convention.address_spaces

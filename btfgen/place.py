@@ -415,4 +415,4 @@ def place_functions(types, conv: Convention, funcs: Iterable[T.Func],
         layouts = tuple(engine.function(f) for f in funcs)
     return ArchLayout(conv.name, conv.byte_order, conv.pointer_size, engine.ctx, layouts,
                       max_scalar_align=conv.max_align,
-                      target_arch=conv.target_arch)
+                      target_arch=conv.target_arch, address_spaces=conv.address_spaces)

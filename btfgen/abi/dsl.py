@@ -10,6 +10,9 @@ The language, statement by statement (`#` starts a comment):
   names N...;                  other exact names (uname -m spellings: a trace directory runs on
                                a machine whose `uname -m` is one of them)
   bpf_syscall N;               the bpf() syscall's number in this arch's syscall table
+  address_spaces shared|separate;  separate: kernel and user memory overlap in addresses
+                               (s390x), so a pointer the BTF does not tag cannot be tried in
+                               one and then the other
   family N...;                 shared names (kernel ARCH, __TARGET_ARCH_*) picked by pointer size
   elf EM_...;                  the ELF e_machine that means this arch
   pointer N; endian little|big; max_align N; slot N;
@@ -356,6 +359,7 @@ class Convention:
     clang_triple: str = ""  # libclang's target for C headers; "": headers unsupported
     libc_dirs: tuple[str, ...] = ()
     bpf_syscall: int | None = None  # the bpf() syscall's number; None: not described
+    address_spaces: str = "shared"  # "separate": kernel and user addresses overlap (s390x)
 
     @property
     def target_arch(self) -> str:
@@ -467,6 +471,11 @@ class _ToConvention(lark.Transformer):
 
     def err(self, at, what: str) -> AbiError:
         return AbiError(f"{self.path}:{getattr(at, 'line', 0)}:{getattr(at, 'column', 0)}: {what}")
+
+    def _address_spaces(self, text: str, at) -> str:
+        if text not in ("shared", "separate"):
+            raise self.err(at, f"address_spaces: shared or separate, not {text!r}")
+        return text
 
     def number(self, tok, at=None) -> int:
         text = str(tok)
@@ -760,4 +769,5 @@ class _ToConvention(lark.Transformer):
             libc_dirs=d.libc,
             bpf_syscall=(self.number(props["bpf_syscall"], meta) if "bpf_syscall" in props
                          else None),
+            address_spaces=self._address_spaces(props.get("address_spaces", "shared"), meta),
         )

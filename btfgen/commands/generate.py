@@ -181,7 +181,11 @@ def _captures(args: argparse.Namespace, target, arch) -> dict:
     funcs = [target.types[f.btf_id] for f in arch.functions]
     try:
         requests = [capture.parse(option) for option in args.capture]
-        return capture.for_functions(funcs, requests, args.string_size, args.capture_strings)
+        # The header serves kernel probes too: where kernel and user addresses overlap, every
+        # load's memory must be known (an untagged pointer is refused, or named with :user).
+        separate = arch.arch if arch.address_spaces == "separate" else None
+        return capture.for_functions(funcs, requests, args.string_size, args.capture_strings,
+                                     separate_spaces=separate)
     except capture.CaptureError as e:
         raise BtfgenError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
 

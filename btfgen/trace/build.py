@@ -94,12 +94,12 @@ def build(req: Request, out: Path) -> dict:
     funcs = _select(target, req, source)
     if not req.kernel:
         kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
-    caps = _captures(funcs, req)
+    caps = _captures(funcs, req, target.convention)
     placement = target.placement(funcs)
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
     layout, conv, types = placement.layout, target.convention, target.types
-    bound = typed_filter.bind(parsed, layout, types)
+    bound = typed_filter.bind(parsed, layout, types, kernel=req.kernel)
     out.mkdir(parents=True, exist_ok=True)
     _write_filter(out, bound, layout, types)
     for name, text in outputs.generate(layout, types, ("bpf", "python"),
@@ -179,16 +179,27 @@ def _write_filter(out: Path, bound, layout, types) -> None:
         filter_trace.trace_header(bound, layout, types))
 
 
-def _captures(funcs, req: Request) -> dict:
+def _captures(funcs, req: Request, conv) -> dict:
     """Each function's captures, or a BuildError naming the option and the column."""
     from btfgen.typed import capture
+
+    # A uprobe reads user memory only; a kernel probe where the two overlap cannot guess.
+    separate = conv.name if req.kernel and conv.address_spaces == "separate" else None
+    if separate and req.strings:
+        left = capture.unguessable_strings(funcs)
+        if left:
+            print(f"btfgen trace: {separate}: strings not captured by default (kernel and user "
+                  f"addresses overlap, and the BTF has no __user tags to say which a pointer "
+                  f"is; name it: --capture 'FUNC: ARG:user'): "
+                  f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
 
     if not 1 <= req.string_size <= capture.MAX_STRING_SIZE:
         raise BuildError(f"--string-size: from 1 to {capture.MAX_STRING_SIZE} bytes (the "
                          "generic record holds 1 KiB a call)")
     try:
         requests = [capture.parse(option) for option in req.captures]
-        return capture.for_functions(funcs, requests, req.string_size, req.strings)
+        return capture.for_functions(funcs, requests, req.string_size, req.strings,
+                                     separate_spaces=separate)
     except capture.CaptureError as e:
         raise BuildError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
 

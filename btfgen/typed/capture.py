@@ -123,13 +123,16 @@ def space_of(user: bool | None) -> int:
 
 
 def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
-            at_exit: bool = False) -> Capture:
-    """The loads and read that capture `syntax` in a call of `func`, or CaptureError."""
+            at_exit: bool = False, separate_spaces: str | None = None) -> Capture:
+    """The loads and read that capture `syntax` in a call of `func`, or CaptureError.
+    `separate_spaces`: as path.resolve's (the arch's name, for a kernel probe on s390x)."""
     try:
-        p = paths.resolve(func, syntax, at_exit=at_exit)
+        p = paths.resolve(func, syntax, at_exit=at_exit, separate_spaces=separate_spaces)
+        string = not p.whole and not p.bit_size and is_string_pointer(p.type)
+        if string and p.pointee_user is None and separate_spaces:
+            raise paths.memory_unknown(syntax, separate_spaces)
     except paths.PathError as e:
         raise CaptureError(str(e).split(": ", 1)[1], e.column) from None
-    string = not p.whole and not p.bit_size and is_string_pointer(p.type)
     pointers = list(p.reads) if string else list(p.reads[:-1])
     if not string and not p.reads:
         raise CaptureError(f"{p.text} is the argument's own value, in every record already "
@@ -139,7 +142,7 @@ def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
     hops = tuple(Hop(r.offset, space_of(r.user), names[i + 1])
                  for i, r in enumerate(pointers))
     if string:
-        space = space_of(paths.user_memory(strip(p.type)))
+        space = space_of(p.pointee_user)
         return Capture(p.text, p.param, p.within, names[0], hops, True, 0, limit, space, None)
     last = p.reads[-1]
     size = p.size
@@ -172,28 +175,47 @@ def _pointer_names(func: T.Func, syntax: paths.Syntax, at_exit: bool) -> list[st
     return names
 
 
-def default_strings(func: T.Func, limit: int = STRING_SIZE) -> tuple[Capture, ...]:
+def default_strings(func: T.Func, limit: int = STRING_SIZE,
+                    separate_spaces: str | None = None) -> tuple[Capture, ...]:
     """A string capture of each `char *` argument (the trace default). An argument whose BTF
-    name no path can spell (not an identifier: a hostile or broken BTF) has none."""
+    name no path can spell (not an identifier: a hostile or broken BTF) has none, and neither
+    has one whose memory cannot be known (`separate_spaces`: `unguessable` says which)."""
     out = []
-    for i, param in enumerate(func.proto.params):
-        if _NAME.fullmatch(param.name) and is_string_pointer(param.type, plain_char=True):
-            out.append(resolve(func, paths.parse(param.name), limit))
+    for param in _string_params(func):
+        if separate_spaces and _unguessable(param):
+            continue
+        out.append(resolve(func, paths.parse(param.name), limit))
     return tuple(out)
 
 
+def _string_params(func: T.Func):
+    return [p for p in func.proto.params
+            if _NAME.fullmatch(p.name) and is_string_pointer(p.type, plain_char=True)]
+
+
+def _unguessable(param: T.Param) -> bool:
+    return paths.user_memory(strip(param.type)) is None
+
+
+def unguessable_strings(funcs) -> list[str]:
+    """`FUNC(ARG)` of each default string left out where address spaces overlap: for the note
+    that says so."""
+    return [f"{f.name}({p.name})" for f in funcs for p in _string_params(f) if _unguessable(p)]
+
+
 def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
-                  strings: bool = False) -> dict[str, tuple[Capture, ...]]:
+                  strings: bool = False,
+                  separate_spaces: str | None = None) -> dict[str, tuple[Capture, ...]]:
     """Each function's captures (by name): its `requests`, after the default strings when
     `strings`. A request for a function not among `funcs`, or a path that does not fit one,
-    is a CaptureError naming the option."""
+    is a CaptureError naming the option. `separate_spaces`: path.resolve's."""
     by_name: dict[str, T.Func] = {}
     for f in funcs:
         by_name.setdefault(f.name, f)
     out: dict[str, list[Capture]] = {}
     if strings:
         for name, f in by_name.items():
-            caps = default_strings(f, limit)
+            caps = default_strings(f, limit, separate_spaces)
             if caps:
                 out[name] = list(caps)
     for r in requests:
@@ -203,12 +225,14 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
         mine = out.setdefault(r.func, [])
         for s in r.paths:
             try:
-                c = resolve(f, s, limit, at_exit=s.root in (paths.RETVAL, "retval"))
+                c = resolve(f, s, limit, at_exit=s.root in (paths.RETVAL, "retval"),
+                            separate_spaces=separate_spaces)
             except CaptureError as e:
                 e.option = r.option
                 raise
-            if all(c.text != d.text for d in mine):
-                mine.append(c)
+            # Asked for by name, a default string gives way (its memory may be named now).
+            mine[:] = [d for d in mine if d.text != c.text]
+            mine.append(c)
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -52,9 +52,13 @@ class Bound:
     checked: filter_check.Checked
 
 
-def bind(filters: list[filter_syntax.Filter], layout, table: T.TypeSource) -> list[Bound]:
+def bind(filters: list[filter_syntax.Filter], layout, table: T.TypeSource,
+         kernel: bool = True) -> list[Bound]:
     """Each filter checked against every function of `layout` its FUNC matches, in layout
-    order."""
+    order. `kernel`: the predicates may run in a kernel probe (a uprobe's read only user
+    memory), which on an arch whose kernel and user addresses overlap needs every load's
+    memory known."""
+    separate = layout.arch if kernel and layout.address_spaces == "separate" else None
     names = [f.name for f in layout.functions]
     owner: dict[int, filter_syntax.Filter] = {}
     for flt in filters:
@@ -74,7 +78,7 @@ def bind(filters: list[filter_syntax.Filter], layout, table: T.TypeSource) -> li
         assert isinstance(func, T.Func), f"layout function {fl.name}: BTF id {fl.btf_id}"
         glob = flt.func != fl.name
         try:
-            checked = filter_check.check(flt, func, _unavailable(fl))
+            checked = filter_check.check(flt, func, _unavailable(fl), separate)
         except FilterError as e:
             raise _fail(flt.text, e, fl.name if glob else None) from None
         out.append(Bound(i, checked))

@@ -110,15 +110,16 @@ class Checked:
     exit: Cond | None
 
 
-def check(flt: S.Filter, func: T.Func, unavailable: dict[int | None, str] | None = None
-          ) -> Checked:
+def check(flt: S.Filter, func: T.Func, unavailable: dict[int | None, str] | None = None,
+          separate_spaces: str | None = None) -> Checked:
     """`unavailable`: the values the placement cannot read (parameter index, None for the
-    return value) and why."""
+    return value) and why. `separate_spaces`: path.resolve's (the arch, where kernel and user
+    addresses overlap and the reads are a kernel probe's)."""
     entry: list[Cond] = []
     exit_: list[Cond] = []
     for part in _conjuncts(flt.expr):
         at_exit = _mentions_retval(part, func)
-        checker = _Checker(func, at_exit, unavailable or {})
+        checker = _Checker(func, at_exit, unavailable or {}, separate_spaces)
         (exit_ if at_exit else entry).append(checker.cond(part))
     return Checked(func.name, flt.text, _all(entry), _all(exit_))
 
@@ -170,8 +171,10 @@ def _mentions_retval(part: S.Node, func: T.Func) -> bool:
 
 
 class _Checker:
-    def __init__(self, func: T.Func, at_exit: bool, unavailable: dict[int | None, str]):
+    def __init__(self, func: T.Func, at_exit: bool, unavailable: dict[int | None, str],
+                 separate_spaces: str | None = None):
         self.func, self.at_exit, self.unavailable = func, at_exit, unavailable
+        self.separate = separate_spaces
 
     # conditions
     def cond(self, node: S.Node) -> Cond:
@@ -256,7 +259,8 @@ class _Checker:
     def _resolve(self, ref: S.Ref) -> P.Path:
         syntax = ref.syntax
         try:
-            path = P.resolve(self.func, syntax, at_exit=self.at_exit)
+            path = P.resolve(self.func, syntax, at_exit=self.at_exit,
+                             separate_spaces=self.separate)
         except P.PathError as e:
             raise FilterError(str(e).split(": ", 1)[1], e.column) from None
         why = self.unavailable.get(path.param)
@@ -304,7 +308,10 @@ class _Checker:
         path = self._resolve(ref)
         t = strip(path.type)
         if isinstance(t, T.Ptr) and _is_char(t.type):
-            return StrTest(path, lit.value, prefix, 0, _pointee_user(t))
+            if path.pointee_user is None and self.separate:
+                e = P.memory_unknown(ref.syntax, self.separate)
+                raise FilterError(str(e).split(": ", 1)[1], e.column)
+            return StrTest(path, lit.value, prefix, 0, path.pointee_user)
         if isinstance(t, T.Array) and _is_char(t.elem):
             if not path.reads:
                 raise FilterError(f"{ref.syntax.text}: a char array passed by value is not "
@@ -321,10 +328,6 @@ class _Checker:
 def _is_char(t: T.Type) -> bool:
     t = strip(t)
     return isinstance(t, T.Int) and t.size == 1 and not t.is_bool
-
-
-def _pointee_user(ptr: T.Ptr) -> bool | None:
-    return P._user(ptr)  # the same rule the path's own reads follow
 
 
 def _signed(v: Value) -> bool:

@@ -15,7 +15,7 @@ Errors name the column of the step that failed, for the one line a user gets.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import lark
 
@@ -60,6 +60,9 @@ class Path:
     bit_offset: int  # a bitfield's first bit within the bytes at the final address
     bit_size: int  # 0: not a bitfield
     whole: bool  # `*path`: the pointee as a whole
+    # Where a pointer the path ends at points (a string read goes there): Read.user's rule,
+    # with the path's `:user`/`:kernel` for what the BTF leaves open. None for other types.
+    pointee_user: bool | None = None
 
     @property
     def size(self) -> int:
@@ -104,6 +107,7 @@ class Syntax:
     root: str
     root_column: int
     steps: tuple[Step, ...]
+    memory: str | None = None  # `:user` / `:kernel`: the memory of loads the BTF leaves open
 
 
 @functools.cache
@@ -131,8 +135,12 @@ def syntax_of(tree: lark.Tree, text: str, column: int = 1) -> Syntax:
         tokens.pop(0)
     root = tokens.pop(0)
     steps: list[Step] = []
+    memory = None
     for step in tokens:
         token = step.children[0]
+        if step.data.endswith("memory"):
+            memory = str(token)
+            continue
         where = at + token.column
         if step.data == "arrow":
             steps.append(Arrow(str(token), where))
@@ -140,12 +148,21 @@ def syntax_of(tree: lark.Tree, text: str, column: int = 1) -> Syntax:
             steps.append(Member(str(token), where))
         else:
             steps.append(Index(int(str(token), 0), where))
-    return Syntax(text.strip(), star, str(root), at + root.column, tuple(steps))
+    text = text.strip()
+    if memory:
+        text = text.rsplit(":", 1)[0].rstrip()  # the path's name in outputs, as C spells it
+    return Syntax(text, star, str(root), at + root.column, tuple(steps), memory)
 
 
-def resolve(func: T.Func, path: str | Syntax, *, at_exit: bool = False) -> Path:
+def resolve(func: T.Func, path: str | Syntax, *, at_exit: bool = False,
+            separate_spaces: str | None = None) -> Path:
     """The reads `path` makes from an argument of `func` (or from its return value, written
-    `$retval`, at exit), or a PathError naming the column that does not fit."""
+    `$retval`, at exit), or a PathError naming the column that does not fit.
+
+    `separate_spaces`: the arch's name where kernel and user memory overlap in addresses
+    (s390x) and the reads are a kernel probe's. There a load the BTF says nothing about cannot
+    be tried in kernel memory and then in user memory, as elsewhere: both reads may succeed,
+    one with the wrong bytes. The path must then name its memory (`:user`, `:kernel`)."""
     syntax = parse(path) if isinstance(path, str) else path
     proto = func.proto
     names = [p.name for p in proto.params]
@@ -163,7 +180,25 @@ def resolve(func: T.Func, path: str | Syntax, *, at_exit: bool = False) -> Path:
         known = ", ".join(n for n in names if n) or "none named"
         raise PathError(f"{func.name} has no parameter {syntax.root!r} (parameters: {known})",
                         syntax.root_column)
-    return _Walk(func, syntax, param, t).run()
+    p = _Walk(func, syntax, param, t).run()
+    final = strip(p.type)
+    if isinstance(final, T.Ptr) and not p.whole:
+        p = replace(p, pointee_user=_user(final))
+    if syntax.memory is not None:
+        said = syntax.memory == "user"
+        p = replace(p, reads=tuple(r if r.user is not None else Read(r.offset, said)
+                                   for r in p.reads),
+                    pointee_user=said if p.pointee_user is None else p.pointee_user)
+    elif separate_spaces and any(r.user is None for r in p.reads):
+        raise memory_unknown(syntax, separate_spaces)
+    return p
+
+
+def memory_unknown(syntax: Syntax, arch: str) -> PathError:
+    """Where a load's memory cannot be guessed (`resolve`'s `separate_spaces`)."""
+    return PathError(f"on {arch} kernel and user addresses overlap, and this BTF has no "
+                     f"__user tags to say which memory {syntax.text} reads: write "
+                     f"{syntax.text}:user or {syntax.text}:kernel", syntax.root_column)
 
 
 class _Walk:

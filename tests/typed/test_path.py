@@ -101,3 +101,22 @@ def test_errors_name_the_column_of_the_step(target, name, text, column, says):
 def test_void_return_has_no_value(target):
     with pytest.raises(P.PathError, match="returns void"):
         P.resolve(func(target, "nothing"), "$retval", at_exit=True)
+
+
+def test_memory_named_by_the_path(target):
+    f = func(target, "vfs_read")
+    said = P.resolve(f, "buf[0]:user")
+    assert said.text == "buf[0]" and said.reads[0].user is True
+    assert P.resolve(f, "file->f_path.dentry->d_name.name:kernel").pointee_user is False
+    assert P.resolve(f, "buf").pointee_user is None  # no __user tags in this BTF: unknown
+
+
+def test_overlapping_address_spaces_need_the_memory_named(target):
+    f = func(target, "vfs_read")
+    with pytest.raises(P.PathError) as e:
+        P.resolve(f, "file->f_flags", separate_spaces="s390x")
+    assert str(e.value) == ("column 1: on s390x kernel and user addresses overlap, and this "
+                            "BTF has no __user tags to say which memory file->f_flags reads: "
+                            "write file->f_flags:user or file->f_flags:kernel")
+    assert P.resolve(f, "file->f_flags:kernel", separate_spaces="s390x").reads[0].user is False
+    assert P.resolve(f, "count", separate_spaces="s390x").reads == ()  # no load: nothing to say
