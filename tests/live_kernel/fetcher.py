@@ -2,9 +2,9 @@
 
 The guest traces about a thousand kernel functions twice at once: `btfgen trace --record` and the
 kernel's fprobe events (`c<i>`, i the function's index in the list: `%return $arg*
-retval_=$retval`, the arguments fetched at entry and printed with the return value). Both clocks
-are CLOCK_MONOTONIC (`trace_clock` mono, `bpf_ktime_get_ns`), so one call's two returns are
-found by thread, function and time. Each value the kernel fetched
+retval_=$retval`, the arguments fetched at entry and printed with the return value). A thread's
+returns come in the same order on both sides, so one call's two returns are found by walking
+both sequences together (pair()). Each value the kernel fetched
 is then classified by where btfgen's placement says it lives: where the kernel's rule (argument n
 is the n-th argument register, the return value the return register) is right, the two must agree;
 elsewhere the kernel is wrong or refuses, and the cases are counted by kind.
@@ -163,35 +163,84 @@ def calls(events: list[dict]) -> list[Call]:
     return out
 
 
-def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str], tolerance_ns: int):
+def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
+         window: int = 64) -> tuple[list, list, list, list]:
     """(pairs of (kernel event, btfgen call), kernel events without one, btfgen calls without
-    one). Per thread and function both sides see the same returns in the same order, except
-    what one side missed: walk both in time order and pair returns within `tolerance_ns`."""
-    by_key: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
+    one, btfgen calls before the kernel's first event of their thread).
+
+    A thread's returns come in the same order on both sides, except those one side missed: the
+    two sequences of function names are walked together, and where they part, the side that
+    has the extra return is the one whose skip meets the other side's next return soonest
+    (the nearer in time where both could). Timestamps alone cannot pair them: an interrupt
+    between the two return handlers puts milliseconds between one call's two events."""
+    ks_by: dict[int, list[KernelEvent]] = defaultdict(list)
+    cs_by: dict[int, list[Call]] = defaultdict(list)
     for k in kernel:
-        by_key[(k.tid, names[k.index])][0].append(k)
+        ks_by[k.tid].append(k)
     for c in ours:
-        by_key[(c.tid, c.function)][1].append(c)
-    pairs, lone_kernel, lone_ours = [], [], []
-    for ks, cs in by_key.values():
-        ks.sort(key=lambda k: k.ns)
-        cs.sort(key=lambda c: c.ns)
+        cs_by[c.tid].append(c)
+    pairs, lone_kernel, lone_ours, before = [], [], [], []
+    for tid in sorted(set(ks_by) | set(cs_by)):
+        ks = sorted(ks_by[tid], key=lambda k: k.ns)
+        cs = sorted(cs_by[tid], key=lambda c: c.ns)
+        if ks:
+            # Until the workload adds itself to set_event_pid, the kernel's events skip it (the
+            # margin: btfgen's handler runs first, and the kernel's time is truncated).
+            start = ks[0].ns - 1_000_000
+            before += [c for c in cs if c.ns < start]
+            cs = [c for c in cs if c.ns >= start]
+        kn = [names[k.index] for k in ks]
         i = j = 0
         while i < len(ks) and j < len(cs):
-            # The printed microsecond was truncated: the call was in the middle of it, on average.
-            d = cs[j].ns - (ks[i].ns + 500)
-            if abs(d) <= tolerance_ns:
+            if kn[i] == cs[j].function:
                 pairs.append((ks[i], cs[j]))
                 i, j = i + 1, j + 1
-            elif d > 0:
+                continue
+            extra_kernel = next((n for n in range(1, window) if i + n < len(ks)
+                                 and kn[i + n] == cs[j].function), None)
+            extra_ours = next((n for n in range(1, window) if j + n < len(cs)
+                               and cs[j + n].function == kn[i]), None)
+            if extra_kernel is None and extra_ours is None:
                 lone_kernel.append(ks[i])
-                i += 1
-            else:
                 lone_ours.append(cs[j])
-                j += 1
+                i, j = i + 1, j + 1
+            elif extra_ours is None or (extra_kernel is not None and (
+                    extra_kernel, abs(ks[i + extra_kernel].ns - cs[j].ns))
+                    < (extra_ours, abs(ks[i].ns - cs[j + extra_ours].ns))):
+                lone_kernel += ks[i:i + extra_kernel]
+                i += extra_kernel
+            else:
+                lone_ours += cs[j:j + extra_ours]
+                j += extra_ours
         lone_kernel += ks[i:]
         lone_ours += cs[j:]
-    return pairs, lone_kernel, lone_ours
+    # An interrupt between the two return handlers, with traced calls of its own, puts those
+    # calls before the return on one side and after it on the other: the walk leaves both
+    # returns alone. They are paired here, nearest first.
+    reordered = _pair_nearest(lone_kernel, lone_ours, names, REORDERED_NS)
+    done_k = {id(k) for k, _ in reordered}
+    done_c = {id(c) for _, c in reordered}
+    return (pairs + reordered, [k for k in lone_kernel if id(k) not in done_k],
+            [c for c in lone_ours if id(c) not in done_c], before)
+
+
+# How far apart an interrupt can put one call's two returns (TCG is slow).
+REORDERED_NS = 20_000_000
+
+
+def _pair_nearest(ks: list[KernelEvent], cs: list[Call], names: list[str],
+                  within_ns: int) -> list:
+    free: dict[tuple[int, str], list[Call]] = defaultdict(list)
+    for c in cs:
+        free[(c.tid, c.function)].append(c)
+    out = []
+    for k in ks:
+        options = free.get((k.tid, names[k.index]), [])
+        best = min(options, key=lambda c: abs(c.ns - k.ns), default=None)
+        if best is not None and abs(best.ns - k.ns) <= within_ns:
+            options.remove(best)
+            out.append((k, best))
+    return out
 
 
 def kernel_number(text: str | None) -> int | None:

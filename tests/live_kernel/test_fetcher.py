@@ -30,7 +30,6 @@ from btfgen.btf.reader import open_btf
 
 from . import cache, fetcher, python_guest
 from .conftest import btf_for, kernel_for
-from .targets import TARGETS
 
 pytestmark = pytest.mark.live
 
@@ -41,8 +40,8 @@ HERE = Path(__file__).resolve().parent
 GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x"]
 DEFAULT = {"unstable-amd64"}
 ROUNDS = 6
-# One call's two events are at most this far apart (both run in the same fprobe dispatch).
-TOLERANCE_NS = 200_000
+# The printing paths: text and JSON lines.
+PRINTING = (("text", ""), ("json", "--json"))
 JIT = "/proc/sys/net/core/bpf_jit_enable"
 TRACING = "/sys/kernel/tracing"
 MARK = "-----{} {}-----"
@@ -91,8 +90,10 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
     env = f"LD_LIBRARY_PATH={python_guest.library_path(t)}"
     g.step("setup", f"ifconfig lo 127.0.0.1 up; [ -e {JIT} ] && echo 1 > {JIT}; "
                     f"cd {TRACING} && echo mono > trace_clock && echo 65536 > buffer_size_kb && "
-                    # Until the workload adds itself, a pid that no longer runs: no process.
-                    f"echo 1 > options/event-fork && echo $(sh -c 'echo $$') >> set_event_pid && "
+                    # Until the workload adds itself, only a process that sleeps (the kernel
+                    # drops the pid of one that has exited, and an empty list lets all through).
+                    "echo 1 > options/event-fork && "
+                    "{ sleep 100000 & echo $! >> set_event_pid; } && "
                     f"{env} {py.python} /fetcher_probes.py {fetcher.GROUP} /functions.txt")
     # The workload adds itself to set_event_pid (with `>>`: `>` would first empty the list and
     # let every process through), and what it forks follows.
@@ -101,6 +102,12 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
                      f"{TRACING}/set_event_pid; exec {py.python} /fetcher_workload.py {ROUNDS}' "
                      "2>&1")
     g.step("stats", f"echo 0 > {TRACING}/tracing_on; cat {TRACING}/per_cpu/cpu*/stats")
+    # The printing paths at the same workload: they keep up, or say while running what they lose.
+    for form, flag in PRINTING:
+        g.step(f"print-{form}", f"cd /trace && {env} {py.python} btfgen_trace.py --run /trace "
+                                f"{flag} -- {py.python} /fetcher_workload.py {ROUNDS} "
+                                f"2>/tmp/said >/tmp/printed; rc=$?; cat /tmp/said; "
+                                f"echo \"printed $(grep -c . /tmp/printed) lines\"; exit $rc")
     g.step("dump", f"{_dump('trace', TRACING + '/trace')}; {_dump('recording', '/tmp/r.btfrec')}")
     boot = g.run(k, timeout=3000)
     setup, rc = boot.section("setup")
@@ -122,7 +129,7 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
 
     placed = btfgen.open(str(btf_path), arch=t.arch)
     layouts = {n: placed.layout(n) for n in names}
-    pairs, lone_kernel, lone_ours = fetcher.pair(kernel_events, ours, names, TOLERANCE_NS)
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel_events, ours, names)
     result = fetcher.compare(pairs, layouts, t.arch)
 
     registered = re.search(r"fprobe events: (\d+) registered in ([\d.]+)s, enabled in ([\d.]+)s",
@@ -139,7 +146,7 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
         "btfgen_calls": len(ours), "calls_paired": len(pairs),
         "offset_us": _quantiles([c.ns - k.ns for k, c in pairs]),
         "functions_called": len(result.functions_called), "kernel_only": len(lone_kernel),
-        "btfgen_only": len(lone_ours), "overrun": overrun, "lost": int(lost[1]),
+        "btfgen_only": len(lone_ours), "btfgen_before_kernel": len(before), "overrun": overrun, "lost": int(lost[1]),
         "missed": int(missed[1]), "compared": result.compared,
         "kinds": {kind: vars(tally) for kind, tally in sorted(result.kinds.items())},
         "failures": result.failures[:50],
@@ -154,6 +161,22 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
     # Nothing lost where the kernel loses nothing.
     assert overrun == 0, f"{name}: the kernel's own events overran:\n{stats}"
     assert summary["lost"] == 0, text
+    for form, _ in PRINTING:
+        _check_printing(boot, form, len(ours))
     # What only the kernel saw are calls the BPF program was not run for (another BPF program
     # was running on that CPU, e.g. softirq work nested in one): counted as missed.
     assert len(lone_kernel) <= summary["missed"], text
+
+
+def _check_printing(boot, form: str, calls: int) -> None:
+    """A printing run of the workload printed about as many lines as the recording holds events
+    (two a call), or said while running what it lost."""
+    said, rc = boot.section(f"print-{form}")
+    assert rc == 0, f"printing {form} failed (exit {rc}):\n{said[-3000:]}"
+    printed = int(re.search(r"^printed (\d+) lines$", said, re.M)[1])
+    lost = int(re.search(r"^btfgen_trace: (\d+) records lost \(", said, re.M)[1])
+    if lost:
+        assert re.search(r"^btfgen_trace: \d+ records lost so far", said, re.M), said[-3000:]
+    else:
+        # The same workload, another run: about the same number of calls.
+        assert printed > calls, f"{form}: {printed} lines for about {calls} calls:\n{said}"

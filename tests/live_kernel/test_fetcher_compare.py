@@ -31,27 +31,48 @@ def test_calls_carry_the_arguments_of_their_own_entry():
     assert got == [({"x": 2}, 2), ({"x": 1}, 1), (None, 0)]
 
 
-def _kernel(us, tid=5, index=0):
+def _kernel(us, index=0, tid=5):
     return fetcher.KernelEvent(tid, index, us * 1000, {})
 
 
-def _call(ns, tid=5, fn="f"):
+def _call(ns, fn="f", tid=5):
     return fetcher.Call(fn, tid, ns, {}, 0)
 
 
 def test_a_return_only_one_side_saw_does_not_shift_the_others():
-    kernel = [_kernel(100), _kernel(200), _kernel(300)]
-    ours = [_call(100_400), _call(300_600), _call(400_000)]
-    pairs, lone_kernel, lone_ours = fetcher.pair(kernel, ours, ["f"], tolerance_ns=20_000)
-    assert [(k.ns, c.ns) for k, c in pairs] == [(100_000, 100_400), (300_000, 300_600)]
+    names = ["f", "g", "h"]
+    # The kernel saw f g h f h, btfgen f h f g h: the kernel's g is one btfgen missed, btfgen's g
+    # one the kernel missed (30 ms apart: not one call), and an interrupt put a millisecond
+    # between the two sides' returns of the last call.
+    kernel = [_kernel(100, 0), _kernel(200, 1), _kernel(300, 2), _kernel(400, 0),
+              _kernel(41_000, 2)]
+    ours = [_call(100_300, "f"), _call(300_300, "h"), _call(400_300, "f"),
+            _call(30_000_000, "g"), _call(40_000_000, "h")]
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel, ours, names)
+    assert [(k.ns, c.ns) for k, c in pairs] == [(100_000, 100_300), (300_000, 300_300),
+                                               (400_000, 400_300), (41_000_000, 40_000_000)]
     assert [k.ns for k in lone_kernel] == [200_000]
-    assert [c.ns for c in lone_ours] == [400_000]
+    assert [c.ns for c in lone_ours] == [30_000_000]
+    assert before == []
 
 
-def test_other_threads_and_functions_are_not_paired():
-    pairs, lone_kernel, lone_ours = fetcher.pair(
-        [_kernel(100, tid=6), _kernel(100, index=1)], [_call(100_000)], ["f", "g"], 20_000)
-    assert not pairs and len(lone_kernel) == 2 and len(lone_ours) == 1
+def test_returns_an_interrupt_put_in_another_order_are_paired():
+    # btfgen returned from f before an interrupt whose g both saw; the kernel after it.
+    kernel = [_kernel(100, 1), _kernel(200, 0)]
+    ours = [_call(90_000, "f"), _call(120_000, "g")]
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f", "g"])
+    assert sorted((k.ns, c.ns) for k, c in pairs) == [(100_000, 120_000), (200_000, 90_000)]
+    assert lone_kernel == lone_ours == []
+
+
+def test_what_btfgen_saw_before_the_kernel_filtered_its_thread_in_is_set_apart():
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(
+        [_kernel(100, tid=6), _kernel(5000, 1)], [_call(100_000, tid=7), _call(2_000_000, "g"),
+                                                  _call(5_000_100, "g")], ["f", "g"])
+    assert [(k.tid, c.ns) for k, c in pairs] == [(5, 5_000_100)]
+    assert [k.tid for k in lone_kernel] == [6]
+    assert [c.tid for c in lone_ours] == [7]
+    assert [c.ns for c in before] == [2_000_000]
 
 
 class _Types(MadeTypes):
