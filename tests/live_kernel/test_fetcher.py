@@ -1,15 +1,15 @@
 """Every value btfgen decodes in about a thousand kernel functions, against the kernel's own BTF
 fetcher on the same calls, and nothing lost where the kernel loses nothing.
 
-In one guest, `btfgen trace --record` and fprobe events (`$arg*`, `%return $retval`) trace the
-same functions while a workload of its own (fetcher_workload.py: file, process, memory and
+In one guest, `btfgen trace --record` and fprobe events (one a function, at its return, with
+`$arg*` and `$retval`: fetcher_probes.py) trace the same functions while a workload of its own (fetcher_workload.py: file, process, memory and
 network system calls in a loop) runs; the kernel's events are limited to the workload by
 `set_event_pid` (with `event-fork`), btfgen's by its own pid filter. The recording is decoded on
 the host and every call both saw is compared value by value (fetcher.py): where the kernel's
 fetcher is right the two must agree, every one; elsewhere the cases are counted by kind.
 
-Registering and enabling two thousand fprobe events takes minutes under TCG, so only
-unstable-amd64 runs by default; BTFGEN_LIVE_FETCHER_ALL=1 adds the other guests with fprobe events.
+Registering and enabling 1,200 fprobe events takes minutes under TCG, so only unstable-amd64
+runs by default; BTFGEN_LIVE_FETCHER_ALL=1 adds the other guests with fprobe events.
 """
 
 from __future__ import annotations
