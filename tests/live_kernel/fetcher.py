@@ -4,10 +4,10 @@ The guest traces about a thousand kernel functions twice at once: `btfgen trace 
 kernel's fprobe events (`c<i>`, i the function's index in the list: `%return $arg*
 retval_=$retval`, the arguments fetched at entry and printed with the return value). A thread's
 returns come in the same order on both sides, so one call's two returns are found by walking
-both sequences together (pair()). Each value the kernel fetched
-is then classified by where btfgen's placement says it lives: where the kernel's rule (argument n
-is the n-th argument register, the return value the return register) is right, the two must agree;
-elsewhere the kernel is wrong or refuses, and the cases are counted by kind.
+both sequences together (pair()). Each value the kernel fetched is then classified by where
+btfgen's placement says it lives: where the kernel's rule (argument n is the n-th argument
+register, the return value the return register) is right, the two must agree; elsewhere the
+kernel is wrong or refuses, and the cases are counted by kind.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ KERNEL_RET_REG = {"x86_64": "rax", "arm64": "x0", "riscv64": "a0", "ppc64le": "r
 # The kinds of values. RIGHT: where the kernel's fetcher is right; every value must agree.
 RIGHT = "scalar or pointer in its own register"
 STRUCT = "struct by value"
+STRUCT_RETURN = "struct returned by value"
 BY_REF = "struct passed by reference"
 PAIR = "value in a register pair"
 STACK = "stack argument"
@@ -88,7 +89,7 @@ def kind_of(value: ValueLayout, position: int | None, arch: str) -> str:
     if value.by_ref:
         return HIDDEN if position is None else BY_REF
     if isinstance(strip(value.type), (T.Struct, T.Union)):
-        return STRUCT
+        return STRUCT if position is not None else STRUCT_RETURN
     if any(isinstance(p, StackPiece) for p in value.pieces):
         return STACK
     if len(value.pieces) > 1:

@@ -106,6 +106,7 @@ def test_where_the_kernel_is_right_a_disagreement_fails_elsewhere_it_is_counted(
     kinds = [fetcher.kind_of(a, i, "x86_64") for i, a in enumerate(fn.args)]
     assert kinds == [fetcher.STRUCT, fetcher.SHIFTED, fetcher.SHIFTED, fetcher.STACK]
     assert fetcher.kind_of(fn.ret, None, "x86_64") == fetcher.RIGHT
+    assert fetcher.kind_of(fn.args[0], None, "x86_64") == fetcher.STRUCT_RETURN
 
     def compared(ret_printed: str):
         k = fetcher.KernelEvent(5, 0, 0, {"p": "0x1", "a": "0x2", "b": "-1", "on_stack": "9",
