@@ -2,8 +2,8 @@
 fetcher on the same calls, and nothing lost where the kernel loses nothing.
 
 In one guest, `btfgen trace --record` and fprobe events (one a function, at its return, with
-`$arg*` and `$retval`: fetcher_probes.py) trace the same functions while a workload of its own (fetcher_workload.py: file, process, memory and
-network system calls in a loop) runs; the kernel's events are limited to the workload by
+`$arg*` and `$retval`: fetcher_probes.py) trace the same functions while a workload of its own
+(fetcher_workload.py: file, process, memory and network system calls in a loop) runs; the kernel's events are limited to the workload by
 `set_event_pid` (with `event-fork`), btfgen's by its own pid filter. The recording is decoded on
 the host and every call both saw is compared value by value (fetcher.py): where the kernel's
 fetcher is right the two must agree, every one; elsewhere the cases are counted by kind.
@@ -146,8 +146,8 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
         "btfgen_calls": len(ours), "calls_paired": len(pairs),
         "offset_us": _quantiles([c.ns - k.ns for k, c in pairs]),
         "functions_called": len(result.functions_called), "kernel_only": len(lone_kernel),
-        "btfgen_only": len(lone_ours), "btfgen_before_kernel": len(before), "overrun": overrun, "lost": int(lost[1]),
-        "missed": int(missed[1]), "compared": result.compared,
+        "btfgen_only": len(lone_ours), "btfgen_before_kernel": len(before), "overrun": overrun,
+        "lost": int(lost[1]), "missed": int(missed[1]), "compared": result.compared,
         "kinds": {kind: vars(tally) for kind, tally in sorted(result.kinds.items())},
         "failures": result.failures[:50],
         "printing": {form: _printing(boot, form) for form, _ in PRINTING},
