@@ -246,7 +246,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             child.cancel()
         raise
     with obj:
-        with bpfload.RingBuffer(obj.map_fd("events"), sink) as rb:
+        behind = Behind(sink, decoders.BYTE_ORDER)
+        with bpfload.RingBuffer(obj.map_fd("events"), behind.record) as rb:
             if child:
                 child.start()
             else:
@@ -258,7 +259,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
-            status = _follow(rb, child, opts, lambda: _lost(obj))
+            status = _follow(rb, child, opts, lambda: Losses(
+                _lost(obj), obj.missed(mode.programs), behind.take()))
         missed = obj.missed(mode.programs)
         if missed or kernel:
             # Calls that never reached the program: nothing of them is in the ring buffer.
@@ -413,23 +415,66 @@ def child_pid_offset() -> int | None:
 DRAIN_MS = 10
 
 
-def _follow(rb, child, opts: Options, lost) -> int:
+# A reader this far behind the calls (seconds) says so while running.
+BEHIND_S = 1.0
+
+
+class Behind:
+    """How far the reader is behind the traced calls: each event's age as it is handed on (its
+    bpf_ktime_get_ns and time.monotonic_ns read one clock), the largest since last taken."""
+
+    def __init__(self, sink, order: str) -> None:
+        self._sink = sink
+        self._head = output.HEADS[order]
+        self._worst = 0
+
+    def record(self, raw) -> None:
+        if len(raw) >= self._head.size:  # else the sink says what is wrong with it
+            age = time.monotonic_ns() - self._head.unpack_from(raw)[3]
+            if age > self._worst:
+                self._worst = age
+        self._sink(raw)
+
+    def take(self) -> float:
+        """Seconds; 0 once taken, until the next event."""
+        worst, self._worst = self._worst, 0
+        return worst / 1e9
+
+
+@dataclass(frozen=True)
+class Losses:
+    lost: int  # records the ring buffer had no room for, since the start
+    missed: int  # calls the kernel did not run the program for (its missed counts), since the start
+    behind_s: float  # how old the oldest event handed on in the last second was
+
+
+def say_losses(now: Losses, said: Losses) -> Losses:
+    """Once a second while running: what was lost, when it grew, and how far behind the reader
+    is, when it is (a printing path slower than the calls). Returns what has been said."""
+    if now.lost > said.lost or now.missed > said.missed or now.behind_s >= BEHIND_S:
+        behind = (f"; the reader is {now.behind_s:.1f}s behind the calls"
+                  if now.behind_s >= BEHIND_S else "")
+        print(f"{PROG}: {now.lost} records lost so far (ring buffer full: the reader is "
+              f"behind; a larger --ring-size may help), {now.missed} calls missed by the kernel"
+              f"{behind}", file=sys.stderr, flush=True)
+        return now
+    return said
+
+
+def _follow(rb, child, opts: Options, losses) -> int:
     stop: list[int] = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     deadline = None if opts.duration is None else time.monotonic() + opts.duration
     status = None
-    said, said_at = 0, time.monotonic()
+    said, said_at = Losses(0, 0, 0.0), time.monotonic()
     while not stop:
         rb.poll(DRAIN_MS)
         rb.drain()
         now = time.monotonic()
         if now - said_at >= 1:
-            # Falling behind is said while it happens, not only at the end.
-            said_at, n = now, lost()
-            if n > said:
-                print(f"{PROG}: {n} records lost so far (ring buffer full: the reader is "
-                      f"behind; a larger --ring-size may help)", file=sys.stderr, flush=True)
-                said = n
+            # Falling behind, and what the kernel missed, is said while it happens, not only at
+            # the end.
+            said_at, said = now, say_losses(losses(), said)
         if child and (status := child.poll()) is not None:
             break
         if opts.pid and not os.path.exists(f"/proc/{opts.pid}"):

@@ -1,0 +1,134 @@
+"""The fetcher comparison's own logic (fetcher.py) on made-up events: no guest."""
+
+from __future__ import annotations
+
+from btfgen.btf import types as T
+from btfgen.btf.made import MadeTypes
+from btfgen.layout import FunctionLayout, ProtoLayout, RegPiece, StackPiece, ValueLayout
+
+from . import fetcher
+
+LINE = ("         python3-102     [000] ...1.     3.452656: c7: (ksys_read+0x7b/0x110 <- vfs_read) "
+        "file=0xff3a2751c22d5cc0 buf=0xb9b0530 count=4096 pos=0xff58166b805e3d30 retval_=1300")
+
+
+def test_a_return_event_is_parsed_with_its_arguments():
+    (e,) = fetcher.parse_trace("# tracer: nop\n" + LINE + "\n")
+    assert (e.tid, e.index, e.ns) == (102, 7, 3_452_656_000)
+    assert list(e.fields) == ["file", "buf", "count", "pos", "retval_"]
+    assert e.fields["count"] == "4096"
+
+
+def _event(kind, ns, fn="f", tid=5, **values):
+    return {"kind": kind, "timestamp": ns, "function": fn, "tid": tid, **values}
+
+
+def test_calls_carry_the_arguments_of_their_own_entry():
+    events = [_event("entry", 10, args={"x": 1}), _event("entry", 20, args={"x": 2}),
+              _event("exit", 30, **{"return": 2}), _event("exit", 40, **{"return": 1}),
+              _event("exit", 50, fn="g", **{"return": 0})]
+    got = [(c.args, c.ret) for c in fetcher.calls(events)]
+    assert got == [({"x": 2}, 2), ({"x": 1}, 1), (None, 0)]
+
+
+def _kernel(us, index=0, tid=5):
+    return fetcher.KernelEvent(tid, index, us * 1000, {})
+
+
+def _call(ns, fn="f", tid=5):
+    return fetcher.Call(fn, tid, ns, {}, 0)
+
+
+def test_a_return_only_one_side_saw_does_not_shift_the_others():
+    names = ["f", "g", "h"]
+    # The kernel saw f g h f h, btfgen f h f g h: the kernel's g is one btfgen missed, btfgen's g
+    # one the kernel missed (30 ms apart: not one call), and an interrupt put a millisecond
+    # between the two sides' returns of the last call.
+    kernel = [_kernel(100, 0), _kernel(200, 1), _kernel(300, 2), _kernel(400, 0),
+              _kernel(41_000, 2)]
+    ours = [_call(100_300, "f"), _call(300_300, "h"), _call(400_300, "f"),
+            _call(30_000_000, "g"), _call(40_000_000, "h")]
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel, ours, names)
+    assert [(k.ns, c.ns) for k, c in pairs] == [(100_000, 100_300), (300_000, 300_300),
+                                               (400_000, 400_300), (41_000_000, 40_000_000)]
+    assert [k.ns for k in lone_kernel] == [200_000]
+    assert [c.ns for c in lone_ours] == [30_000_000]
+    assert before == []
+
+
+def test_returns_an_interrupt_put_in_another_order_are_paired():
+    # btfgen returned from f before an interrupt whose g both saw; the kernel after it.
+    kernel = [_kernel(100, 1), _kernel(200, 0)]
+    ours = [_call(90_000, "f"), _call(120_000, "g")]
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f", "g"])
+    assert sorted((k.ns, c.ns) for k, c in pairs) == [(100_000, 120_000), (200_000, 90_000)]
+    assert lone_kernel == lone_ours == []
+
+
+def test_what_btfgen_saw_before_the_kernel_filtered_its_thread_in_is_set_apart():
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(
+        [_kernel(100, tid=6), _kernel(5000, 1)], [_call(100_000, tid=7), _call(2_000_000, "g"),
+                                                  _call(5_000_100, "g")], ["f", "g"])
+    assert [(k.tid, c.ns) for k, c in pairs] == [(5, 5_000_100)]
+    assert [k.tid for k in lone_kernel] == [6]
+    assert [c.tid for c in lone_ours] == [7]
+    assert [c.ns for c in before] == [2_000_000]
+
+
+class _Types(MadeTypes):
+    def add(self, cls, *args):
+        i = len(self)
+        self[i] = cls(i, args[0], self, *args[1:])
+        return self[i]
+
+
+def _reg(hwreg, size=8, value_offset=0):
+    return RegPiece(hwreg, hwreg, 0, 8, value_offset, size)
+
+
+def _layout():
+    """long f(struct pair16 p, long a, int b, long c, long d, long e, long on_stack)"""
+    types = _Types()
+    long_ = types.add(T.Int, "long", 8, T.INT_SIGNED, 0, 64)
+    int_ = types.add(T.Int, "int", 4, T.INT_SIGNED, 0, 32)
+    pair16 = types.add(T.Struct, "pair16", 16, (T.Member("lo", long_.id, 0, 0, types),
+                                                T.Member("hi", long_.id, 64, 0, types)), False)
+    args = (ValueLayout("p", pair16, "struct pair16", 16, (_reg("rdi"), _reg("rsi", 8, 8))),
+            ValueLayout("a", long_, "long", 8, (_reg("rdx"),), signed=True),
+            ValueLayout("b", int_, "int", 4, (_reg("rcx", 4),), signed=True),
+            ValueLayout("on_stack", long_, "long", 8, (StackPiece(8, 0, 8),), signed=True))
+    ret = ValueLayout("", long_, "long", 8, (_reg("rax"),), signed=True)
+    return FunctionLayout("f", 1, ProtoLayout(args, ret, False))
+
+
+def test_where_the_kernel_is_right_a_disagreement_fails_elsewhere_it_is_counted():
+    fn = _layout()
+    kinds = [fetcher.kind_of(a, i, "x86_64") for i, a in enumerate(fn.args)]
+    assert kinds == [fetcher.STRUCT, fetcher.SHIFTED, fetcher.SHIFTED, fetcher.STACK]
+    assert fetcher.kind_of(fn.ret, None, "x86_64") == fetcher.RIGHT
+    assert fetcher.kind_of(fn.args[0], None, "x86_64") == fetcher.STRUCT_RETURN
+
+    def compared(ret_printed: str):
+        k = fetcher.KernelEvent(5, 0, 0, {"p": "0x1", "a": "0x2", "b": "-1", "on_stack": "9",
+                                          "retval_": ret_printed})
+        call = fetcher.Call("f", 5, 0, {"p": {"lo": 1, "hi": 2}, "a": 3, "b": 4, "on_stack": 9},
+                            -1)
+        return fetcher.compare([(k, call)], {"f": fn}, "x86_64")
+
+    right = compared("-1")
+    assert not right.failures and right.kinds[fetcher.RIGHT].agree == 1
+    assert right.kinds[fetcher.SHIFTED].disagree == 2 and right.kinds[fetcher.STACK].agree == 1
+    assert right.kinds[fetcher.STRUCT].example["kernel"] == "0x1"
+    # The same bits, printed unsigned: agree; another value: a failure naming both.
+    assert not compared(str((1 << 64) - 1)).failures
+    assert compared("7").failures == ["f return (long): kernel '7', btfgen -1"]
+
+
+def test_the_tracers_own_functions_are_not_chosen():
+    class F:
+        def __init__(self, name):
+            self.name = name
+
+    funcs = [F(n) for n in ("vfs_read", "bpf_ringbuf_reserve", "__x64_sys_openat",
+                            "__x64_sys_reboot", "copy_from_kernel_nofault", "tcp_sendmsg")]
+    assert fetcher.select(funcs, "x86_64") == ["__x64_sys_openat", "tcp_sendmsg", "vfs_read"]
