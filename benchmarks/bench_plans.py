@@ -7,7 +7,9 @@ A plan is what the generic decoder does for a function: its entry and exit copy 
 (from which ctx offset or stack slot, to which record offset, how many bytes) and the carried
 return pointer. Functions with the same plan decode alike whatever their types, so one
 straight-line decoder per plan reads exactly what a hand-written one would. Columns: FUNCs,
-distinct prototypes, distinct plans, distinct plans if register copies took whole registers
+distinct prototypes, distinct plans, the straight-line decoders generated for them (entry and
+exit op lists are numbered apart, so these are fewer) and the op lists left on the interpreter
+("interp"), distinct plans if register copies took whole registers
 ("words"), functions whose plan reads the stack or through a pointer ("mem"), and how many functions the
 commonest plans serve. Without arguments:
 the running kernel's BTF for the host arch, and every kernel BTF the live tests cached
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import btfgen  # noqa: E402
 from btfgen.btf.reader import DEFAULT_PATH  # noqa: E402
+from btfgen.codegen.outputs import plan_table, plans  # noqa: E402
 from btfgen.decoder import generic  # noqa: E402
 
 # Debian architecture names of the cached kernels -> btfgen's.
@@ -67,27 +70,30 @@ def count(path: str, arch: str, top: int) -> str:
     t = time.perf_counter()
     target = btfgen.open(path, arch=arch)
     layout = target.place()
-    made = [generic.plan(f, layout.byte_order, layout.pointer_size) for f in layout.functions]
-    plans = collections.Counter(plan_key(p) for p in made)
+    made = plans(layout)
+    distinct = collections.Counter(plan_key(p) for p in made)
     word_plans = {word_plan_key(p, layout.pointer_size) for p in made}
     prototypes = len({f.type_id for f in target.every_function()})
-    stack = sum(n for k, n in plans.items() if any(op.source != generic.FROM_CTX
+    stack = sum(n for k, n in distinct.items() if any(op.source != generic.FROM_CTX
                                                    for op in k[0] + k[1]))
-    common = ", ".join(f"{n}" for _, n in plans.most_common(top))
+    common = ", ".join(f"{n}" for _, n in distinct.most_common(top))
+    table = plan_table(layout, made)
     return (f"{Path(path).name:<52} {arch:<11} {len(layout.functions):>7} {prototypes:>7} "
-            f"{len(plans):>6} {len(word_plans):>6} {stack:>8}  {common}  ({time.perf_counter() - t:.1f} s)")
+            f"{len(distinct):>6} {len(table.entry):>5} {len(table.exit):>4} "
+            f"{len(table.interpreted):>6} {len(word_plans):>6} {stack:>8}  {common}  ({time.perf_counter() - t:.1f} s)")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("inputs", nargs="*", metavar="BTF:ARCH")
     ap.add_argument("--top", type=int, default=5, help="how many of the commonest plans to size")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     inputs = [tuple(i.rsplit(":", 1)) for i in args.inputs] or default_inputs()
     if not inputs:
         print("bench_plans: no kernel BTF here (give BTF:ARCH)", file=sys.stderr)
         return 2
-    print(f"{'BTF':<52} {'arch':<11} {'funcs':>7} {'protos':>7} {'plans':>6} {'words':>6} "
+    print(f"{'BTF':<52} {'arch':<11} {'funcs':>7} {'protos':>7} {'plans':>6} {'entry':>5} "
+          f"{'exit':>4} {'interp':>6} {'words':>6} "
           f"{'mem':>8}  functions of the {args.top} commonest plans")
     for path, arch in inputs:
         print(count(path, arch, args.top), flush=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from btfgen.btf import walk
 from btfgen.btf import types as T
 from btfgen.codegen.bpf_captures import CaptureView, capture_views
+from btfgen.codegen import straight
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
 from btfgen.decoder import generic, spec_format
@@ -73,6 +74,8 @@ class SpecOpsView:
     ptr_size: int
     carry: int  # GenericPlan.carry_code
     ops: tuple[generic.Op, ...]
+    entry_plan: int = 0  # straight.PlanTable.ids
+    exit_plan: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,10 @@ class HeaderView:
     record_fields: tuple[spec_format.Field, ...] = spec_format.RECORD_HEAD
     capture_fields: tuple[spec_format.Field, ...] = spec_format.CAPTURE_HEAD
     captures: bool = False  # some function has captures: the header defines their reads
+    # The straight-line decoders (btfgen/codegen/straight.py) and a line counting them.
+    straight_entry: tuple[straight.Straight, ...] = ()
+    straight_exit: tuple[straight.Straight, ...] = ()
+    straight_counts: str = "none"
 
 
 def reg_type(size: int) -> str:
@@ -290,11 +297,16 @@ def c_types(arch: ArchLayout, table, self_contained: bool) -> CTypes:
 
 
 def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str,
-                captures: bool = False) -> HeaderView:
+                captures: bool = False,
+                table: straight.PlanTable | None = None) -> HeaderView:
     """The header around the function blocks; after them, so it has every definition.
-    `captures`: some function has captures."""
+    `captures`: some function has captures. `table`: the straight-line decoders it holds
+    (none without)."""
     big = arch.byte_order == "big"
     ctx = arch.ctx
+    lines = {} if table is None else {"straight_entry": table.entry,
+                                      "straight_exit": table.exit,
+                                      "straight_counts": straight.counts(table)}
     return HeaderView(
         guard=c_ident(guard).upper(),
         arch=c_comment(arch.arch),
@@ -315,7 +327,13 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str,
         carry_missing_bit=generic.CARRY_MISSING_BIT,
         captures=captures,
         **_snapshot(ctx, arch.pointer_size),
+        **lines,
     )
+
+
+def ctx_window(arch: ArchLayout) -> straight.CtxWindow | None:
+    """The ctx words straight-line decoders load: the generic decoder's snapshot."""
+    return straight.window(_snapshot(arch.ctx, arch.pointer_size), arch.pointer_size)
 
 
 def _snapshot(ctx, word: int) -> dict:
@@ -335,13 +353,14 @@ def _snapshot(ctx, word: int) -> dict:
     return {"snap_lo": lo, "snap_words": (hi - lo) // word, "snap_bytes": cap}
 
 
-def spec_views(arch: ArchLayout, names: list[str], plans, render_all) -> tuple[SpecView, ...]:
+def spec_views(arch: ArchLayout, names: list[str], plans, render_all,
+               table: straight.PlanTable | None = None) -> tuple[SpecView, ...]:
     """The table rows; `render_all([SpecOpsView])` once, with one view per prototype, gives
     their texts in order (a render per prototype costs more in the template engine's setup than
-    in the text)."""
+    in the text). `table` numbers their straight-line decoders (none: the interpreter)."""
     fs = arch.functions
     firsts, at = _by_object(plans)  # one plan per prototype, or per function with captures
-    texts = render_all([_spec_ops(plans[i], arch.pointer_size) for i in firsts])
+    texts = render_all([_spec_ops(plans[i], arch.pointer_size, table) for i in firsts])
     return tuple(SpecView(n, f.btf_id, texts[k]) for f, n, k in zip(fs, names, at))
 
 
@@ -359,9 +378,11 @@ def _by_object(items) -> tuple[list[int], list[int]]:
     return firsts, at
 
 
-def _spec_ops(p: generic.GenericPlan, pointer_size: int) -> SpecOpsView:
+def _spec_ops(p: generic.GenericPlan, pointer_size: int,
+              table: straight.PlanTable | None) -> SpecOpsView:
+    ids = table.ids(p) if table is not None else (0, 0)
     return SpecOpsView(len(p.entry_ops), len(p.exit_ops), pointer_size, p.carry_code,
-                       p.entry_ops + p.exit_ops)
+                       p.entry_ops + p.exit_ops, *ids)
 
 
 _NULL = "(void *)0"

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from btfgen.codegen import bpf, forked, python
+from btfgen.codegen import bpf, forked, python, straight
 from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
 from btfgen.decoder import generic
@@ -33,6 +33,12 @@ def plans(arch: ArchLayout, captures: dict | None = None) -> list[generic.Generi
     return [made[k] for k in at]
 
 
+def plan_table(arch: ArchLayout, gplans, more_plans=()) -> straight.PlanTable:
+    """The straight-line decoders of `gplans` (then `more_plans`), numbered as the header and
+    the specs number them."""
+    return straight.plan_table(list(gplans) + list(more_plans), bpf.ctx_window(arch))
+
+
 def _by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:
     return bpf.by_plan(fs, captures)
 
@@ -40,11 +46,14 @@ def _by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:
 class _Files:
     """The renderers, with what several outputs share computed once per process."""
 
-    def __init__(self, arch: ArchLayout, table, self_contained: bool, captures: dict):
+    def __init__(self, arch: ArchLayout, table, self_contained: bool, captures: dict,
+                 more_plans: tuple = ()):
         self.arch, self.table = arch, table
         self.self_contained = self_contained
         self.captures = captures
+        self.more_plans = more_plans
         self._plans: list[generic.GenericPlan] | None = None
+        self._straight: straight.PlanTable | None = None
         self._cnames: list[str] | None = None
 
     @property
@@ -52,6 +61,13 @@ class _Files:
         if self._plans is None:
             self._plans = plans(self.arch, self.captures)
         return self._plans
+
+    @property
+    def straight(self) -> straight.PlanTable:
+        """The straight-line decoders: the header prints them, the specs name them."""
+        if self._straight is None:
+            self._straight = plan_table(self.arch, self.plans, self.more_plans)
+        return self._straight
 
     @property
     def cnames(self) -> list[str]:
@@ -74,14 +90,14 @@ class _Files:
                                      lambda fs: func_t.render(fs=fs, h=ptr, end=bpf.BLOCK_END)
                                      .split(bpf.BLOCK_END), self.captures)
         h = bpf.header_view(self.arch, ctypes, guard=self._guard(),
-                            captures=bool(self.captures))
+                            captures=bool(self.captures), table=self.straight)
         return env.get_template("bpf.h.j2").render(h=h, blocks=blocks)
 
     def specs(self) -> str:
         env = environment()
         ops_t = env.get_template("spec_ops.h.j2")
         specs = bpf.spec_views(self.arch, self.cnames, self.plans,
-                               lambda ss: ops_t.render(ss=ss).split("\0"))
+                               lambda ss: ops_t.render(ss=ss).split("\0"), self.straight)
         # The table needs only the header's guard and sizes, none of its type definitions.
         h = bpf.header_view(self.arch, self._ctypes(), guard=self._guard())
         values, users = bpf.user_views(self.arch, self.plans)
@@ -90,7 +106,7 @@ class _Files:
             decoders_header=file_name("header", self.arch.arch))
 
     def python(self) -> str:
-        return python_module(self.arch, self.plans, self.captures)
+        return python_module(self.arch, self.plans, self.captures, self.straight)
 
     def layout(self) -> str:
         return layout_text(self.arch)
@@ -133,13 +149,14 @@ def file_names(arch: str) -> dict[str, str]:
 
 def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
              specs_table: bool = True, jobs: int = 1,
-             captures: dict | None = None) -> dict[str, str]:
+             captures: dict | None = None, more_plans: tuple = ()) -> dict[str, str]:
     """The files for `langs` (without the spec table unless `specs_table`); with `jobs` > 1
     rendered in two processes (the same bytes). `captures`: function name -> its
     btfgen.typed.capture.Captures, in the header (struct btfgen_captures_F), the generic
-    decoder's specs and the Python module."""
+    decoder's specs and the Python module. `more_plans`: generic plans of other functions
+    whose straight-line decoders the header holds too (a benchmark loading a whole kernel's)."""
     chosen = [o for o in OUTPUTS if o.lang in langs and (specs_table or o.name != "specs")]
-    files = _Files(arch, table, self_contained, captures or {})
+    files = _Files(arch, table, self_contained, captures or {}, tuple(more_plans))
     groups = [chosen] if jobs < 2 else [[o for o in chosen if o.half == h] for h in (0, 1)]
     with collector_paused():
         return forked.run([lambda g=g: _render(files, g) for g in groups if g])
@@ -158,19 +175,21 @@ class _PtrType:
         self.ptr_type = ptr_type
 
 
-def python_module(arch: ArchLayout, gplans, captures: dict | None = None) -> str:
+def python_module(arch: ArchLayout, gplans, captures: dict | None = None,
+                  table: straight.PlanTable | None = None) -> str:
     """The module's text: each prototype's descriptor once, as the source of a tuple the module
     evaluates on first use (CPython took 30 s and 4 GB to compile a whole kernel's descriptors
     as one literal), and every function's name, id and prototype index."""
     lits = python.Literals()
     memo: dict = {}
     captures = captures or {}
+    table = table or plan_table(arch, gplans)
 
     def proto_text(f: FunctionLayout, p: generic.GenericPlan) -> str:
         d = function_desc(f, arch.byte_order, arch.pointer_size, p, memo,
                           captures.get(f.name, ()))
         ops = (tuple(o.spelled for o in p.entry_ops),
-               tuple(o.spelled for o in p.exit_ops), p.carry_code)
+               tuple(o.spelled for o in p.exit_ops), p.carry_code) + table.ids(p)
         parts = [lits.value_text(a) for a in d.args]
         args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
         ret_text = ("None" if d.ret is None else

@@ -47,6 +47,8 @@ SPEC_HEAD = (
     Field("__u8", "nexit", "ops[nentry, nentry + nexit) run at exit"),
     Field("__u8", "ptr_size"),
     Field("__u8", "carry", "0, or 1 + entry data offset / 8 of the return pointer the exit needs"),
+    Field("__u16", "entry_plan", "the entry's straight-line decoder; 0: the ops interpreter"),
+    Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
 )
 RECORD_HEAD = (
     Field("__u32", "btf_id"),

@@ -13,7 +13,8 @@ import zoo
 from bpfrun import BpfObject, bpf_permitted
 
 from btfgen.codegen import bpf
-from btfgen.codegen.outputs import generate
+from btfgen.codegen.outputs import generate, plan_table
+from btfgen.codegen.outputs import plans as outputs_plans
 from btfgen.decode import function
 from btfgen.decoder.describe import type_desc
 from btfgen.decoder.runtime import RECORD_HEADER_SIZE, Unavailable, convert
@@ -21,7 +22,7 @@ from btfgen.decoder.runtime import RECORD_HEADER_SIZE, Unavailable, convert
 RECORD_SIZE = RECORD_HEADER_SIZE + 1024
 
 
-def _build(tmp_path, table, arch, images):
+def _build(tmp_path, table, arch, images, defines=()):
     out = generate(arch, table, ("bpf",), self_contained=True)
     for name, text in out.items():
         (tmp_path / name).write_text(text)
@@ -34,7 +35,8 @@ def _build(tmp_path, table, arch, images):
     c.write_text("\n".join(src))
     obj = tmp_path / "run.bpf.o"
     proc = subprocess.run(["clang-19", "-target", "bpf", "-O2", "-g", "-Wall", "-Werror",
-                           "-c", str(c), "-o", str(obj)], capture_output=True, text=True)
+                           *defines, "-c", str(c), "-o", str(obj)], capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     return obj, cnames
@@ -55,6 +57,30 @@ def zoo_run(tmp_path_factory):
             exit_rc, exit_ctx = (0, None) if f.ret is None else o.run(f"exit_{cname}", img.exit_ctx)
             results.append((rc | exit_rc, ctx, exit_ctx, o.global_data()))
         yield table, arch, cnames, images, results
+
+
+def _runs(obj, arch, cnames, images) -> list:
+    with BpfObject(obj) as o:
+        out = []
+        for f, cname, img in zip(arch.functions, cnames, images):
+            o.run(f"entry_{cname}", img.ctx)
+            if f.ret is not None:
+                o.run(f"exit_{cname}", img.exit_ctx)
+            out.append(o.global_data())
+        return out
+
+
+def test_straight_line_decoders_write_the_interpreters_records(zoo_run, tmp_path):
+    """Every zoo spec names straight-line decoders, and what they write (values, failed bits,
+    the exit's carried pointer) is byte for byte what the ops interpreter writes."""
+    table, arch, cnames, images, results = zoo_run
+    plans = plan_table(arch, outputs_plans(arch))
+    assert all(plans.ids(p)[0] for p in outputs_plans(arch))
+    assert all(plans.ids(p)[1] for f, p in zip(arch.functions, outputs_plans(arch)) if f.ret)
+    obj, _ = _build(tmp_path, table, arch, images, ("-DBTFGEN_INTERPRET_ONLY",))
+    interpreted = _runs(obj, arch, cnames, images)
+    for f, got, want in zip(arch.functions, [r[3] for r in results], interpreted):
+        assert got == want, f.name
 
 
 def _slot(ctx: bytes, i: int, size: int) -> bytes:
@@ -156,5 +182,5 @@ def test_python_spec_bytes_are_the_compiled_c_table(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     py_table = b"".join(mod.spec(k) for k in mod.names())
-    assert len(c_table) == 264 * len(arch.functions)
+    assert len(c_table) == 268 * len(arch.functions)
     assert py_table == c_table

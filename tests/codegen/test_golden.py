@@ -171,4 +171,4 @@ def test_golden_python_imports(arch_outputs, tmp_path):
     assert sorted(mod.names()) == sorted(golden.FUNCTIONS)
     assert mod.ARCH == arch
     for n in golden.FUNCTIONS:
-        assert len(mod.spec(n)) == 8 + 8 * MAX_OPS  # the header, then 8 bytes per op
+        assert len(mod.spec(n)) == 12 + 8 * MAX_OPS  # the header, then 8 bytes per op

@@ -357,6 +357,8 @@ struct btfgen_spec {
 	__u8 nexit; /* ops[nentry, nentry + nexit) run at exit */
 	__u8 ptr_size;
 	__u8 carry; /* 0, or 1 + entry data offset / 8 of the return pointer the exit needs */
+	__u16 entry_plan; /* the entry's straight-line decoder; 0: the ops interpreter */
+	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
@@ -508,11 +510,89 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
  * stack op (a run of stack arguments the plan merged, a struct) is one read of its own. */
 #define BTFGEN_STACK_WINDOW 64
 
-/* Copy one function's values into `rec`: a bounded loop the verifier walks once per iteration,
- * every offset masked into the record. `sp` is the entry stack pointer (BTFGEN_SP(ctx)). */
-static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
-						 const struct btfgen_spec *spec, __u32 kind,
-						 struct btfgen_record *rec)
+/* Straight-line decoders, one per distinct list of copy operations; here
+ * 5 entry, 4 exit; 0 op lists on the interpreter.
+ * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Each makes exactly
+ * the reads of its ops at constant offsets, as a hand-written decoder would. Define
+ * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record is filled. */
+static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan, __u32 kind,
+					   struct btfgen_record *rec)
+{
+#ifndef BTFGEN_INTERPRET_ONLY
+	if (!kind) {
+		switch (plan) {
+		case 1:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 8, __u64, 0, 1);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 16, __u64, 0, 1);
+			BTFGEN_REG_COPY(&rec->data[24], ctx, 24, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[32], ctx, 32, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[40], ctx, 40, __u64, 0, 2);
+			BTFGEN_REG_COPY(&rec->data[48], ctx, 48, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[56], ctx, 56, __u64, 0, 4);
+			if (BTFGEN_READ(&rec->data[64], 8, sp + 0))
+				rec->failed |= 1ULL << 8;
+			return 1;
+		case 2:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 8, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 16, __u64, 0, 4);
+			return 1;
+		case 3:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 8);
+			{
+				__u64 p = 0;
+
+				__builtin_memcpy(&p, &rec->data[0], 8);
+				if (BTFGEN_READ(&rec->data[8], 40, p))
+					rec->failed |= 1ULL << 1;
+			}
+			BTFGEN_REG_COPY(&rec->data[48], ctx, 8, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[56], ctx, 64, __u64, 0, 8);
+			return 1;
+		case 4:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 8, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 16, __u64, 0, 8);
+			return 1;
+		case 5:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 8, __u64, 0, 1);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 16, __u64, 0, 8);
+			return 1;
+		}
+	} else {
+		switch (plan) {
+		case 1:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 8);
+			return 1;
+		case 2:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 8, __u64, 0, 8);
+			return 1;
+		case 3:
+			{
+				__u64 p = 0;
+
+				__builtin_memcpy(&p, &rec->data[0], 8);
+				if (BTFGEN_READ(&rec->data[8], 40, p))
+					rec->failed |= 1ULL << 4;
+			}
+			return 1;
+		case 4:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 4);
+			return 1;
+		}
+	}
+#endif
+	return 0;
+}
+
+/* The ops interpreter: a bounded loop the verifier walks once per iteration, every offset
+ * masked into the record. For the op lists no straight-line decoder runs (captures). */
+static __always_inline int btfgen_generic_interpret(const void *ctx, __u64 sp,
+						    const struct btfgen_spec *spec, __u32 kind,
+						    struct btfgen_record *rec)
 {
 	__u32 first = kind ? spec->nentry : 0;
 	__u32 n = kind ? spec->nexit : spec->nentry;
@@ -542,9 +622,6 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 	__u32 win_src = 0;
 	int win_state = 0; /* 0: not read yet, 1: read, -1: the read failed */
 
-	rec->btf_id = spec->btf_id;
-	rec->kind = kind;
-	rec->failed = 0;
 #pragma clang loop unroll(disable)
 	for (i = 0; i < BTFGEN_MAX_OPS; i++) {
 		const struct btfgen_op *op;
@@ -607,6 +684,20 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 		}
 	}
 	return rec->failed ? -14 : 0;
+}
+
+/* Copy one function's values into `rec`, by its spec's straight-line decoder or else the
+ * interpreter. `sp` is the entry stack pointer (BTFGEN_SP(ctx)). */
+static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
+						 const struct btfgen_spec *spec, __u32 kind,
+						 struct btfgen_record *rec)
+{
+	rec->btf_id = spec->btf_id;
+	rec->kind = kind;
+	rec->failed = 0;
+	if (btfgen_straight(ctx, sp, kind ? spec->exit_plan : spec->entry_plan, kind, rec))
+		return rec->failed ? -14 : 0;
+	return btfgen_generic_interpret(ctx, sp, spec, kind, rec);
 }
 
 #define BTFGEN_CARRY_MISSING_BIT 63 /* failed: no carried pointer at exit */

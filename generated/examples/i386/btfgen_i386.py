@@ -39,6 +39,8 @@ SPEC_HEAD = (
     Field("__u8", "nexit", "ops[nentry, nentry + nexit) run at exit"),
     Field("__u8", "ptr_size"),
     Field("__u8", "carry", "0, or 1 + entry data offset / 8 of the return pointer the exit needs"),
+    Field("__u16", "entry_plan", "the entry's straight-line decoder; 0: the ops interpreter"),
+    Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
 )
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
@@ -979,11 +981,11 @@ _T.append(('struct', 4, (('c', 0, 0, ('int', 1, True)), ('s', 16, 0, ('int', 2, 
 # Each prototype's descriptor as source, evaluated on first use: a whole kernel's descriptors
 # written as one literal took CPython half a minute and gigabytes to compile.
 _PROTOS = (
-    "(('little', 4, (('a', ('int', 4, True), 4, ((0, 24, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 8, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 4, 1, 0),), False, None), ('d', ('ptr', 4), 4, ((1, 4, 4, 0),), False, None), ('e', ('int', 8, True), 8, ((1, 8, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((1, 16, 2, 0),), False, None), ('g', ('int', 4, True), 4, ((1, 20, 4, 0),), False, None), ('h', ('int', 4, False), 4, ((1, 24, 4, 0),), False, None), ('i', ('int', 4, True), 4, ((1, 28, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 24, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 16), (48, -1, 32), (56, -1, 64), (64, -1, 128)), ((0, -1, 256),))), (((24, 0, 4, 0), (8, 8, 1, 0), (4, 16, 1, 0), (4, 24, 4, 1), (8, 32, 10, 1), (20, 48, 4, 1), (24, 56, 4, 1), (28, 64, 4, 1)), ((24, 0, 4, 0),), 0))",
-    "(('little', 4, (('p', _T[0], 8, ((0, 24, 4, 0), (0, 8, 4, 4)), False, None), ('x', ('int', 4, True), 4, ((0, 4, 4, 0),), False, None)), (('', _T[0], 8, ((0, 24, 4, 0), (0, 8, 4, 4)), False, None), False), None, (((0, -1, 3), (8, -1, 4)), ((0, -1, 24),))), (((24, 0, 4, 0), (8, 4, 4, 0), (4, 8, 4, 0)), ((24, 0, 4, 0), (8, 4, 4, 0)), 0))",
-    "(('little', 4, (('b', _T[2], 20, ((1, 4, 20, 0),), False, None), ('n', ('int', 4, True), 4, ((1, 24, 4, 0),), False, None)), (('', _T[2], 20, ((0, 24, 4, 0),), True, None), False), None, (((0, -1, 1), (24, -1, 2)), ((8, 0, 12),))), (((4, 0, 20, 1), (24, 24, 4, 1)), ((24, 0, 4, 0), (0, 8, 20, 2)), 0))",
-    "(('little', 4, (('c', _T[3], 4, ((0, 24, 4, 0),), False, None), ('f', _T[4], 4, ((0, 8, 4, 0),), False, None), ('s', ('ptr', 4), 4, ((0, 4, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 24, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((24, 0, 4, 0), (8, 8, 4, 0), (4, 16, 4, 0)), ((24, 0, 4, 0),), 0))",
-    "(('little', 4, (('s', _T[5], 4, ((0, 24, 4, 0),), False, None), ('c', ('int', 1, True), 1, ((0, 8, 1, 0),), False, None), ('n', ('ptr', 4), 4, ((0, 4, 4, 0),), False, None)), (('', _T[5], 4, ((0, 24, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((24, 0, 4, 0), (8, 8, 1, 0), (4, 16, 4, 0)), ((24, 0, 4, 0),), 0))",
+    "(('little', 4, (('a', ('int', 4, True), 4, ((0, 24, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 8, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 4, 1, 0),), False, None), ('d', ('ptr', 4), 4, ((1, 4, 4, 0),), False, None), ('e', ('int', 8, True), 8, ((1, 8, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((1, 16, 2, 0),), False, None), ('g', ('int', 4, True), 4, ((1, 20, 4, 0),), False, None), ('h', ('int', 4, False), 4, ((1, 24, 4, 0),), False, None), ('i', ('int', 4, True), 4, ((1, 28, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 24, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 16), (48, -1, 32), (56, -1, 64), (64, -1, 128)), ((0, -1, 256),))), (((24, 0, 4, 0), (8, 8, 1, 0), (4, 16, 1, 0), (4, 24, 4, 1), (8, 32, 10, 1), (20, 48, 4, 1), (24, 56, 4, 1), (28, 64, 4, 1)), ((24, 0, 4, 0),), 0, 1, 1))",
+    "(('little', 4, (('p', _T[0], 8, ((0, 24, 4, 0), (0, 8, 4, 4)), False, None), ('x', ('int', 4, True), 4, ((0, 4, 4, 0),), False, None)), (('', _T[0], 8, ((0, 24, 4, 0), (0, 8, 4, 4)), False, None), False), None, (((0, -1, 3), (8, -1, 4)), ((0, -1, 24),))), (((24, 0, 4, 0), (8, 4, 4, 0), (4, 8, 4, 0)), ((24, 0, 4, 0), (8, 4, 4, 0)), 0, 2, 2))",
+    "(('little', 4, (('b', _T[2], 20, ((1, 4, 20, 0),), False, None), ('n', ('int', 4, True), 4, ((1, 24, 4, 0),), False, None)), (('', _T[2], 20, ((0, 24, 4, 0),), True, None), False), None, (((0, -1, 1), (24, -1, 2)), ((8, 0, 12),))), (((4, 0, 20, 1), (24, 24, 4, 1)), ((24, 0, 4, 0), (0, 8, 20, 2)), 0, 3, 3))",
+    "(('little', 4, (('c', _T[3], 4, ((0, 24, 4, 0),), False, None), ('f', _T[4], 4, ((0, 8, 4, 0),), False, None), ('s', ('ptr', 4), 4, ((0, 4, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 24, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((24, 0, 4, 0), (8, 8, 4, 0), (4, 16, 4, 0)), ((24, 0, 4, 0),), 0, 4, 4))",
+    "(('little', 4, (('s', _T[5], 4, ((0, 24, 4, 0),), False, None), ('c', ('int', 1, True), 1, ((0, 8, 1, 0),), False, None), ('n', ('ptr', 4), 4, ((0, 4, 4, 0),), False, None)), (('', _T[5], 4, ((0, 24, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((24, 0, 4, 0), (8, 8, 1, 0), (4, 16, 4, 0)), ((24, 0, 4, 0),), 0, 5, 4))",
 )
 _PROTO_VALUES: dict = {}
 
@@ -1005,7 +1007,8 @@ def names():
 
 
 def _descriptor(name: str) -> tuple:
-    """(the function's FunctionDesc, its generic ops (entry, exit, carry))."""
+    """(the function's FunctionDesc, its generic ops (entry, exit, carry, entry_plan,
+    exit_plan))."""
     fname, btf_id, k = _FUNCTION_PROTOS[name]
     proto = _PROTO_VALUES.get(k)
     if proto is None:
@@ -1021,15 +1024,15 @@ def function(name: str) -> Function:
     return hit
 
 
-_SPEC_HEAD = struct.Struct('<' + "IBBBB")
+_SPEC_HEAD = struct.Struct('<' + "IBBBBHH")
 _SPEC_OP = struct.Struct('<' + "HHHBB")
 
 
 def spec(name: str) -> bytes:
     """`struct btfgen_spec` for the generic decoder, in the target's byte order."""
-    desc, (entry, exit_, carry) = _descriptor(name)
+    desc, (entry, exit_, carry, entry_plan, exit_plan) = _descriptor(name)
     out = bytearray(_SPEC_HEAD.pack(desc.btf_id, len(entry), len(exit_), desc.pointer_size,
-                                    carry))
+                                    carry, entry_plan, exit_plan))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, *(0,) * (5 - len(op)))  # a capture op has its space
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))

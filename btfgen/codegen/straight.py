@@ -1,0 +1,139 @@
+"""Straight-line generic decoders: one per distinct list of copy operations (issue 24).
+
+The generic decoder's interpreter runs a function's ops in a loop the verifier cannot see
+through: ~20 ns a call where the reads themselves cost a few. A whole kernel's tens of thousands
+of functions share a few hundred to 1,500 distinct op lists (benchmarks/bench_plans.py), so each
+list becomes straight-line C making exactly its reads at constant offsets, and each spec names
+its lists (`entry_plan`, `exit_plan`: 1 + the index below; 0 keeps the function on the
+interpreter). One program holds them all behind a switch on the spec's number: a tail call
+through a program array would need a program per list to load and verify, and an exit that
+carries the hidden return pointer needs its entry's record in the same program anyway.
+
+Entry and exit lists are numbered apart (a function's entry is a kprobe's, its exit a
+kretprobe's), an exit list with the bit of its first op (its entry's op count), since the
+record's failed bits of exit ops follow the entry's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from btfgen.decoder.generic import FROM_CTX, FROM_PTR, FROM_STACK, GenericPlan, Op
+
+
+@dataclass(frozen=True, slots=True)
+class CtxWindow:
+    """The ctx bytes a straight-line decoder loads directly, in words of `word` bytes from `lo`
+    up to `end`: the argument and return registers, the span the interpreter's snapshot loads
+    (bpf._snapshot), so no plan loads what the interpreter does not."""
+
+    lo: int
+    end: int
+    word: int
+
+    def word_of(self, op: Op) -> int | None:
+        """The ctx offset of the word holding all of `op`'s bytes; None: none does."""
+        at = op.src - (op.src - self.lo) % self.word
+        if op.src < self.lo or op.src + op.size > min(at + self.word, self.end):
+            return None
+        return at
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One copy of a straight-line decoder, as the template prints it."""
+
+    source: int  # FROM_CTX, FROM_STACK, FROM_PTR
+    src: int  # FROM_CTX: the word's ctx offset; else the op's src
+    skip: int  # FROM_CTX: the op's bytes start this far into the word
+    dst: int
+    size: int
+    bit: int  # the record's failed bit for this op
+
+
+@dataclass(frozen=True, slots=True)
+class Straight:
+    """One straight-line decoder: its number (1-based) and steps."""
+
+    number: int
+    steps: tuple[Step, ...]
+    users: int  # distinct generic plans (prototypes, mostly) that run it
+
+
+@dataclass(frozen=True)
+class PlanTable:
+    """Every distinct op list of a set of plans that can run straight-line, numbered in the
+    order the plans first use them (deterministic: the functions' order)."""
+
+    entry: tuple[Straight, ...]
+    exit: tuple[Straight, ...]
+    interpreted: tuple[str, ...]  # why each list left on the interpreter is (one per list)
+    _ids: dict = field(repr=False, compare=False)
+
+    def ids(self, p: GenericPlan) -> tuple[int, int]:
+        """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops."""
+        return (self._ids.get((0, p.entry_ops), 0),
+                self._ids.get((len(p.entry_ops), p.exit_ops), 0))
+
+
+def window(snapshot: dict, word: int) -> CtxWindow | None:
+    """The direct-load window from bpf._snapshot's figures; None: no ctx op loads directly."""
+    if not snapshot.get("snap_words"):
+        return None
+    lo = snapshot["snap_lo"]
+    return CtxWindow(lo, lo + snapshot["snap_words"] * word, word)
+
+
+def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step, ...] | str:
+    """The steps of an op list, or why it stays on the interpreter."""
+    steps = []
+    for i, op in enumerate(ops):
+        bit = first + i
+        if op.source == FROM_CTX:
+            at = win.word_of(op) if win else None
+            if at is None:
+                return "a register outside the ctx words the decoder loads"
+            steps.append(Step(FROM_CTX, at, op.src - at, op.dst, op.size, bit))
+        elif op.source in (FROM_STACK, FROM_PTR):
+            steps.append(Step(op.source, op.src, 0, op.dst, op.size, bit))
+        else:
+            return "captures (their ops stay on the interpreter)"
+    return tuple(steps)
+
+
+def plan_table(plans, win: CtxWindow | None) -> PlanTable:
+    """The table for `plans` (GenericPlan, shared objects counted once)."""
+    ids: dict = {}
+    lists: dict[tuple, list] = {0: [], 1: []}
+    users: dict = {}
+    why: dict = {}
+    seen: set[int] = set()
+    for p in plans:
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        for kind, key in ((0, (0, p.entry_ops)), (1, (len(p.entry_ops), p.exit_ops))):
+            if key in ids or key in why:
+                users[key] = users.get(key, 0) + 1
+                continue
+            made = _steps(key[1], key[0], win)
+            if isinstance(made, str):
+                why[key] = made
+                continue
+            lists[kind].append((key, made))
+            ids[key] = len(lists[kind])
+            users[key] = 1
+    entry, exit_ = (tuple(Straight(n, steps, users[key])
+                          for n, (key, steps) in enumerate(lists[k], 1)) for k in (0, 1))
+    return PlanTable(entry, exit_, tuple(why.values()), ids)
+
+
+def counts(table: PlanTable) -> str:
+    """One line for a header comment and the benchmarks."""
+    reasons: dict[str, int] = {}
+    for r in table.interpreted:
+        reasons[r] = reasons.get(r, 0) + 1
+    left = "; ".join(f"{n}: {r}" for r, n in sorted(reasons.items()))
+    return (f"{len(table.entry)} entry, {len(table.exit)} exit; "
+            f"{len(table.interpreted)} op lists on the interpreter" + (f": {left}" if left
+                                                                      else ""))

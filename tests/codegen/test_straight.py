@@ -1,0 +1,50 @@
+"""The straight-line decoders' table (btfgen/codegen/straight.py): one per distinct op list,
+exit lists keyed with their first failed bit, captures and out-of-window registers left to
+the interpreter with the reason."""
+
+from __future__ import annotations
+
+from btfgen.codegen.straight import CtxWindow, plan_table
+from btfgen.decoder.generic import CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK, GenericPlan, Op
+
+WIN = CtxWindow(64, 120, 8)  # x86_64's argument and return registers
+
+
+def _plan(entry, exit_=()) -> GenericPlan:
+    return GenericPlan(tuple(entry), tuple(exit_), (), (), ())
+
+
+def test_functions_sharing_op_lists_share_a_decoder():
+    a = _plan([Op(FROM_CTX, 112, 0, 8)], [Op(FROM_CTX, 80, 0, 8)])
+    b = _plan([Op(FROM_CTX, 112, 0, 8)], [Op(FROM_CTX, 80, 0, 8)])
+    c = _plan([Op(FROM_CTX, 112, 0, 4)], [Op(FROM_CTX, 80, 0, 8)])
+    t = plan_table([a, b, c, a], WIN)
+    assert t.ids(a) == t.ids(b) == (1, 1)
+    assert t.ids(c) == (2, 1)  # its own entry list; its exit list follows one entry op, as a's
+    assert [s.users for s in t.entry] == [2, 1]
+    assert t.interpreted == ()
+
+
+def test_an_exit_list_is_numbered_with_its_first_failed_bit():
+    one = _plan([Op(FROM_CTX, 112, 0, 8)], [Op(FROM_PTR, 0, 8, 16)])
+    two = _plan([Op(FROM_CTX, 112, 0, 8), Op(FROM_CTX, 104, 8, 8)], [Op(FROM_PTR, 0, 8, 16)])
+    t = plan_table([one, two], WIN)
+    assert t.ids(one)[1] != t.ids(two)[1]
+    assert [s.steps[0].bit for s in t.exit] == [1, 2]
+
+
+def test_ctx_steps_load_the_word_holding_the_bytes():
+    big_endian_int = _plan([Op(FROM_CTX, 116, 0, 4), Op(FROM_STACK, 8, 8, 24)])
+    (lst,) = plan_table([big_endian_int], WIN).entry
+    assert [(s.source, s.src, s.skip, s.size, s.bit) for s in lst.steps] == [
+        (FROM_CTX, 112, 4, 4, 0), (FROM_STACK, 8, 0, 24, 1)]
+
+
+def test_captures_and_registers_outside_the_window_stay_on_the_interpreter():
+    cap = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 64)])
+    far = _plan([Op(FROM_CTX, 152, 0, 8)])  # past the registers the decoder loads
+    t = plan_table([cap, far], WIN)
+    assert t.ids(cap)[0] == 0 and t.ids(far)[0] == 0
+    assert sorted(t.interpreted) == ["a register outside the ctx words the decoder loads",
+                                     "captures (their ops stay on the interpreter)"]
+    assert plan_table([far], None).ids(far) == (0, 1)  # no window: no ctx op; the empty exit runs
