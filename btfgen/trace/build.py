@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from btfgen.abi.arches import run_side_facts
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs
-from btfgen.decoder import spec_format
+from btfgen.trace import deny
 from btfgen.trace import run as trace_run
 
 HERE = Path(__file__).resolve().parent
@@ -30,7 +31,9 @@ RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "
            "../decoder/spec_format.py": "spec_format.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
-MAX_FUNCTIONS = spec_format.MAX_FUNCTIONS  # the specs map's size in trace.bpf.c
+# What makes a name a glob (target.select's rule): the deny list leaves out only what globs
+# matched, never a function named as it is.
+_GLOB = re.compile(r"[*?\[]")
 
 
 class BuildError(Exception):
@@ -52,6 +55,8 @@ class Request:
     headers: list[str] = field(default_factory=list)  # user: prototypes from C headers
     include: list[str] = field(default_factory=list)
     define: list[str] = field(default_factory=list)
+    deny: bool = True  # kernel: leave out of the globs what btfgen itself calls (deny.txt)
+    timings: bool = False  # say how long each stage took
 
 
 def open_target(req: Request):
@@ -75,18 +80,24 @@ def open_target(req: Request):
 
 def build(req: Request, out: Path) -> dict:
     """Write the trace directory `out`; return its manifest."""
-    target = open_target(req)
+    timings = trace_run.Timings(req.timings)
+    with timings.stage("build: BTF load"):
+        target = open_target(req)
     source = req.headers[0] if req.headers else target.input
-    funcs = _select(target, req, source)
-    placement = target.placement(funcs)
+    with timings.stage("build: selection"):
+        funcs = _select(target, req, source)
+    with timings.stage("build: placement"):
+        placement = target.placement(funcs)
+        layout, conv, types = placement.layout, target.convention, target.types
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
-    layout, conv, types = placement.layout, target.convention, target.types
     out.mkdir(parents=True, exist_ok=True)
-    for name, text in outputs.generate(layout, types, ("bpf", "python"),
-                                       self_contained=True).items():
-        (out / name).write_text(text)
-    _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
+    with timings.stage("build: generation"):
+        for name, text in outputs.generate(layout, types, ("bpf", "python"),
+                                           self_contained=True).items():
+            (out / name).write_text(text)
+    with timings.stage("build: compile"):
+        _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
     for module, name in RUNTIME.items():
         shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
@@ -110,6 +121,9 @@ def build(req: Request, out: Path) -> dict:
         manifest["program"] = str(Path(req.program).resolve())
         manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    if req.timings:
+        print(f"{trace_run.PROG}: time: build: total: {sum(timings.seconds.values()):.6f} s",
+              file=sys.stderr)
     return manifest
 
 
@@ -131,11 +145,28 @@ def _select(target, req: Request, source: str) -> list:
         print(f"{run.PROG}: left out, several static functions of that name with different "
               f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
     funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
+    if req.kernel and req.deny:
+        funcs = _without_denied(funcs, req.functions)
     if not funcs:
         raise BuildError("nothing left to trace", status=1)
-    if len(funcs) > MAX_FUNCTIONS:
-        raise BuildError(f"{len(funcs)} functions match; at most {MAX_FUNCTIONS} at once")
+    # No limit on the count: the run side sizes the specs map to the functions it loads.
     return funcs
+
+
+def _without_denied(funcs: list, asked: list[str]) -> list:
+    """`funcs` without what deny.txt lists, unless named as it is; the count left out and why
+    said on one line."""
+    named = {w for w in asked if not _GLOB.search(w)}
+    denied = deny.split([f.name for f in funcs if f.name not in named], deny.patterns())
+    if not denied.left_out:
+        return funcs
+    out = {n for names in denied.left_out.values() for n in names}
+    groups = "; ".join(f"{why}: {len(names)} ({', '.join(names[:3])}"
+                       f"{', ...' if len(names) > 3 else ''})"
+                       for why, names in denied.left_out.items())
+    print(f"{trace_run.PROG}: left out {len(out)} functions btfgen's own probes and run side "
+          f"call (deny list; --no-deny keeps them): {groups}", file=sys.stderr)
+    return [f for f in funcs if f.name not in out]
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool) -> None:

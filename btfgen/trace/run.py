@@ -18,6 +18,7 @@ import signal
 import struct
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,26 @@ class Options:
     attach: str = "auto"  # kernel functions: "multi" (kprobe_multi), "single" (one kprobe
     # per function, each with its cookie), or "auto": multi where the kernel has it
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
+    timings: bool = False  # say how long each stage took (Timings)
+
+
+class Timings:
+    """Where the time goes: each stage's wall time, said on stderr as it ends when asked
+    (--timings) as `PROG: time: STAGE: SECONDS s`, a line a benchmark can read."""
+
+    def __init__(self, on: bool, out=None) -> None:
+        self.on = on
+        self.out = out
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        start = time.perf_counter()
+        yield  # a stage that failed is not timed: its error is what is said
+        took = self.seconds[name] = time.perf_counter() - start
+        if self.on:
+            print(f"{PROG}: time: {name}: {took:.6f} s", file=self.out or sys.stderr,
+                  flush=True)
 
 
 MIB = 1 << 20
@@ -131,8 +152,10 @@ def traceable(names: list[str]) -> tuple[list[int], list[str]]:
 
 
 def run(directory: Path, opts: Options, out=sys.stdout) -> int:
+    timings = Timings(opts.timings)
     manifest = load_manifest(directory)
-    decoders = load_decoders(directory, manifest)
+    with timings.stage("run: decoders load"):
+        decoders = load_decoders(directory, manifest)
     for warning in check_target(manifest):
         print(f"{PROG}: warning: {warning}", file=sys.stderr)
     reason = bpfload.bpf_unavailable()
@@ -142,7 +165,8 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     names = manifest["functions"]
     bpfload.mount_tracefs()
     if kernel:
-        keep, skipped = traceable(names)
+        with timings.stage("run: symbol check"):
+            keep, skipped = traceable(names)
         if skipped:
             print(f"{PROG}: not traceable here (not in available_filter_functions), "
                   f"skipped: {', '.join(skipped)}", file=sys.stderr)
@@ -152,14 +176,16 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
         keep = list(range(len(names)))
     who = kernel and not opts.pid and not opts.command
     sink = writer = None
-    if opts.record:
-        writer = recorder(opts.record, manifest, decoders, who)
-        sink = writer.record
-    else:
-        sink = output.Printer([decoders.function(n) for n in names], decoders.BYTE_ORDER, out,
-                              who=who, errors=opts.errors, as_json=opts.as_json, prog=PROG).record
+    with timings.stage("run: output setup"):
+        if opts.record:
+            writer = recorder(opts.record, manifest, decoders, who)
+            sink = writer.record
+        else:
+            sink = output.Printer([decoders.function(n) for n in names], decoders.BYTE_ORDER,
+                                  out, who=who, errors=opts.errors, as_json=opts.as_json,
+                                  prog=PROG).record
     try:
-        status, lost = _trace(directory, manifest, decoders, opts, keep, sink)
+        status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings)
     except BaseException:
         if writer:
             writer.abandon()
@@ -187,15 +213,17 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
 
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
-           sink) -> tuple[int, int]:
+           sink, timings: Timings | None = None) -> tuple[int, int]:
     """(the exit status, records lost)"""
     kernel = manifest["kind"] == "kernel"
     names = manifest["functions"]
 
+    timings = timings or Timings(False)
     fork_offset = child_pid_offset()
     single = kernel and _single(opts.attach, manifest["bpf_syscall"])
     with bpfload.BpfObject(str(directory / manifest["object"]),
-                           bpf_syscall=manifest["bpf_syscall"]) as obj:
+                           bpf_syscall=manifest["bpf_syscall"]) as obj, \
+            _detaching(obj, timings):
         for prog in ("trace_entry", "trace_exit"):
             if not single:
                 (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
@@ -206,9 +234,14 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         obj.set_autoload("follow_fork", following and fork_offset is not None)
         obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
                             ring_size(len(keep)))
-        obj.load()
-        for i, name in enumerate(names):
-            obj.update("specs", struct.pack("I", i), decoders.spec(name))
+        # One spec per function of the directory, however many (the object's own size is
+        # only a default).
+        obj.set_max_entries("specs", len(names))
+        with timings.stage("run: object load"):
+            obj.load()
+        with timings.stage("run: spec map fill"):
+            for i, name in enumerate(names):
+                obj.update("specs", struct.pack("I", i), decoders.spec(name))
         child = None
         if opts.command or not (opts.pid or kernel):
             program = [] if kernel else [manifest["program"]]
@@ -221,7 +254,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         try:
             if only and fork_offset is not None:
                 obj.attach("follow_fork")
-            _attach(obj, manifest, keep, kernel, single)
+            with timings.stage("run: attach"):
+                _attach(obj, manifest, keep, kernel, single)
         except BaseException:
             if child:
                 child.cancel()
@@ -244,6 +278,20 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                   f"another BPF program was running on that CPU, or the probe could not "
                   f"deliver the call{counted})", file=sys.stderr)
         return status, _lost(obj)
+
+
+@contextmanager
+def _detaching(obj, timings: Timings):
+    """Detach `obj`'s links on the way out, timed apart from closing the object: the other
+    half of attaching."""
+    try:
+        yield
+    finally:
+        with timings.stage("run: detach"):
+            for link in reversed(obj.links):
+                link.destroy()
+        with timings.stage("run: object close"):
+            obj.close()
 
 
 def _lost(obj) -> int:

@@ -60,6 +60,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "kretprobe per function with a BPF cookie (single: Linux 5.15+, for "
                         "kernels without kprobe_multi or with its cookies broken), or multi "
                         "where the kernel has it (auto, the default)")
+    p.add_argument("--no-deny", action="store_true",
+                   help="kernel globs: keep what they match of the functions btfgen's own "
+                        "probes and run side call (BPF helpers and maps, kprobe/fprobe/ftrace "
+                        "machinery, RCU and preemption primitives: the deny list, left out by "
+                        "default and said); a function named without a glob is always kept")
+    p.add_argument("--timings", action="store_true",
+                   help="say how long each stage took: build (BTF load, selection, placement, "
+                        "generation, compile) and run (decoders load, symbol check, object "
+                        "load, spec map fill, attach, detach)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
     p.add_argument("--dwarf", metavar="FILE",
@@ -133,7 +142,7 @@ def _main(argv: list[str], prog: str) -> int:
     _check(p, args, command)
     opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
                              as_json=args.json, record=args.record, attach=args.attach,
-                             ring_mib=args.ring_mib)
+                             ring_mib=args.ring_mib, timings=args.timings)
     if args.run:
         return trace_run.run(args.run, opts)
     if args.build:
@@ -147,7 +156,8 @@ def _main(argv: list[str], prog: str) -> int:
 def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.run and args.build:
         p.error("--build and --run are two steps: give one")
-    if args.run and (args.names or args.kernel or args.btf or args.header or args.arch):
+    if args.run and (args.names or args.kernel or args.btf or args.header or args.arch
+                     or args.no_deny):
         p.error("--run takes no functions or types: they were chosen at --build")
     if args.pid and command:
         p.error("--pid traces a running process: give no command after --")
@@ -166,8 +176,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         return
     if args.kernel and args.header:
         p.error("--header is for user programs; kernel types come from BTF")
-    if not args.kernel and args.btf:
-        p.error("--btf is for kernel functions (--kernel)")
+    if not args.kernel and (args.btf or args.no_deny):
+        p.error("--btf and --no-deny are for kernel functions (--kernel)")
     if args.kernel and not args.names:
         p.error("name the kernel functions to trace")
     if not args.kernel and len(args.names) < 2:
@@ -185,7 +195,8 @@ def _build(args, out: Path) -> None:
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
         btf=args.btf, dwarf=args.dwarf, arch=args.arch,
         program=None if args.kernel else args.names[0],
-        headers=args.header, include=args.include, define=args.define)
+        headers=args.header, include=args.include, define=args.define,
+        deny=not args.no_deny, timings=args.timings)
     try:
         trace_build.build(req, out)
     except trace_build.BuildError as e:
