@@ -268,7 +268,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
-            status = _follow(rb, child, opts, lambda: _lost(obj))
+            with timings.stage("run: tracing"):
+                status = _follow(rb, child, opts, lambda: _lost(obj))
         missed = obj.missed(("trace_entry", "trace_exit"))
         if missed or kernel:
             # Calls that never reached the program: nothing of them is in the ring buffer.

@@ -68,7 +68,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--timings", action="store_true",
                    help="say how long each stage took: build (BTF load, selection, placement, "
                         "generation, compile) and run (decoders load, symbol check, object "
-                        "load, spec map fill, attach, detach)")
+                        "load, spec map fill, attach, tracing, detach)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
     p.add_argument("--dwarf", metavar="FILE",

@@ -19,7 +19,7 @@ BUILD = ["build: BTF load", "build: selection", "build: placement", "build: gene
          "build: compile", "build: total"]
 # A user program's run: no symbol check (that is available_filter_functions, kernel only).
 RUN = ["run: decoders load", "run: output setup", "run: object load", "run: spec map fill",
-       "run: attach", "run: detach", "run: object close"]
+       "run: attach", "run: tracing", "run: detach", "run: object close"]
 
 
 def test_a_stage_is_said_with_its_seconds_only_when_asked(capsys):
