@@ -145,6 +145,12 @@ def _jit_off() -> str:
 
 def function_file_offset(binary: str, name: str) -> int:
     """The file offset of symbol `name` (what uprobes attach by)."""
+    return function_file_offsets(binary, [name])[0]
+
+
+def function_file_offsets(binary: str, names: Sequence[str]) -> list[int]:
+    """The file offsets of the function symbols `names`, the binary read once (a symbol table
+    read again for each name made thousands of functions take minutes)."""
     from elftools.elf.elffile import ELFFile  # only here: the rest must run on bare Python
 
     with open(binary, "rb") as f:
@@ -152,16 +158,23 @@ def function_file_offset(binary: str, name: str) -> int:
         symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
         if symtab is None:
             raise BpfLoadError(f"{binary}: no symbol table")
-        addrs = [s["st_value"] for s in symtab.get_symbol_by_name(name) or ()
-                 if s["st_info"]["type"] == "STT_FUNC" and s["st_value"]]
-        if not addrs:
+        wanted = set(names)
+        addrs: dict[str, int] = {}
+        for s in symtab.iter_symbols():
+            if s.name in wanted and s.name not in addrs and s["st_info"]["type"] == "STT_FUNC" \
+                    and s["st_value"]:
+                addrs[s.name] = s["st_value"]
+        loads = [seg.header for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
+    out = []
+    for name in names:
+        if name not in addrs:
             raise BpfLoadError(f"{binary}: no function symbol {name!r}")
-        addr = addrs[0]
-        for seg in elf.iter_segments():
-            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr < seg["p_vaddr"] + \
-                    seg["p_memsz"]:
-                return addr - seg["p_vaddr"] + seg["p_offset"]
-    raise BpfLoadError(f"{binary}: {name} at {addr:#x} is in no loadable segment")
+        addr = addrs[name]
+        seg = next((g for g in loads if g.p_vaddr <= addr < g.p_vaddr + g.p_memsz), None)
+        if seg is None:
+            raise BpfLoadError(f"{binary}: {name} at {addr:#x} is in no loadable segment")
+        out.append(addr - seg.p_vaddr + seg.p_offset)
+    return out
 
 
 # -- the bpf() syscall, for what libbpf 1.1 cannot do ----------------------------------------------
@@ -354,7 +367,7 @@ class BpfObject:
         n = len(funcs)
         path = ctypes.create_string_buffer(os.path.abspath(binary).encode())
         if offsets is None:
-            offsets = [function_file_offset(binary, f) for f in funcs]
+            offsets = function_file_offsets(binary, funcs)
         offsets = (c_uint64 * n)(*offsets)
         cooks = (c_uint64 * n)(*cookies)
         attr = _LinkCreateUprobeMulti(

@@ -119,7 +119,8 @@ def build(req: Request, out: Path) -> dict:
         from btfgen.trace import bpfload  # pyelftools, on the build machine only
 
         manifest["program"] = str(Path(req.program).resolve())
-        manifest["offsets"] = [bpfload.function_file_offset(req.program, n) for n in names]
+        with timings.stage("build: symbol resolution"):
+            manifest["offsets"] = bpfload.function_file_offsets(req.program, names)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if req.timings:
         print(f"{trace_run.PROG}: time: build: total: {sum(timings.seconds.values()):.6f} s",
