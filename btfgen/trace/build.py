@@ -31,6 +31,9 @@ RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "
            "../decoder/spec_format.py": "spec_format.py"}
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
+# Every function's `struct btfgen_spec`, in cookie order: made here, where it is quick, so the
+# run side fills the specs map from one read (tens of thousands made there took a minute).
+SPECS = "specs.bin"
 # What makes a name a glob (target.select's rule): the deny list leaves out only what globs
 # matched, never a function named as it is.
 _GLOB = re.compile(r"[*?\[]")
@@ -101,6 +104,10 @@ def build(req: Request, out: Path) -> dict:
     for module, name in RUNTIME.items():
         shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
+    with timings.stage("build: spec table"):
+        decoders = trace_run.load_decoders(out, {"module": outputs.file_name("python",
+                                                                             layout.arch)})
+        (out / SPECS).write_bytes(b"".join(decoders.spec(n) for n in names))
     manifest = {
         "format": trace_run.FORMAT,
         "kind": "kernel" if req.kernel else "user",
@@ -110,6 +117,8 @@ def build(req: Request, out: Path) -> dict:
         "module": outputs.file_name("python", layout.arch),
         "object": OBJECT,
         "functions": names,  # index = attach cookie = key in the specs map
+        "btf_ids": [f.btf_id for f in layout.functions],  # what each one's records carry
+        "specs": SPECS,
         "btf": source,
     }
     if req.kernel:

@@ -181,9 +181,9 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             writer = recorder(opts.record, manifest, decoders, who)
             sink = writer.record
         else:
-            sink = output.Printer([decoders.function(n) for n in names], decoders.BYTE_ORDER,
-                                  out, who=who, errors=opts.errors, as_json=opts.as_json,
-                                  prog=PROG).record
+            sink = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
+                                  decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
+                                  as_json=opts.as_json, prog=PROG).record
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings)
     except BaseException:
@@ -196,6 +196,22 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     # Never silent about what the ring buffer had no room for.
     print(f"{PROG}: {lost} records lost (ring buffer full)", file=sys.stderr)
     return status
+
+
+class LazyFunctions(dict):
+    """BTF id -> the decoder of the function with that id, made at its first event: making
+    every one up front took a minute and most of a guest's memory for the whole kernel."""
+
+    def __init__(self, decoders, names: list[str], btf_ids: list[int]) -> None:
+        super().__init__()
+        self._decoders = decoders
+        self._names = dict(zip(btf_ids, names))
+
+    def get(self, btf_id: int, default=None):
+        fn = super().get(btf_id)
+        if fn is None and btf_id in self._names:
+            fn = self[btf_id] = self._decoders.function(self._names[btf_id])
+        return default if fn is None else fn
 
 
 def recorder(path: str, manifest: dict, decoders, who: bool):
@@ -240,8 +256,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         with timings.stage("run: object load"):
             obj.load()
         with timings.stage("run: spec map fill"):
-            for i, name in enumerate(names):
-                obj.update("specs", struct.pack("I", i), decoders.spec(name))
+            obj.fill_array("specs", (directory / manifest["specs"]).read_bytes(), len(names))
         child = None
         if opts.command or not (opts.pid or kernel):
             program = [] if kernel else [manifest["program"]]

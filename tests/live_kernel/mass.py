@@ -60,7 +60,7 @@ obj.close()
 FLOOR_LINE = re.compile(r"^(floor|pair) (\d+) attach (\d+\.\d+) detach (\d+\.\d+)$", re.M)
 TIME_LINE = re.compile(r"^btfgen_trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d+) s$", re.M)
 # What the guest needs of a trace directory (the generated C headers are the build's only).
-RUN_FILES = re.compile(r"\.(py|json|o)$")
+RUN_FILES = re.compile(r"\.(py|json|o|bin)$")
 
 
 def attachable(kernel: Kernel, btf: Path) -> list[str]:
