@@ -24,6 +24,7 @@ import argparse
 import datetime
 import json
 import re
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +46,7 @@ STAGES = ["decoders load", "symbol check", "output setup", "object load", "spec 
 SINGLE = {"bookworm-i386", "bookworm-amd64"}  # Debian's 6.1: no kprobe_multi
 
 
-def measure(name: str, sizes: list[str], work: Path) -> dict:
+def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
     target = TARGETS[name]
     if not target.qemu_available():
         return {"target": name, "skipped": f"{target.qemu[0]} is not installed"}
@@ -80,11 +81,14 @@ def measure(name: str, sizes: list[str], work: Path) -> dict:
     syscall = json.loads((out / "trace-all" / "trace.json").read_text())["bpf_syscall"]
     # Floor and btfgen one after the other, size by size: the host's load drifts (TCG on a
     # shared machine), and what is compared should see the same.
+    # The whole kernel once: a round of it is minutes under TCG.
+    plan = {n: 1 if n == len(everything) else rounds for n in counts}
     for n in counts:
         d = "trace-all" if n == len(everything) else f"trace-{n}"
-        g.step(f"floor-{n}", f"{env} {py.python} floor.py {mode} {syscall} {n} 2>&1")
-        g.step(f"btfgen-{n}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} --timings "
-                              f"--attach {mode} -- true 2>&1")
+        for r in range(plan[n]):
+            g.step(f"floor-{n}-{r}", f"{env} {py.python} floor.py {mode} {syscall} {n} 2>&1")
+            g.step(f"btfgen-{n}-{r}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} "
+                                      f"--timings --attach {mode} -- true 2>&1 >/dev/null")
     if "all" in sizes:
         g.step("events", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings -- sh -c '{WORKLOAD}' >/tmp/out 2>/tmp/err; rc=$?; "
@@ -92,16 +96,20 @@ def measure(name: str, sizes: list[str], work: Path) -> dict:
     boot = g.run(k, timeout=3000)
     rows = []
     for n in counts:
-        floor_text, rc = boot.section(f"floor-{n}")
-        assert rc == 0, f"{name}: the floor with {n} functions failed:\n{floor_text[-2000:]}"
-        floors = mass.floors(floor_text)
-        text, rc = boot.section(f"btfgen-{n}")
-        assert rc == 0, f"{name}: btfgen with {n} functions failed:\n{text[-2000:]}"
-        t = mass.timings(text)
-        rows.append({"functions": n, "floor": floors[("floor", n)],
-                     "pair": floors.get(("pair", n)),
-                     "btfgen": (t["run: attach"], t["run: detach"]),
-                     "start": {s: t.get(f"run: {s}") for s in STAGES}})
+        floors, times = [], []
+        for r in range(plan[n]):
+            text, rc = boot.section(f"floor-{n}-{r}")
+            assert rc == 0, f"{name}: the floor with {n} functions failed:\n{text[-2000:]}"
+            floors.append(mass.floors(text))
+            text, rc = boot.section(f"btfgen-{n}-{r}")
+            assert rc == 0, f"{name}: btfgen with {n} functions failed:\n{text[-2000:]}"
+            times.append(mass.timings(text))
+        rows.append({"functions": n, "rounds": plan[n],
+                     "floor": _median([f[("floor", n)] for f in floors]),
+                     "pair": _median([f[("pair", n)] for f in floors if ("pair", n) in f]),
+                     "btfgen": _median([(t["run: attach"], t["run: detach"]) for t in times]),
+                     "start": {s: _median([(t.get(f"run: {s}", 0.0),) for t in times])[0]
+                               for s in STAGES}})
     result = {"target": name, "kernel": k.release, "attach": mode, "boot_s": boot.seconds,
               "date": datetime.date.today().isoformat(), "rows": rows}
     if "all" in sizes:
@@ -115,11 +123,16 @@ def measure(name: str, sizes: list[str], work: Path) -> dict:
     return result
 
 
+def _median(pairs: list[tuple]) -> tuple | None:
+    """Each column's median over the rounds."""
+    return tuple(statistics.median(col) for col in zip(*pairs)) if pairs else None
+
+
 def table(result: dict) -> str:
     if "skipped" in result:
         return f"{result['target']}: skipped ({result['skipped']})"
     out = [f"{result['target']} ({result['kernel']}, {result['attach']}, {result['date']}, "
-           f"boot {result['boot_s']:.0f} s)",
+           f"boot {result['boot_s']:.0f} s; seconds, medians of the rounds)",
            f"{'functions':>9} {'floor att':>9} {'pair att':>9} {'btfgen':>9} {'x floor':>7} "
            f"{'x pair':>6} | {'floor det':>9} {'pair det':>9} {'btfgen':>9} {'x floor':>7} | "
            "btfgen's start: " + ", ".join(STAGES)]
@@ -148,6 +161,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", default="unstable-amd64,unstable-arm64,bookworm-i386")
     p.add_argument("--sizes", default="10,100,1000,all")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of each size but the whole kernel's (once); medians shown")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
     sizes = args.sizes.split(",")
@@ -158,7 +173,7 @@ def main() -> int:
         for name in args.targets.split(","):
             if name not in TARGETS:
                 p.error(f"no target {name!r}")
-            result = measure(name, sizes, Path(tmp))
+            result = measure(name, sizes, Path(tmp), args.rounds)
             print(table(result), flush=True)
             results.append(result)
     if args.json:

@@ -239,7 +239,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     single = kernel and _single(opts.attach, manifest["bpf_syscall"])
     with bpfload.BpfObject(str(directory / manifest["object"]),
                            bpf_syscall=manifest["bpf_syscall"]) as obj, \
-            _detaching(obj, timings):
+            _detaching(obj, timings) as probes:
         for prog in ("trace_entry", "trace_exit"):
             if not single:
                 (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(prog)
@@ -270,6 +270,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             if only and fork_offset is not None:
                 obj.attach("follow_fork")
             with timings.stage("run: attach"):
+                probes.append(len(obj.links))
                 _attach(obj, manifest, keep, kernel, single)
         except BaseException:
             if child:
@@ -298,14 +299,17 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
 
 @contextmanager
 def _detaching(obj, timings: Timings):
-    """Detach `obj`'s links on the way out, timed apart from closing the object: the other
-    half of attaching."""
+    """Detach the function probes on the way out, timed apart from the rest (the fork
+    tracepoint's link, the object): the other half of the attach stage, whose caller appends
+    to the list this yields how many links `obj` had before it."""
+    probes: list[int] = []
     try:
-        yield
+        yield probes
     finally:
-        with timings.stage("run: detach"):
-            for link in reversed(obj.links):
-                link.destroy()
+        if probes:
+            with timings.stage("run: detach"):
+                for link in reversed(obj.links[probes[0]:]):
+                    link.destroy()
         with timings.stage("run: object close"):
             obj.close()
 

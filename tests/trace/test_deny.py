@@ -18,7 +18,7 @@ from btfgen.trace.tool import main
 # earlier `lookup_*` run), helpers, the fprobe/ftrace machinery, RCU; and ordinary functions.
 DENIED = ["lookup_nulls_elem_raw", "htab_map_lookup_elem", "bpf_ringbuf_reserve",
           "fprobe_entry", "ftrace_ops_list_func", "__rcu_read_lock", "migrate_disable",
-          "_raw_spin_lock_irqsave"]
+          "_raw_spin_lock_irqsave", "is_endbr"]
 KEPT = ["lookup_fast", "lookup_open", "vfs_read", "do_sys_openat2"]
 SOURCE = "".join(f"long {n}(long a, int b) {{ return a + b; }}\n" for n in DENIED + KEPT)
 
