@@ -4,7 +4,7 @@
 in the same guest (QEMU, TCG) in the same run.
 
   python3 benchmarks/bench_mass_attach.py [--targets unstable-amd64,unstable-arm64,bookworm-i386]
-                                          [--sizes 10,100,1000,all] [--json FILE]
+                                          [--sizes 10,100,1000,all] [--rounds 3] [--json FILE]
 
 Attachable: the guest's available_filter_functions that its BTF has (asked of the guest once,
 kept in the live cache), less btfgen's deny list (btfgen/trace/deny.txt), less what the build
@@ -13,8 +13,10 @@ that list. The floor is an empty program on one kprobe_multi link ("floor"), and
 and a return link ("pair": what btfgen attaches, one kprobe.multi and one kretprobe.multi);
 without kprobe_multi (bookworm's 6.1: no CONFIG_FPROBE) one kprobe each, as btfgen then does,
 and no "all" (tens of thousands of single kprobes take longer than a guest is given). btfgen's
-figures are its run side's own `--timings` lines; the table says where the rest of its start
-goes. Then events per second through the generic decoder with every function attached, while
+figures are its run side's own `--timings` lines (attach: both links; detach: both links, not
+the fork tracepoint's nor the object); the table says where the rest of its start goes. Floor
+and btfgen run one after the other, size by size, `--rounds` times (the whole kernel once);
+the table gives medians. Then events per second through the generic decoder with every function attached, while
 `ls`, `cat` and a shell loop run. Needs QEMU and the network once (the live tests' cache).
 """
 
