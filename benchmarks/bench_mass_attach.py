@@ -65,7 +65,9 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
     candidates = deny.split(mass.attachable(k, btf), deny.patterns()).kept
     out = work / name
     out.mkdir(parents=True)
-    everything = mass.build_trace(btf, target.arch, candidates, out / "trace-all")
+    build_stages: dict[str, float] = {}
+    everything = mass.build_trace(btf, target.arch, candidates, out / "trace-all",
+                                  stages=build_stages)
     counts = [len(everything) if s == "all" else int(s) for s in sizes]
     dirs = {"trace-all": out / "trace-all"}
     files = {}
@@ -113,6 +115,8 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
                      "start": {s: _median([(t.get(f"run: {s}", 0.0),) for t in times])[0]
                                for s in STAGES}})
     result = {"target": name, "kernel": k.release, "attach": mode, "boot_s": boot.seconds,
+              "build": build_stages, "attachable": len(mass.attachable(k, btf)),
+              "candidates": len(candidates),
               "date": datetime.date.today().isoformat(), "rows": rows}
     if "all" in sizes:
         text, rc = boot.section("events")
@@ -151,6 +155,9 @@ def table(result: dict) -> str:
                    f"{s(fd)} {s(pd)} {s(bd)} {x(bd, fd):>7} | "
                    + ", ".join(f"{v:.3f}" if v is not None else "-"
                                for v in r["start"].values()))
+    out.append(f"attachable {result['attachable']}, less the deny list {result['candidates']}, "
+               f"traced {result['rows'][-1]['functions']}; the whole kernel's build (host): "
+               + ", ".join(f"{k} {v:.2f}" for k, v in result["build"].items()))
     ev = result.get("events")
     if ev:
         rate = f"{ev['per_second']:.0f}/s" if ev["per_second"] else "-"

@@ -6,6 +6,8 @@ benchmarks/bench_mass_attach.py."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shutil
 import subprocess
@@ -59,6 +61,7 @@ obj.close()
 """
 FLOOR_LINE = re.compile(r"^(floor|pair) (\d+) attach (\d+\.\d+) detach (\d+\.\d+)$", re.M)
 TIME_LINE = re.compile(r"^btfgen_trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d+) s$", re.M)
+BUILD_LINE = re.compile(r"^btfgen trace: time: build: ([A-Za-z ]+): (\d+\.\d+) s$", re.M)
 # What the guest needs of a trace directory (the generated C headers are the build's only).
 RUN_FILES = re.compile(r"\.(py|json|o|bin)$")
 
@@ -79,11 +82,18 @@ def attachable(kernel: Kernel, btf: Path) -> list[str]:
     return sorted(known & names)
 
 
-def build_trace(btf: Path, arch: str, names: list[str], out: Path, deny: bool = True) -> list[str]:
+def build_trace(btf: Path, arch: str, names: list[str], out: Path, deny: bool = True,
+                stages: dict | None = None) -> list[str]:
     """A trace directory for `names` (globs leave out the deny list; names are kept as they
-    are); the functions it traces, in cookie order."""
-    req = trace_build.Request(functions=names, kernel=True, btf=str(btf), arch=arch, deny=deny)
-    return trace_build.build(req, out)["functions"]
+    are); the functions it traces, in cookie order. `stages` gets the build's --timings."""
+    req = trace_build.Request(functions=names, kernel=True, btf=str(btf), arch=arch, deny=deny,
+                              timings=stages is not None)
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        functions = trace_build.build(req, out)["functions"]
+    if stages is not None:
+        stages.update({m.group(1): float(m.group(2)) for m in BUILD_LINE.finditer(said.getvalue())})
+    return functions
 
 
 def empty_object(out: Path) -> Path:

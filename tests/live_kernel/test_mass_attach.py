@@ -19,7 +19,7 @@ import pytest
 
 from btfgen.trace import deny
 
-from . import mass, python_guest, scenario
+from . import cache, mass, python_guest, scenario
 from .conftest import btf_for, kernel_for
 
 pytestmark = pytest.mark.live
@@ -55,6 +55,10 @@ def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
                     "echo \"lines $(wc -l </tmp/out)\"; exit $rc")
     boot = g.run(k, timeout=900)
     text, rc = boot.section("whole")
+    # Kept for reading (docs/live-kernels.md's figures come from here).
+    cache.write_atomic(cache.ROOT / "results" / f"mass-attach-{NAME}.txt",
+                       f"{k.release}, {len(functions)} functions, boot {boot.seconds:.1f}s\n"
+                       f"{text}".encode())
     assert rc == 0, f"the tool failed (exit {rc}):\n{text[-3000:]}"
     assert "btfgen_trace: attaching kprobe_multi links" in text, text[-3000:]
     # Every function of the directory attached: none skipped as untraceable here.
