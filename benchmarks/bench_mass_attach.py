@@ -62,7 +62,9 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
     mode = "single" if name in SINGLE else "multi"
     if mode == "single" and "all" in sizes:
         sizes = [s for s in sizes if s != "all"]
-    candidates = deny.split(mass.attachable(k, btf), deny.patterns()).kept
+    # One kprobe each takes a name by itself only where one function has it.
+    attachable = mass.attachable(k, btf, unique=mode == "single")
+    candidates = deny.split(attachable, deny.patterns()).kept
     out = work / name
     out.mkdir(parents=True)
     build_stages: dict[str, float] = {}
@@ -115,7 +117,7 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
                      "start": {s: _median([(t.get(f"run: {s}", 0.0),) for t in times])[0]
                                for s in STAGES}})
     result = {"target": name, "kernel": k.release, "attach": mode, "boot_s": boot.seconds,
-              "build": build_stages, "attachable": len(mass.attachable(k, btf)),
+              "build": build_stages, "attachable": len(attachable),
               "candidates": len(candidates),
               "date": datetime.date.today().isoformat(), "rows": rows}
     if "all" in sizes:

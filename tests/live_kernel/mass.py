@@ -10,6 +10,7 @@ import contextlib
 import io
 import re
 import shutil
+from collections import Counter
 import subprocess
 from pathlib import Path
 
@@ -66,9 +67,11 @@ BUILD_LINE = re.compile(r"^btfgen trace: time: build: ([A-Za-z ]+): (\d+\.\d+) s
 RUN_FILES = re.compile(r"\.(py|json|o|bin)$")
 
 
-def attachable(kernel: Kernel, btf: Path) -> list[str]:
+def attachable(kernel: Kernel, btf: Path, unique: bool = False) -> list[str]:
     """The kernel functions ftrace can attach to (the guest's available_filter_functions) that
-    its BTF has, sorted; asked of the guest once per kernel and kept in the live cache."""
+    its BTF has, sorted; asked of the guest once per kernel and kept in the live cache.
+    `unique`: only names listed once (a kprobe by name refuses one several functions share,
+    EADDRNOTAVAIL; kprobe_multi takes it)."""
     dest = cache.ROOT / "results" / f"available-filter-functions-{kernel.release}.txt"
     if not dest.exists():
         g = Guest()
@@ -77,7 +80,10 @@ def attachable(kernel: Kernel, btf: Path) -> list[str]:
         text, rc = boot.section("aff")
         assert rc == 0 and text.strip(), text[-2000:]
         cache.write_atomic(dest, text.encode())
-    known = {line.split()[0] for line in dest.read_text().splitlines() if line.strip()}
+    listed = [line.split()[0] for line in dest.read_text().splitlines() if line.strip()]
+    known = set(listed)
+    if unique:
+        known -= {n for n, count in Counter(listed).items() if count > 1}
     names = {f.name for f in open_btf(str(btf)).funcs()}
     return sorted(known & names)
 
