@@ -83,7 +83,9 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
     for path, data in files.items():
         g.file(path, data)
     g.file("empty.bpf.o", mass.empty_object(out).read_bytes())
-    env = f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
+    # One kprobe each is a perf event file each (two for btfgen: entry and return): past the
+    # default 1,024 open files both would fail with EMFILE.
+    env = f"cd / && ulimit -n 65536 && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
     syscall = json.loads((out / "trace-all" / "trace.json").read_text())["bpf_syscall"]
     # Floor and btfgen one after the other, size by size: the host's load drifts (TCG on a
     # shared machine), and what is compared should see the same.

@@ -70,8 +70,9 @@ RUN_FILES = re.compile(r"\.(py|json|o|bin)$")
 def attachable(kernel: Kernel, btf: Path, unique: bool = False) -> list[str]:
     """The kernel functions ftrace can attach to (the guest's available_filter_functions) that
     its BTF has, sorted; asked of the guest once per kernel and kept in the live cache.
-    `unique`: only names listed once (a kprobe by name refuses one several functions share,
-    EADDRNOTAVAIL; kprobe_multi takes it)."""
+    `unique`, for one kprobe each: only names listed once (a kprobe by name refuses one several
+    functions share, EADDRNOTAVAIL; kprobe_multi takes it) and not on the kprobe blacklist
+    (NOKPROBE_SYMBOL: ftrace may attach there, a kprobe may not, EINVAL)."""
     dest = cache.ROOT / "results" / f"available-filter-functions-{kernel.release}.txt"
     if not dest.exists():
         g = Guest()
@@ -84,8 +85,22 @@ def attachable(kernel: Kernel, btf: Path, unique: bool = False) -> list[str]:
     known = set(listed)
     if unique:
         known -= {n for n, count in Counter(listed).items() if count > 1}
+        known -= _kprobe_blacklist(kernel)
     names = {f.name for f in open_btf(str(btf)).funcs()}
     return sorted(known & names)
+
+
+def _kprobe_blacklist(kernel: Kernel) -> set[str]:
+    dest = cache.ROOT / "results" / f"kprobe-blacklist-{kernel.release}.txt"
+    if not dest.exists():
+        g = Guest()
+        g.step("blacklist", "mount -t debugfs debugfs /sys/kernel/debug && "
+                            "cat /sys/kernel/debug/kprobes/blacklist")
+        text, rc = g.run(kernel).section("blacklist")
+        assert rc == 0 and text.strip(), text[-2000:]
+        cache.write_atomic(dest, text.encode())
+    # "0xSTART-0xEND\tNAME" a line
+    return {line.split()[-1] for line in dest.read_text().splitlines() if line.strip()}
 
 
 def build_trace(btf: Path, arch: str, names: list[str], out: Path, deny: bool = True,
