@@ -32,8 +32,9 @@ except ImportError:
 TRACEFS = Path(bpfload.TRACEFS)
 # (btfgen.btf.reader.DEFAULT_PATH: this side runs without btfgen.)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
-# What trace.json holds: 2 added the arch facts this side once kept in tables of its own.
-FORMAT = 2
+# What trace.json holds: 2 added the arch facts this side once kept in tables of its own; 3 the
+# functions' BTF ids and the spec table (specs.bin) this side no longer makes.
+FORMAT = 3
 
 # How messages name the tool: `btfgen trace`, or a trace directory's `btfgen_trace` (tool.main).
 PROG = "btfgen trace"

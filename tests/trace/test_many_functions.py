@@ -117,3 +117,12 @@ def test_a_kernel_without_batch_updates_is_filled_one_by_one(program, tmp_path, 
         size = len(table) // 3
         assert [obj.lookup("specs", i.to_bytes(4, sys.byteorder), size) for i in range(3)] == \
             [table[i * size:(i + 1) * size] for i in range(3)]
+
+
+def test_a_directory_of_the_previous_format_is_refused_in_one_line(tmp_path):
+    """Format 2 had no spec table: running one must say to build again, not fail on a key."""
+    from btfgen.trace import run
+
+    (tmp_path / "trace.json").write_text('{"format": 2}')
+    with pytest.raises(run.InputError, match="format 2, this btfgen trace reads 3: build"):
+        run.load_manifest(tmp_path)
