@@ -30,8 +30,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 # Run in the guest beside bpfload.py: attach the empty program to the names of /names-N for
 # each N asked, then detach, timing both (the same clock as run.py's --timings): one link
-# ("floor"), and where kprobe_multi is there, an entry and a return link ("pair", what btfgen
-# attaches without kprobe.session).
+# ("floor": one kprobe_multi link, or one kprobe each), and an entry and a return link ("pair":
+# what btfgen attaches without kprobe.session, or a kprobe and a kretprobe each).
 FLOOR_PY = """\
 import sys, time
 import bpfload
@@ -43,15 +43,13 @@ obj.load()
 for n in sizes:
     chosen = open(f"/names-{n}").read().split()
     for what, returns in (("floor", (False,)), ("pair", (False, True))):
-        if what == "pair" and mode != "multi":
-            continue
         start = time.perf_counter()
         for ret in returns:
             if mode == "multi":
                 obj.attach_kprobe_multi("empty", chosen, list(range(len(chosen))), retprobe=ret)
             else:
                 for i, name in enumerate(chosen):
-                    obj.attach_kprobe("empty", name, i)
+                    obj.attach_kprobe("empty", name, i, retprobe=ret)
         attached = time.perf_counter()
         for link in reversed(obj.links):
             link.destroy()
