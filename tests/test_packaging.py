@@ -51,6 +51,7 @@ def test_wheel_carries_data(installed):
     shipped = {p.name for p in (Path(__file__).resolve().parents[1] / "btfgen/abi/arches").iterdir()}
     assert {f"btfgen/abi/arches/{n}" for n in shipped if n.endswith((".abi", ".inc"))} <= files
     assert "btfgen/trace/trace.bpf.c" in files, files
+    assert "btfgen/trace/deny.txt" in files, files  # the kernel deny list the build reads
 
 
 def test_installed_package_finds_its_data_from_elsewhere(installed):

@@ -107,6 +107,10 @@ def _load_libbpf() -> ctypes.CDLL:
     for fn, (argtypes, restype) in sigs.items():
         f = getattr(lib, fn)
         f.argtypes, f.restype = argtypes, restype
+    if hasattr(lib, "bpf_map_update_batch"):  # libbpf 0.0.8+: optional, update() stands in
+        lib.bpf_map_update_batch.argtypes = [c_int, c_void_p, c_void_p,
+                                             POINTER(ctypes.c_uint32), c_void_p]
+        lib.bpf_map_update_batch.restype = c_int
     lib.libbpf_set_print(_collect_log)
     return lib
 
@@ -155,6 +159,17 @@ def function_file_offset(binary: str, name: str) -> int:
 
     try:
         return symbols.function_file_offset(binary, name)
+    except symbols.SymbolError as e:
+        raise BpfLoadError(str(e)) from None
+
+
+def function_file_offsets(binary: str, names: Sequence[str]) -> list[int]:
+    """The file offsets of `names`, the binary's symbols read once (read again for each name,
+    thousands of functions took minutes)."""
+    from btfgen.trace import symbols  # build side only
+
+    try:
+        return [fn.offset for fn in symbols.functions(binary, list(names))]
     except symbols.SymbolError as e:
         raise BpfLoadError(str(e)) from None
 
@@ -328,6 +343,27 @@ class BpfObject:
         if libbpf().bpf_map_update_elem(self.map_fd(map_name), k, v, 0):
             raise _fail(f"{self.path}: updating map {map_name}")
 
+    def fill_array(self, map_name: str, values: bytes, count: int) -> None:
+        """Set an array map's entries 0..count-1 to `values` (count values of equal size, one
+        after the other): in one bpf() call where the kernel (5.6+) and libbpf batch updates,
+        else one call an entry."""
+        size = len(values) // count if count else 0
+        if not count:
+            return
+        fd = self.map_fd(map_name)
+        lib = libbpf()
+        if hasattr(lib, "bpf_map_update_batch"):
+            keys = (ctypes.c_uint32 * count)(*range(count))
+            vals = ctypes.create_string_buffer(values, len(values))
+            n = ctypes.c_uint32(count)
+            if lib.bpf_map_update_batch(fd, keys, vals, ctypes.byref(n), None) == 0:
+                return
+            err = ctypes.get_errno()
+            if err not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, 524):  # 524: ENOTSUPP
+                raise _fail(f"{self.path}: updating map {map_name} ({count} entries)", err)
+        for i in range(count):
+            self.update(map_name, i.to_bytes(4, sys.byteorder), values[i * size:(i + 1) * size])
+
     def lookup(self, map_name: str, key: bytes, size: int) -> bytes:
         """The value at `key`: `size` bytes (for a per-CPU map, every possible CPU's value,
         each padded to 8 bytes)."""
@@ -358,7 +394,7 @@ class BpfObject:
         n = len(funcs)
         path = ctypes.create_string_buffer(os.path.abspath(binary).encode())
         if offsets is None:
-            offsets = [function_file_offset(binary, f) for f in funcs]
+            offsets = function_file_offsets(binary, funcs)
         offsets = (c_uint64 * n)(*offsets)
         cooks = (c_uint64 * n)(*cookies)
         attr = _LinkCreateUprobeMulti(

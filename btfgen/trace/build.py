@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from btfgen.abi.arches import run_side_facts
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs
-from btfgen.decoder import spec_format
+from btfgen.trace import deny
 from btfgen.trace import run as trace_run
 from btfgen.trace import symbols
 
@@ -35,6 +36,12 @@ OBJECT = "trace.bpf.o"
 # the target's BTF): without arguments (Linux 6.10 to 6.19), or taking the ctx (7.0 on).
 SESSION_OBJECTS = {"no_ctx": "trace.session.bpf.o", "ctx": "trace.session-ctx.bpf.o"}
 MAX_FUNCTIONS = spec_format.MAX_FUNCTIONS  # the specs map's size in trace.bpf.c
+# Every function's `struct btfgen_spec`, in cookie order: made here, where it is quick, so the
+# run side fills the specs map from one read (tens of thousands made there took a minute).
+SPECS = "specs.bin"
+# What makes a name a glob (target.select's rule): the deny list leaves out only what globs
+# matched, never a function named as it is.
+_GLOB = re.compile(r"[*?\[]")
 
 
 class BuildError(Exception):
@@ -61,6 +68,8 @@ class Request:
     captures: list[str] = field(default_factory=list)  # --capture 'FUNC: PATH, PATH'
     strings: bool = True  # a string capture of every `char *` argument
     string_size: int = 256  # capture.STRING_SIZE
+    deny: bool = True  # kernel: leave out of the globs what btfgen itself calls (deny.txt)
+    timings: bool = False  # say how long each stage took
 
 
 def open_target(req: Request):
@@ -89,26 +98,37 @@ def build(req: Request, out: Path) -> dict:
     parsed = typed_filter.parse_options(req.filters)  # syntax first: no BTF read for a typo
     if not req.kernel:
         req = replace(req, program=_locate(req.program))
-    target = open_target(req)
+    timings = trace_run.Timings(req.timings)
+    with timings.stage("build: BTF load"):
+        target = open_target(req)
     source = req.headers[0] if req.headers else target.input
-    funcs = _select(target, req, source)
+    with timings.stage("build: selection"):
+        funcs = _select(target, req, source)
     if not req.kernel:
-        kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
+        with timings.stage("build: symbol resolution"):
+            kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
     caps = _captures(funcs, req, target.convention)
-    placement = target.placement(funcs)
+    with timings.stage("build: placement"):
+        placement = target.placement(funcs)
+        layout, conv, types = placement.layout, target.convention, target.types
     for line in placement.notes():
         print(f"btfgen trace: {line}", file=sys.stderr)
-    layout, conv, types = placement.layout, target.convention, target.types
     bound = typed_filter.bind(parsed, layout, types, kernel=req.kernel)
     out.mkdir(parents=True, exist_ok=True)
-    _write_filter(out, bound, layout, types)
-    for name, text in outputs.generate(layout, types, ("bpf", "python"),
-                                       self_contained=True, captures=caps).items():
-        (out / name).write_text(text)
-    _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
+    with timings.stage("build: generation"):
+        _write_filter(out, bound, layout, types)
+        for name, text in outputs.generate(layout, types, ("bpf", "python"),
+                                           self_contained=True, captures=caps).items():
+            (out / name).write_text(text)
+    with timings.stage("build: compile"):
+        _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel)
     for module, name in RUNTIME.items():
         shutil.copyfile(HERE / module, out / name)
     names = [f.name for f in layout.functions]
+    with timings.stage("build: spec table"):
+        decoders = trace_run.load_decoders(out, {"module": outputs.file_name("python",
+                                                                             layout.arch)})
+        (out / SPECS).write_bytes(b"".join(decoders.spec(n) for n in names))
     manifest = {
         "format": trace_run.FORMAT,
         "kind": "kernel" if req.kernel else "user",
@@ -119,6 +139,8 @@ def build(req: Request, out: Path) -> dict:
         "object": OBJECT,
         "session_objects": SESSION_OBJECTS,
         "functions": names,  # index = attach cookie = key in the specs map
+        "btf_ids": [f.btf_id for f in layout.functions],  # what each one's records carry
+        "specs": SPECS,
         "btf": source,
         "filters": req.filters,  # compiled into the object; for the record
     }
@@ -132,6 +154,9 @@ def build(req: Request, out: Path) -> dict:
         manifest["library"] = kind.library
         manifest["offsets"] = [offsets[n] for n in names]
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    if req.timings:
+        print(f"{trace_run.PROG}: time: build: total: {sum(timings.seconds.values()):.6f} s",
+              file=sys.stderr)
     return manifest
 
 
@@ -222,11 +247,28 @@ def _select(target, req: Request, source: str) -> list:
         print(f"{run.PROG}: left out, several static functions of that name with different "
               f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
     funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
+    if req.kernel and req.deny:
+        funcs = _without_denied(funcs, req.functions)
     if not funcs:
         raise BuildError("nothing left to trace", status=1)
-    if len(funcs) > MAX_FUNCTIONS:
-        raise BuildError(f"{len(funcs)} functions match; at most {MAX_FUNCTIONS} at once")
+    # No limit on the count: the run side sizes the specs map to the functions it loads.
     return funcs
+
+
+def _without_denied(funcs: list, asked: list[str]) -> list:
+    """`funcs` without what deny.txt lists, unless named as it is; the count left out and why
+    said on one line."""
+    named = {w for w in asked if not _GLOB.search(w)}
+    denied = deny.split([f.name for f in funcs if f.name not in named], deny.patterns())
+    if not denied.left_out:
+        return funcs
+    out = {n for names in denied.left_out.values() for n in names}
+    groups = "; ".join(f"{why}: {len(names)} ({', '.join(names[:3])}"
+                       f"{', ...' if len(names) > 3 else ''})"
+                       for why, names in denied.left_out.items())
+    print(f"{trace_run.PROG}: left out {len(out)} functions btfgen's own probes and run side "
+          f"call (deny list; --no-deny keeps them): {groups}", file=sys.stderr)
+    return [f for f in funcs if f.name not in out]
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool) -> None:

@@ -45,7 +45,9 @@ class Printer:
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
                  errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
                  flush: bool = True) -> None:
-        self.by_id = {f.btf_id: f for f in functions}
+        # A mapping already keyed by BTF id is taken as it is (run.py's makes each decoder at
+        # its function's first event).
+        self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
         self.head, self.record_head = HEADS[order], RECORD_HEADS[order]
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush

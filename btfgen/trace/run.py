@@ -20,6 +20,7 @@ import signal
 import struct
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -34,8 +35,9 @@ except ImportError:
 TRACEFS = Path(bpfload.TRACEFS)
 # (btfgen.btf.reader.DEFAULT_PATH: this side runs without btfgen.)
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
-# What trace.json holds: 2 added the arch facts this side once kept in tables of its own.
-FORMAT = 2
+# What trace.json holds: 2 added the arch facts this side once kept in tables of its own; 3 the
+# functions' BTF ids and the spec table (specs.bin) this side no longer makes.
+FORMAT = 3
 
 # How messages name the tool: `btfgen trace`, or a trace directory's `btfgen_trace` (tool.main).
 PROG = "btfgen trace"
@@ -61,6 +63,26 @@ class Options:
     # (kprobe_multi/uprobe_multi pairs), "single" (kernel functions: one kprobe each, with its
     # cookie), or "auto": the first of these the kernel has
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
+    timings: bool = False  # say how long each stage took (Timings)
+
+
+class Timings:
+    """Where the time goes: each stage's wall time, said on stderr as it ends when asked
+    (--timings) as `PROG: time: STAGE: SECONDS s`, a line a benchmark can read."""
+
+    def __init__(self, on: bool, out=None) -> None:
+        self.on = on
+        self.out = out
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        start = time.perf_counter()
+        yield  # a stage that failed is not timed: its error is what is said
+        took = self.seconds[name] = time.perf_counter() - start
+        if self.on:
+            print(f"{PROG}: time: {name}: {took:.6f} s", file=self.out or sys.stderr,
+                  flush=True)
 
 
 @dataclass(frozen=True)
@@ -157,8 +179,10 @@ def traceable(names: list[str]) -> tuple[list[int], list[str]]:
 
 
 def run(directory: Path, opts: Options, out=sys.stdout) -> int:
+    timings = Timings(opts.timings)
     manifest = load_manifest(directory)
-    decoders = load_decoders(directory, manifest)
+    with timings.stage("run: decoders load"):
+        decoders = load_decoders(directory, manifest)
     for warning in check_target(manifest):
         print(f"{PROG}: warning: {warning}", file=sys.stderr)
     reason = bpfload.bpf_unavailable()
@@ -168,7 +192,8 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     names = manifest["functions"]
     bpfload.mount_tracefs()
     if kernel:
-        keep, skipped = traceable(names)
+        with timings.stage("run: symbol check"):
+            keep, skipped = traceable(names)
         if skipped:
             print(f"{PROG}: not traceable here (not in available_filter_functions), "
                   f"skipped: {', '.join(skipped)}", file=sys.stderr)
@@ -178,14 +203,16 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
     sink = writer = None
-    if opts.record:
-        writer = recorder(opts.record, manifest, decoders, who)
-        sink = writer.record
-    else:
-        sink = output.Printer([decoders.function(n) for n in names], decoders.BYTE_ORDER, out,
-                              who=who, errors=opts.errors, as_json=opts.as_json, prog=PROG).record
+    with timings.stage("run: output setup"):
+        if opts.record:
+            writer = recorder(opts.record, manifest, decoders, who)
+            sink = writer.record
+        else:
+            sink = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
+                                  decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
+                                  as_json=opts.as_json, prog=PROG).record
     try:
-        status, lost = _trace(directory, manifest, decoders, opts, keep, sink)
+        status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings)
     except BaseException:
         if writer:
             writer.abandon()
@@ -196,6 +223,22 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     # Never silent about what the ring buffer had no room for.
     print(f"{PROG}: {lost} records lost (ring buffer full)", file=sys.stderr)
     return status
+
+
+class LazyFunctions(dict):
+    """BTF id -> the decoder of the function with that id, made at its first event: making
+    every one up front took a minute and most of a guest's memory for the whole kernel."""
+
+    def __init__(self, decoders, names: list[str], btf_ids: list[int]) -> None:
+        super().__init__()
+        self._decoders = decoders
+        self._names = dict(zip(btf_ids, names))
+
+    def get(self, btf_id: int, default=None):
+        fn = super().get(btf_id)
+        if fn is None and btf_id in self._names:
+            fn = self[btf_id] = self._decoders.function(self._names[btf_id])
+        return default if fn is None else fn
 
 
 def recorder(path: str, manifest: dict, decoders, who: bool):
@@ -213,9 +256,10 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
 
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
-           sink) -> tuple[int, int]:
+           sink, timings: Timings | None = None) -> tuple[int, int]:
     """(the exit status, records lost)"""
     kernel = manifest["kind"] == "kernel"
+    timings = timings or Timings(False)
     fork_offset = child_pid_offset()
     choice = processes(manifest, opts)
     following = not everyone(choice)
@@ -230,8 +274,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             obj = bpfload.BpfObject(str(directory / mode.object),
                                     bpf_syscall=manifest["bpf_syscall"])
             try:
-                _load_and_attach(obj, mode, manifest, decoders, opts, keep, only, fork_offset,
-                                 following)
+                before = _load_and_attach(obj, directory, mode, manifest, opts, keep, only,
+                                          fork_offset, following, timings)
                 break
             except BaseException as e:
                 obj.close()
@@ -245,7 +289,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         if child:
             child.cancel()
         raise
-    with obj:
+    with _detaching(obj, timings) as probes:
+        probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
         with bpfload.RingBuffer(obj.map_fd("events"), behind.record) as rb:
             if child:
@@ -259,8 +304,9 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
                 print(f"{PROG}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
-            status = _follow(rb, child, opts, lambda: Losses(
-                _lost(obj), obj.missed(mode.programs), behind.take()))
+            with timings.stage("run: tracing"):
+                status = _follow(rb, child, opts, lambda: Losses(
+                    _lost(obj), obj.missed(mode.programs), behind.take()))
         missed = obj.missed(mode.programs)
         if missed or kernel:
             # Calls that never reached the program: nothing of them is in the ring buffer.
@@ -272,10 +318,13 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         return status, _lost(obj)
 
 
-def _load_and_attach(obj, mode: AttachMode, manifest: dict, decoders, opts: Options,
-                     keep: list[int], only: int, fork_offset: int | None,
-                     following: bool) -> None:
+def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opts: Options,
+                     keep: list[int], only: int, fork_offset: int | None, following: bool,
+                     timings: Timings) -> int:
+    """Load `obj` for `mode` and attach it; -> how many links it had before the function
+    probes (what _detaching detaches, timed)."""
     kernel = manifest["kind"] == "kernel"
+    names = manifest["functions"]
     if mode.kind != "single":
         for prog in mode.programs:
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
@@ -283,16 +332,40 @@ def _load_and_attach(obj, mode: AttachMode, manifest: dict, decoders, opts: Opti
     obj.set_autoload("follow_fork", following and fork_offset is not None)
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
                         ring_size(len(keep)))
-    obj.load()
-    for i, name in enumerate(manifest["functions"]):
-        obj.update("specs", struct.pack("I", i), decoders.spec(name))
+    # One spec per function of the directory, however many (the object's own size is only a
+    # default).
+    obj.set_max_entries("specs", len(names))
+    with timings.stage("run: object load"):
+        obj.load()
+    with timings.stage("run: spec map fill"):
+        obj.fill_array("specs", (directory / manifest["specs"]).read_bytes(), len(names))
     for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
         obj.update("filter", struct.pack("I", at), struct.pack("I", value))
     if only:
         obj.update("followed", struct.pack("I", only), b"\x01")
     if only and fork_offset is not None:
         obj.attach("follow_fork")
-    _attach(obj, manifest, keep, mode)
+    before = len(obj.links)
+    with timings.stage("run: attach"):
+        _attach(obj, manifest, keep, mode)
+    return before
+
+
+@contextmanager
+def _detaching(obj, timings: Timings):
+    """Detach the function probes on the way out, timed apart from the rest (the fork
+    tracepoint's link, the object): the other half of the attach stage, whose caller appends
+    to the list this yields how many links `obj` had before it."""
+    probes: list[int] = []
+    try:
+        yield probes
+    finally:
+        if probes:
+            with timings.stage("run: detach"):
+                for link in reversed(obj.links[probes[0]:]):
+                    link.destroy()
+        with timings.stage("run: object close"):
+            obj.close()
 
 
 def _lost(obj) -> int:

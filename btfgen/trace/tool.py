@@ -68,6 +68,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "
                         "kprobe_multi or with its cookies broken), or the first of these the "
                         "kernel has (auto, the default); the one used is said")
+    p.add_argument("--no-deny", action="store_true",
+                   help="kernel globs: keep what they match of the functions btfgen's own "
+                        "probes and run side call (BPF helpers and maps, kprobe/fprobe/ftrace "
+                        "machinery, RCU and preemption primitives: the deny list, left out by "
+                        "default and said); a function named without a glob is always kept")
+    p.add_argument("--timings", action="store_true",
+                   help="say how long each stage took: build (BTF load, selection, placement, "
+                        "generation, compile) and run (decoders load, symbol check, object "
+                        "load, spec map fill, attach, tracing, detach)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
     p.add_argument("--dwarf", metavar="FILE",
@@ -158,7 +167,7 @@ def _main(argv: list[str], prog: str) -> int:
     _check(p, args, command)
     opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
                              as_json=args.json, record=args.record, attach=args.attach,
-                             ring_mib=args.ring_mib)
+                             ring_mib=args.ring_mib, timings=args.timings)
     if args.run:
         return trace_run.run(args.run, opts)
     if args.build:
@@ -174,7 +183,7 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--build and --run are two steps: give one")
     if args.run and (args.names or args.kernel or args.btf or args.header or args.arch
                      or args.filter or args.capture or not args.strings
-                     or args.string_size != 256):
+                     or args.string_size != 256 or args.no_deny):
         p.error("--run takes no functions, types, filters or captures: they were chosen at "
                 "--build")
     if args.pid and command:
@@ -194,8 +203,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         return
     if args.kernel and args.header:
         p.error("--header is for user programs; kernel types come from BTF")
-    if not args.kernel and args.btf:
-        p.error("--btf is for kernel functions (--kernel)")
+    if not args.kernel and (args.btf or args.no_deny):
+        p.error("--btf and --no-deny are for kernel functions (--kernel)")
     if args.kernel and not args.names:
         p.error("name the kernel functions to trace")
     if not args.kernel and len(args.names) < 2:
@@ -215,7 +224,8 @@ def _build(args, out: Path) -> None:
         btf=args.btf, dwarf=args.dwarf, arch=args.arch,
         program=None if args.kernel else args.names[0],
         headers=args.header, include=args.include, define=args.define, filters=args.filter,
-        captures=args.capture, strings=args.strings, string_size=args.string_size)
+        captures=args.capture, strings=args.strings, string_size=args.string_size,
+        deny=not args.no_deny, timings=args.timings)
     try:
         trace_build.build(req, out)
     except trace_build.BuildError as e:

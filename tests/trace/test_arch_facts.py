@@ -81,5 +81,5 @@ def test_the_manifest_carries_the_arch_facts_and_the_run_side_checks_them(arch, 
 
 def test_a_manifest_without_the_facts_is_refused(tmp_path):
     (tmp_path / "trace.json").write_text(json.dumps({"format": 1, "arch": "x86_64"}))
-    with pytest.raises(run.RunError, match="format 1, this btfgen trace reads 2: build"):
+    with pytest.raises(run.RunError, match="format 1, this btfgen trace reads 3: build"):
         run.load_manifest(tmp_path)

@@ -1,0 +1,156 @@
+"""Mass attach in a guest: which kernel functions can be attached (asked of the guest once and
+kept), trace directories for a set of them, the floor (an empty program on the same set
+through one kprobe_multi link, or one kprobe each) measured in the guest, and the run side's
+`--timings` lines read back. Shared by tests/live_kernel/test_mass_attach.py and
+benchmarks/bench_mass_attach.py."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shutil
+from collections import Counter
+import subprocess
+from pathlib import Path
+
+from btfgen.btf.reader import open_btf
+from btfgen.trace import build as trace_build
+
+from . import cache, python_guest
+from .guest import Guest
+from .kernel import Kernel
+
+# An empty program: what any kprobe tool's attach costs at least, the floor btfgen's is held to.
+EMPTY_BPF = """\
+#define SEC(name) __attribute__((section(name), used))
+SEC("kprobe") int empty(void *ctx) { return 0; }
+char LICENSE[] SEC("license") = "GPL";
+"""
+
+# Run in the guest beside bpfload.py: attach the empty program to the names of /names-N for
+# each N asked, then detach, timing both (the same clock as run.py's --timings): one link
+# ("floor": one kprobe_multi link, or one kprobe each), and an entry and a return link ("pair":
+# what btfgen attaches without kprobe.session, or a kprobe and a kretprobe each).
+FLOOR_PY = """\
+import sys, time
+import bpfload
+mode, syscall, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+obj = bpfload.BpfObject("/empty.bpf.o", bpf_syscall=syscall)
+if mode == "multi":
+    obj.expect_kprobe_multi("empty")
+obj.load()
+for n in sizes:
+    chosen = open(f"/names-{n}").read().split()
+    for what, returns in (("floor", (False,)), ("pair", (False, True))):
+        start = time.perf_counter()
+        for ret in returns:
+            if mode == "multi":
+                obj.attach_kprobe_multi("empty", chosen, list(range(len(chosen))), retprobe=ret)
+            else:
+                for i, name in enumerate(chosen):
+                    obj.attach_kprobe("empty", name, i, retprobe=ret)
+        attached = time.perf_counter()
+        for link in reversed(obj.links):
+            link.destroy()
+        obj.links.clear()
+        print(f"{what} {len(chosen)} attach {attached - start:.6f} detach "
+              f"{time.perf_counter() - attached:.6f}", flush=True)
+obj.close()
+"""
+FLOOR_LINE = re.compile(r"^(floor|pair) (\d+) attach (\d+\.\d+) detach (\d+\.\d+)$", re.M)
+TIME_LINE = re.compile(r"^btfgen_trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d+) s$", re.M)
+BUILD_LINE = re.compile(r"^btfgen trace: time: build: ([A-Za-z ]+): (\d+\.\d+) s$", re.M)
+# What the guest needs of a trace directory (the generated C headers are the build's only).
+RUN_FILES = re.compile(r"\.(py|json|o|bin)$")
+
+
+def attachable(kernel: Kernel, btf: Path, unique: bool = False) -> list[str]:
+    """The kernel functions ftrace can attach to (the guest's available_filter_functions) that
+    its BTF has, sorted; asked of the guest once per kernel and kept in the live cache.
+    `unique`, for one kprobe each: only names listed once (a kprobe by name refuses one several
+    functions share, EADDRNOTAVAIL; kprobe_multi takes it) and not on the kprobe blacklist
+    (NOKPROBE_SYMBOL: ftrace may attach there, a kprobe may not, EINVAL)."""
+    dest = cache.ROOT / "results" / f"available-filter-functions-{kernel.release}.txt"
+    if not dest.exists():
+        g = Guest()
+        g.step("aff", "cat /sys/kernel/tracing/available_filter_functions")
+        boot = g.run(kernel)
+        text, rc = boot.section("aff")
+        assert rc == 0 and text.strip(), text[-2000:]
+        cache.write_atomic(dest, text.encode())
+    listed = [line.split()[0] for line in dest.read_text().splitlines() if line.strip()]
+    known = set(listed)
+    if unique:
+        known -= {n for n, count in Counter(listed).items() if count > 1}
+        known -= _kprobe_blacklist(kernel)
+    names = {f.name for f in open_btf(str(btf)).funcs()}
+    return sorted(known & names)
+
+
+def _kprobe_blacklist(kernel: Kernel) -> set[str]:
+    dest = cache.ROOT / "results" / f"kprobe-blacklist-{kernel.release}.txt"
+    if not dest.exists():
+        g = Guest()
+        g.step("blacklist", "mount -t debugfs debugfs /sys/kernel/debug && "
+                            "cat /sys/kernel/debug/kprobes/blacklist")
+        text, rc = g.run(kernel).section("blacklist")
+        assert rc == 0 and text.strip(), text[-2000:]
+        cache.write_atomic(dest, text.encode())
+    # "0xSTART-0xEND\tNAME" a line
+    return {line.split()[-1] for line in dest.read_text().splitlines() if line.strip()}
+
+
+def build_trace(btf: Path, arch: str, names: list[str], out: Path, deny: bool = True,
+                stages: dict | None = None) -> list[str]:
+    """A trace directory for `names` (globs leave out the deny list; names are kept as they
+    are); the functions it traces, in cookie order. `stages` gets the build's --timings."""
+    req = trace_build.Request(functions=names, kernel=True, btf=str(btf), arch=arch, deny=deny,
+                              timings=stages is not None)
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        functions = trace_build.build(req, out)["functions"]
+    if stages is not None:
+        stages.update({m.group(1): float(m.group(2)) for m in BUILD_LINE.finditer(said.getvalue())})
+    return functions
+
+
+def empty_object(out: Path) -> Path:
+    clang = shutil.which("clang-19") or shutil.which("clang")
+    (out / "empty.bpf.c").write_text(EMPTY_BPF)
+    subprocess.run([clang, "-O2", "-target", "bpfel", "-c", str(out / "empty.bpf.c"), "-o",
+                    str(out / "empty.bpf.o")], check=True)
+    return out / "empty.bpf.o"
+
+
+def guest_with(kernel: Kernel, directories: dict[str, Path]) -> tuple[Guest, python_guest.Files]:
+    """A guest with Debian's python3 and libbpf, each trace directory at /NAME (its run-side
+    files only) and bpfload.py at /."""
+    py = python_guest.files(kernel.target)
+    g = Guest(files=dict(py.files), links=dict(py.links))
+    for name, directory in directories.items():
+        for f in directory.iterdir():
+            if f.is_file() and RUN_FILES.search(f.name):
+                g.file(f"{name}/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    first = next(iter(directories.values()))
+    g.file("bpfload.py", (first / "bpfload.py").read_bytes())
+    g.file("floor.py", FLOOR_PY.encode(), 0o755)
+    return g, py
+
+
+def timings(text: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2)) for m in TIME_LINE.finditer(text)}
+
+
+def floors(text: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """("floor" or "pair", functions) -> (attach, detach) seconds."""
+    return {(m.group(1), int(m.group(2))): (float(m.group(3)), float(m.group(4)))
+            for m in FLOOR_LINE.finditer(text)}
+
+
+def spread(names: list[str], n: int) -> list[str]:
+    """`n` of `names`, evenly spread over them (not the first n: one subsystem's prefix)."""
+    if n >= len(names):
+        return list(names)
+    step = len(names) / n
+    return [names[int(i * step)] for i in range(n)]

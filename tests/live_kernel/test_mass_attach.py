@@ -1,0 +1,76 @@
+"""The whole kernel at once: every function the unstable-amd64 guest's ftrace can attach to that
+its BTF has, less btfgen's deny list, traced by one `btfgen trace` run (one kprobe.multi and
+one kretprobe.multi link), with the generic decoder still decoding a known call right: the
+trace tool scenario's lseek, through shmem_file_llseek.
+
+Every kernel function of a starting process is a firehose: a program's exec alone makes over a
+million events, and the reader decodes a few thousand a second under TCG, so most are lost (and
+said). The traced process therefore starts, sleeps while the reader drains a small ring buffer,
+and only then seeks: the call checked is one the ring has room for.
+
+The floor and the sizes between are benchmarks/bench_mass_attach.py's; the fprobe comparison
+over a thousand functions is test_fetcher*.py's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from btfgen.trace import deny
+
+from . import cache, mass, python_guest, scenario
+from .conftest import btf_for, kernel_for
+
+pytestmark = pytest.mark.live
+
+NAME = "unstable-amd64"
+# Long enough for the reader to drain an 8 MiB ring (~7,700 events of 1 KiB) at TCG's pace.
+SLEEP_S = 15
+SEEKER = (f"import os, time; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT); "
+          f"time.sleep({SLEEP_S}); print(os.lseek(fd, {scenario.SEEK_TO}, os.SEEK_SET))")
+
+
+def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
+    k = kernel_for(NAME)
+    btf = btf_for(k)
+    try:
+        python_guest.files(k.target)
+    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
+        pytest.skip(f"{NAME}: Debian's python3/libbpf1 cannot be had: {e}")
+    attachable = mass.attachable(k, btf)
+    candidates = deny.split(attachable, deny.patterns()).kept
+    assert "lookup_nulls_elem_raw" in attachable and "lookup_nulls_elem_raw" not in candidates
+    functions = mass.build_trace(btf, k.target.arch, candidates, tmp_path / "trace")
+    # Only what the build must leave out (static functions of one name, prototypes differing).
+    assert len(functions) > 0.97 * len(candidates) > 20000, (len(functions), len(candidates))
+    assert "shmem_file_llseek" in functions
+
+    g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
+    g.file("seek.py", SEEKER.encode())
+    g.step("whole", f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(k.target)}; "
+                    f"{py.python} /trace/btfgen_trace.py --run /trace --timings --ring-size 8 -- "
+                    f"{py.python} /seek.py >/tmp/out 2>/tmp/err; rc=$?; "
+                    "cat /tmp/err; grep -m5 '^shmem_file_llseek\\|^[0-9][0-9]*$' /tmp/out; "
+                    "echo \"lines $(wc -l </tmp/out)\"; exit $rc")
+    boot = g.run(k, timeout=900)
+    text, rc = boot.section("whole")
+    # Kept for reading (docs/live-kernels.md's figures come from here).
+    cache.write_atomic(cache.ROOT / "results" / f"mass-attach-{NAME}.txt",
+                       f"{k.release}, {len(functions)} functions, boot {boot.seconds:.1f}s\n"
+                       f"{text}".encode())
+    assert rc == 0, f"the tool failed (exit {rc}):\n{text[-3000:]}"
+    assert "btfgen_trace: attaching kprobe_multi links" in text, text[-3000:]
+    # Every function of the directory attached: none skipped as untraceable here.
+    assert "not traceable here" not in text, text[-3000:]
+    call = re.compile(rf"^shmem_file_llseek\(file=0x[0-9a-f]+, offset={scenario.SEEK_TO}, "
+                      r"whence=0\)$", re.M)
+    assert call.search(text), text[-3000:]
+    assert re.search(r"^shmem_file_llseek -> \d+ \(", text, re.M), text[-3000:]
+    assert re.search(rf"^{scenario.SEEK_TO}$", text, re.M), text[-3000:]  # what lseek returned
+    # Losses are counted and said, never silent.
+    assert re.search(r"^btfgen_trace: \d+ records lost \(ring buffer full\)$", text, re.M), text
+    lines = int(re.search(r"^lines (\d+)$", text, re.M).group(1))
+    assert lines > 1000, text[-3000:]  # the process's own start, decoded
+    t = mass.timings(text)
+    assert {"run: attach", "run: detach", "run: spec map fill"} <= set(t), text[-3000:]
