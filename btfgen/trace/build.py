@@ -35,7 +35,6 @@ OBJECT = "trace.bpf.o"
 # The one-link session program, by the kernel's prototype of the session kfuncs (run.py picks by
 # the target's BTF): without arguments (Linux 6.10 to 6.19), or taking the ctx (7.0 on).
 SESSION_OBJECTS = {"no_ctx": "trace.session.bpf.o", "ctx": "trace.session-ctx.bpf.o"}
-MAX_FUNCTIONS = spec_format.MAX_FUNCTIONS  # the specs map's size in trace.bpf.c
 # Every function's `struct btfgen_spec`, in cookie order: made here, where it is quick, so the
 # run side fills the specs map from one read (tens of thousands made there took a minute).
 SPECS = "specs.bin"

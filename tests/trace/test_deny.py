@@ -101,7 +101,7 @@ def test_only_denied_functions_is_nothing_to_trace(kernel_btf, tmp_path, capsys)
 
 @pytest.mark.parametrize("argv, said", [
     (["--no-deny", "./prog", "f"], "--btf and --no-deny are for kernel functions"),
-    (["--run", "DIR", "--no-deny"], "--run takes no functions or types")])
+    (["--run", "DIR", "--no-deny"], "--run takes no functions, types, filters or captures")])
 def test_no_deny_is_for_building_kernel_globs(argv, said, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)

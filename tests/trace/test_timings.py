@@ -15,9 +15,10 @@ from btfgen.trace.run import Timings
 
 TOOL = [sys.executable, "-m", "btfgen", "trace"]
 LINE = re.compile(r"^btfgen trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d{6}) s$")
-# A user program's build: its functions' file offsets are its symbol resolution.
-BUILD = ["build: BTF load", "build: selection", "build: placement", "build: generation",
-         "build: compile", "build: spec table", "build: symbol resolution", "build: total"]
+# A user program's build: its functions' file offsets are its symbol resolution (before the
+# placement: aliases of one function are placed once).
+BUILD = ["build: BTF load", "build: selection", "build: symbol resolution", "build: placement",
+         "build: generation", "build: compile", "build: spec table", "build: total"]
 # A user program's run: no symbol check (that is available_filter_functions, kernel only).
 RUN = ["run: decoders load", "run: output setup", "run: object load", "run: spec map fill",
        "run: attach", "run: tracing", "run: detach", "run: object close"]
