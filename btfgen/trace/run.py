@@ -110,13 +110,15 @@ def everyone(choice: Processes) -> bool:
 MIB = 1 << 20
 
 
-def ring_size(functions: int) -> int:
+def ring_size(functions: int, pointer_size: int = 8) -> int:
     """The ring buffer's default size in bytes: 16 MiB, and 256 KiB a function past 64
-    functions, up to 64 MiB. An event is about 1 KiB, and a program calling a traced function
-    in a loop makes one every few microseconds: 16 MiB holds a second or more of that while the
-    reader decodes."""
+    functions, up to 64 MiB (16 MiB on a 32-bit kernel, whose few hundred MiB of vmalloc space
+    refused 64 at load on i386). An event is about 1 KiB, and a program calling a traced
+    function in a loop makes one every few microseconds: 16 MiB holds a second or more of that
+    while the reader decodes."""
     size = 16 * MIB
-    while size < functions * 256 * 1024 and size < 64 * MIB:
+    top = 64 * MIB if pointer_size == 8 else 16 * MIB
+    while size < functions * 256 * 1024 and size < top:
         size *= 2
     return size
 
@@ -275,7 +277,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                                     bpf_syscall=manifest["bpf_syscall"])
             try:
                 before = _load_and_attach(obj, directory, mode, manifest, opts, keep, only,
-                                          fork_offset, following, timings)
+                                          fork_offset, following, timings,
+                                          decoders.POINTER_SIZE)
                 break
             except BaseException as e:
                 obj.close()
@@ -320,7 +323,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
 
 def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opts: Options,
                      keep: list[int], only: int, fork_offset: int | None, following: bool,
-                     timings: Timings) -> int:
+                     timings: Timings, pointer_size: int) -> int:
     """Load `obj` for `mode` and attach it; -> how many links it had before the function
     probes (what _detaching detaches, timed)."""
     kernel = manifest["kind"] == "kernel"
@@ -331,7 +334,9 @@ def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opt
                 prog, session=mode.kind == "session")
     obj.set_autoload("follow_fork", following and fork_offset is not None)
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
-                        ring_size(len(keep)))
+                        ring_size(len(keep), pointer_size))
+    if mode.kind == "single":
+        _enough_files(2 * len(keep) + 64)
     # One spec per function of the directory, however many (the object's own size is only a
     # default).
     obj.set_max_entries("specs", len(names))
@@ -349,6 +354,18 @@ def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opt
     with timings.stage("run: attach"):
         _attach(obj, manifest, keep, mode)
     return before
+
+
+def _enough_files(wanted: int) -> None:
+    """One kprobe or kretprobe is one perf event file: a thousand functions attached singly
+    passed the usual soft limit of 1,024 open files (EMFILE). Raise it as far as allowed."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
 
 
 @contextmanager
