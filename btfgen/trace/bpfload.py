@@ -31,7 +31,9 @@ _BYTE_ORDER = sys.byteorder  # the kernel's info structs are in this machine's o
 
 
 class BpfLoadError(RuntimeError):
-    pass
+    def __init__(self, message: str, errno: int = 0):
+        super().__init__(message)
+        self.errno = errno  # what the kernel or libbpf said, where known (0: not known)
 
 
 # -- libbpf ----------------------------------------------------------------------------------
@@ -130,7 +132,7 @@ def _fail(what: str, err: int | None = None) -> BpfLoadError:
     log = "\n".join(line.rstrip() for line in _log[-40:] if line.strip())
     _log.clear()
     detail = f": {os.strerror(abs(err))}" if err else ""
-    return BpfLoadError(f"{what}{detail}" + (f"\n{log}" if log else ""))
+    return BpfLoadError(f"{what}{detail}" + (f"\n{log}" if log else ""), abs(err or 0))
 
 
 JIT_SYSCTL = "/proc/sys/net/core/bpf_jit_enable"

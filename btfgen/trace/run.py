@@ -11,6 +11,7 @@ is also where its spec sits in the `specs` map.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import json
@@ -473,17 +474,36 @@ def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode) -> None:
     kernel = manifest["kind"] == "kernel"
     names = [manifest["functions"][i] for i in keep]
     session = mode.kind == "session"
+    unprobed: list[str] = []
     for prog, ret in zip(mode.programs, (False, True)):
         if mode.kind == "single":
             # The same program on every function: the cookie (Linux 5.15+) picks the spec.
             for i, name in zip(keep, names):
-                obj.attach_kprobe(prog, name, i, retprobe=ret)
+                if name in unprobed:
+                    continue
+                try:
+                    obj.attach_kprobe(prog, name, i, retprobe=ret)
+                except bpfload.BpfLoadError as e:
+                    # A kprobe names its function, and a name several functions share, or
+                    # the kprobe blacklist's, is refused: that function only is left out
+                    # (a kretprobe never runs without its kprobe: both go together).
+                    if e.errno not in (errno.EADDRNOTAVAIL, errno.EINVAL) or ret:
+                        raise
+                    unprobed.append(name)
         elif kernel:
             obj.attach_kprobe_multi(prog, names, keep, retprobe=ret, session=session)
         else:
             obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,
                                     offsets=[manifest["offsets"][i] for i in keep],
                                     session=session)
+    if unprobed:
+        if len(unprobed) == len(names):
+            raise RunError(f"no function could take a kprobe by name (as {unprobed[0]}: "
+                           "several functions of the name, or on the kprobe blacklist)")
+        print(f"{PROG}: left out, a kprobe by name refused (several functions of the name, or "
+              f"the kprobe blacklist): {', '.join(unprobed[:10])}"
+              f"{f' and {len(unprobed) - 10} more' if len(unprobed) > 10 else ''}",
+              file=sys.stderr)
 
 
 def child_pid_offset() -> int | None:

@@ -1,0 +1,47 @@
+"""`--attach single` on names a kprobe cannot take: the kernel refuses a kprobe by a name
+several functions share (EADDRNOTAVAIL) or one on its blacklist (EINVAL). Those functions are
+left out, and said; any other refusal stops the run. (This host has no kprobes; the kernel's
+answers are replayed by a stand-in object, the run side's choice is what is checked. Found in
+the i386 guest by benchmarks/bench_mass_attach.py.)"""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from btfgen.trace import bpfload, run
+
+
+class Kernel:
+    def __init__(self, refuse: dict[str, int]):
+        self.refuse, self.attached = refuse, []
+
+    def attach_kprobe(self, prog, name, cookie, *, retprobe=False):
+        if name in self.refuse:
+            raise bpfload.BpfLoadError(f"kprobe on {name}: refused", self.refuse[name])
+        self.attached.append((prog, name, cookie, retprobe))
+
+
+MANIFEST = {"kind": "kernel", "functions": ["a", "shared_name", "b", "blacklisted"]}
+SINGLE = run.AttachMode("single", "trace.bpf.o", ("trace_entry", "trace_exit"), "kprobes")
+
+
+def test_refused_names_are_left_out_and_said(capsys):
+    k = Kernel({"shared_name": errno.EADDRNOTAVAIL, "blacklisted": errno.EINVAL})
+    run._attach(k, MANIFEST, [0, 1, 2, 3], SINGLE)
+    assert k.attached == [("trace_entry", "a", 0, False), ("trace_entry", "b", 2, False),
+                          ("trace_exit", "a", 0, True), ("trace_exit", "b", 2, True)]
+    said = capsys.readouterr().err
+    assert "left out, a kprobe by name refused" in said and "shared_name, blacklisted" in said
+
+
+def test_another_refusal_stops_the_run():
+    with pytest.raises(bpfload.BpfLoadError):
+        run._attach(Kernel({"b": errno.EPERM}), MANIFEST, [0, 1, 2, 3], SINGLE)
+
+
+def test_nothing_attachable_is_an_error():
+    every = {n: errno.EINVAL for n in MANIFEST["functions"]}
+    with pytest.raises(run.RunError, match="no function could take a kprobe by name"):
+        run._attach(Kernel(every), MANIFEST, [0, 1, 2, 3], SINGLE)
