@@ -375,14 +375,19 @@ class BpfObject:
         return v.raw
 
     def attach_uprobe(self, prog: str, binary: str, func: str, *, retprobe: bool = False,
-                      cookie: int = 0, pid: int = -1) -> LibbpfLink:
+                      cookie: int = 0, pid: int = -1, offset: int | None = None) -> LibbpfLink:
+        """One uprobe (or uretprobe) link for `prog` on `func` of `binary`, with a BPF cookie
+        (Linux 5.15+); `offset` (its file offset) spares libbpf looking the name up."""
         opts = _UprobeOpts(sz=ctypes.sizeof(_UprobeOpts), bpf_cookie=cookie, retprobe=retprobe,
-                           func_name=func.encode())
+                           func_name=None if offset is not None else func.encode())
+        _log.clear()
         link = libbpf().bpf_program__attach_uprobe_opts(self.program(prog), pid,
-                                                        os.path.abspath(binary).encode(), 0,
+                                                        os.path.abspath(binary).encode(),
+                                                        offset if offset is not None else 0,
                                                         ctypes.byref(opts))
         if not link:
-            raise _fail(f"attaching {prog} to {binary}:{func}")
+            raise _fail(f"{'uretprobe' if retprobe else 'uprobe'} on {binary}:{func}",
+                        -ctypes.get_errno())
         self.links.append(LibbpfLink(link))
         return self.links[-1]
 
@@ -587,6 +592,19 @@ def kprobe_multi_unavailable(bpf_syscall: int) -> str | None:
         return f"kprobe_multi links are not permitted here: {os.strerror(err)}"
     return (f"this kernel has no kprobe_multi links (they need Linux 5.18 or later with "
             f"CONFIG_FPROBE): {os.strerror(err)}")
+
+
+def uprobe_multi_unavailable(bpf_syscall: int) -> str | None:
+    """Why this kernel cannot make uprobe_multi links (Linux 6.6+), or None when it can: as
+    kprobe_multi_unavailable, on a file that does not exist."""
+    err, refused = _probe_link(bpf_syscall, BPF_TRACE_UPROBE_MULTI, kernel=False)
+    if refused:
+        return f"the kernel refuses to load a uprobe program: {os.strerror(refused)}"
+    if err in (0, errno.ESRCH, errno.ENOENT):
+        return None
+    if err in (errno.EPERM, errno.EACCES):
+        return f"uprobe_multi links are not permitted here: {os.strerror(err)}"
+    return f"this kernel has no uprobe_multi links (Linux 6.6+): {os.strerror(err)}"
 
 
 # Where the session kfuncs' prototypes changed: Linux 7.0 added the ctx argument.

@@ -4,8 +4,8 @@ directory beside bpfload.py and btfgen_trace.py (tool.py).
 
 Functions are attached with one session link where the kernel has them (kprobe.session, Linux
 6.10+; uprobe.session, 6.13+: one program for entry and exit, the per-call state in the session
-cookie), else one kprobe_multi (uprobe_multi) link per direction, else, for kernel functions,
-one kprobe and kretprobe each; the cookie of each function is its index in the manifest, which
+cookie), else one kprobe_multi (uprobe_multi) link per direction, else one kprobe and
+kretprobe (uprobe and uretprobe) each, Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi); the cookie of each function is its index in the manifest, which
 is also where its spec sits in the `specs` map.
 """
 
@@ -61,8 +61,8 @@ class Options:
     as_json: bool = False  # JSON lines instead of text
     record: str | None = None  # write the raw events to this file instead of printing
     attach: str = "auto"  # "session" (one kprobe.session/uprobe.session link), "multi"
-    # (kprobe_multi/uprobe_multi pairs), "single" (kernel functions: one kprobe each, with its
-    # cookie), or "auto": the first of these the kernel has
+    # (kprobe_multi/uprobe_multi pairs), "single" (one kprobe or uprobe each, with its cookie),
+    # or "auto": the first of these the kernel has
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
     timings: bool = False  # say how long each stage took (Timings)
 
@@ -416,9 +416,6 @@ class AttachMode(NamedTuple):
 def attach_modes(asked: str, kernel: bool, manifest: dict) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
     one is tried and why."""
-    if asked == "single" and not kernel:
-        raise InputError("--attach single is for kernel functions: a program's functions are "
-                         "attached with uprobe session or uprobe_multi links")
     modes = []
     if asked in ("auto", "session"):
         session, why = _session_mode(kernel, manifest)
@@ -455,14 +452,16 @@ def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = Fals
     pair, obj = ("trace_entry", "trace_exit"), manifest["object"]
     multi = AttachMode("multi", obj, pair, "kprobe_multi links" if kernel else
                        "uprobe_multi links", "as asked" if asked == "multi" else no_session)
-    single = AttachMode("single", obj, pair, "one kprobe and kretprobe per function",
+    single = AttachMode("single", obj, pair, "one kprobe and kretprobe per function" if kernel
+                        else "one uprobe and uretprobe per function",
                         "as asked" if asked == "single" else "")
-    if asked != "auto" or not kernel:
+    if asked != "auto":
         return single if asked == "single" else multi
-    why = bpfload.kprobe_multi_unavailable(manifest["bpf_syscall"])
+    why = (bpfload.kprobe_multi_unavailable if kernel else
+           bpfload.uprobe_multi_unavailable)(manifest["bpf_syscall"])
     if why is None:
         return multi
-    also = bpfload.kprobes_unavailable()
+    also = bpfload.kprobes_unavailable() if kernel else None
     if also and not quiet:
         raise RunError(f"{why}; {also}")
     return single._replace(why=why)
@@ -479,6 +478,10 @@ def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode) -> None:
         if mode.kind == "single":
             # The same program on every function: the cookie (Linux 5.15+) picks the spec.
             for i, name in zip(keep, names):
+                if not kernel:
+                    obj.attach_uprobe(prog, manifest["program"], name, cookie=i, retprobe=ret,
+                                      offset=manifest["offsets"][i])
+                    continue
                 if name in unprobed:
                     continue
                 try:

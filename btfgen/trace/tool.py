@@ -64,9 +64,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    default="auto",
                    help="one kprobe.session (uprobe.session) link for entry and exit (session: "
                         "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
-                        "per direction (multi), for kernel functions one kprobe and kretprobe "
+                        "per direction (multi), one kprobe and kretprobe (uprobe and uretprobe) "
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "
-                        "kprobe_multi or with its cookies broken), or the first of these the "
+                        "kprobe_multi/uprobe_multi or with their cookies broken), or the first of these the "
                         "kernel has (auto, the default); the one used is said")
     p.add_argument("--no-deny", action="store_true",
                    help="kernel globs: keep what they match of the functions btfgen's own "

@@ -128,3 +128,12 @@ def test_bad_capture_is_one_line_exit_2(exe):
     assert proc.returncode == 2
     assert proc.stderr == ("btfgen trace: --capture 'open_file: how->nope': column 17: "
                            "struct how has no member 'nope'\n")
+
+
+def test_single_uprobes_give_the_same_values(exe):
+    """--attach single: one uprobe and uretprobe a function, each with its BPF cookie (what a
+    kernel without uprobe_multi, Debian 12's 6.1, gets in auto)."""
+    out = _btfgen("trace", "--attach", "single", "--string-size", "16", "--capture", CAPTURES,
+                  str(exe), "open_file")
+    assert "attaching one uprobe and uretprobe per function (as asked)" in out.stderr
+    assert _shown(out.stdout) == _flat(EXPECTED)

@@ -272,10 +272,11 @@ MANIFEST = {"bpf_syscall": 321, "object": "trace.bpf.o",
 @pytest.fixture
 def probes(monkeypatch):
     """Set what the fake kernel has: session support (variant or None, why), kprobe_multi."""
-    state = {"session": ("ctx", ""), "multi": None, "kprobes": None}
+    state = {"session": ("ctx", ""), "multi": None, "kprobes": None, "umulti": None}
     monkeypatch.setattr(bpfload, "session_support", lambda _n, _k: state["session"])
     monkeypatch.setattr(bpfload, "kprobe_multi_unavailable", lambda _n: state["multi"])
     monkeypatch.setattr(bpfload, "kprobes_unavailable", lambda: state["kprobes"])
+    monkeypatch.setattr(bpfload, "uprobe_multi_unavailable", lambda _n: state["umulti"])
     return state
 
 
@@ -317,8 +318,21 @@ def test_forced_modes(probes, capsys):
     with pytest.raises(trace_run.RunError, match=r"^--attach session: this kernel has no "
                                                  r"kprobe.session links"):
         trace_run.attach_modes("session", True, MANIFEST)
-    with pytest.raises(trace_run.InputError, match="--attach single is for kernel functions"):
-        trace_run.attach_modes("single", False, MANIFEST)
+    assert [m.kind for m in trace_run.attach_modes("single", False, MANIFEST)] == ["single"]
+    assert capsys.readouterr().err == ("btfgen trace: attaching one uprobe and uretprobe per "
+                                       "function (as asked)\n")
+
+
+def test_auto_for_a_program_without_uprobe_multi_takes_single_uprobes(probes, capsys):
+    # Debian 12's 6.1: no uprobe.session (6.13+), no uprobe_multi (6.6+).
+    probes["session"] = (None, "this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
+    assert [m.kind for m in trace_run.attach_modes("auto", False, MANIFEST)] == ["multi"]
+    capsys.readouterr()
+    probes["umulti"] = "this kernel has no uprobe_multi links (Linux 6.6+): Invalid argument"
+    assert [m.kind for m in trace_run.attach_modes("auto", False, MANIFEST)] == ["single"]
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching one uprobe and uretprobe per function (this kernel has no "
+        "uprobe_multi links (Linux 6.6+): Invalid argument)\n")
 
 
 def test_session_kfuncs_match_this_kernels_version():
