@@ -1,6 +1,6 @@
 """Captures and filters of `btfgen trace` in every guest, against the kernel's own fetcher.
 
-The host builds two trace directories for the guest kernel (`--kernel --btf --arch --build`):
+The host builds three trace directories for the guest kernel (`--kernel --btf --arch --build`):
 one capturing `do_sys_openat2`'s file name (a `char *` argument: a string by default) and
 `how->flags`, and `vfs_write`'s `file->f_path.dentry->d_name.name` (a path through three
 pointers); the other the same with `--filter`s that keep only the calls on one distinctive file.
@@ -8,6 +8,12 @@ In the guest a shell writes two distinctively named files; the printed names and
 checked against what the shell asked for, and, where the kernel has fprobe events, against the
 kernel's own BTF fetcher (`f:` events with `$arg2:ustring`, `$arg3->flags`,
 `$arg1->f_path.dentry->d_name.name:string`) on the same calls: a second, independent truth.
+
+The third is for a user program (guest/visits.c, built static with -g by the guest's cross gcc;
+its types from its DWARF): a `const char *` and a struct pointer whose pointee has a bit-field,
+an enum, 64-bit fields (pairs on i386 and armhf), a nested struct and char arrays, traced with
+uprobes in the same boot: `--capture 'record_visit: *v, v->inner.name, v->inner.big'`. Where the
+kernel has no uprobe_multi (6.1), `--attach auto` takes one uprobe and uretprobe a function.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +65,49 @@ SEPARATE_FILTERS = [f'do_sys_openat2: prefix(filename:user, "/tmp/{KEEP}")',
                     f'vfs_write: prefix(file->f_path.dentry->d_name.name:kernel, "{KEEP}")']
 
 
+# The user program: its source, what is captured, and the lines it must print (pointers masked).
+VISITS = Path(__file__).resolve().parent / "guest" / "visits.c"
+USER_CAPTURE = "record_visit: *v, v->inner.name, v->inner.big"
+USER_EXPECTED = """\
+record_visit(who="alpha-guest", v=0x@, *v={kind=5, level=-33, mood=CALM(3), \
+stamp=-81985529216486895, inner={name='inner-a', big=1234605616436508552}, code='xyz'}, \
+v->inner.name='inner-a', v->inner.big=1234605616436508552)
+record_visit -> 1116
+record_visit(who="beta", v=0x@, *v={kind=2, level=63, mood=ANGRY(9), stamp=1099511627783, \
+inner={name='b', big=18446744073709551614}, code='q'}, v->inner.name='b', \
+v->inner.big=18446744073709551614)
+record_visit -> 737
+record_visit(who=<who is NULL>, v=0x0, *v=<v is NULL>, v->inner.name=<v is NULL>, \
+v->inner.big=<v is NULL>)
+record_visit -> 0
+total(sum=-511101108225, calls=3)
+total -> -170367036075
+""".replace("\\\n", "")
+
+
+def _user_program(cc: str, deb_arch: str) -> Path:
+    """visits.c built for the guest, cached; the trace directory names it by this path, which
+    the guest gets too (not under /tmp: the guest mounts a tmpfs there)."""
+    src = VISITS.read_bytes()
+    cmd = [cc, "-O2", "-g", "-static", "-Wall", "-Werror"]
+    dest = cache.ROOT / "visits" / f"{deb_arch}-{cache.digest(src, *cmd)}" / "visits"
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_suffix(".tmp")
+        proc = subprocess.run([*cmd, "-o", str(tmp), str(VISITS)], capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, f"{cc} visits.c: {proc.stderr[-2000:]}"
+        tmp.replace(dest)
+    return dest
+
+
+def _user_lines(text: str) -> str:
+    """The traced calls' lines, pointers (ASLR moves them) and durations masked."""
+    lines = [re.sub(r" \(\d+\.\d{3} us\)$", "", line) for line in text.splitlines()
+             if line.startswith(("record_visit", "total"))]
+    return "".join(re.sub(r"0x[0-9a-f]{5,}", "0x@", line) + "\n" for line in lines)
+
+
 def _build(btf, arch: str, out, captures: list[str], filters: list[str]) -> str:
     cmd = [sys.executable, "-m", "btfgen", "trace", "--kernel", "--btf", str(btf),
            "--arch", arch, "--build", str(out)]
@@ -88,10 +138,17 @@ def test_captures_and_filters_in_guest(name, tmp_path):
     assert (bad.returncode == 2) == separate, bad.stderr
     _build(btf, t.arch, tmp_path / "filtered", captures,
            SEPARATE_FILTERS if separate else FILTERS)
+    program = _user_program(t.cc, t.deb_arch)
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--arch", t.arch, "--build",
+                           str(tmp_path / "user"), "--capture", USER_CAPTURE, str(program),
+                           "total", "record_visit"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
     g, py = python_guest.trace_guest(t, tmp_path / "all")
-    for f in (tmp_path / "filtered").iterdir():
-        if f.is_file():
-            g.file(f"filtered/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    for d in ("filtered", "user"):
+        for f in (tmp_path / d).iterdir():
+            if f.is_file():
+                g.file(f"{d}/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+    g.file(str(program).lstrip("/"), program.read_bytes(), 0o755)
     run = (f"LD_LIBRARY_PATH={python_guest.library_path(t)} {py.python} btfgen_trace.py "
            f"--attach {ATTACH.get(name, 'auto')}")
     writes = (f"sh -c 'echo keep > /tmp/{KEEP}-{name}; echo drop > /tmp/{DROP}-{name}; "
@@ -106,9 +163,12 @@ def test_captures_and_filters_in_guest(name, tmp_path):
     g.step("kernel", "grep btfgen- /sys/kernel/tracing/trace 2>/dev/null; "
                      "echo 0 > /sys/kernel/tracing/events/btfgen/enable 2>/dev/null; true")
     g.step("filtered", f"cd /filtered && {run} --json --run /filtered -- {writes} 2>&1")
+    # The program's functions: auto, whatever the kernel's probes (ATTACH is for kprobes).
+    g.step("user", f"cd /user && LD_LIBRARY_PATH={python_guest.library_path(t)} {py.python} "
+                   "btfgen_trace.py --run /user 2>&1")
     boot = g.run(k)
     report = [f"{k.release}, boot {boot.seconds:.1f}s"]
-    for step in ("fprobe", "all", "kernel", "filtered"):
+    for step in ("fprobe", "all", "kernel", "filtered", "user"):
         text, rc = boot.section(step)
         report.append(f"== {step} (exit {rc})\n{text}")
     # Kept for reading (the README's example lines come from here).
@@ -148,6 +208,14 @@ def test_captures_and_filters_in_guest(name, tmp_path):
     ], f"{name}: the filters did not pass exactly the calls on {keep}:\n{text}"
     exits = [e["function"] for e in events if e["kind"] == "exit"]
     assert exits == ["do_sys_openat2", "vfs_write"], f"{name}: exits of the kept calls:\n{text}"
+
+    text, rc = boot.section("user")
+    assert rc == 0, f"{name}: tracing visits failed (exit {rc}):\n{text[-3000:]}"
+    assert _user_lines(text) == USER_EXPECTED, f"{name}: visits traced:\n{text}"
+    if k.release.startswith("6.1."):
+        # No uprobe_multi before 6.6: one uprobe and uretprobe a function, said.
+        assert "attaching one uprobe and uretprobe per function (this kernel has no " \
+               "uprobe_multi links" in text, f"{name}: {text}"
 
 
 # `name=value` of a printed call: a quoted string (JSON escapes) or up to the next ", ". (Not
