@@ -89,7 +89,10 @@ def _user_program(cc: str, deb_arch: str) -> Path:
     """visits.c built for the guest, cached; the trace directory names it by this path, which
     the guest gets too (not under /tmp: the guest mounts a tmpfs there)."""
     src = VISITS.read_bytes()
-    cmd = [cc, "-O2", "-g", "-static", "-Wall", "-Werror"]
+    # armhf's gcc emits Thumb-2 by default, and arm's uprobes take only ARM code (a Thumb
+    # function, its symbol's odd address, is refused: EINVAL).
+    cmd = [cc, "-O2", "-g", "-static", "-Wall", "-Werror", *(["-marm"] if deb_arch == "armhf"
+                                                            else [])]
     dest = cache.ROOT / "visits" / f"{deb_arch}-{cache.digest(src, *cmd)}" / "visits"
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
