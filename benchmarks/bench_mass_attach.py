@@ -99,7 +99,8 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
         # i386's vmalloc space has no room for the default 64 MiB ring (ENOMEM at load).
         ring = " --ring-size 16" if target.arch == "i386" else ""
         for r in range(plan[n]):
-            g.step(f"floor-{n}-{r}", f"{env} {py.python} floor.py {mode} {syscall} {n} 2>&1")
+            floor = "single" if mode == "single" else "multi"  # an empty program's links
+            g.step(f"floor-{n}-{r}", f"{env} {py.python} floor.py {floor} {syscall} {n} 2>&1")
             g.step(f"btfgen-{n}-{r}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} "
                                       f"--timings --attach {mode}{ring} -- true 2>&1 >/dev/null")
     if "all" in sizes:

@@ -77,7 +77,7 @@ def count(path: str, arch: str, top: int) -> str:
     stack = sum(n for k, n in distinct.items() if any(op.source != generic.FROM_CTX
                                                    for op in k[0] + k[1]))
     common = ", ".join(f"{n}" for _, n in distinct.most_common(top))
-    table = plan_table(layout, made)
+    table = plan_table(layout, made, limit=len(made) + 1)  # every distinct one: no cap
     return (f"{Path(path).name:<52} {arch:<11} {len(layout.functions):>7} {prototypes:>7} "
             f"{len(distinct):>6} {len(table.entry):>5} {len(table.exit):>4} "
             f"{len(table.interpreted):>6} {len(word_plans):>6} {stack:>8}  {common}  ({time.perf_counter() - t:.1f} s)")

@@ -33,10 +33,11 @@ def plans(arch: ArchLayout, captures: dict | None = None) -> list[generic.Generi
     return [made[k] for k in at]
 
 
-def plan_table(arch: ArchLayout, gplans, more_plans=()) -> straight.PlanTable:
+def plan_table(arch: ArchLayout, gplans, more_plans=(),
+               limit: int = straight.MAX_DECODERS) -> straight.PlanTable:
     """The straight-line decoders of `gplans` (then `more_plans`), numbered as the header and
     the specs number them."""
-    return straight.plan_table(list(gplans) + list(more_plans), bpf.ctx_window(arch))
+    return straight.plan_table(list(gplans) + list(more_plans), bpf.ctx_window(arch), limit)
 
 
 def _by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:

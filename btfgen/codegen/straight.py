@@ -101,8 +101,16 @@ def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step
     return tuple(steps)
 
 
-def plan_table(plans, win: CtxWindow | None) -> PlanTable:
-    """The table for `plans` (GenericPlan, shared objects counted once)."""
+# The most straight-line decoders of each kind one program holds. A whole kernel's 900-odd
+# entry decoders behind one switch made arm64 7.2's verifier refuse the trace program (E2BIG:
+# every case is a path it walks to the end); the commonest ones serve most functions, and the
+# rest run on the interpreter, as before.
+MAX_DECODERS = 256
+
+
+def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS) -> PlanTable:
+    """The table for `plans` (GenericPlan, shared objects counted once): at most `limit`
+    decoders of each kind, the ones the most plans use (ties: the first used)."""
     ids: dict = {}
     lists: dict[tuple, list] = {0: [], 1: []}
     users: dict = {}
@@ -123,6 +131,19 @@ def plan_table(plans, win: CtxWindow | None) -> PlanTable:
             lists[kind].append((key, made))
             ids[key] = len(lists[kind])
             users[key] = 1
+    for k in (0, 1):
+        if len(lists[k]) > limit:
+            ranked = sorted(range(len(lists[k])), key=lambda i: -users[lists[k][i][0]])
+            kept = set(ranked[:limit])
+            for i, (key, _) in enumerate(lists[k]):
+                if i not in kept:
+                    why[key] = (f"past the {limit} straight-line decoders one program holds "
+                                "(the verifier's limit)")
+            lists[k] = [item for i, item in enumerate(lists[k]) if i in kept]
+            for n, (key, _) in enumerate(lists[k], 1):
+                ids[key] = n
+        for key in why:
+            ids.pop(key, None)
     entry, exit_ = (tuple(Straight(n, steps, users[key])
                           for n, (key, steps) in enumerate(lists[k], 1)) for k in (0, 1))
     return PlanTable(entry, exit_, tuple(why.values()), ids)

@@ -48,3 +48,16 @@ def test_captures_and_registers_outside_the_window_stay_on_the_interpreter():
     assert sorted(t.interpreted) == ["a register outside the ctx words the decoder loads",
                                      "captures (their ops stay on the interpreter)"]
     assert plan_table([far], None).ids(far) == (0, 1)  # no window: no ctx op; the empty exit runs
+
+
+def test_past_the_limit_the_least_used_lists_stay_on_the_interpreter():
+    # A whole kernel's 900-odd entry decoders in one program: arm64 7.2's verifier said E2BIG.
+    rare = _plan([Op(FROM_CTX, 112, 0, 1)])
+    common = _plan([Op(FROM_CTX, 112, 0, 8)])
+    also = _plan([Op(FROM_CTX, 104, 0, 8)])
+    twin = _plan([Op(FROM_CTX, 112, 0, 8)])
+    t = plan_table([rare, common, also, twin, _plan([Op(FROM_CTX, 104, 0, 8)])], WIN, limit=2)
+    assert [len(s.steps) for s in t.entry] == [1, 1] and [s.number for s in t.entry] == [1, 2]
+    assert t.ids(rare) == (0, 1) and t.ids(common) == (1, 1) and t.ids(also) == (2, 1)
+    assert t.interpreted == ("past the 2 straight-line decoders one program holds (the "
+                             "verifier's limit)",)
