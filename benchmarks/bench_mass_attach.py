@@ -96,13 +96,11 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
     plan = {n: 1 if n == len(everything) else rounds for n in counts}
     for n in counts:
         d = "trace-all" if n == len(everything) else f"trace-{n}"
-        # i386's vmalloc space has no room for the default 64 MiB ring (ENOMEM at load).
-        ring = " --ring-size 16" if target.arch == "i386" else ""
         for r in range(plan[n]):
             floor = "single" if mode == "single" else "multi"  # an empty program's links
             g.step(f"floor-{n}-{r}", f"{env} {py.python} floor.py {floor} {syscall} {n} 2>&1")
             g.step(f"btfgen-{n}-{r}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} "
-                                      f"--timings --attach {mode}{ring} -- true 2>&1 >/dev/null")
+                                      f"--timings --attach {mode} -- true 2>&1 >/dev/null")
     if "all" in sizes:
         g.step("events", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings -- sh -c '{WORKLOAD}' >/tmp/out 2>/tmp/err; rc=$?; "

@@ -173,11 +173,10 @@ def _captures(args: argparse.Namespace, target, arch) -> dict:
     line naming the option and the column (exit 2)."""
     if not args.capture and not args.capture_strings:
         return {}
-    from btfgen.errors import BtfgenError
     from btfgen.typed import capture
 
-    if not 1 <= args.string_size <= capture.MAX_STRING_SIZE:
-        raise BtfgenError(f"--string-size: from 1 to {capture.MAX_STRING_SIZE} bytes")
+    if problem := capture.string_size_problem(args.string_size):
+        raise BtfgenError(problem)
     funcs = [target.types[f.btf_id] for f in arch.functions]
     try:
         requests = [capture.parse(option) for option in args.capture]

@@ -217,9 +217,8 @@ def _captures(funcs, req: Request, conv) -> dict:
                   f"is; name it: --capture 'FUNC: ARG:user'): "
                   f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
 
-    if not 1 <= req.string_size <= capture.MAX_STRING_SIZE:
-        raise BuildError(f"--string-size: from 1 to {capture.MAX_STRING_SIZE} bytes (the "
-                         "generic record holds 1 KiB a call)")
+    if problem := capture.string_size_problem(req.string_size):
+        raise BuildError(problem)
     try:
         requests = [capture.parse(option) for option in req.captures]
         return capture.for_functions(funcs, requests, req.string_size, req.strings,

@@ -34,6 +34,14 @@ STRING_SIZE = 256
 # operation (below generic.OP_LIMIT = 512 bytes).
 MAX_STRING_SIZE = 509
 
+
+def string_size_problem(size: int) -> str | None:
+    """What is wrong with a --string-size, for either command's one line; None: nothing."""
+    if 1 <= size <= MAX_STRING_SIZE:
+        return None
+    return (f"--string-size: from 1 to {MAX_STRING_SIZE} bytes (the generic record holds 1 KiB "
+            "a call)")
+
 MAX_VALUE_SIZE = 511  # a value's bytes, also in one operation
 
 KERNEL, USER, EITHER = 0, 1, 2  # where a load reads: the space flag of a capture op

@@ -183,7 +183,7 @@ def resolve(func: T.Func, path: str | Syntax, *, at_exit: bool = False,
     p = _Walk(func, syntax, param, t).run()
     final = strip(p.type)
     if isinstance(final, T.Ptr) and not p.whole:
-        p = replace(p, pointee_user=_user(final))
+        p = replace(p, pointee_user=user_memory(final))
     if syntax.memory is not None:
         said = syntax.memory == "user"
         p = replace(p, reads=tuple(r if r.user is not None else Read(r.offset, said)
@@ -227,7 +227,7 @@ class _Walk:
         if self.syntax.star:
             self._deref(self.syntax.root_column - 1)
         if self.through is not None:
-            self.reads.append(Read(self.pending, _user(self.through)))
+            self.reads.append(Read(self.pending, user_memory(self.through)))
         within = self.pending if self.within is None else self.within
         whole = self.syntax.star
         return Path(self.syntax.text, self.syntax.root,
@@ -247,7 +247,7 @@ class _Walk:
         if self.through is None:
             self.within = self.pending  # the pointer is (part of) the root's own value
         else:
-            self.reads.append(Read(self.pending, _user(self.through)))
+            self.reads.append(Read(self.pending, user_memory(self.through)))
         self.through, self.t, self.pending = ptr, ptr.type, 0
 
     def _member(self, name: str, column: int, how: str) -> None:
@@ -285,10 +285,6 @@ class _Walk:
 
 def user_memory(ptr: T.Ptr) -> bool | None:
     """Whether `ptr` points to user memory: True, False, or None (the BTF tags no pointer)."""
-    return _user(ptr)
-
-
-def _user(ptr: T.Ptr) -> bool | None:
     t: T.Type = ptr.type
     while isinstance(t, (T.TypeTag, T.Const, T.Volatile, T.Restrict, T.Typedef)):
         if isinstance(t, T.TypeTag) and t.name == USER_TAG:
