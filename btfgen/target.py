@@ -314,6 +314,79 @@ class Target:
     def arch_layout(self, name: str) -> ArchLayout:
         return self._named(name)[0]
 
+    # -- generating --------------------------------------------------------------------------
+
+    def generate(self, functions=None, langs: Sequence[str] | None = None, *,
+                 captures: Iterable[str] = (), strings: bool = False,
+                 string_size: int | None = None, filters: Iterable = (),
+                 self_contained: bool | None = None, specs: bool = True,
+                 jobs: int = 1) -> dict[str, str]:
+        """The generated files, file name -> text, as `btfgen -o DIR` writes them.
+
+        `functions`: None (every one), names and globs, FUNCs, or an `ArchLayout` placed by
+        this target (used as is). `langs`: "bpf", "python", "json" (default: all).
+        `captures`: `'FUNC: PATH, PATH'` texts (`btfgen --capture`); `strings`: a string capture
+        of every `char *` argument too, of at most `string_size` characters. `filters`:
+        `'FUNC: EXPR'` texts (or parsed filters), written as btfgen_filter.h beside the BPF
+        header. `self_contained`: the BPF header defines its types (default: only for 32-bit
+        targets, which have no vmlinux.h of their own).
+
+        A capture or filter that does not fit raises `CaptureOptionError` /
+        `FilterOptionError` (one line naming the option and the column); a name that matches
+        nothing, `KeyError`."""
+        from btfgen.codegen.outputs import LANGS, file_name
+        from btfgen.codegen.outputs import generate as render
+        from btfgen.typed import capture, filter as typed_filter
+
+        langs = tuple(langs or LANGS)
+        parsed = [typed_filter.parse_options([f])[0] if isinstance(f, str) else f
+                  for f in filters]
+        if parsed and "bpf" not in langs:
+            raise BtfgenError("filters are BPF C: generate them with the \"bpf\" language")
+        arch = functions if isinstance(functions, ArchLayout) else self.place(
+            None if functions is None else self._chosen(functions))
+        if self_contained is None:
+            self_contained = arch.pointer_size != 8
+        bound = typed_filter.bind(parsed, arch, self.types)  # type errors before the work
+        caught = self._captures(arch, list(captures), strings,
+                                capture.STRING_SIZE if string_size is None else string_size)
+        files = render(arch, self.types, langs, self_contained=self_contained,
+                       specs_table=specs, jobs=jobs, captures=caught)
+        if bound:
+            files[typed_filter.HEADER] = typed_filter.header(
+                bound, arch, self.types, self_contained=self_contained,
+                decoders=file_name("header", arch.arch))
+        return files
+
+    def _chosen(self, functions) -> list[T.Func]:
+        """FUNCs as given; names and globs selected (one matching nothing: KeyError)."""
+        given = list(functions)
+        names = [f for f in given if isinstance(f, str)]
+        if not names:
+            return given
+        selection = self.select(names)
+        if selection.missing:
+            raise KeyError(selection.missing_line(self.path))
+        return selection.functions + [f for f in given if not isinstance(f, str)]
+
+    def _captures(self, arch: ArchLayout, texts: list[str], strings: bool,
+                  string_size: int) -> dict:
+        from btfgen.typed import capture
+
+        if not texts and not strings:
+            return {}
+        if problem := capture.string_size_problem(string_size):
+            raise BtfgenError(problem)
+        funcs = [self.types[f.btf_id] for f in arch.functions]
+        # The header serves kernel probes too: where kernel and user addresses overlap, every
+        # load's memory must be known (an untagged pointer is refused, or named with :user).
+        separate = arch.arch if arch.address_spaces == "separate" else None
+        try:
+            return capture.for_functions(funcs, [capture.parse(t) for t in texts], string_size,
+                                         strings, separate_spaces=separate)
+        except capture.CaptureError as e:
+            raise capture.CaptureOptionError(e.line()) from None
+
     # -- decoding ----------------------------------------------------------------------------
 
     def functions(self, name: str) -> tuple:

@@ -134,22 +134,14 @@ def _run(args: argparse.Namespace, progress) -> int:
     placement = target.placement(None if whole else funcs)
     arch = placement.layout
     print_notes(placement, quiet=args.quiet)
-    bound = typed_filter.bind(filters, arch, target.types)
     stage("generating " + ", ".join(langs))
-    from btfgen.codegen.outputs import generate
     from btfgen.commands.summary import summarize
     from btfgen.commands.write import write_if_changed
 
-    self_contained = args.self_contained or arch.pointer_size != 8
-    files = generate(arch, target.types, langs, self_contained=self_contained,
-                     specs_table=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)),
-                     captures=_captures(args, target, arch))
-    if bound:
-        from btfgen.codegen.outputs import file_name
-
-        files[typed_filter.HEADER] = typed_filter.header(
-            bound, arch, target.types, self_contained=self_contained,
-            decoders=file_name("header", arch.arch))
+    files = target.generate(arch, langs, captures=args.capture, strings=args.capture_strings,
+                            string_size=args.string_size, filters=filters,
+                            self_contained=args.self_contained or None, specs=not args.no_specs,
+                            jobs=_jobs_for(args.jobs, len(funcs)))
     outdir = Path(args.output) if args.output else Path("generated") / arch.arch
     stage(f"writing {outdir}")
     written = [name for name, text in sorted(files.items())
@@ -166,27 +158,6 @@ def _run(args: argparse.Namespace, progress) -> int:
         print(f"btfgen: {selection.missing_line(target.path)}", file=sys.stderr)
         return 1
     return 0
-
-
-def _captures(args: argparse.Namespace, target, arch) -> dict:
-    """--capture and --capture-strings resolved against the placed functions' BTF, or one
-    line naming the option and the column (exit 2)."""
-    if not args.capture and not args.capture_strings:
-        return {}
-    from btfgen.typed import capture
-
-    if problem := capture.string_size_problem(args.string_size):
-        raise BtfgenError(problem)
-    funcs = [target.types[f.btf_id] for f in arch.functions]
-    try:
-        requests = [capture.parse(option) for option in args.capture]
-        # The header serves kernel probes too: where kernel and user addresses overlap, every
-        # load's memory must be known (an untagged pointer is refused, or named with :user).
-        separate = arch.arch if arch.address_spaces == "separate" else None
-        return capture.for_functions(funcs, requests, args.string_size, args.capture_strings,
-                                     separate_spaces=separate)
-    except capture.CaptureError as e:
-        raise BtfgenError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
 
 
 def summarize_partial(arch) -> list[str]:

@@ -224,7 +224,7 @@ def _captures(funcs, req: Request, conv) -> dict:
         return capture.for_functions(funcs, requests, req.string_size, req.strings,
                                      separate_spaces=separate)
     except capture.CaptureError as e:
-        raise BuildError(f"--capture {e.option!r}: {e}" if e.option else str(e)) from None
+        raise BuildError(e.line()) from None
 
 
 def _select(target, req: Request, source: str) -> list:

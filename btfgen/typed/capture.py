@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from btfgen.btf import types as T
 from btfgen.btf.walk import strip
+from btfgen.errors import BtfgenError
 from btfgen.typed import path as paths
 
 # retsnoop's per-value size: the generic record's data is 1 KB a call (a fixed-size ring-buffer
@@ -54,6 +55,14 @@ class CaptureError(ValueError):
         super().__init__(f"column {column}: {message}")
         self.column = column
         self.option = option  # the --capture option it is about, once known
+
+    def line(self) -> str:
+        """The one line a command prints: the option as given, the column, what is wrong."""
+        return f"--capture {self.option!r}: {self}" if self.option else str(self)
+
+
+class CaptureOptionError(BtfgenError):
+    """A capture that does not fit, as one line (`CaptureError.line`; exit status 2)."""
 
 
 @dataclass(frozen=True, slots=True)

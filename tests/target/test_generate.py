@@ -1,0 +1,79 @@
+"""`Target.generate`: the files `btfgen -o DIR` writes, with captures and filters, from the
+library; the command is this call and a write, so both give the same bytes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import btfgen
+from btfgen.errors import BtfgenError
+from btfgen.typed.capture import CaptureOptionError
+from btfgen.typed.filter import FilterOptionError
+
+SOURCE = Path(__file__).resolve().parents[1] / "codegen" / "capture" / "header_target.c"
+CAPTURE = "open_file: how->next->name, how->mid"
+FILTER = 'open_file: prefix(filename, "/etc/") && dfd < 0'
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gen") / "header_target"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(out), str(SOURCE)], check=True)
+    return out
+
+
+def test_the_command_writes_what_generate_gives(program, tmp_path):
+    cli = subprocess.run(
+        [sys.executable, "-m", "btfgen", str(program), "--func", "open_file", "--lang",
+         "bpf,python", "--self-contained", "-q", "-o", str(tmp_path), "--capture-strings",
+         "--capture", CAPTURE, "--filter", FILTER, "--string-size", "40"],
+        capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    files = btfgen.open(str(program)).generate(
+        ["open_file"], ("bpf", "python"), strings=True, string_size=40, captures=[CAPTURE],
+        filters=[FILTER], self_contained=True)
+    written = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert written == files
+    assert "char filename[42];" in files["btfgen.bpf.h"]
+    assert "btfgen_filter_open_file(" in files["btfgen_filter.h"]
+    module = types.ModuleType("g")
+    exec(files["btfgen_x86_64.py"], module.__dict__)
+    names = [c.name for c in module.function("open_file").captures]
+    assert names == ["filename", "how->next->name", "how->mid"]
+
+
+def test_without_captures_the_files_are_the_plain_ones(program):
+    t = btfgen.open(str(program))
+    plain = t.generate(["open_file"], ("bpf",), self_contained=True)
+    caught = t.generate(["open_file"], ("bpf",), captures=[CAPTURE], self_contained=True)
+    assert "btfgen_captures_open_file" not in plain["btfgen.bpf.h"]
+    assert "btfgen_captures_open_file" in caught["btfgen.bpf.h"]
+    assert set(plain) == {"btfgen.bpf.h", "btfgen_specs.h"}
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    ({"captures": ["open_file: how->nxt"]}, CaptureOptionError,
+     "--capture 'open_file: how->nxt': column 17: struct how has no member 'nxt'"),
+    ({"captures": ["other: x"]}, CaptureOptionError, "'other' is not among the functions"),
+    ({"filters": ["open_file: how > 1"]}, FilterOptionError,
+     "--filter 'open_file: how > 1': column 12"),
+    ({"filters": ["open_file: dfd >"]}, FilterOptionError, "--filter 'open_file: dfd >'"),
+    ({"strings": True, "string_size": 600}, BtfgenError, "--string-size: from 1 to 509"),
+    ({"filters": ["open_file: dfd > 0"], "langs": ("python",)}, BtfgenError,
+     "filters are BPF C"),
+])
+def test_bad_captures_and_filters_name_what_is_wrong(program, kwargs, error, text):
+    with pytest.raises(error) as e:
+        btfgen.open(str(program)).generate(["open_file"], **kwargs)
+    assert text in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_a_name_that_matches_nothing(program):
+    with pytest.raises(KeyError, match="no function named gone"):
+        btfgen.open(str(program)).generate(["open_file", "gone"])
