@@ -381,11 +381,15 @@ class Target:
         # The header serves kernel probes too: where kernel and user addresses overlap, every
         # load's memory must be known (an untagged pointer is refused, or named with :user).
         separate = arch.arch if arch.address_spaces == "separate" else None
+        notes: list[str] = []
         try:
-            return capture.for_functions(funcs, [capture.parse(t) for t in texts], string_size,
-                                         strings, separate_spaces=separate)
+            found = capture.for_functions(funcs, [capture.parse(t) for t in texts], string_size,
+                                          strings, separate_spaces=separate, notes=notes)
         except capture.CaptureError as e:
             raise capture.CaptureOptionError(e.line()) from None
+        for line in notes:
+            warnings.warn(f"capture {line}", BtfgenWarning, stacklevel=3)
+        return found
 
     # -- decoding ----------------------------------------------------------------------------
 

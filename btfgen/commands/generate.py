@@ -21,6 +21,7 @@ from btfgen.commands.options import (
     jobs_count,
 )
 from btfgen.errors import BtfgenError
+from btfgen.target import BtfgenWarning
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,11 +138,16 @@ def _run(args: argparse.Namespace, progress) -> int:
     stage("generating " + ", ".join(langs))
     from btfgen.commands.summary import summarize
     from btfgen.commands.write import write_if_changed
+    import warnings
 
-    files = target.generate(arch, langs, captures=args.capture, strings=args.capture_strings,
-                            string_size=args.string_size, filters=filters,
-                            self_contained=args.self_contained or None, specs=not args.no_specs,
-                            jobs=_jobs_for(args.jobs, len(funcs)))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", BtfgenWarning)
+        files = target.generate(arch, langs, captures=args.capture,
+                                strings=args.capture_strings, string_size=args.string_size,
+                                filters=filters, self_contained=args.self_contained or None,
+                                specs=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
+    for w in said:
+        print(f"btfgen: warning: {w.message}", file=sys.stderr)
     outdir = Path(args.output) if args.output else Path("generated") / arch.arch
     stage(f"writing {outdir}")
     written = [name for name, text in sorted(files.items())

@@ -219,12 +219,16 @@ def _captures(funcs, req: Request, conv) -> dict:
 
     if problem := capture.string_size_problem(req.string_size):
         raise BuildError(problem)
+    notes: list[str] = []
     try:
         requests = [capture.parse(option) for option in req.captures]
-        return capture.for_functions(funcs, requests, req.string_size, req.strings,
-                                     separate_spaces=separate)
+        found = capture.for_functions(funcs, requests, req.string_size, req.strings,
+                                      separate_spaces=separate, notes=notes)
     except capture.CaptureError as e:
         raise BuildError(e.line()) from None
+    for line in notes:
+        print(f"btfgen trace: --capture {line}", file=sys.stderr)
+    return found
 
 
 def _select(target, req: Request, source: str) -> list:

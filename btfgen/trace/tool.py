@@ -98,7 +98,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--capture", action="append", default=[], metavar="'FUNC: PATH, ...'",
                    help="also record what these paths from FUNC's arguments point to: "
                         "'vfs_read: file->f_path.dentry->d_name.name', 'do_sys_openat2: "
-                        "how->flags', '*file' for the whole pointee (one level deep); a path "
+                        "how->flags', '*file' for the whole pointee, '**file' with what its "
+                        "pointers point to (a star a level); a path "
                         "ending at a char pointer is a string (repeatable)")
     p.add_argument("--string-size", type=int, default=256, metavar="BYTES",
                    help="characters of a captured string kept (default 256, as retsnoop; at "

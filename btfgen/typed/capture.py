@@ -10,8 +10,9 @@ pointer loads a decoder makes (`hops`) and one final read:
   the NUL, marked truncated when the string is longer;
 - else the value the path ends at (`how->flags`), or with a leading `*` the whole pointee
   (`*file`): one level deep. A struct's nested structs and arrays are inside its bytes and come
-  with it; its pointers stay addresses (depth here counts pointers followed, and `*ARG` follows
-  one). Deeper values are paths: `*file->f_path.dentry`.
+  with it; its pointers stay addresses (depth counts pointers followed, and `*ARG` follows
+  one). Deeper values are paths, `*file->f_path.dentry`, or more stars: `**how` is `*how` and
+  what each pointer in it points to (`expand`), `***how` one level more.
 
 Each load says which memory it reads: user (the BTF `user` type tag), kernel (untagged in a BTF
 that tags others), or unknown (try kernel, then user); the record says which one was used.
@@ -20,7 +21,7 @@ that tags others), or unknown (try kernel, then user); the record says which one
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from btfgen.btf import types as T
 from btfgen.btf.walk import strip
@@ -220,12 +221,112 @@ def unguessable_strings(funcs) -> list[str]:
     return [f"{f.name}({p.name})" for f in funcs for p in _string_params(f) if _unguessable(p)]
 
 
+# The most captures one `**PATH` stands for: a function's 32 record operations, shared with its
+# arguments, hold about ten captures that follow a pointer, so more could never all be recorded.
+MAX_EXPANDED = 16
+
+
+def expand(func: T.Func, syntax: paths.Syntax, at_exit: bool = False,
+           separate_spaces: str | None = None) -> tuple[list[paths.Syntax], list[str]]:
+    """The captures `**PATH` stands for (a path with more than one leading star): `*PATH`, then
+    for each pointer in that pointee (its members, and those of the structs nested in it), the
+    string behind a `char *`, else that pointer's pointee with one star less: depth first, in
+    member order. -> the paths, and what was left out and why (said, never silently dropped).
+
+    Left out: pointers in unions and arrays (a union's pointer may not be the member in use:
+    reading through it would print what is not there), pointees only declared in this BTF,
+    and what passes MAX_EXPANDED. Pointers to void or to functions stay addresses, in the
+    pointee's bytes: there is no type to read them by. A path with one star is itself."""
+    if syntax.star < 2:
+        return [syntax], []
+    out: list[paths.Syntax] = []
+    left: list[str] = []
+    top = replace(syntax, star=1, text=syntax.text[syntax.star - 1:])
+
+    def add(s: paths.Syntax) -> bool:
+        if len(out) < MAX_EXPANDED:
+            out.append(s)
+            return True
+        left.append(f"{s.text}: past the {MAX_EXPANDED} captures one path stands for")
+        return False
+
+    def visit(s: paths.Syntax, stars: int) -> None:
+        if not add(s):
+            return
+        if stars < 2:
+            return
+        try:
+            pointee = paths.resolve(func, s, at_exit=at_exit,
+                                    separate_spaces=separate_spaces).type
+        except paths.PathError:
+            return  # resolve() says why, for this path, when it is captured
+        base = s.text[1:]
+        for text, ptr in _pointers_in(pointee, base + "->", left):
+            target = strip(ptr.type)
+            if isinstance(target, (T.Void, T.FuncProto)):
+                continue
+            if isinstance(target, T.Fwd):
+                left.append(f"{text}: its type is only declared in this BTF, not defined")
+                continue
+            member = paths.parse(("" if is_string_pointer(ptr, plain_char=True) else "*")
+                                 + text)
+            member = replace(member, memory=syntax.memory)
+            if member.star:
+                visit(member, stars - 1)
+            else:
+                add(member)
+
+    visit(top, syntax.star)
+    return out, left
+
+
+def _pointers_in(t: T.Type, prefix: str, left: list[str]):
+    """(path, pointer type) of each pointer among a struct's members and its nested structs'.
+    `prefix` ends with the `->` or `.` its members follow."""
+    s = strip(t)
+    if isinstance(s, T.Union):
+        if _has_pointer(s):
+            where = prefix[:-1] if prefix.endswith(".") else prefix[:-2]
+            left.append(f"{where}: pointers in a union (which member is in use is not known)")
+        return
+    if not isinstance(s, T.Struct):
+        return
+    for m in s.members:
+        if m.bitfield_size:
+            continue
+        mt = strip(m.type)
+        if not m.name:  # an anonymous struct or union: C names its members as the parent's
+            yield from _pointers_in(mt, prefix, left)
+            continue
+        here = prefix + m.name
+        if isinstance(mt, T.Ptr):
+            yield here, mt
+        elif isinstance(mt, T.Composite):
+            yield from _pointers_in(mt, here + ".", left)
+        elif isinstance(mt, T.Array) and _has_pointer(mt):
+            left.append(f"{here}: pointers in an array")
+
+
+def _has_pointer(t: T.Type, depth: int = 0) -> bool:
+    s = strip(t)
+    if isinstance(s, T.Ptr):
+        return True
+    if depth > 8:
+        return False
+    if isinstance(s, T.Array):
+        return _has_pointer(s.elem, depth + 1)
+    if isinstance(s, T.Composite):
+        return any(_has_pointer(m.type, depth + 1) for m in s.members)
+    return False
+
+
 def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
-                  strings: bool = False,
-                  separate_spaces: str | None = None) -> dict[str, tuple[Capture, ...]]:
+                  strings: bool = False, separate_spaces: str | None = None,
+                  notes: list[str] | None = None) -> dict[str, tuple[Capture, ...]]:
     """Each function's captures (by name): its `requests`, after the default strings when
     `strings`. A request for a function not among `funcs`, or a path that does not fit one,
-    is a CaptureError naming the option. `separate_spaces`: path.resolve's."""
+    is a CaptureError naming the option. `separate_spaces`: path.resolve's. `notes` gets a
+    line for each capture a `**PATH` left out, and why."""
     by_name: dict[str, T.Func] = {}
     for f in funcs:
         by_name.setdefault(f.name, f)
@@ -240,16 +341,23 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
         if f is None:
             raise CaptureError(f"{r.func!r} is not among the functions traced", 1, r.option)
         mine = out.setdefault(r.func, [])
-        for s in r.paths:
-            try:
-                c = resolve(f, s, limit, at_exit=s.root in (paths.RETVAL, "retval"),
-                            separate_spaces=separate_spaces)
-            except CaptureError as e:
-                e.option = r.option
-                raise
-            # Asked for by name, a default string gives way (its memory may be named now).
-            mine[:] = [d for d in mine if d.text != c.text]
-            mine.append(c)
+        for asked in r.paths:
+            at_exit = asked.root in (paths.RETVAL, "retval")
+            expanded, left = expand(f, asked, at_exit, separate_spaces)
+            for k, s in enumerate(expanded):
+                try:
+                    c = resolve(f, s, limit, at_exit=at_exit, separate_spaces=separate_spaces)
+                except CaptureError as e:
+                    if k == 0:  # the path as asked: the option is wrong
+                        e.option = r.option
+                        raise
+                    left.append(f"{s.text}: {str(e).split(': ', 1)[1]}")
+                    continue
+                # Asked for by name, a default string gives way (its memory may be named now).
+                mine[:] = [d for d in mine if d.text != c.text]
+                mine.append(c)
+            if notes is not None:
+                notes += [f"{r.func}: {asked.text} leaves out {why}" for why in left]
     return {k: tuple(v) for k, v in out.items()}
 
 

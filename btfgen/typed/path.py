@@ -103,7 +103,7 @@ class Syntax:
     """A path as written, before it meets the types."""
 
     text: str
-    star: bool
+    star: int  # leading stars: 1 is the whole pointee, more also what its pointers point to
     root: str
     root_column: int
     steps: tuple[Step, ...]
@@ -128,11 +128,10 @@ def parse(text: str, column: int = 1) -> Syntax:
 def syntax_of(tree: lark.Tree, text: str, column: int = 1) -> Syntax:
     """A `path` subtree (of path.lark or a grammar that imports it) as a `Syntax`."""
     at = column - 1
-    star = False
+    star = 0
     tokens = list(tree.children)
     if isinstance(tokens[0], lark.Token) and tokens[0].type.endswith("STAR"):
-        star = True
-        tokens.pop(0)
+        star = len(tokens.pop(0))
     root = tokens.pop(0)
     steps: list[Step] = []
     memory = None
@@ -229,7 +228,7 @@ class _Walk:
         if self.through is not None:
             self.reads.append(Read(self.pending, user_memory(self.through)))
         within = self.pending if self.within is None else self.within
-        whole = self.syntax.star
+        whole = bool(self.syntax.star)
         return Path(self.syntax.text, self.syntax.root,
                     self.param, within, tuple(self.reads), self.t, *self.bits, whole)
 

@@ -122,6 +122,32 @@ def test_json_record_and_decode_give_the_same_values(exe, tmp_path):
     assert [r["cap:how->next->name"] for r in rows] == ["tail", None, None]
 
 
+DEEPER = """\
+open_file(dfd=-100, filename="/etc/hostname", how=0x@, *how={lo=6, mid=-200, c=BLUE(7), \
+in={x=-42, tag='inner'}, name='headname', label=@, next=@}, how->label="a label", \
+*how->next={lo=5, mid=-3, c=RED(1), in={x=1, tag='t'}, name='tail', label=0, next=0}, \
+how->next->label=<how->next->label is NULL>, *how->next->next=<how->next->next is NULL>)
+open_file -> 978
+open_file(dfd=3, filename="/a/path/longer/t"..., how=0x@, *how={lo=5, mid=-3, c=RED(1), \
+in={x=1, tag='t'}, name='tail', label=0, next=0}, how->label=<how->label is NULL>, \
+*how->next=<how->next is NULL>, how->next->label=<how->next is NULL>, \
+*how->next->next=<how->next is NULL>)
+open_file -> 3706
+open_file(dfd=4, filename=<filename is NULL>, how=0x0, *how=<how is NULL>, \
+how->label=<how is NULL>, *how->next=<how is NULL>, how->next->label=<how is NULL>, \
+*how->next->next=<how is NULL>)
+open_file -> 4
+"""
+
+
+def test_more_stars_follow_the_pointee_s_pointers(exe):
+    """`***how`: the pointee, its string and struct pointers' pointees, and theirs: three
+    levels, a NULL at any of them said as such."""
+    out = _btfgen("trace", "--string-size", "16", "--capture", "open_file: ***how", str(exe),
+                  "open_file")
+    assert _shown(out.stdout) == _flat(DEEPER)
+
+
 def test_bad_capture_is_one_line_exit_2(exe):
     proc = _btfgen("trace", "--capture", "open_file: how->nope", str(exe), "open_file",
                    ok=False)

@@ -140,3 +140,74 @@ def test_plan_leaves_out_what_does_not_fit_and_says_so(target):
     assert any("capture name: no room" in s for s in p.skipped)
     small = _plan(target, "vfs_read", caps[:1], budget=256)
     assert small.captures == (None,)
+
+
+DEEP = r"""
+struct node { int v; const char *label; struct node *next; void *opaque; void (*fn)(int);
+              struct opaque *hidden; union { long n; char *text; } u; char *many[2];
+              struct { struct node *prev; } link; };
+struct opaque;
+int walk(struct node *head, int depth);
+"""
+
+
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory):
+    header = tmp_path_factory.mktemp("d") / "deep.h"
+    header.write_text(DEEP)
+    return btfgen.open(headers=[str(header)], arch="x86_64")
+
+
+def expanded(t, option, **kw):
+    notes: list[str] = []
+    funcs = t.select([option.split(":")[0]]).functions
+    caps = C.for_functions(funcs, [C.parse(option)], notes=notes, **kw)
+    return [(c.text, c.string, [h.name for h in c.hops]) for c in caps["walk"]], notes
+
+
+def test_two_stars_are_the_pointee_and_what_its_pointers_point_to(deep):
+    caps, notes = expanded(deep, "walk: **head")
+    assert caps == [
+        ("*head", False, []),
+        ("head->label", True, ["head->label"]),          # a char * is its string
+        ("*head->next", False, ["head->next"]),
+        ("*head->link.prev", False, ["head->link.prev"]),  # pointers of nested structs too
+    ]
+    # void and function pointers stay addresses; the rest is said, never dropped unsaid
+    assert notes == [
+        "walk: **head leaves out head->hidden: its type is only declared in this BTF, "
+        "not defined",
+        "walk: **head leaves out head->u: pointers in a union (which member is in use is "
+        "not known)",
+        "walk: **head leaves out head->many: pointers in an array",
+    ]
+    assert expanded(deep, "walk: *head")[0] == [("*head", False, [])]
+
+
+def test_each_star_is_one_level_more(deep):
+    caps, _ = expanded(deep, "walk: ***head")
+    assert [c[0] for c in caps] == [
+        "*head", "head->label", "*head->next", "head->next->label", "*head->next->next",
+        "*head->next->link.prev", "*head->link.prev", "head->link.prev->label",
+        "*head->link.prev->next", "*head->link.prev->link.prev"]
+    assert caps[4][2] == ["head->next", "head->next->next"]
+
+
+def test_an_expansion_is_bounded_and_says_what_it_left_out(deep):
+    caps, notes = expanded(deep, "walk: *****head")
+    assert len(caps) == C.MAX_EXPANDED
+    assert any(f"past the {C.MAX_EXPANDED} captures one path stands for" in n for n in notes)
+
+
+def test_the_memory_named_goes_with_every_path_it_stands_for(deep):
+    notes: list[str] = []
+    caps = C.for_functions(deep.select(["walk"]).functions, [C.parse("walk: **head:user")],
+                           notes=notes)["walk"]
+    assert {c.space for c in caps} == {C.USER}
+    assert {h.space for c in caps for h in c.hops} == {C.USER}
+
+
+def test_more_stars_on_what_is_not_a_pointer_name_the_column(deep):
+    with pytest.raises(C.CaptureError) as e:
+        C.for_functions(deep.select(["walk"]).functions, [C.parse("walk: **depth")])
+    assert str(e.value) == "column 8: int is not a pointer" and e.value.option == "walk: **depth"
