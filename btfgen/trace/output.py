@@ -52,6 +52,8 @@ class Printer:
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
         self.open: dict[int, list] = {}  # thread id -> [(function, ns, args), ...]
+        self._shapes: dict = {}  # function -> its _Shape
+        self._comms: dict = {}  # comm bytes -> (text, as JSON)
 
     def record(self, raw) -> None:
         """For libbpf's ring-buffer callback, which must not raise: a bad record is one line on
@@ -73,7 +75,11 @@ class Printer:
             raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
         value = fn.decode_record(rec)
         caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
-        who = Who(tgid, tid, comm.split(b"\0")[0].decode(errors="replace"), ns, cpu)
+        named = self._comms.get(comm)
+        if named is None:
+            text = comm.split(b"\0")[0].decode(errors="replace")
+            named = self._comms[comm] = (text, _ENCODE(text))
+        who = Who(tgid, tid, named, ns, cpu)
         stack = self.open.setdefault(tid, [])
         if kind == 0:
             stack.append((fn, ns, value, caps))
@@ -91,33 +97,46 @@ class Printer:
         elif failed(fn, value):
             self._write(self._exit(fn, who, value, took, entry, caps))
 
+    def _shape(self, fn) -> "_Shape":
+        shape = self._shapes.get(fn)
+        if shape is None:
+            shape = self._shapes[fn] = _Shape(fn)
+        return shape
+
     def _entry(self, fn, who, args, caps) -> str:
+        shape = self._shape(fn)
         if self.as_json:
-            extra = {"captures": _typed_captures(caps)} if caps else {}
-            return _json(who, fn, "entry", args=_typed_args(fn, args), **extra)
-        return f"{self._prefix(who)}{fn.name}({_shown_args(fn, args, caps)})"
+            line = [_json_head(who, shape.json_name, "entry"), ', "args": ', shape.json_args(args)]
+            if caps:
+                line += [', "captures": ', _json_captures(caps)]
+            line.append("}")
+            return "".join(line)
+        return f"{self._prefix(who)}{fn.name}({shape.shown(args, caps)})"
 
     def _exit(self, fn, who, value, took, entry, caps) -> str:
+        shape = self._shape(fn)
         ret = fn.ret.value if fn.ret else None
         if self.as_json:
-            extra = {"return": typed(value)}
+            line = [_json_head(who, shape.json_name, "error" if self.errors else "exit"),
+                    ', "return": ', str(value) if type(value) is int else _ENCODE(typed(value))]
             if caps:
-                extra["captures"] = _typed_captures(caps)
+                line += [', "captures": ', _json_captures(caps)]
             if took is not None:
-                extra["duration_ns"] = took
+                line.append(f', "duration_ns": {took}')
             if self.errors:
-                extra["args"] = None if entry is None else _typed_args(fn, entry[2])
+                line += [', "args": ', "null" if entry is None else shape.json_args(entry[2])]
                 if entry is not None and entry[3]:
-                    extra["entry_captures"] = _typed_captures(entry[3])
-            return _json(who, fn, "error" if self.errors else "exit", **extra)
-        text = show(value, _is_pointer(ret))
+                    line += [', "entry_captures": ', _json_captures(entry[3])]
+            line.append("}")
+            return "".join(line)
+        text = show(value, shape.ret_pointer)
         if caps:
             text += " " + ", ".join(f"{k}={show_captured(v)}" for k, v in caps.items())
         if self.errors:
             name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
             if name:
                 text += f" {name}"
-            args = "?" if entry is None else _shown_args(fn, entry[2], entry[3])  # entry lost
+            args = "?" if entry is None else shape.shown(entry[2], entry[3])  # entry lost
             head = f"{fn.name}({args})"
         else:
             head = fn.name
@@ -125,13 +144,15 @@ class Printer:
         return f"{self._prefix(who)}{head} -> {text}{timing}"
 
     def _prefix(self, who) -> str:
-        return f"{who.comm}[{who.tgid}] " if self.who else ""
+        return f"{who.comm[0]}[{who.tgid}] " if self.who else ""
 
     def _write(self, line: str) -> None:
         print(line, file=self.out, flush=self.flush)
 
 
 class Who:
+    """The event's thread; `comm` is (its text, that text as a JSON string)."""
+
     __slots__ = ("tgid", "tid", "comm", "ns", "cpu")
 
     def __init__(self, tgid, tid, comm, ns, cpu) -> None:
@@ -168,14 +189,40 @@ def _is_pointer(vdesc) -> bool:
     return vdesc is not None and vdesc.type.tag == "ptr"
 
 
-def _shown_args(fn, args, caps=None) -> str:
-    """`name=value, ...`: an argument captured as a whole (its string) shows the capture in its
-    place, and captures through it follow the arguments as `path=value`."""
-    caps = caps or {}
-    shown = [f"{name}={show_captured(caps[name]) if name in caps else show(v, _is_pointer(d))}"
-             for (name, v), d in zip(fn.as_dict(args).items(), fn.args)]
-    shown += [f"{path}={show_captured(v)}" for path, v in caps.items() if path not in fn.names]
-    return ", ".join(shown)
+class _Shape:
+    """What every line of one function shares, made once: the argument names as text and as
+    JSON keys, which values are pointers. Each event then costs its values only (the JSON
+    encoder took 5 us a line on a dict of six arguments, most of an event's time)."""
+
+    __slots__ = ("names", "pointers", "ret_pointer", "json_name", "json_keys")
+
+    def __init__(self, fn) -> None:
+        self.names = tuple(fn.names)
+        self.pointers = tuple(_is_pointer(d) for d in fn.args)
+        self.ret_pointer = _is_pointer(fn.ret.value if fn.ret else None)
+        self.json_name = _ENCODE(fn.name)
+        # Names that repeat (a broken BTF) keep the last value, as a dict of them would.
+        self.json_keys = (tuple(_ENCODE(n) + ": " for n in self.names)
+                          if len(set(self.names)) == len(self.names) else None)
+
+    def shown(self, args, caps=None) -> str:
+        """`name=value, ...`: an argument captured as a whole (its string) shows the capture in
+        its place, and captures through it follow the arguments as `path=value`."""
+        if caps:
+            shown = [f"{n}={show_captured(caps[n]) if n in caps else show(v, p)}"
+                     for n, v, p in zip(self.names, args, self.pointers)]
+            shown += [f"{path}={show_captured(v)}" for path, v in caps.items()
+                      if path not in self.names]
+        else:
+            shown = [f"{n}={(hex(v) if p else repr(v)) if type(v) is int else show(v, p)}"
+                     for n, v, p in zip(self.names, args, self.pointers)]
+        return ", ".join(shown)
+
+    def json_args(self, args) -> str:
+        if self.json_keys is None:
+            return _ENCODE({n: typed(v) for n, v in zip(self.names, args)})
+        return "{" + ", ".join([k + (str(v) if type(v) is int else _ENCODE(typed(v)))
+                                for k, v in zip(self.json_keys, args)]) + "}"
 
 
 def show_captured(value) -> str:
@@ -188,18 +235,19 @@ def show_captured(value) -> str:
     return show(value)
 
 
-def _typed_captures(caps: dict) -> dict:
-    return {path: typed(v) for path, v in caps.items()}
+# One encoder for every line: json.dumps with any option makes a new one each call.
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
 
 
-def _typed_args(fn, args) -> dict:
-    return {name: typed(v) for name, v in fn.as_dict(args).items()}
+def _json_captures(caps: dict) -> str:
+    return _ENCODE({path: typed(v) for path, v in caps.items()})
 
 
-def _json(who, fn, kind: str, **values) -> str:
-    return json.dumps({"timestamp": who.ns, "cpu": who.cpu, "pid": who.tgid, "tid": who.tid,
-                       "comm": who.comm, "function": fn.name, "kind": kind, **values},
-                      allow_nan=False)
+def _json_head(who, json_name: str, kind: str) -> str:
+    """A JSON line's opening, up to its kind, as the keys always come: written by hand, the
+    same text json.dumps gives for them."""
+    return (f'{{"timestamp": {who.ns}, "cpu": {who.cpu}, "pid": {who.tgid}, "tid": {who.tid}, '
+            f'"comm": {who.comm[1]}, "function": {json_name}, "kind": "{kind}"')
 
 
 def show(value, pointer: bool = False) -> str:
@@ -218,7 +266,7 @@ def typed(value):
     """A decoded value as JSON: numbers stay numbers (pointers too), an enum is {"value",
     "name"}, bytes are hex, a value not captured is {"unavailable": why} or {"unread":
     address}."""
-    if isinstance(value, bool) or value is None:
+    if type(value) is int or isinstance(value, bool) or value is None:
         return value
     if isinstance(value, str):  # a captured string: marked when truncated
         if getattr(value, "truncated", False):

@@ -200,3 +200,43 @@ def test_generic_plan_reads_a_run_of_stack_arguments_with_one_op(arch, runs):
     got = fn.decode_record(struct.pack(head, fn.btf_id, 0, 1 << bit) + bytes(data))
     assert list(got[:6]) == [1, 2, 3, 4, 5, 6]
     assert all(isinstance(v, Unavailable) for v in got[6:])
+
+
+@pytest.mark.parametrize("arch,order", [("s390x", "big"), ("x86_64", "little")])
+def test_integer_records_read_in_one_pass_agree_with_value_by_value(arch, order):
+    """A record whose values are all whole integers and pointers reads them with one
+    precompiled struct; it must give what the value-by-value path gives, fall back to it where
+    an op failed, and refuse a record too short for its values as that path does."""
+    import struct
+
+    import toolchains
+
+    import btfgen.decode as bd
+    from btfgen.decoder.runtime import DecodeError
+
+    obj = toolchains.compile_c(
+        "long __attribute__((noinline)) f(signed char a, unsigned short b, int c, "
+        "unsigned long d, void *e, long long g) { return a + b + c + d + (long)e + g; }", arch)
+    fn = bd.load(str(obj), arch=arch).function("f")
+    assert fn._record_fast[0] is not None and fn._record_fast[1] is not None
+    slow = runtime.Function(fn.desc)
+    slow._record_fast = (None, None)
+    head = runtime.RECORD_HEADERS[order].format
+    values = ((-3, 1, True), (65000, 2, False), (-70000, 4, True), (2**63 + 5, 8, False),
+              (0xFFFF000012345678, 8, False), (-(2**40), 8, True))
+    data = bytearray(1024)
+    for (v, size, signed), plan in zip(values, fn.desc.record.entry):
+        data[plan.data_off:plan.data_off + size] = v.to_bytes(size, order, signed=signed)
+    entry = struct.pack(head, fn.btf_id, 0, 0) + bytes(data)
+    assert fn.decode_record(entry) == slow.decode_record(entry) == tuple(v[0] for v in values)
+    third = fn.desc.record.entry[2].op_mask
+    failed = struct.pack(head, fn.btf_id, 0, third) + bytes(data)
+    got = fn.decode_record(failed)
+    assert got == slow.decode_record(failed) and isinstance(got[2], Unavailable)
+    assert got[:2] == (-3, 65000)
+    exit_rec = struct.pack(head, fn.btf_id, 1, 0) + (-9).to_bytes(8, order, signed=True)
+    assert fn.decode_record(exit_rec + bytes(8)) == -9
+    for short in (entry[:len(entry) - 1024 + fn.desc.record.entry[5].data_off + 4],
+                  exit_rec[:-1]):
+        with pytest.raises(DecodeError, match="data bytes"):
+            fn.decode_record(short)

@@ -745,7 +745,8 @@ class Function:
     tuples: checked and rebuilt)."""
 
     __slots__ = ("desc", "name", "btf_id", "order", "pointer_size", "args", "ret", "names",
-                 "entry", "captures", "_values", "_ret", "_plans", "_needs", "_captures")
+                 "entry", "captures", "_values", "_ret", "_plans", "_needs", "_captures",
+                 "_record_fast")
 
     def __init__(self, desc: tuple):
         d = self.desc = FunctionDesc.check(desc)
@@ -772,6 +773,9 @@ class Function:
                             for kind, (values, plans) in enumerate(((d.args, d.record.entry),
                                                                     (rets, d.record.exit))))
         self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
+        self._record_fast = tuple(_record_struct(values, plans, self.order)
+                                  for values, plans in ((d.args, d.record.entry),
+                                                        (rets, d.record.exit)))
 
     def _compiled(self, v: ValueDesc, memo: dict) -> tuple:
         return (v.name, reader(v.type, self.order, memo), v.size, v.pieces, v.by_ref,
@@ -867,6 +871,10 @@ class Function:
         btf_id, kind, failed = RECORD_HEADERS[self.order].unpack_from(record)
         if kind > 1:
             raise DecodeError(f"{self.name}: a record of kind {kind}")
+        fast = self._record_fast[kind]
+        if fast is not None and not failed & fast[1] and len(record) >= fast[2]:
+            out = fast[0](record, RECORD_HEADER_SIZE)
+            return out if kind == 0 else out[0]
         data = memoryview(record)[RECORD_HEADER_SIZE:]
         if len(data) < self._needs[kind]:
             raise DecodeError(f"{self.name}: a record of {len(data)} data bytes, its values "
@@ -912,6 +920,30 @@ class Function:
         head = CAPTURE_HEADS[self.order]
         return {c.name: _captured(c, read, data, failed, head, self.order)
                 for c, read in caps}
+
+
+_INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+def _record_struct(values: tuple, plans: tuple, order: str):
+    """(unpack_from, the ops' failed bits, the record bytes it needs) when every value of a
+    record kind is a whole integer or pointer at its own place in the record: one precompiled
+    read for all of them, as a register-only entry has. None: decoded value by value."""
+    if not values or len(plans) != len(values):
+        return None
+    fmt, at, mask = ["<" if order == "little" else ">"], 0, 0
+    for v, plan in zip(values, plans):
+        t = v.type
+        code = _INT_CODES.get(t.size) if t.tag in ("int", "ptr") else None
+        if (code is None or plan is None or v.unavailable is not None or v.by_ref
+                or plan.data_off < at):
+            return None
+        signed = t.tag == "int" and t.signed
+        fmt.append(f"{plan.data_off - at}x{code if signed else code.upper()}")
+        at = plan.data_off + t.size
+        mask |= plan.op_mask
+    unpack = struct.Struct("".join(fmt)).unpack_from
+    return unpack, mask, RECORD_HEADER_SIZE + at
 
 
 def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
