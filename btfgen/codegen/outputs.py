@@ -35,9 +35,11 @@ def plans(arch: ArchLayout, captures: dict | None = None) -> list[generic.Generi
 
 def plan_table(arch: ArchLayout, gplans, more_plans=(),
                limit: int = straight.MAX_DECODERS) -> straight.PlanTable:
-    """The straight-line decoders of `gplans` (then `more_plans`), numbered as the header and
-    the specs number them."""
-    return straight.plan_table(list(gplans) + list(more_plans), bpf.ctx_window(arch), limit)
+    """The straight-line decoders of `gplans` (then `more_plans`, past the limit after every
+    list of `gplans`), numbered as the header and the specs number them."""
+    own = len(gplans) if more_plans else None
+    return straight.plan_table(list(gplans) + list(more_plans), bpf.ctx_window(arch), limit,
+                               own)
 
 
 def _by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:

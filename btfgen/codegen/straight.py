@@ -108,19 +108,25 @@ def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step
 MAX_DECODERS = 256
 
 
-def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS) -> PlanTable:
+def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS,
+               own: int | None = None) -> PlanTable:
     """The table for `plans` (GenericPlan, shared objects counted once): at most `limit`
-    decoders of each kind, the ones the most plans use (ties: the first used)."""
+    decoders of each kind, the ones the most plans use (ties: the first used). With `own`,
+    the lists of the first `own` plans come before the others' whatever their use (the
+    functions a header is for, before other functions' decoders it holds too)."""
     ids: dict = {}
     lists: dict[tuple, list] = {0: [], 1: []}
     users: dict = {}
     why: dict = {}
     seen: set[int] = set()
-    for p in plans:
+    mine: set = set()
+    for at, p in enumerate(plans):
         if id(p) in seen:
             continue
         seen.add(id(p))
         for kind, key in ((0, (0, p.entry_ops)), (1, (len(p.entry_ops), p.exit_ops))):
+            if own is not None and at < own:
+                mine.add(key)
             if key in ids or key in why:
                 users[key] = users.get(key, 0) + 1
                 continue
@@ -133,7 +139,8 @@ def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS) -> PlanT
             users[key] = 1
     for k in (0, 1):
         if len(lists[k]) > limit:
-            ranked = sorted(range(len(lists[k])), key=lambda i: -users[lists[k][i][0]])
+            ranked = sorted(range(len(lists[k])), key=lambda i: (
+                lists[k][i][0] not in mine, -users[lists[k][i][0]]))
             kept = set(ranked[:limit])
             for i, (key, _) in enumerate(lists[k]):
                 if i not in kept:
