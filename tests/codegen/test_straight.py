@@ -61,3 +61,12 @@ def test_past_the_limit_the_least_used_lists_stay_on_the_interpreter():
     assert t.ids(rare) == (0, 1) and t.ids(common) == (1, 1) and t.ids(also) == (2, 1)
     assert t.interpreted == ("past the 2 straight-line decoders one program holds (the "
                              "verifier's limit)",)
+
+
+def test_past_the_limit_a_header_s_own_functions_come_first():
+    # bench_generic's two functions beside a whole kernel's decoders: theirs must be kept.
+    mine = _plan([Op(FROM_CTX, 112, 0, 1)])
+    others = [_plan([Op(FROM_CTX, 104, 0, 8)]) for _ in range(3)]
+    t = plan_table([mine, *others], WIN, limit=1, own=1)
+    assert t.ids(mine) == (1, 1) and t.ids(others[0])[0] == 0
+    assert plan_table([mine, *others], WIN, limit=1).ids(mine)[0] == 0  # by use alone
