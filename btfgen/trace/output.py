@@ -208,14 +208,13 @@ class _Shape:
     def shown(self, args, caps=None) -> str:
         """`name=value, ...`: an argument captured as a whole (its string) shows the capture in
         its place, and captures through it follow the arguments as `path=value`."""
+        caps = caps or {}
+        shown = [f"{n}={show_captured(caps[n])}" if n in caps else
+                 f"{n}={(hex(v) if p else repr(v)) if type(v) is int else show(v, p)}"
+                 for n, v, p in zip(self.names, args, self.pointers)]
         if caps:
-            shown = [f"{n}={show_captured(caps[n]) if n in caps else show(v, p)}"
-                     for n, v, p in zip(self.names, args, self.pointers)]
             shown += [f"{path}={show_captured(v)}" for path, v in caps.items()
                       if path not in self.names]
-        else:
-            shown = [f"{n}={(hex(v) if p else repr(v)) if type(v) is int else show(v, p)}"
-                     for n, v, p in zip(self.names, args, self.pointers)]
         return ", ".join(shown)
 
     def json_args(self, args) -> str:
@@ -228,8 +227,8 @@ class _Shape:
 def show_captured(value) -> str:
     """A capture as text: a string quoted (JSON's escapes), `...` after a truncated one; a
     value that could not be read as <why>."""
-    if hasattr(value, "truncated"):
-        return json.dumps(str(value), ensure_ascii=False) + ("..." if value.truncated else "")
+    if hasattr(value, "truncated"):  # json.dumps(ensure_ascii=False)'s text, its encoder made once
+        return _QUOTED(str(value)) + ("..." if value.truncated else "")
     if hasattr(value, "reason"):
         return f"<{value.reason}>"
     return show(value)
@@ -239,8 +238,18 @@ def show_captured(value) -> str:
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
 
 
+_STRING = json.encoder.encode_basestring_ascii  # what _ENCODE makes of one str, alone
+_QUOTED = json.encoder.encode_basestring  # the same, non-ASCII characters kept
+
+
 def _json_captures(caps: dict) -> str:
-    return _ENCODE({path: typed(v) for path, v in caps.items()})
+    # A whole captured string (the common capture) and an int are encoded alone, without a
+    # dict for the encoder to walk; the same text.
+    return "{" + ", ".join([
+        _STRING(path) + ": " + (str(v) if type(v) is int else _STRING(v)
+                                if isinstance(v, str) and not getattr(v, "truncated", False)
+                                else _ENCODE(typed(v)))
+        for path, v in caps.items()]) + "}"
 
 
 def _json_head(who, json_name: str, kind: str) -> str:

@@ -746,7 +746,7 @@ class Function:
 
     __slots__ = ("desc", "name", "btf_id", "order", "pointer_size", "args", "ret", "names",
                  "entry", "captures", "_values", "_ret", "_plans", "_needs", "_captures",
-                 "_record_fast")
+                 "_record_fast", "_capture_reads")
 
     def __init__(self, desc: tuple):
         d = self.desc = FunctionDesc.check(desc)
@@ -773,6 +773,9 @@ class Function:
                             for kind, (values, plans) in enumerate(((d.args, d.record.entry),
                                                                     (rets, d.record.exit))))
         self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
+        head = CAPTURE_HEADS[self.order]
+        self._capture_reads = tuple(tuple((c.name, _capture_reader(c, read, head, self.order))
+                                          for c, read in caps) for caps in self._captures)
         self._record_fast = tuple(_record_struct(values, plans, self.order)
                                   for values, plans in ((d.args, d.record.entry),
                                                         (rets, d.record.exit)))
@@ -910,16 +913,38 @@ class Function:
         btf_id, kind, failed = RECORD_HEADERS[self.order].unpack_from(record)
         if kind > 1:
             raise DecodeError(f"{self.name}: a record of kind {kind}")
-        caps = self._captures[kind]
+        caps = self._capture_reads[kind]
         if not caps:
             return {}
         data = memoryview(record)[RECORD_HEADER_SIZE:]
         if len(data) < self._needs[kind]:
             raise DecodeError(f"{self.name}: a record of {len(data)} data bytes, its values "
                               f"need {self._needs[kind]}")
-        head = CAPTURE_HEADS[self.order]
-        return {c.name: _captured(c, read, data, failed, head, self.order)
-                for c, read in caps}
+        return {name: read(data, failed) for name, read in caps}
+
+
+def _capture_reader(c: CaptureDesc, read, head, order: str):
+    """A function (record data, failed bits) -> the capture's value: a whole string, the
+    commonest capture, with its descriptor read here once; anything else by _captured."""
+    if c.kind != "str" or c.head < 0:
+        return lambda data, failed: _captured(c, read, data, failed, head, order)
+    at, size, root_mask, unpack = c.head, c.size, c.root_mask, head.unpack_from
+    first = at + CAPTURE_HEAD_SIZE
+
+    def string(data, failed):
+        status, _hop, space, _pad, n, _pad2, _ptr = unpack(data, at)
+        if status != CAPTURE_OK or failed & root_mask:
+            return _captured(c, read, data, failed, head, order)
+        text = bytes(data[first:first + n - 1]) if n > 1 else b""
+        truncated = len(text) > size
+        if truncated:
+            text = text[:size]
+        if b"\0" in text:
+            text = text.split(b"\0", 1)[0]
+        return CapturedString(text.decode("utf-8", "backslashreplace"), truncated,
+                              SPACES[space] if space < len(SPACES) else f"space {space}")
+
+    return string
 
 
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
@@ -964,7 +989,11 @@ def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
         # n counts the NUL; one character past the limit was read to tell truncation apart.
         text = bytes(data[at:at + max(n - 1, 0)])
         truncated = len(text) > c.size
-        return CapturedString(text_of(text[:c.size]), truncated, where)
+        if truncated:
+            text = text[:c.size]
+        if b"\0" in text:
+            text = text.split(b"\0", 1)[0]
+        return CapturedString(text.decode("utf-8", "backslashreplace"), truncated, where)
     if not c.bit_size:
         return read(data, at)
     whole = int.from_bytes(data[at:at + c.size], order)
