@@ -102,13 +102,16 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
     verify(path)
     with recording.Reader(path, word_sum()) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
-                                 errors=errors, as_json=as_json, flush=False)
-        for batch in r.batches():
-            for raw in batch.events(r.strides):
-                try:
-                    printer.event(raw)
-                except (output.BadEvent, DecodeError) as e:  # what a damaged file can cause
-                    raise recording.RecordError(f"{path}: corrupt event ({e})") from None
+                                 errors=errors, as_json=as_json, flush=False, batch=True)
+        try:
+            for batch in r.batches():
+                for raw in batch.events(r.strides):
+                    try:
+                        printer.event(raw)
+                    except (output.BadEvent, DecodeError) as e:  # what a damaged file causes
+                        raise recording.RecordError(f"{path}: corrupt event ({e})") from None
+        finally:
+            printer.flush_lines()
         print(f"btfgen decode: {r.events} events recorded on {r.header.get('arch')} "
               f"{r.header.get('kernel_release')}; {r.lost} records lost (ring buffer full)",
               file=sys.stderr)

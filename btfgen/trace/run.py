@@ -205,21 +205,26 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     else:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
-    sink = writer = None
+    sink = writer = printer = None
     with timings.stage("run: output setup"):
         if opts.record:
             writer = recorder(opts.record, manifest, decoders, who)
             sink = writer.record
         else:
-            sink = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
-                                  decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
-                                  as_json=opts.as_json, prog=PROG).record
+            printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
+                                     decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
+                                     as_json=opts.as_json, prog=PROG, batch=True)
+            sink = printer.record
     try:
-        status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings)
+        status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
+                              printer.flush_lines if printer else None)
     except BaseException:
         if writer:
             writer.abandon()
         raise
+    finally:
+        if printer:
+            printer.flush_lines()
     if writer:
         writer.close(lost)
         print(f"{PROG}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
@@ -259,8 +264,8 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
 
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
-           sink, timings: Timings | None = None) -> tuple[int, int]:
-    """(the exit status, records lost)"""
+           sink, timings: Timings | None = None, drained=None) -> tuple[int, int]:
+    """(the exit status, records lost); `drained()` after each drain of the ring buffer."""
     kernel = manifest["kind"] == "kernel"
     timings = timings or Timings(False)
     fork_offset = child_pid_offset()
@@ -310,7 +315,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                       flush=True)
             with timings.stage("run: tracing"):
                 status = _follow(rb, child, opts, lambda: Losses(
-                    _lost(obj), obj.missed(mode.programs), behind.take()))
+                    _lost(obj), obj.missed(mode.programs), behind.take()), drained)
         missed = obj.missed(mode.programs)
         if missed or kernel:
             # Calls that never reached the program: nothing of them is in the ring buffer.
@@ -574,7 +579,8 @@ def say_losses(now: Losses, said: Losses) -> Losses:
     return said
 
 
-def _follow(rb, child, opts: Options, losses) -> int:
+def _follow(rb, child, opts: Options, losses, drained=None) -> int:
+    drained = drained or (lambda: None)
     stop: list[int] = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     deadline = None if opts.duration is None else time.monotonic() + opts.duration
@@ -583,6 +589,7 @@ def _follow(rb, child, opts: Options, losses) -> int:
     while not stop:
         rb.poll(DRAIN_MS)
         rb.drain()
+        drained()
         now = time.monotonic()
         if now - said_at >= 1:
             # Falling behind, and what the kernel missed, is said while it happens, not only at
@@ -597,6 +604,7 @@ def _follow(rb, child, opts: Options, losses) -> int:
     while rb.poll(50) > 0:
         pass
     rb.drain()
+    drained()
     if status is not None:
         return status
     return 130 if stop and child else 0  # Ctrl-C is how tracing without a command ends
