@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import struct
 import sys
 
 try:  # in the package, or copied into a trace directory beside its siblings
@@ -50,6 +51,8 @@ class Printer:
         # its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
         self.head, self.record_head = HEADS[order], RECORD_HEADS[order]
+        # The event's head and its record's, read at once.
+        self.heads = struct.Struct(self.head.format + self.record_head.format.lstrip("<>!=@"))
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
         self.open: dict[int, list] = {}  # thread id -> [(function, ns, args), ...]
@@ -72,9 +75,8 @@ class Printer:
     def event(self, raw) -> None:
         if len(raw) < EVENT_HEADER + RECORD_HEADER:
             raise BadEvent(f"an event of {len(raw)} bytes")
-        tgid, tid, comm, ns, cpu, _pad = self.head.unpack_from(raw)
+        tgid, tid, comm, ns, cpu, _pad, btf_id, kind, _failed = self.heads.unpack_from(raw)
         rec = memoryview(raw)[EVENT_HEADER:]
-        btf_id, kind, _failed = self.record_head.unpack_from(rec)
         fn = self.by_id.get(btf_id)
         if fn is None or kind > 1:
             raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
@@ -85,7 +87,9 @@ class Printer:
             text = comm.split(b"\0")[0].decode(errors="replace")
             named = self._comms[comm] = (text, _ENCODE(text))
         who = Who(tgid, tid, named, ns, cpu)
-        stack = self.open.setdefault(tid, [])
+        stack = self.open.get(tid)
+        if stack is None:
+            stack = self.open[tid] = []
         if kind == 0:
             stack.append((fn, ns, value, caps))
             if len(stack) > MAX_DEPTH:
