@@ -298,6 +298,10 @@ def _pointers_in(t: T.Type, prefix: str, left: list[str]):
         if not m.name:  # an anonymous struct or union: C names its members as the parent's
             yield from _pointers_in(mt, prefix, left)
             continue
+        if not _NAME.fullmatch(m.name):  # a broken or hostile BTF: no path can spell it
+            if _has_pointer(mt):
+                left.append(f"{prefix}{m.name!r}: not a name a path can spell")
+            continue
         here = prefix + m.name
         if isinstance(mt, T.Ptr):
             yield here, mt

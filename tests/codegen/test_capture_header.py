@@ -152,6 +152,26 @@ def test_hostile_names_stay_out_of_the_code(tmp_path):
                                                         "btfgen_capture_f"}
 
 
+def test_more_stars_over_hostile_member_names_leave_them_out_and_say_so(tmp_path):
+    """`**p` follows the pointers in *p by their member names: one no path can spell (a broken
+    or hostile BTF) is left out, said, and never reaches the code."""
+    t = _Types(8)
+    i32 = t.int_("int", 4)
+    char = t.int_("char", 1)
+    cptr = t.ptr(char)
+    s = t.struct("node", 16, (("x */ evil", cptr, 0), ("ok", cptr, 64)))
+    sp = t.ptr(s)
+    fid = _func(t, "g", [("p", sp)], i32)
+    args = [value(t, "p", sp, [reg("di", "di", 0, 8)])]
+    layout = arch_layout([func("g", fid, args, value(t, "", i32, [reg("ax", "rax", 0, 4)]))])
+    notes: list[str] = []
+    caps = capture.for_functions([t[fid]], [capture.parse("g: **p")], 16, notes=notes)
+    assert [c.text for c in caps["g"]] == ["*p", "p->ok"]
+    assert notes == ["g: **p leaves out p->'x */ evil': not a name a path can spell"]
+    header = generate(layout, t, ("bpf",), self_contained=True, captures=caps)["btfgen.bpf.h"]
+    assert "x */ evil" not in header
+
+
 # -- bit-fields --------------------------------------------------------------------------------
 
 def _bitfield_views(big: bool):
