@@ -77,3 +77,23 @@ def test_bad_captures_and_filters_name_what_is_wrong(program, kwargs, error, tex
 def test_a_name_that_matches_nothing(program):
     with pytest.raises(KeyError, match="no function named gone"):
         btfgen.open(str(program)).generate(["open_file", "gone"])
+
+
+def test_what_a_deeper_capture_leaves_out_is_said(tmp_path):
+    header = tmp_path / "deep.h"
+    header.write_text("struct node { const char *label; union { long n; char *text; } u; };\n"
+                      "int walk(struct node *head);\n")
+    from btfgen.target import BtfgenWarning
+
+    with pytest.warns(BtfgenWarning, match=r"walk: \*\*head leaves out head->u: pointers in a "
+                                           r"union"):
+        files = btfgen.open(headers=[str(header)], arch="x86_64").generate(
+            ["walk"], ("bpf",), captures=["walk: **head"])
+    assert "head__label[258]" in files["btfgen.bpf.h"]
+    cli = subprocess.run([sys.executable, "-m", "btfgen", "--header", str(header), "--arch",
+                          "x86_64", "--func", "walk", "--lang", "bpf", "-q", "-o",
+                          str(tmp_path / "out"), "--capture", "walk: **head"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0
+    assert cli.stderr == ("btfgen: warning: capture walk: **head leaves out head->u: pointers "
+                          "in a union (which member is in use is not known)\n")
