@@ -487,12 +487,23 @@ class BpfObject:
 
 
 class RingBuffer:
-    """Calls `on_record(bytes)` for each record of a BPF_MAP_TYPE_RINGBUF map."""
+    """Calls `on_record(bytes)` for each record of a BPF_MAP_TYPE_RINGBUF map.
+
+    libbpf consumes for as long as new records keep coming: where the traced calls come faster
+    than `on_record` takes them, a poll would never return, and a caller could neither stop
+    nor say what it is losing. So a poll or drain hands over at most BATCH records, then
+    returns (the callback's negative return ends libbpf's loop, the record it was given
+    already consumed); what is left waits for the next one."""
+
+    BATCH = 4096
 
     def __init__(self, map_fd: int, on_record: Callable[[bytes], None]) -> None:
+        self._taken = 0
+
         def sample(_ctx, data, size):
             on_record(ctypes.string_at(data, size))
-            return 0
+            self._taken += 1
+            return -1 if self._taken >= self.BATCH else 0
 
         self._cb = _SAMPLE_FN(sample)  # kept alive as long as libbpf may call it
         self._rb = libbpf().ring_buffer__new(map_fd, self._cb, None, None)
@@ -500,13 +511,20 @@ class RingBuffer:
             raise _fail("ring_buffer__new")
 
     def poll(self, timeout_ms: int) -> int:
+        """Records handed over (at most BATCH), waiting up to `timeout_ms` for the first."""
+        self._taken = 0
         n = libbpf().ring_buffer__poll(self._rb, timeout_ms)
+        if n < 0 and self._taken >= self.BATCH:
+            return self._taken
         if n < 0 and -n != errno.EINTR:
             raise _fail("ring_buffer__poll", n)
-        return n
+        return max(n, 0)
 
     def drain(self) -> int:
-        return libbpf().ring_buffer__consume(self._rb)
+        """Records handed over (at most BATCH) of those there now, without waiting."""
+        self._taken = 0
+        n = libbpf().ring_buffer__consume(self._rb)
+        return self._taken if n < 0 and self._taken >= self.BATCH else n
 
     def close(self) -> None:
         if self._rb:

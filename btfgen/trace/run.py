@@ -316,7 +316,17 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             with timings.stage("run: tracing"):
                 status = _follow(rb, child, opts, lambda: Losses(
                     _lost(obj), obj.missed(mode.programs), behind.take()), drained)
-        missed = obj.missed(mode.programs)
+            missed = obj.missed(mode.programs)  # while the links that count it are there
+            # Then no call makes a record any more: what the ring buffer holds is all there
+            # is, drained to the end (a traced process that goes on calling, after a signal
+            # stopped the tracing, cannot keep the drain going).
+            _detach(obj, probes, timings)
+            while rb.poll(50) > 0:
+                pass
+            while rb.drain() > 0:
+                pass
+            if drained:
+                drained()
         if missed or kernel:
             # Calls that never reached the program: nothing of them is in the ring buffer.
             counted = "" if _counts_missed_calls() or not kernel else (
@@ -383,12 +393,18 @@ def _detaching(obj, timings: Timings):
     try:
         yield probes
     finally:
-        if probes:
-            with timings.stage("run: detach"):
-                for link in reversed(obj.links[probes[0]:]):
-                    link.destroy()
+        _detach(obj, probes, timings)
         with timings.stage("run: object close"):
             obj.close()
+
+
+def _detach(obj, probes: list[int], timings: Timings) -> None:
+    """Destroy the function probes' links (once: `probes` is emptied)."""
+    if probes:
+        with timings.stage("run: detach"):
+            for link in reversed(obj.links[probes[0]:]):
+                link.destroy()
+        probes.clear()
 
 
 def _lost(obj) -> int:
@@ -582,7 +598,10 @@ def say_losses(now: Losses, said: Losses) -> Losses:
 def _follow(rb, child, opts: Options, losses, drained=None) -> int:
     drained = drained or (lambda: None)
     stop: list[int] = []
-    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    # Ctrl-C, or a SIGTERM (timeout(1), a service manager): the probes are detached, the ring
+    # buffer drained and its lines printed before the end, as when the command exits.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: stop.append(signum))
     deadline = None if opts.duration is None else time.monotonic() + opts.duration
     status = None
     said, said_at = Losses(0, 0, 0.0), time.monotonic()
@@ -601,13 +620,10 @@ def _follow(rb, child, opts: Options, losses, drained=None) -> int:
             break
         if deadline is not None and time.monotonic() >= deadline:
             break
-    while rb.poll(50) > 0:
-        pass
-    rb.drain()
-    drained()
     if status is not None:
         return status
-    return 130 if stop and child else 0  # Ctrl-C is how tracing without a command ends
+    # Ctrl-C is how tracing without a command ends; with one, the signal is said as a shell does.
+    return 128 + stop[0] if stop and child else 0
 
 
 class Gated:

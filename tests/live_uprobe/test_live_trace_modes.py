@@ -156,3 +156,37 @@ def test_record_then_decode(tmp_path):
     assert [same(x) for x in lines] == [same(x) for x in live]
     errors = _run([*DECODE, "--errors", str(rec)]).stdout
     assert errors == ""  # target.c returns no errors
+
+
+def test_sigterm_ends_tracing_as_the_command_ending_would(tmp_path):
+    """timeout(1) or a service manager stops the tracer with SIGTERM: the ring buffer is drained,
+    every line decoded so far printed (lines are written in batches), the losses said, and the
+    exit status says the signal (143), as a shell's would."""
+    import signal
+    import time
+    from pathlib import Path
+
+    harness.require_live()
+    exe = _exe(tmp_path, "forever", LOOP.replace("i < %d", "1").replace("%d", "0"))
+    # Files, not pipes: the traced command inherits them and keeps a pipe open after the tracer
+    # is gone.
+    with open(tmp_path / "out", "w") as out_file, open(tmp_path / "err", "w") as err_file:
+        proc = subprocess.Popen([*TOOL, str(exe), "tick"], stdout=out_file, stderr=err_file)
+        started = time.monotonic()
+        while "attaching" not in (tmp_path / "err").read_text():  # then the command starts
+            assert time.monotonic() - started < 120 and proc.poll() is None
+            time.sleep(0.1)
+        time.sleep(2)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            for pid in children:  # the traced command goes on by itself: not the test's to leave
+                os.kill(int(pid), signal.SIGKILL)
+    out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    lines = out.splitlines()
+    assert len(lines) > 100 and all(re.fullmatch(r"tick\(i=\d+\)|tick -> \d+ \(\S+ us\)", l)
+                                    for l in lines), lines[-3:]
+    assert re.search(r"\d+ records lost \(ring buffer full\)", err), err
