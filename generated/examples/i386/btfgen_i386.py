@@ -935,6 +935,7 @@ def _capture_reader(c: CaptureDesc, read, head, order: str):
         status, _hop, space, _pad, n, _pad2, _ptr = unpack(data, at)
         if status != CAPTURE_OK or failed & root_mask:
             return _captured(c, read, data, failed, head, order)
+        # n counts the NUL; one character past the limit was read to tell truncation apart.
         text = bytes(data[first:first + n - 1]) if n > 1 else b""
         truncated = len(text) > size
         if truncated:
@@ -985,15 +986,7 @@ def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
         return Unavailable(f"reading through {_pointer(c, hop)} faulted ({where} memory)")
     if status != CAPTURE_OK:
         return Unavailable(f"not captured (status {status})")
-    if c.kind == "str":
-        # n counts the NUL; one character past the limit was read to tell truncation apart.
-        text = bytes(data[at:at + max(n - 1, 0)])
-        truncated = len(text) > c.size
-        if truncated:
-            text = text[:c.size]
-        if b"\0" in text:
-            text = text.split(b"\0", 1)[0]
-        return CapturedString(text.decode("utf-8", "backslashreplace"), truncated, where)
+    # (A string read whole is _capture_reader's: it comes here only when it was not.)
     if not c.bit_size:
         return read(data, at)
     whole = int.from_bytes(data[at:at + c.size], order)
