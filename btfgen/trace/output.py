@@ -59,6 +59,7 @@ class Printer:
         # With `batch`, lines wait for flush_lines() (the run side calls it after each drain
         # of the ring buffer): one write a batch costs a tenth of a print a line.
         self.batch = batch
+        self.gone = False  # the reader of `out` went away (a broken pipe)
         self._lines: list[str] = []
         self._shapes: dict = {}  # function -> its _Shape
         self._comms: dict = {}  # comm bytes -> (text, as JSON)
@@ -66,8 +67,12 @@ class Printer:
     def record(self, raw) -> None:
         """For libbpf's ring-buffer callback, which must not raise: a bad record is one line on
         stderr, and tracing goes on."""
+        if self.gone:
+            return
         try:
             self.event(raw)
+        except BrokenPipeError:
+            self.gone = True  # `| head` went away: nothing to print to; tracing should end
         except Exception as e:
             print(f"{self.prog}: a record could not be decoded: {e!r}", file=sys.stderr,
                   flush=True)
@@ -163,14 +168,19 @@ class Printer:
         if len(self._lines) >= BATCH_LINES:
             self.flush_lines()
 
-    def flush_lines(self) -> None:
-        """Write the lines batched so far (and flush `out` where lines are live)."""
-        if self._lines:
-            self._lines.append("")
-            self.out.write("\n".join(self._lines))
-            self._lines.clear()
-        if self.flush:
-            self.out.flush()
+    def flush_lines(self) -> bool:
+        """Write the lines batched so far (and flush `out` where lines are live); False once
+        the reader of `out` has gone away."""
+        try:
+            if self._lines and not self.gone:
+                self._lines.append("")
+                self.out.write("\n".join(self._lines))
+            if self.flush and not self.gone:
+                self.out.flush()
+        except BrokenPipeError:
+            self.gone = True
+        self._lines.clear()
+        return not self.gone
 
 
 class Who:

@@ -110,8 +110,12 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
                         printer.event(raw)
                     except (output.BadEvent, DecodeError) as e:  # what a damaged file causes
                         raise recording.RecordError(f"{path}: corrupt event ({e})") from None
+                if printer.gone:
+                    break
         finally:
             printer.flush_lines()
+        if printer.gone:
+            raise BrokenPipeError  # `| head` went away: the command's caller knows the rest
         print(f"btfgen decode: {r.events} events recorded on {r.header.get('arch')} "
               f"{r.header.get('kernel_release')}; {r.lost} records lost (ring buffer full)",
               file=sys.stderr)

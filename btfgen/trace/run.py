@@ -223,8 +223,9 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             writer.abandon()
         raise
     finally:
-        if printer:
-            printer.flush_lines()
+        if printer and not printer.flush_lines() and out is sys.stdout:
+            # Python flushes stdout again at exit: to nothing, not to the closed pipe.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if writer:
         writer.close(lost)
         print(f"{PROG}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
@@ -608,7 +609,8 @@ def _follow(rb, child, opts: Options, losses, drained=None) -> int:
     while not stop:
         rb.poll(DRAIN_MS)
         rb.drain()
-        drained()
+        if drained() is False:  # the lines' reader went away (`| head`): as SIGPIPE would
+            stop.append(signal.SIGPIPE)
         now = time.monotonic()
         if now - said_at >= 1:
             # Falling behind, and what the kernel missed, is said while it happens, not only at

@@ -190,3 +190,18 @@ def test_sigterm_ends_tracing_as_the_command_ending_would(tmp_path):
     assert len(lines) > 100 and all(re.fullmatch(r"tick\(i=\d+\)|tick -> \d+ \(\S+ us\)", l)
                                     for l in lines), lines[-3:]
     assert re.search(r"\d+ records lost \(ring buffer full\)", err), err
+
+
+def test_a_reader_that_goes_away_ends_tracing_quietly(tmp_path):
+    """`btfgen trace ... | head -2`: once the pipe is closed tracing ends as SIGPIPE would end
+    it (status 141), with no line per record and no traceback on stderr."""
+    harness.require_live()
+    exe = _exe(tmp_path, "loop", LOOP % (20000, 20000))
+    proc = subprocess.run(f"{' '.join(TOOL)} {exe} tick 2>{tmp_path / 'err'} | head -2; "
+                          "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=300)
+    err = (tmp_path / "err").read_text()
+    assert proc.returncode == 141, err
+    assert proc.stdout.splitlines()[0] == "tick(i=0)"
+    assert "Traceback" not in err and "could not be decoded" not in err, err
+    assert re.search(r"\d+ records lost \(ring buffer full\)", err), err
