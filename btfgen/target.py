@@ -375,18 +375,11 @@ class Target:
 
         if not texts and not strings:
             return {}
-        if problem := capture.string_size_problem(string_size):
-            raise BtfgenError(problem)
         funcs = [self.types[f.btf_id] for f in arch.functions]
         # The header serves kernel probes too: where kernel and user addresses overlap, every
         # load's memory must be known (an untagged pointer is refused, or named with :user).
         separate = arch.arch if arch.address_spaces == "separate" else None
-        notes: list[str] = []
-        try:
-            found = capture.for_functions(funcs, [capture.parse(t) for t in texts], string_size,
-                                          strings, separate_spaces=separate, notes=notes)
-        except capture.CaptureError as e:
-            raise capture.CaptureOptionError(e.line()) from None
+        found, notes = capture.for_options(funcs, texts, string_size, strings, separate)
         for line in notes:
             warnings.warn(f"capture {line}", BtfgenWarning, stacklevel=3)
         return found

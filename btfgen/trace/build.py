@@ -217,15 +217,11 @@ def _captures(funcs, req: Request, conv) -> dict:
                   f"is; name it: --capture 'FUNC: ARG:user'): "
                   f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
 
-    if problem := capture.string_size_problem(req.string_size):
-        raise BuildError(problem)
-    notes: list[str] = []
     try:
-        requests = [capture.parse(option) for option in req.captures]
-        found = capture.for_functions(funcs, requests, req.string_size, req.strings,
-                                      separate_spaces=separate, notes=notes)
-    except capture.CaptureError as e:
-        raise BuildError(e.line()) from None
+        found, notes = capture.for_options(funcs, req.captures, req.string_size, req.strings,
+                                           separate)
+    except capture.CaptureOptionError as e:
+        raise BuildError(str(e)) from None
     for line in notes:
         print(f"btfgen trace: --capture {line}", file=sys.stderr)
     return found

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, replace
 
 from btfgen.btf import types as T
-from btfgen.btf.walk import strip
+from btfgen.btf.walk import descend, strip
 from btfgen.errors import BtfgenError
 from btfgen.typed import path as paths
 
@@ -260,67 +260,72 @@ def expand(func: T.Func, syntax: paths.Syntax, at_exit: bool = False,
                                     separate_spaces=separate_spaces).type
         except paths.PathError:
             return  # resolve() says why, for this path, when it is captured
-        base = s.text[1:]
-        for text, ptr in _pointers_in(pointee, base + "->", left):
-            target = strip(ptr.type)
-            if isinstance(target, (T.Void, T.FuncProto)):
-                continue
-            if isinstance(target, T.Fwd):
-                left.append(f"{text}: its type is only declared in this BTF, not defined")
-                continue
-            member = paths.parse(("" if is_string_pointer(ptr, plain_char=True) else "*")
-                                 + text)
-            member = replace(member, memory=syntax.memory)
-            if member.star:
-                visit(member, stars - 1)
-            else:
-                add(member)
+        try:
+            for text, ptr in _pointers_in(pointee, s.text[1:] + "->", left):
+                follow(text, ptr, stars)
+        except T.TypeWalkError as e:  # a struct nested in itself: hostile BTF
+            left.append(f"{s.text}: {e}")
+
+    def follow(text: str, ptr: T.Ptr, stars: int) -> None:
+        target = strip(ptr.type)
+        if isinstance(target, (T.Void, T.FuncProto)):
+            return
+        if isinstance(target, T.Fwd):
+            left.append(f"{text}: its type is only declared in this BTF, not defined")
+            return
+        member = paths.parse(("" if is_string_pointer(ptr, plain_char=True) else "*") + text)
+        member = replace(member, memory=syntax.memory)
+        if member.star:
+            visit(member, stars - 1)
+        else:
+            add(member)
 
     visit(top, syntax.star)
     return out, left
 
 
-def _pointers_in(t: T.Type, prefix: str, left: list[str]):
+def _pointers_in(t: T.Type, prefix: str, left: list[str], depth: int = 0):
     """(path, pointer type) of each pointer among a struct's members and its nested structs'.
-    `prefix` ends with the `->` or `.` its members follow."""
+    `prefix` ends with the `->` or `.` its members follow; TypeWalkError past walk's depth."""
     s = strip(t)
     if isinstance(s, T.Union):
-        if _has_pointer(s):
+        if _has_pointer(s, depth):
             where = prefix[:-1] if prefix.endswith(".") else prefix[:-2]
             left.append(f"{where}: pointers in a union (which member is in use is not known)")
         return
     if not isinstance(s, T.Struct):
         return
+    below = descend(s, depth)
     for m in s.members:
         if m.bitfield_size:
             continue
         mt = strip(m.type)
         if not m.name:  # an anonymous struct or union: C names its members as the parent's
-            yield from _pointers_in(mt, prefix, left)
+            yield from _pointers_in(mt, prefix, left, below)
             continue
         if not _NAME.fullmatch(m.name):  # a broken or hostile BTF: no path can spell it
-            if _has_pointer(mt):
+            if _has_pointer(mt, below):
                 left.append(f"{prefix}{m.name!r}: not a name a path can spell")
             continue
         here = prefix + m.name
         if isinstance(mt, T.Ptr):
             yield here, mt
         elif isinstance(mt, T.Composite):
-            yield from _pointers_in(mt, here + ".", left)
-        elif isinstance(mt, T.Array) and _has_pointer(mt):
+            yield from _pointers_in(mt, here + ".", left, below)
+        elif isinstance(mt, T.Array) and _has_pointer(mt, below):
             left.append(f"{here}: pointers in an array")
 
 
 def _has_pointer(t: T.Type, depth: int = 0) -> bool:
+    """Whether a value of `t` holds a pointer (TypeWalkError past walk's depth)."""
     s = strip(t)
     if isinstance(s, T.Ptr):
         return True
-    if depth > 8:
-        return False
     if isinstance(s, T.Array):
-        return _has_pointer(s.elem, depth + 1)
+        return _has_pointer(s.elem, descend(s, depth))
     if isinstance(s, T.Composite):
-        return any(_has_pointer(m.type, depth + 1) for m in s.members)
+        below = descend(s, depth)
+        return any(_has_pointer(m.type, below) for m in s.members)
     return False
 
 
@@ -363,6 +368,22 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
             if notes is not None:
                 notes += [f"{r.func}: {asked.text} leaves out {why}" for why in left]
     return {k: tuple(v) for k, v in out.items()}
+
+
+def for_options(funcs, options: list[str], limit: int = STRING_SIZE, strings: bool = False,
+                separate_spaces: str | None = None) -> tuple[dict, list[str]]:
+    """`--capture` options (and `--capture-strings`) resolved for `funcs`, as both commands
+    take them: (for_functions' captures, the lines saying what `**PATH`s left out), or one
+    CaptureOptionError naming the option and the column."""
+    if problem := string_size_problem(limit):
+        raise CaptureOptionError(problem)
+    notes: list[str] = []
+    try:
+        found = for_functions(funcs, [parse(option) for option in options], limit, strings,
+                              separate_spaces=separate_spaces, notes=notes)
+    except CaptureError as e:
+        raise CaptureOptionError(e.line()) from None
+    return found, notes
 
 
 def record_bytes(c: Capture) -> int:

@@ -172,6 +172,22 @@ def test_more_stars_over_hostile_member_names_leave_them_out_and_say_so(tmp_path
     assert "x */ evil" not in header
 
 
+def test_more_stars_over_a_struct_nested_in_itself_say_so():
+    """Hostile BTF: a struct that holds itself by value. `**p` stops at walk's depth rule and
+    says so, instead of recursing until Python gives up."""
+    t = _Types(8)
+    i32 = t.int_("int", 4)
+    loop = len(t)
+    assert t.struct("loop", 16, (("again", loop, 0),)) == loop
+    holder = t.struct("holder", 16, (("inner", loop, 0),))
+    fid = _func(t, "h", [("p", t.ptr(holder))], i32)
+    notes: list[str] = []
+    caps = capture.for_functions([t[fid]], [capture.parse("h: **p")], 16, notes=notes)
+    assert [c.text for c in caps["h"]] == ["*p"]
+    assert len(notes) == 1 and notes[0].startswith("h: **p leaves out *p: type ")
+    assert "nested deeper than" in notes[0]
+
+
 # -- bit-fields --------------------------------------------------------------------------------
 
 def _bitfield_views(big: bool):
