@@ -322,7 +322,9 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             # is, drained to the end (a traced process that goes on calling, after a signal
             # stopped the tracing, cannot keep the drain going).
             _detach(obj, probes, timings)
-            while rb.poll(50) > 0:  # 0: nothing came in 50 ms, and nothing more can
+            while rb.poll(50) > 0:
+                pass
+            while rb.drain() > 0:
                 pass
             if drained:
                 drained()
