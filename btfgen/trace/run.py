@@ -324,6 +324,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             _detach(obj, probes, timings)
             while rb.poll(50) > 0:
                 pass
+            # The BPF side wakes the reader only at a quarter full: a poll that times out has
+            # not consumed what no wakeup announced.
             while rb.drain() > 0:
                 pass
             if drained:
