@@ -110,7 +110,9 @@ static __always_inline int nothing(void)
  * what generic adds over it is the spec's lookup, the record header and the switch. */
 static __always_inline int straight(__u32 plan)
 {
-	return !btfgen_straight(regs, SP, plan, 0, &rec);
+	__u64 failed;
+
+	return !btfgen_straight(regs, SP, plan, 0, &rec, &failed) || failed;
 }
 
 BATCHED(empty, nothing())

@@ -520,11 +520,15 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
  * 5 entry, 4 exit; 0 op lists on the interpreter.
  * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Each makes exactly
  * the reads of its ops at constant offsets, as a hand-written decoder would. Define
- * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record is filled. */
+ * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record's data is filled
+ * and *failed holds its failed bits (kept in a register, not read back from the record: that
+ * store-then-load was half the dispatch's cost). */
 static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan, __u32 kind,
-					   struct btfgen_record *rec)
+					   struct btfgen_record *rec, __u64 *failed)
 {
 #ifndef BTFGEN_INTERPRET_ONLY
+	__u64 f = 0;
+
 	if (!kind) {
 		switch (plan) {
 		case 1:
@@ -533,45 +537,51 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 8, __u32, 0, 1);
 			BTFGEN_REG_COPY(&rec->data[24], ctx, 12, __u32, 0, 4);
 			if (BTFGEN_READ(&rec->data[32], 10, sp + 0))
-				rec->failed |= 1ULL << 4;
+				f |= 1ULL << 4;
 			if (BTFGEN_READ(&rec->data[48], 4, sp + 12))
-				rec->failed |= 1ULL << 5;
+				f |= 1ULL << 5;
 			if (BTFGEN_READ(&rec->data[56], 4, sp + 16))
-				rec->failed |= 1ULL << 6;
+				f |= 1ULL << 6;
 			if (BTFGEN_READ(&rec->data[64], 4, sp + 20))
-				rec->failed |= 1ULL << 7;
+				f |= 1ULL << 7;
+			*failed = f;
 			return 1;
 		case 2:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 4, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[4], ctx, 8, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 12, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 0, __u32, 0, 4);
+			*failed = f;
 			return 1;
 		case 3:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 4, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[4], ctx, 8, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 12, __u32, 0, 4);
 			if (BTFGEN_READ(&rec->data[12], 8, sp + 0))
-				rec->failed |= 1ULL << 3;
+				f |= 1ULL << 3;
 			if (BTFGEN_READ(&rec->data[24], 4, sp + 8))
-				rec->failed |= 1ULL << 4;
+				f |= 1ULL << 4;
 			BTFGEN_REG_COPY(&rec->data[32], ctx, 0, __u32, 0, 4);
+			*failed = f;
 			return 1;
 		case 4:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 4, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 8, __u32, 0, 4);
+			*failed = f;
 			return 1;
 		case 5:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 4, __u32, 0, 1);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 8, __u32, 0, 4);
+			*failed = f;
 			return 1;
 		}
 	} else {
 		switch (plan) {
 		case 1:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
+			*failed = f;
 			return 1;
 		case 2:
 			{
@@ -579,8 +589,9 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan
 
 				__builtin_memcpy(&p, &rec->data[0], 4);
 				if (BTFGEN_READ(&rec->data[8], 8, p))
-					rec->failed |= 1ULL << 4;
+					f |= 1ULL << 4;
 			}
+			*failed = f;
 			return 1;
 		case 3:
 			{
@@ -588,11 +599,13 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan
 
 				__builtin_memcpy(&p, &rec->data[0], 4);
 				if (BTFGEN_READ(&rec->data[8], 20, p))
-					rec->failed |= 1ULL << 6;
+					f |= 1ULL << 6;
 			}
+			*failed = f;
 			return 1;
 		case 4:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
+			*failed = f;
 			return 1;
 		}
 	}
@@ -692,11 +705,16 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 						 const struct btfgen_spec *spec, __u32 kind,
 						 struct btfgen_record *rec)
 {
+	__u64 failed = 0;
+
 	rec->btf_id = spec->btf_id;
 	rec->kind = kind;
+	if (btfgen_straight(ctx, sp, kind ? spec->exit_plan : spec->entry_plan, kind, rec,
+			    &failed)) {
+		rec->failed = failed;
+		return failed ? -14 : 0;
+	}
 	rec->failed = 0;
-	if (btfgen_straight(ctx, sp, kind ? spec->exit_plan : spec->entry_plan, kind, rec))
-		return rec->failed ? -14 : 0;
 	return btfgen_generic_interpret(ctx, sp, spec, kind, rec);
 }
 

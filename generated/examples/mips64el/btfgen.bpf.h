@@ -514,11 +514,15 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
  * 5 entry, 4 exit; 0 op lists on the interpreter.
  * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Each makes exactly
  * the reads of its ops at constant offsets, as a hand-written decoder would. Define
- * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record is filled. */
+ * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record's data is filled
+ * and *failed holds its failed bits (kept in a register, not read back from the record: that
+ * store-then-load was half the dispatch's cost). */
 static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan, __u32 kind,
-					   struct btfgen_record *rec)
+					   struct btfgen_record *rec, __u64 *failed)
 {
 #ifndef BTFGEN_INTERPRET_ONLY
+	__u64 f = 0;
+
 	if (!kind) {
 		switch (plan) {
 		case 1:
@@ -531,12 +535,14 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan
 			BTFGEN_REG_COPY(&rec->data[48], ctx, 80, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[56], ctx, 88, __u64, 0, 4);
 			if (BTFGEN_READ(&rec->data[64], 8, sp + 0))
-				rec->failed |= 1ULL << 8;
+				f |= 1ULL << 8;
+			*failed = f;
 			return 1;
 		case 2:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 40, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 48, __u64, 0, 4);
+			*failed = f;
 			return 1;
 		case 3:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u64, 0, 8);
@@ -546,26 +552,31 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan
 			BTFGEN_REG_COPY(&rec->data[32], ctx, 72, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[40], ctx, 80, __u64, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[48], ctx, 32, __u64, 0, 8);
+			*failed = f;
 			return 1;
 		case 4:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 40, __u64, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 48, __u64, 0, 8);
+			*failed = f;
 			return 1;
 		case 5:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 40, __u64, 0, 1);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 48, __u64, 0, 8);
+			*failed = f;
 			return 1;
 		}
 	} else {
 		switch (plan) {
 		case 1:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 16, __u64, 0, 8);
+			*failed = f;
 			return 1;
 		case 2:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 16, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 24, __u64, 0, 8);
+			*failed = f;
 			return 1;
 		case 3:
 			{
@@ -573,11 +584,13 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan
 
 				__builtin_memcpy(&p, &rec->data[0], 8);
 				if (BTFGEN_READ(&rec->data[8], 40, p))
-					rec->failed |= 1ULL << 7;
+					f |= 1ULL << 7;
 			}
+			*failed = f;
 			return 1;
 		case 4:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 16, __u64, 0, 4);
+			*failed = f;
 			return 1;
 		}
 	}
@@ -689,11 +702,16 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 						 const struct btfgen_spec *spec, __u32 kind,
 						 struct btfgen_record *rec)
 {
+	__u64 failed = 0;
+
 	rec->btf_id = spec->btf_id;
 	rec->kind = kind;
+	if (btfgen_straight(ctx, sp, kind ? spec->exit_plan : spec->entry_plan, kind, rec,
+			    &failed)) {
+		rec->failed = failed;
+		return failed ? -14 : 0;
+	}
 	rec->failed = 0;
-	if (btfgen_straight(ctx, sp, kind ? spec->exit_plan : spec->entry_plan, kind, rec))
-		return rec->failed ? -14 : 0;
 	return btfgen_generic_interpret(ctx, sp, spec, kind, rec);
 }
 
