@@ -12,13 +12,18 @@ carries the hidden return pointer needs its entry's record in the same program a
 Entry and exit lists are numbered apart (a function's entry is a kprobe's, its exit a
 kretprobe's), an exit list with the bit of its first op (its entry's op count), since the
 record's failed bits of exit ops follow the entry's.
+
+Capture ops (what a pointer argument points to) are steps too: each calls the capture
+subprogram the interpreter calls, on the spec's own op, whose index is the same in every spec
+sharing the list. The helper reads dominate a capture's cost; what the list saves is the
+interpreter's loop around them and its reads of the other ops.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from btfgen.decoder.generic import FROM_CTX, FROM_PTR, FROM_STACK, GenericPlan, Op
+from btfgen.decoder.generic import CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK, GenericPlan, Op
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +53,13 @@ class Step:
     skip: int  # FROM_CTX: the op's bytes start this far into the word
     dst: int
     size: int
-    bit: int  # the record's failed bit for this op
+    bit: int  # the record's failed bit for this op; a capture: its index in the spec's ops
+
+    @property
+    def capture(self) -> bool:
+        """A capture op: run by the capture subprogram on the spec's own op (its index is the
+        same in every spec sharing the list), so each is verified once per call site."""
+        return self.source >= CAP_ROOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +105,10 @@ def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step
             if at is None:
                 return "a register outside the ctx words the decoder loads"
             steps.append(Step(FROM_CTX, at, op.src - at, op.dst, op.size, bit))
-        elif op.source in (FROM_STACK, FROM_PTR):
+        elif op.source in (FROM_STACK, FROM_PTR) or CAP_ROOT <= op.source <= CAP_STR:
             steps.append(Step(op.source, op.src, 0, op.dst, op.size, bit))
         else:
-            return "captures (their ops stay on the interpreter)"
+            return f"an op of unknown source {op.source}"
     return tuple(steps)
 
 

@@ -1,6 +1,6 @@
 """The straight-line decoders' table (btfgen/codegen/straight.py): one per distinct op list,
-exit lists keyed with their first failed bit, captures and out-of-window registers left to
-the interpreter with the reason."""
+exit lists keyed with their first failed bit, captures as calls on the spec's own op,
+out-of-window registers left to the interpreter with the reason."""
 
 from __future__ import annotations
 
@@ -40,13 +40,21 @@ def test_ctx_steps_load_the_word_holding_the_bytes():
         (FROM_CTX, 112, 4, 4, 0), (FROM_STACK, 8, 0, 24, 1)]
 
 
-def test_captures_and_registers_outside_the_window_stay_on_the_interpreter():
-    cap = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 64)])
+def test_captures_are_steps_on_the_spec_s_own_op():
+    cap = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 64)],
+                [Op(FROM_CTX, 80, 0, 8), Op(CAP_ROOT, 0, 96, 0)])
+    t = plan_table([cap], WIN)
+    assert t.ids(cap) == (1, 1) and t.interpreted == ()
+    assert [(s.capture, s.bit) for s in t.entry[0].steps] == [(False, 0), (True, 1), (True, 2)]
+    # an exit's capture runs spec->ops[nentry + i]: its bit is that index
+    assert [(s.capture, s.bit) for s in t.exit[0].steps] == [(False, 3), (True, 4)]
+
+
+def test_registers_outside_the_window_stay_on_the_interpreter():
     far = _plan([Op(FROM_CTX, 152, 0, 8)])  # past the registers the decoder loads
-    t = plan_table([cap, far], WIN)
-    assert t.ids(cap)[0] == 0 and t.ids(far)[0] == 0
-    assert sorted(t.interpreted) == ["a register outside the ctx words the decoder loads",
-                                     "captures (their ops stay on the interpreter)"]
+    t = plan_table([far], WIN)
+    assert t.ids(far)[0] == 0
+    assert t.interpreted == ("a register outside the ctx words the decoder loads",)
     assert plan_table([far], None).ids(far) == (0, 1)  # no window: no ctx op; the empty exit runs
 
 

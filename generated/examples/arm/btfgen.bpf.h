@@ -81,7 +81,17 @@ typedef __u32 __wsum;
 #define BTFGEN_READ_CTX(dst, size, src) bpf_probe_read_kernel((dst), (size), (const void *)(unsigned long)(src))
 #endif
 #ifndef BTFGEN_CTX_LOAD
-#define BTFGEN_CTX_LOAD(ctx, off, type) (*(const type *)((const char *)(ctx) + (off)))
+/* One load at a constant offset, in asm: the verifier refuses the ctx pointer plus a variable,
+ * and clang, merging the common tails of two straight-line decoders, made their loads one load
+ * at a phi of their offsets. An asm's immediate operand stays a constant. */
+#define BTFGEN_CTX_LOAD(ctx, off, type) ({ \
+		__u64 __btfgen_v; \
+		if (sizeof(type) == 8) \
+			asm("%0 = *(u64 *)(%1 + %2)" : "=r"(__btfgen_v) : "r"(ctx), "i"(off)); \
+		else \
+			asm("%0 = *(u32 *)(%1 + %2)" : "=r"(__btfgen_v) : "r"(ctx), "i"(off)); \
+		(type)__btfgen_v; \
+	})
 #endif
 /* The least significant `size` bytes of a register are the value's bytes: skip the others. */
 #define BTFGEN_REG_COPY(dst, ctx, off, type, skip, size) \
@@ -523,7 +533,8 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
  * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record's data is filled
  * and *failed holds its failed bits (kept in a register, not read back from the record: that
  * store-then-load was half the dispatch's cost). */
-static __always_inline int btfgen_straight(const void *ctx, __u64 sp, __u32 plan, __u32 kind,
+static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
+					   const struct btfgen_spec *spec, __u32 plan, __u32 kind,
 					   struct btfgen_record *rec, __u64 *failed)
 {
 #ifndef BTFGEN_INTERPRET_ONLY
@@ -709,7 +720,7 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 
 	rec->btf_id = spec->btf_id;
 	rec->kind = kind;
-	if (btfgen_straight(ctx, sp, kind ? spec->exit_plan : spec->entry_plan, kind, rec,
+	if (btfgen_straight(ctx, sp, spec, kind ? spec->exit_plan : spec->entry_plan, kind, rec,
 			    &failed)) {
 		rec->failed = failed;
 		return failed ? -14 : 0;
