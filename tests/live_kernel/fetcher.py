@@ -194,6 +194,12 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
         i = j = 0
         while i < len(ks) and j < len(cs):
             if kn[i] == cs[j].function:
+                skip = _burst(ks, kn, cs, i, j, window)
+                if skip:
+                    lone_kernel += ks[i:i + skip[0]]
+                    lone_ours += cs[j:j + skip[1]]
+                    i, j = i + skip[0], j + skip[1]
+                    continue
                 pairs.append((ks[i], cs[j]))
                 i, j = i + 1, j + 1
                 continue
@@ -227,6 +233,29 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
 
 # How far apart an interrupt can put one call's two returns (TCG is slow).
 REORDERED_NS = 20_000_000
+# Two returns of the same name further apart than this are taken for one call only when no
+# return of that name on the other side, a few returns on, is within BURST_NEAR_NS of it.
+BURST_FAR_NS = 1_000_000
+BURST_NEAR_NS = 100_000
+
+
+def _burst(ks, kn, cs, i: int, j: int, window: int) -> tuple[int, int] | None:
+    """Where one side missed a run of calls of one function (a burst the kernel counts as
+    missed: recursion, a preempted handler), the name walk pairs each of the other side's
+    returns with the next call's, a call off, all along the run. The two returns of one call
+    are made in the same return path, so far apart in time they are not one call when the
+    other side has a return of that name close in time a few returns on: (kernel returns,
+    btfgen returns) to set aside, or None."""
+    if abs(ks[i].ns - cs[j].ns) <= BURST_FAR_NS:
+        return None
+    for n in range(1, window):
+        if i + n < len(ks) and kn[i + n] == cs[j].function and \
+                abs(ks[i + n].ns - cs[j].ns) <= BURST_NEAR_NS:
+            return n, 0
+        if j + n < len(cs) and cs[j + n].function == kn[i] and \
+                abs(ks[i].ns - cs[j + n].ns) <= BURST_NEAR_NS:
+            return 0, n
+    return None
 
 
 def _pair_nearest(ks: list[KernelEvent], cs: list[Call], names: list[str],

@@ -601,7 +601,7 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 }
 
 /* The ops interpreter: a bounded loop the verifier walks once per iteration, every offset
- * masked into the record. For the op lists no straight-line decoder runs (captures). */
+ * masked into the record. For the op lists no straight-line decoder runs (past the cap). */
 static __always_inline int btfgen_generic_interpret(const void *ctx, __u64 sp,
 						    const struct btfgen_spec *spec, __u32 kind,
 						    struct btfgen_record *rec)
