@@ -377,14 +377,28 @@ def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opt
 
 def _enough_files(wanted: int) -> None:
     """One kprobe or kretprobe is one perf event file: a thousand functions attached singly
-    passed the usual soft limit of 1,024 open files (EMFILE). Raise it as far as allowed."""
+    passed the usual soft limit of 1,024 open files (EMFILE), and a whole kernel (Debian 12's
+    6.1 has no kprobe_multi) the usual hard limit of 4,096. Raise them as far as allowed (root
+    may raise the hard limit up to fs.nr_open); where that is not far enough, say so before
+    attaching, not one EMFILE a probe after it."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        if new > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            return
+        except (OSError, ValueError):
+            pass
+    new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if new > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    if new < wanted:
+        raise RunError(f"attaching one kprobe and kretprobe per function needs {wanted} open "
+                         f"files, and this process may open {new} (ulimit -n; root may raise "
+                         "it up to fs.nr_open): trace fewer functions, or raise the limit")
 
 
 @contextmanager
