@@ -21,7 +21,6 @@ The build (`build`) is shared with tests/trace/test_capture_bpf.py, which checks
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import platform
 import subprocess
@@ -131,21 +130,6 @@ def build(tmp: Path, string_size: int = 64):
     return tmp / "b.bpf.o", [ns["spec"](n) for n in ("fs", "ft", "fn")], ns
 
 
-def load_specs(obj, specs) -> None:
-    from bpfrun import lib
-
-    l = lib()
-    m = l.bpf_object__next_map(obj.obj, None)
-    while m and l.bpf_map__name(m) != b"specs":
-        m = l.bpf_object__next_map(obj.obj, m)
-    l.bpf_map_update_elem.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                      ctypes.c_uint64]
-    for i, spec in enumerate(specs):
-        key, val = ctypes.c_uint32(i), ctypes.create_string_buffer(spec, len(spec))
-        if l.bpf_map_update_elem(l.bpf_map__fd(m), ctypes.byref(key), val, 0):
-            raise OSError(ctypes.get_errno(), "spec map update")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--repeat", type=int, default=1_000_000)
@@ -162,7 +146,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as t:
         obj_path, specs, _ = build(Path(t))
         with BpfObject(obj_path) as obj:
-            load_specs(obj, specs)
+            obj.fill_array("specs", specs)
             best = {n: float("inf") for n in names}
             for _ in range(args.runs):  # interleaved, so a busy moment hits all alike
                 for n in names:

@@ -214,21 +214,6 @@ def ns_per_run(obj, name: str, repeat: int) -> tuple[float, int]:
     return float(opts.duration), ctypes.c_int32(opts.retval).value
 
 
-def _fill_specs(obj, specs: list[bytes]) -> None:
-    from bpfrun import lib
-
-    l = lib()
-    m = l.bpf_object__next_map(obj.obj, None)
-    while m and l.bpf_map__name(m) != b"specs":
-        m = l.bpf_object__next_map(obj.obj, m)
-    l.bpf_map_update_elem.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                      ctypes.c_uint64]
-    for i, spec in enumerate(specs):
-        key, val = ctypes.c_uint32(i), ctypes.create_string_buffer(spec, len(spec))
-        if l.bpf_map_update_elem(l.bpf_map__fd(m), ctypes.byref(key), val, 0):
-            raise OSError(ctypes.get_errno(), "spec map update")
-
-
 def kernel_plans() -> list:
     """The running kernel's generic plans, for the program to hold all their decoders."""
     import btfgen
@@ -300,7 +285,7 @@ def main() -> int:
             t0 = time.perf_counter()
             with BpfObject(obj_path) as obj:
                 load_s.append(time.perf_counter() - t0)
-                _fill_specs(obj, specs)
+                obj.fill_array("specs", specs)
                 best = {n: float("inf") for n in names}
                 for _ in range(args.runs):  # interleaved, so a busy moment hits all alike
                     for n in names:

@@ -31,6 +31,9 @@ def _libbpf():
     lib.bpf_map__fd.argtypes = [P]
     lib.bpf_map__value_size.argtypes = [P]
     lib.bpf_map_lookup_elem.argtypes = [ctypes.c_int, P, P]
+    lib.bpf_map_update_elem.argtypes = [ctypes.c_int, P, P, ctypes.c_uint64]
+    lib.bpf_object__find_map_by_name.restype = P
+    lib.bpf_object__find_map_by_name.argtypes = [P, ctypes.c_char_p]
     lib.bpf_prog_test_run_opts.argtypes = [ctypes.c_int, P]
     lib.libbpf_get_error.argtypes = [P]
     lib.libbpf_get_error.restype = ctypes.c_long
@@ -118,6 +121,17 @@ class BpfObject:
         if err:
             raise BpfError(f"BPF_PROG_TEST_RUN {name}: error {err} (errno {ctypes.get_errno()})")
         return ctypes.c_int32(opts.retval).value, buf.raw
+
+    def fill_array(self, map_name: str, values: list[bytes]) -> None:
+        """An array map's entries 0, 1, ... (a benchmark's specs)."""
+        l = lib()
+        m = l.bpf_object__find_map_by_name(self.obj, map_name.encode())
+        if not m:
+            raise BpfError(f"no map {map_name}")
+        for i, value in enumerate(values):
+            key, val = ctypes.c_uint32(i), ctypes.create_string_buffer(value, len(value))
+            if l.bpf_map_update_elem(l.bpf_map__fd(m), ctypes.byref(key), val, 0):
+                raise BpfError(f"{map_name}[{i}]: update failed (errno {ctypes.get_errno()})")
 
     def global_data(self, suffix: str = ".bss") -> bytes:
         l = lib()

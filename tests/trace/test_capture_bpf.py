@@ -37,7 +37,7 @@ def _run(bench, tmp_path, program: str, function: str, string_size: int = 64):
 
     obj_path, specs, ns = bench.build(tmp_path, string_size)
     with BpfObject(obj_path) as obj:
-        bench.load_specs(obj, specs)
+        obj.fill_array("specs", specs)
         _, ret = ns_per_run(obj, program, 1)
         assert ret == 0
         rec = obj.global_data(".data.rec")
