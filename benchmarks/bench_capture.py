@@ -135,7 +135,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    from bench_generic import ns_per_run
+    from bench_generic import best_of
     from bpfrun import BpfObject, bpf_permitted
 
     reason = bpf_permitted()
@@ -147,13 +147,7 @@ def main() -> int:
         obj_path, specs, _ = build(Path(t))
         with BpfObject(obj_path) as obj:
             obj.fill_array("specs", specs)
-            best = {n: float("inf") for n in names}
-            for _ in range(args.runs):  # interleaved, so a busy moment hits all alike
-                for n in names:
-                    d, ret = ns_per_run(obj, n, args.repeat)
-                    if ret != 0:
-                        raise SystemExit(f"{n} returned {ret}: a read failed")
-                    best[n] = min(best[n], d)
+            best = best_of(obj, names, args.runs, args.repeat)
     base = best["empty"]
     g, none, h = (best[n] - base for n in names[1:])
     print(f"BPF_PROG_TEST_RUN, repeat {args.repeat}, best of {args.runs}; an empty program "

@@ -214,6 +214,19 @@ def ns_per_run(obj, name: str, repeat: int) -> tuple[float, int]:
     return float(opts.duration), ctypes.c_int32(opts.retval).value
 
 
+def best_of(obj, names: list[str], runs: int, repeat: int) -> dict[str, float]:
+    """Each program's best ns a run over `runs` rounds, interleaved so that a busy moment hits
+    all alike; a program returning non-zero (a failed decode or read) ends the benchmark."""
+    best = {n: float("inf") for n in names}
+    for _ in range(runs):
+        for n in names:
+            d, ret = ns_per_run(obj, n, repeat)
+            if ret != 0:
+                raise SystemExit(f"{n} returned {ret}: a read failed")
+            best[n] = min(best[n], d)
+    return best
+
+
 def kernel_plans() -> list:
     """The running kernel's generic plans, for the program to hold all their decoders."""
     import btfgen
@@ -286,14 +299,8 @@ def main() -> int:
             with BpfObject(obj_path) as obj:
                 load_s.append(time.perf_counter() - t0)
                 obj.fill_array("specs", specs)
-                best = {n: float("inf") for n in names}
-                for _ in range(args.runs):  # interleaved, so a busy moment hits all alike
-                    for n in names:
-                        d, ret = ns_per_run(obj, n, args.repeat)
-                        if ret != 0:
-                            raise SystemExit(f"{n} returned {ret}: a decode failed")
-                        best[n] = min(best[n], d / args.batch)
-                per_load.append({n: best[n] - best["empty"] for n in names})
+                best = best_of(obj, names, args.runs, args.repeat)
+                per_load.append({n: (best[n] - best["empty"]) / args.batch for n in names})
     # Each load places the programs' code anew, which moves sub-nanosecond figures by a
     # nanosecond or two: the median of the loads' best.
     figure = {n: statistics.median(p[n] for p in per_load) for n in names}

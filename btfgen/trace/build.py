@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 import shutil
-import struct
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
@@ -167,8 +166,7 @@ def build(req: Request, out: Path) -> dict:
 def _interpreted(specs: list[bytes], byte_order: str) -> str | None:
     """How many functions decode on the ops interpreter rather than a straight-line decoder
     (a spec's entry_plan / exit_plan is 0: past the decoders one program holds); None: none."""
-    head = struct.Struct(("<" if byte_order == "little" else ">")
-                         + "".join(f.code for f in spec_format.SPEC_HEAD))
+    head = spec_format.structs(spec_format.SPEC_HEAD)[byte_order]
     at = [f.name for f in spec_format.SPEC_HEAD]
     plans = [head.unpack_from(s) for s in specs]
     entry = sum(not p[at.index("entry_plan")] for p in plans)
