@@ -8,10 +8,12 @@ A plan is what the generic decoder does for a function: its entry and exit copy 
 return pointer. Functions with the same plan decode alike whatever their types, so one
 straight-line decoder per plan reads exactly what a hand-written one would. Columns: FUNCs,
 distinct prototypes, distinct plans, the straight-line decoders generated for them (entry and
-exit op lists are numbered apart, so these are fewer) and the op lists left on the interpreter
-("interp"), distinct plans if register copies took whole registers
-("words"), functions whose plan reads the stack or through a pointer ("mem"), and how many functions the
-commonest plans serve. Without arguments:
+exit op lists are numbered apart, and the register image serves every list of register copies
+it covers, so these are fewer) and the op lists left on the interpreter ("interp"), the
+functions whose entry and exit both decode on the register images ("image": no branch on the
+function), distinct plans if register copies took whole registers ("words"), functions whose
+plan reads the stack or through a pointer ("mem"), and how many functions the commonest plans
+serve. Without arguments:
 the running kernel's BTF for the host arch, and every kernel BTF the live tests cached
 (~/.cache/btfgen-live/btf, BTFGEN_LIVE_CACHE), each for its arch.
 """
@@ -78,9 +80,16 @@ def count(path: str, arch: str, top: int) -> str:
                                                    for op in k[0] + k[1]))
     common = ", ".join(f"{n}" for _, n in distinct.most_common(top))
     table = plan_table(layout, made, limit=len(made) + 1)  # every distinct one: no cap
+    on_image = sum(1 for p in made if _on_image(table, p))
     return (f"{Path(path).name:<52} {arch:<11} {len(layout.functions):>7} {prototypes:>7} "
             f"{len(distinct):>6} {len(table.entry):>5} {len(table.exit):>4} "
-            f"{len(table.interpreted):>6} {len(word_plans):>6} {stack:>8}  {common}  ({time.perf_counter() - t:.1f} s)")
+            f"{len(table.interpreted):>6} {on_image:>6} {len(word_plans):>6} {stack:>8}  "
+            f"{common}  ({time.perf_counter() - t:.1f} s)")
+
+
+def _on_image(table, p: generic.GenericPlan) -> bool:
+    return all(lists and lists[0].image and n == 1
+               for lists, n in zip((table.entry, table.exit), table.ids(p)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_plans: no kernel BTF here (give BTF:ARCH)", file=sys.stderr)
         return 2
     print(f"{'BTF':<52} {'arch':<11} {'funcs':>7} {'protos':>7} {'plans':>6} {'entry':>5} "
-          f"{'exit':>4} {'interp':>6} {'words':>6} "
+          f"{'exit':>4} {'interp':>6} {'image':>6} {'words':>6} "
           f"{'mem':>8}  functions of the {args.top} commonest plans")
     for path, arch in inputs:
         print(count(path, arch, args.top), flush=True)

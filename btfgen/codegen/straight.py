@@ -69,6 +69,7 @@ class Straight:
     number: int
     steps: tuple[Step, ...]
     users: int  # distinct generic plans (prototypes, mostly) that run it
+    image: bool = False  # the register image (RegisterImage): run before the switch
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,8 @@ class PlanTable:
 
     def ids(self, p: GenericPlan) -> tuple[int, int]:
         """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops."""
-        return (self._ids.get((0, p.entry_ops), 0),
-                self._ids.get((len(p.entry_ops), p.exit_ops), 0))
+        return (self._ids.get((0, 0, p.entry_ops), 0),
+                self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
 
 
 def window(snapshot: dict, word: int) -> CtxWindow | None:
@@ -112,6 +113,49 @@ def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step
     return tuple(steps)
 
 
+@dataclass(frozen=True, slots=True)
+class RegisterImage:
+    """The decoder most functions share: every argument (or return) register word most op lists
+    read, each copied whole to the one record offset they agree on. It serves every list of
+    register copies it covers, whatever their sizes and however few of the registers they use,
+    and it has no branch: calls of different functions interleave under mass attach, and a
+    branch on the function (a switch over hundreds of decoders) mispredicts where a few more
+    loads and stores from the ctx cost a cycle or two and cannot fail."""
+
+    slots: tuple[tuple[int, int], ...]  # (ctx word offset, record data offset), by data offset
+    word: int
+
+    def covers(self, steps: tuple[Step, ...]) -> bool:
+        at = dict(self.slots)
+        return all(s.source == FROM_CTX and at.get(s.src) == s.dst - s.skip for s in steps)
+
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(Step(FROM_CTX, w, 0, d, self.word, 0) for w, d in self.slots)
+
+
+def register_image(lists: list, users: dict, word: int) -> RegisterImage | None:
+    """The image of `lists` ((key, steps), in first-use order): the lists of register copies
+    taken by use, most used first, each adding its (register word, record offset) pairs where
+    they agree with those taken so far (a word in one place, whole words apart). None: no list
+    copies registers only (or there is no ctx window)."""
+    slots: dict[int, int] = {}
+    for i in sorted(range(len(lists)), key=lambda i: -users[lists[i][0]]):
+        steps = lists[i][1]
+        if not word or not steps or any(s.source != FROM_CTX for s in steps):
+            continue
+        merged = dict(slots)
+        if any(s.dst - s.skip < 0 or merged.setdefault(s.src, s.dst - s.skip) != s.dst - s.skip
+               for s in steps):
+            continue
+        at = sorted(merged.values())
+        if any(b - a < word for a, b in zip(at, at[1:])):
+            continue
+        slots = merged
+    if not slots:
+        return None
+    return RegisterImage(tuple(sorted(slots.items(), key=lambda s: s[1])), word)
+
+
 # The most straight-line decoders of each kind one program holds. A whole kernel's 900-odd
 # entry decoders behind one switch made arm64 7.2's verifier refuse the trace program (E2BIG:
 # every case is a path it walks to the end); the commonest ones serve most functions, and the
@@ -121,12 +165,13 @@ MAX_DECODERS = 256
 
 def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS,
                own: int | None = None) -> PlanTable:
-    """The table for `plans` (GenericPlan, shared objects counted once): at most `limit`
-    decoders of each kind, the ones the most plans use (ties: the first used). With `own`,
-    the lists of the first `own` plans come before the others' whatever their use (the
-    functions a header is for, before other functions' decoders it holds too)."""
+    """The table for `plans` (GenericPlan, shared objects counted once): of each kind, the
+    register image (number 1) for every list it covers, then at most `limit` decoders in all,
+    the ones the most plans use (ties: the first used). With `own`, the lists of the first `own`
+    plans come before the others' whatever their use (the functions a header is for, before
+    other functions' decoders it holds too)."""
     ids: dict = {}
-    lists: dict[tuple, list] = {0: [], 1: []}
+    lists: dict[int, list] = {0: [], 1: []}
     users: dict = {}
     why: dict = {}
     seen: set[int] = set()
@@ -135,36 +180,48 @@ def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS,
         if id(p) in seen:
             continue
         seen.add(id(p))
-        for kind, key in ((0, (0, p.entry_ops)), (1, (len(p.entry_ops), p.exit_ops))):
+        # Keyed with the kind too: a function with no argument and no return value has the
+        # same empty list, from bit 0, at entry and at exit, and each switch numbers its own.
+        for kind, key in ((0, (0, 0, p.entry_ops)), (1, (1, len(p.entry_ops), p.exit_ops))):
             if own is not None and at < own:
                 mine.add(key)
             if key in ids or key in why:
                 users[key] = users.get(key, 0) + 1
                 continue
-            made = _steps(key[1], key[0], win)
+            made = _steps(key[2], key[1], win)
             if isinstance(made, str):
                 why[key] = made
                 continue
             lists[kind].append((key, made))
             ids[key] = len(lists[kind])
             users[key] = 1
+    tables: dict[int, tuple[Straight, ...]] = {}
     for k in (0, 1):
-        if len(lists[k]) > limit:
-            ranked = sorted(range(len(lists[k])), key=lambda i: (
-                lists[k][i][0] not in mine, -users[lists[k][i][0]]))
-            kept = set(ranked[:limit])
-            for i, (key, _) in enumerate(lists[k]):
+        image = register_image(lists[k], users, win.word if win else 0)
+        served = [key for key, steps in lists[k] if image and image.covers(steps)]
+        own_lists = [(key, s) for key, s in lists[k] if not (image and image.covers(s))]
+        room = limit - (1 if image else 0)
+        if len(own_lists) > room:
+            ranked = sorted(range(len(own_lists)), key=lambda i: (
+                own_lists[i][0] not in mine, -users[own_lists[i][0]]))
+            kept = set(ranked[:room])
+            for i, (key, _) in enumerate(own_lists):
                 if i not in kept:
                     why[key] = (f"past the {limit} straight-line decoders one program holds "
                                 "(the verifier's limit)")
-            lists[k] = [item for i, item in enumerate(lists[k]) if i in kept]
-            for n, (key, _) in enumerate(lists[k], 1):
-                ids[key] = n
-        for key in why:
-            ids.pop(key, None)
-    entry, exit_ = (tuple(Straight(n, steps, users[key])
-                          for n, (key, steps) in enumerate(lists[k], 1)) for k in (0, 1))
-    return PlanTable(entry, exit_, tuple(why.values()), ids)
+            own_lists = [item for i, item in enumerate(own_lists) if i in kept]
+        first = 2 if image else 1
+        made = [Straight(1, image.steps(), sum(users[key] for key in served), True)] if image \
+            else []
+        for key in served:
+            ids[key] = 1
+        for n, (key, steps) in enumerate(own_lists, first):
+            ids[key] = n
+            made.append(Straight(n, steps, users[key]))
+        tables[k] = tuple(made)
+    for key in why:
+        ids.pop(key, None)
+    return PlanTable(tables[0], tables[1], tuple(why.values()), ids)
 
 
 def counts(table: PlanTable) -> str:

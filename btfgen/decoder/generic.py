@@ -131,6 +131,11 @@ class _PlanBuilder:
             self.skipped.append(f"{what}: too large for the generic record")
             return None
         start = self.cursor
+        one = v.pieces[0] if len(v.pieces) == 1 else None
+        if not v.by_ref and isinstance(one, RegPiece) and one.value_offset == 0:
+            # Where the whole register word would put its bytes (past the high ones on a
+            # big-endian target): then the register image serves the function.
+            start += one.skip(self.order)
         if start + target_len > OP_LIMIT:
             self.skipped.append(f"{what}: record full")
             return None

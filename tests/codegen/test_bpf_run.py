@@ -72,15 +72,43 @@ def _runs(obj, arch, cnames, images) -> list:
 
 def test_straight_line_decoders_write_the_interpreters_records(zoo_run, tmp_path):
     """Every zoo spec names straight-line decoders, and what they write (values, failed bits,
-    the exit's carried pointer) is byte for byte what the ops interpreter writes."""
+    the exit's carried pointer) is byte for byte what the ops interpreter writes, but for the
+    register image's words no op of the function names."""
     table, arch, cnames, images, results = zoo_run
     plans = plan_table(arch, outputs_plans(arch))
     assert all(plans.ids(p)[0] for p in outputs_plans(arch))
     assert all(plans.ids(p)[1] for f, p in zip(arch.functions, outputs_plans(arch)) if f.ret)
     obj, _ = _build(tmp_path, table, arch, images, ("-DBTFGEN_INTERPRET_ONLY",))
     interpreted = _runs(obj, arch, cnames, images)
-    for f, got, want in zip(arch.functions, [r[3] for r in results], interpreted):
-        assert got == want, f.name
+    served = 0
+    for f, p, got, want in zip(arch.functions, outputs_plans(arch), [r[3] for r in results],
+                               interpreted):
+        unnamed = _image_only(plans, p)
+        served += bool(unnamed)
+        assert _blank(got, unnamed) == _blank(want, unnamed), f.name
+    assert served >= 5
+
+
+def _image_only(table, p) -> list[int]:
+    """The bss offsets of record bytes the register image writes that no op of the function
+    names: the other registers' words, which the interpreter leaves as they were."""
+    out = []
+    for kind, ops, lists in ((0, p.entry_ops, table.entry), (1, p.exit_ops, table.exit)):
+        if table.ids(p)[kind] != 1 or not lists[0].image:
+            continue
+        named = {b for o in ops for b in range(o.dst, o.dst + o.size)}
+        # rec[1] holds an entry decode too: the exit's carried pointer is read from it
+        out += [r * RECORD_SIZE + RECORD_HEADER_SIZE + b for s in lists[0].steps
+                for b in range(s.dst, s.dst + s.size) if b not in named
+                for r in ((0, 1) if kind == 0 else (1,))]
+    return out
+
+
+def _blank(data: bytes, offsets: list[int]) -> bytes:
+    out = bytearray(data)
+    for at in offsets:
+        out[at] = 0
+    return bytes(out)
 
 
 def _slot(ctx: bytes, i: int, size: int) -> bytes:

@@ -129,9 +129,11 @@ def test_generic_record_header_is_in_target_byte_order(arch, order):
                                "{ return a + b; }", arch)
     fn = bd.load(str(obj), arch=arch).function("f")
     head = runtime.RECORD_HEADERS[order].format
-    exit_rec = struct.pack(head, fn.btf_id, 1, 0) + (42).to_bytes(4, order) + bytes(1020)
+    # An int's bytes sit where its whole register word puts them (past the high four bytes on
+    # a big-endian target): the record holds register words as the register image copies them.
+    exit_rec = struct.pack(head, fn.btf_id, 1, 0) + (42).to_bytes(8, order) + bytes(1016)
     assert fn.decode_record(exit_rec) == 42
-    entry_rec = (struct.pack(head, fn.btf_id, 0, 0) + (7).to_bytes(4, order) + bytes(4)
+    entry_rec = (struct.pack(head, fn.btf_id, 0, 0) + (7).to_bytes(8, order)
                  + (-5).to_bytes(8, order, signed=True) + bytes(1008))
     assert fn.decode_record(entry_rec) == (7, -5)
 

@@ -1,10 +1,11 @@
-"""The straight-line decoders' table (btfgen/codegen/straight.py): one per distinct op list,
-exit lists keyed with their first failed bit, captures as calls on the spec's own op,
-out-of-window registers left to the interpreter with the reason."""
+"""The straight-line decoders' table (btfgen/codegen/straight.py): the register image for
+every list of register copies it covers, one decoder per other distinct op list, exit lists
+keyed with their first failed bit, captures as calls on the spec's own op, out-of-window
+registers left to the interpreter with the reason."""
 
 from __future__ import annotations
 
-from btfgen.codegen.straight import CtxWindow, plan_table
+from btfgen.codegen.straight import CtxWindow, Step, plan_table
 from btfgen.decoder.generic import CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK, GenericPlan, Op
 
 WIN = CtxWindow(64, 120, 8)  # x86_64's argument and return registers
@@ -15,14 +16,43 @@ def _plan(entry, exit_=()) -> GenericPlan:
 
 
 def test_functions_sharing_op_lists_share_a_decoder():
-    a = _plan([Op(FROM_CTX, 112, 0, 8)], [Op(FROM_CTX, 80, 0, 8)])
-    b = _plan([Op(FROM_CTX, 112, 0, 8)], [Op(FROM_CTX, 80, 0, 8)])
-    c = _plan([Op(FROM_CTX, 112, 0, 4)], [Op(FROM_CTX, 80, 0, 8)])
+    a = _plan([Op(FROM_STACK, 8, 0, 8)], [Op(FROM_PTR, 0, 8, 16)])
+    b = _plan([Op(FROM_STACK, 8, 0, 8)], [Op(FROM_PTR, 0, 8, 16)])
+    c = _plan([Op(FROM_STACK, 8, 0, 4)], [Op(FROM_PTR, 0, 8, 16)])
     t = plan_table([a, b, c, a], WIN)
     assert t.ids(a) == t.ids(b) == (1, 1)
     assert t.ids(c) == (2, 1)  # its own entry list; its exit list follows one entry op, as a's
     assert [s.users for s in t.entry] == [2, 1]
+    assert not any(s.image for s in t.entry + t.exit)  # no list copies registers only
     assert t.interpreted == ()
+
+
+def test_the_register_image_serves_every_list_of_register_copies_it_covers():
+    two = _plan([Op(FROM_CTX, 112, 0, 8), Op(FROM_CTX, 104, 8, 4)], [Op(FROM_CTX, 80, 0, 8)])
+    three = _plan([Op(FROM_CTX, 112, 0, 1), Op(FROM_CTX, 104, 8, 8), Op(FROM_CTX, 96, 16, 2)],
+                  [Op(FROM_CTX, 80, 0, 4)])
+    none = _plan([], [])
+    # rdx at record offset 8: the image has rsi there (used more), so this list keeps its own
+    odd = _plan([Op(FROM_CTX, 96, 8, 8)], [Op(FROM_CTX, 80, 0, 8)])
+    stack = _plan([Op(FROM_CTX, 112, 0, 8), Op(FROM_STACK, 8, 8, 8)])
+    t = plan_table([two, three, two, none, odd, stack], WIN)
+    image = t.entry[0]
+    assert image.image and image.number == 1 and image.users == 3
+    assert image.steps == (Step(FROM_CTX, 112, 0, 0, 8, 0), Step(FROM_CTX, 104, 0, 8, 8, 0),
+                           Step(FROM_CTX, 96, 0, 16, 8, 0))  # whole words, by record offset
+    assert [t.ids(p)[0] for p in (two, three, none, odd, stack)] == [1, 1, 1, 2, 3]
+    assert t.exit[0].image and t.exit[0].steps == (Step(FROM_CTX, 80, 0, 0, 8, 0),)
+    assert {t.ids(p)[1] for p in (two, three, none, odd)} == {1}
+    assert [s.number for s in t.entry] == [1, 2, 3]
+
+
+def test_the_register_image_takes_no_bytes_before_a_value():
+    # A big-endian int: its bytes are the word's last four, at record offset 0. A whole-word
+    # copy at offset -4 cannot be, so the list keeps its own decoder.
+    be = _plan([Op(FROM_CTX, 116, 0, 4)])
+    t = plan_table([be], WIN)
+    assert not t.entry[0].image and t.ids(be)[0] == 1
+    assert t.entry[0].steps == (Step(FROM_CTX, 112, 4, 0, 4, 0),)
 
 
 def test_an_exit_list_is_numbered_with_its_first_failed_bit():
@@ -60,21 +90,36 @@ def test_registers_outside_the_window_stay_on_the_interpreter():
 
 def test_past_the_limit_the_least_used_lists_stay_on_the_interpreter():
     # A whole kernel's 900-odd entry decoders in one program: arm64 7.2's verifier said E2BIG.
-    rare = _plan([Op(FROM_CTX, 112, 0, 1)])
-    common = _plan([Op(FROM_CTX, 112, 0, 8)])
-    also = _plan([Op(FROM_CTX, 104, 0, 8)])
-    twin = _plan([Op(FROM_CTX, 112, 0, 8)])
-    t = plan_table([rare, common, also, twin, _plan([Op(FROM_CTX, 104, 0, 8)])], WIN, limit=2)
+    rare = _plan([Op(FROM_STACK, 8, 0, 1)])
+    common = _plan([Op(FROM_STACK, 8, 0, 8)])
+    also = _plan([Op(FROM_STACK, 16, 0, 8)])
+    twin = _plan([Op(FROM_STACK, 8, 0, 8)])
+    t = plan_table([rare, common, also, twin, _plan([Op(FROM_STACK, 16, 0, 8)])], WIN, limit=2)
     assert [len(s.steps) for s in t.entry] == [1, 1] and [s.number for s in t.entry] == [1, 2]
     assert t.ids(rare) == (0, 1) and t.ids(common) == (1, 1) and t.ids(also) == (2, 1)
     assert t.interpreted == ("past the 2 straight-line decoders one program holds (the "
                              "verifier's limit)",)
+    # The register image is one of them, whatever its use.
+    regs = _plan([Op(FROM_CTX, 112, 0, 8)])
+    t = plan_table([common, twin, also, regs], WIN, limit=2)
+    assert t.ids(regs)[0] == 1 and t.ids(common)[0] == 2 and t.ids(also)[0] == 0
 
 
 def test_past_the_limit_a_header_s_own_functions_come_first():
     # bench_generic's two functions beside a whole kernel's decoders: theirs must be kept.
-    mine = _plan([Op(FROM_CTX, 112, 0, 1)])
-    others = [_plan([Op(FROM_CTX, 104, 0, 8)]) for _ in range(3)]
+    mine = _plan([Op(FROM_STACK, 8, 0, 1)])
+    others = [_plan([Op(FROM_STACK, 16, 0, 8)]) for _ in range(3)]
     t = plan_table([mine, *others], WIN, limit=1, own=1)
     assert t.ids(mine) == (1, 1) and t.ids(others[0])[0] == 0
     assert plan_table([mine, *others], WIN, limit=1).ids(mine)[0] == 0  # by use alone
+
+
+def test_an_empty_exit_list_is_not_the_empty_entry_list():
+    # void f(void): no op at entry nor at exit, each list from bit 0. Keyed alike, its exit took
+    # the entry list's number, which in the exit switch is another list's decoder.
+    other = _plan([Op(FROM_STACK, 8, 0, 8)], [Op(FROM_PTR, 0, 8, 16)])
+    void = _plan([], [])
+    t = plan_table([other, void], WIN)
+    entry, exit_ = t.ids(void)
+    assert [s.steps for s in t.entry if s.number == entry] == [()]
+    assert [s.steps for s in t.exit if s.number == exit_] == [()]

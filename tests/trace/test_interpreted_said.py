@@ -14,11 +14,12 @@ TYPES = ("char", "short", "int", "long")
 
 
 def _specs(tmp_path, n: int) -> list[bytes]:
-    # n prototypes whose argument widths differ: n distinct entry op lists, one exit list
+    # n prototypes whose argument widths differ: n distinct entry op lists, one exit list; the
+    # seventh argument is on the stack, so no list is the register image's
     protos = itertools.islice(itertools.product(TYPES, repeat=5), n)
     header = tmp_path / "many.h"
-    header.write_text("".join(f"long f{i}({', '.join(f'{t} a{k}' for k, t in enumerate(p))});\n"
-                              for i, p in enumerate(protos)))
+    header.write_text("".join(f"long f{i}({', '.join(f'{t} a{k}' for k, t in enumerate(p))}, "
+                              "long a5, long a6);\n" for i, p in enumerate(protos)))
     t = btfgen.open(headers=[str(header)], arch="x86_64")
     files = t.generate(langs=["python"])
     ns: dict = {}

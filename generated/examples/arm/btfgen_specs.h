@@ -92,11 +92,11 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .entry_plan = 1, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 1, 0 }, { 12, 24, 4, 0 }, { 0, 32, 10, 1 }, { 12, 48, 4, 1 }, { 16, 56, 4, 1 }, { 20, 64, 4, 1 }, { 0, 0, 4, 0 }, } }, /* scalars */
-	{ .btf_id = 32, .nentry = 4, .nexit = 1, .ptr_size = 4, .carry = 3, .entry_plan = 2, .exit_plan = 2, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 16, 4, 0 }, { 0, 8, 8, 2 }, } }, /* pass_pair */
+	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .entry_plan = 2, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 1, 0 }, { 12, 24, 4, 0 }, { 0, 32, 10, 1 }, { 12, 48, 4, 1 }, { 16, 56, 4, 1 }, { 20, 64, 4, 1 }, { 0, 0, 4, 0 }, } }, /* scalars */
+	{ .btf_id = 32, .nentry = 4, .nexit = 1, .ptr_size = 4, .carry = 3, .entry_plan = 1, .exit_plan = 2, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 16, 4, 0 }, { 0, 8, 8, 2 }, } }, /* pass_pair */
 	{ .btf_id = 30, .nentry = 6, .nexit = 1, .ptr_size = 4, .carry = 5, .entry_plan = 3, .exit_plan = 3, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 12, 8, 1 }, { 8, 24, 4, 1 }, { 0, 32, 4, 0 }, { 0, 8, 20, 2 }, } }, /* ret_big */
-	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 4, .exit_plan = 4, .ops = { { 0, 0, 4, 0 }, { 4, 8, 4, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* with_enum */
-	{ .btf_id = 26, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 5, .exit_plan = 4, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* tiny */
+	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 4, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 4, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* with_enum */
+	{ .btf_id = 26, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 5, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* tiny */
 };
 #ifdef __bpf__
 

@@ -92,11 +92,11 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .entry_plan = 1, .exit_plan = 1, .ops = { { 24, 0, 4, 0 }, { 8, 8, 1, 0 }, { 4, 16, 1, 0 }, { 4, 24, 4, 1 }, { 8, 32, 10, 1 }, { 20, 48, 4, 1 }, { 24, 56, 4, 1 }, { 28, 64, 4, 1 }, { 24, 0, 4, 0 }, } }, /* scalars */
-	{ .btf_id = 32, .nentry = 3, .nexit = 2, .ptr_size = 4, .entry_plan = 2, .exit_plan = 2, .ops = { { 24, 0, 4, 0 }, { 8, 4, 4, 0 }, { 4, 8, 4, 0 }, { 24, 0, 4, 0 }, { 8, 4, 4, 0 }, } }, /* pass_pair */
-	{ .btf_id = 30, .nentry = 2, .nexit = 2, .ptr_size = 4, .entry_plan = 3, .exit_plan = 3, .ops = { { 4, 0, 20, 1 }, { 24, 24, 4, 1 }, { 24, 0, 4, 0 }, { 0, 8, 20, 2 }, } }, /* ret_big */
-	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 4, .exit_plan = 4, .ops = { { 24, 0, 4, 0 }, { 8, 8, 4, 0 }, { 4, 16, 4, 0 }, { 24, 0, 4, 0 }, } }, /* with_enum */
-	{ .btf_id = 26, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 5, .exit_plan = 4, .ops = { { 24, 0, 4, 0 }, { 8, 8, 1, 0 }, { 4, 16, 4, 0 }, { 24, 0, 4, 0 }, } }, /* tiny */
+	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .entry_plan = 2, .exit_plan = 1, .ops = { { 24, 0, 4, 0 }, { 8, 8, 1, 0 }, { 4, 16, 1, 0 }, { 4, 24, 4, 1 }, { 8, 32, 10, 1 }, { 20, 48, 4, 1 }, { 24, 56, 4, 1 }, { 28, 64, 4, 1 }, { 24, 0, 4, 0 }, } }, /* scalars */
+	{ .btf_id = 32, .nentry = 3, .nexit = 2, .ptr_size = 4, .entry_plan = 1, .exit_plan = 1, .ops = { { 24, 0, 4, 0 }, { 8, 4, 4, 0 }, { 4, 8, 4, 0 }, { 24, 0, 4, 0 }, { 8, 4, 4, 0 }, } }, /* pass_pair */
+	{ .btf_id = 30, .nentry = 2, .nexit = 2, .ptr_size = 4, .entry_plan = 3, .exit_plan = 2, .ops = { { 4, 0, 20, 1 }, { 24, 24, 4, 1 }, { 24, 0, 4, 0 }, { 0, 8, 20, 2 }, } }, /* ret_big */
+	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 4, .exit_plan = 1, .ops = { { 24, 0, 4, 0 }, { 8, 8, 4, 0 }, { 4, 16, 4, 0 }, { 24, 0, 4, 0 }, } }, /* with_enum */
+	{ .btf_id = 26, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 5, .exit_plan = 1, .ops = { { 24, 0, 4, 0 }, { 8, 8, 1, 0 }, { 4, 16, 4, 0 }, { 24, 0, 4, 0 }, } }, /* tiny */
 };
 #ifdef __bpf__
 

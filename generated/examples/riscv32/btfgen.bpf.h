@@ -523,12 +523,14 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
 #define BTFGEN_STACK_WINDOW 64
 
 /* Straight-line decoders, one per distinct list of copy operations; here
- * 5 entry, 4 exit; 0 op lists on the interpreter.
- * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Each makes exactly
- * the reads of its ops at constant offsets, as a hand-written decoder would. Define
- * BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the record's data is filled
- * and *failed holds its failed bits (kept in a register, not read back from the record: that
- * store-then-load was half the dispatch's cost). */
+ * 5 entry, 2 exit; 0 op lists on the interpreter.
+ * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Number 1 of each
+ * kind is the register image: the argument (return) register words, each copied whole, for
+ * every function whose values are only such registers, with no branch on which function.
+ * Each other makes exactly the reads of its ops at constant offsets, as a hand-written
+ * decoder would. Define BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the
+ * record's data is filled and *failed holds its failed bits (kept in a register, not read
+ * back from the record: that store-then-load was half the dispatch's cost). */
 static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 					   const struct btfgen_spec *spec, __u32 plan, __u32 kind,
 					   struct btfgen_record *rec, __u64 *failed)
@@ -537,8 +539,16 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 	__u64 f = 0;
 
 	if (!kind) {
+		/* The register image: no branch on which function. */
+		if (plan == 1) {
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u32, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[4], ctx, 44, __u32, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 48, __u32, 0, 4);
+			*failed = 0;
+			return 1;
+		}
 		switch (plan) {
-		case 1:
+		case 2:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 44, __u32, 0, 1);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 48, __u32, 0, 1);
@@ -551,12 +561,6 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 				f |= 1ULL << 8;
 			if (BTFGEN_READ(&rec->data[64], 4, sp + 4))
 				f |= 1ULL << 9;
-			*failed = f;
-			return 1;
-		case 2:
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u32, 0, 4);
-			BTFGEN_REG_COPY(&rec->data[4], ctx, 44, __u32, 0, 4);
-			BTFGEN_REG_COPY(&rec->data[8], ctx, 48, __u32, 0, 4);
 			*failed = f;
 			return 1;
 		case 3:
@@ -586,17 +590,15 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 			return 1;
 		}
 	} else {
-		switch (plan) {
-		case 1:
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u32, 0, 4);
-			*failed = f;
-			return 1;
-		case 2:
+		/* The register image: no branch on which function. */
+		if (plan == 1) {
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[4], ctx, 44, __u32, 0, 4);
-			*failed = f;
+			*failed = 0;
 			return 1;
-		case 3:
+		}
+		switch (plan) {
+		case 2:
 			{
 				__u32 p = 0;
 
@@ -604,10 +606,6 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 				if (BTFGEN_READ(&rec->data[8], 20, p))
 					f |= 1ULL << 4;
 			}
-			*failed = f;
-			return 1;
-		case 4:
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u32, 0, 4);
 			*failed = f;
 			return 1;
 		}

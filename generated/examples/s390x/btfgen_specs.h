@@ -92,11 +92,11 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 35, .nentry = 9, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .ops = { { 44, 0, 4, 0 }, { 55, 8, 1, 0 }, { 63, 16, 1, 0 }, { 64, 24, 8, 0 }, { 72, 32, 8, 0 }, { 166, 40, 2, 1 }, { 168, 48, 8, 1 }, { 180, 56, 4, 1 }, { 184, 64, 8, 1 }, { 40, 0, 8, 0 }, } }, /* scalars */
-	{ .btf_id = 33, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 5, .entry_plan = 2, .exit_plan = 2, .ops = { { 48, 0, 8, 0 }, { 0, 8, 16, 2 }, { 60, 24, 4, 0 }, { 40, 32, 8, 0 }, { 0, 8, 16, 2 }, } }, /* pass_pair */
-	{ .btf_id = 31, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 8, .entry_plan = 3, .exit_plan = 3, .ops = { { 48, 0, 8, 0 }, { 0, 8, 40, 2 }, { 60, 48, 4, 0 }, { 40, 56, 8, 0 }, { 0, 8, 40, 2 }, } }, /* ret_big */
-	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 4, .exit_plan = 4, .ops = { { 44, 0, 4, 0 }, { 52, 8, 4, 0 }, { 56, 16, 8, 0 }, { 44, 0, 4, 0 }, } }, /* with_enum */
-	{ .btf_id = 27, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 4, .entry_plan = 5, .exit_plan = 5, .ops = { { 52, 0, 4, 0 }, { 63, 8, 1, 0 }, { 64, 16, 8, 0 }, { 40, 24, 8, 0 }, { 0, 8, 4, 2 }, } }, /* tiny */
+	{ .btf_id = 35, .nentry = 9, .nexit = 1, .ptr_size = 8, .entry_plan = 2, .exit_plan = 1, .ops = { { 44, 4, 4, 0 }, { 55, 15, 1, 0 }, { 63, 23, 1, 0 }, { 64, 24, 8, 0 }, { 72, 32, 8, 0 }, { 166, 40, 2, 1 }, { 168, 48, 8, 1 }, { 180, 56, 4, 1 }, { 184, 64, 8, 1 }, { 40, 0, 8, 0 }, } }, /* scalars */
+	{ .btf_id = 33, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 5, .entry_plan = 3, .exit_plan = 2, .ops = { { 48, 0, 8, 0 }, { 0, 8, 16, 2 }, { 60, 28, 4, 0 }, { 40, 32, 8, 0 }, { 0, 8, 16, 2 }, } }, /* pass_pair */
+	{ .btf_id = 31, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 8, .entry_plan = 4, .exit_plan = 3, .ops = { { 48, 0, 8, 0 }, { 0, 8, 40, 2 }, { 60, 52, 4, 0 }, { 40, 56, 8, 0 }, { 0, 8, 40, 2 }, } }, /* ret_big */
+	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .ops = { { 44, 4, 4, 0 }, { 52, 12, 4, 0 }, { 56, 16, 8, 0 }, { 44, 4, 4, 0 }, } }, /* with_enum */
+	{ .btf_id = 27, .nentry = 4, .nexit = 1, .ptr_size = 8, .carry = 4, .entry_plan = 5, .exit_plan = 4, .ops = { { 52, 4, 4, 0 }, { 63, 15, 1, 0 }, { 64, 16, 8, 0 }, { 40, 24, 8, 0 }, { 0, 8, 4, 2 }, } }, /* tiny */
 };
 #ifdef __bpf__
 
@@ -142,9 +142,9 @@ struct btfgen_func_info {
 };
 
 static const struct btfgen_value_info btfgen_args_0[] = {
-	{ "a", "int", (void *)0, 0, -1, 4, BTFGEN_VALUE_SIGNED, 0x1ULL },
-	{ "b", "unsigned char", (void *)0, 8, -1, 1, BTFGEN_VALUE_UNSIGNED, 0x2ULL },
-	{ "c", "_Bool", (void *)0, 16, -1, 1, BTFGEN_VALUE_BOOL, 0x4ULL },
+	{ "a", "int", (void *)0, 4, -1, 4, BTFGEN_VALUE_SIGNED, 0x1ULL },
+	{ "b", "unsigned char", (void *)0, 15, -1, 1, BTFGEN_VALUE_UNSIGNED, 0x2ULL },
+	{ "c", "_Bool", (void *)0, 23, -1, 1, BTFGEN_VALUE_BOOL, 0x4ULL },
 	{ "d", "void *", (void *)0, 24, -1, 8, BTFGEN_VALUE_POINTER, 0x8ULL },
 	{ "e", "long long int", (void *)0, 32, -1, 8, BTFGEN_VALUE_SIGNED, 0x10ULL },
 	{ "f", "short int", (void *)0, 40, -1, 2, BTFGEN_VALUE_SIGNED, 0x20ULL },
@@ -156,26 +156,26 @@ static const struct btfgen_value_info btfgen_ret_0 = { "", "long int", (void *)0
 
 static const struct btfgen_value_info btfgen_args_1[] = {
 	{ "p", "struct pair", (void *)0, 8, 0, 16, BTFGEN_VALUE_BYTES, 0x3ULL },
-	{ "x", "int", (void *)0, 24, -1, 4, BTFGEN_VALUE_SIGNED, 0x4ULL },
+	{ "x", "int", (void *)0, 28, -1, 4, BTFGEN_VALUE_SIGNED, 0x4ULL },
 };
 static const struct btfgen_value_info btfgen_ret_1 = { "", "struct pair", (void *)0, 8, 0, 16, BTFGEN_VALUE_BYTES, 0x8000000000000010ULL };
 
 static const struct btfgen_value_info btfgen_args_2[] = {
 	{ "b", "struct big", (void *)0, 8, 0, 40, BTFGEN_VALUE_BYTES, 0x3ULL },
-	{ "n", "int", (void *)0, 48, -1, 4, BTFGEN_VALUE_SIGNED, 0x4ULL },
+	{ "n", "int", (void *)0, 52, -1, 4, BTFGEN_VALUE_SIGNED, 0x4ULL },
 };
 static const struct btfgen_value_info btfgen_ret_2 = { "", "struct big", (void *)0, 8, 0, 40, BTFGEN_VALUE_BYTES, 0x8000000000000010ULL };
 
 static const struct btfgen_value_info btfgen_args_3[] = {
-	{ "c", "enum color", (void *)0, 0, -1, 4, BTFGEN_VALUE_UNSIGNED, 0x1ULL },
-	{ "f", "struct flags", (void *)0, 8, -1, 4, BTFGEN_VALUE_BYTES, 0x2ULL },
+	{ "c", "enum color", (void *)0, 4, -1, 4, BTFGEN_VALUE_UNSIGNED, 0x1ULL },
+	{ "f", "struct flags", (void *)0, 12, -1, 4, BTFGEN_VALUE_BYTES, 0x2ULL },
 	{ "s", "const char *", (void *)0, 16, -1, 8, BTFGEN_VALUE_POINTER, 0x4ULL },
 };
-static const struct btfgen_value_info btfgen_ret_3 = { "", "int", (void *)0, 0, -1, 4, BTFGEN_VALUE_SIGNED, 0x8ULL };
+static const struct btfgen_value_info btfgen_ret_3 = { "", "int", (void *)0, 4, -1, 4, BTFGEN_VALUE_SIGNED, 0x8ULL };
 
 static const struct btfgen_value_info btfgen_args_4[] = {
-	{ "s", "struct small", (void *)0, 0, -1, 4, BTFGEN_VALUE_BYTES, 0x1ULL },
-	{ "c", "char", (void *)0, 8, -1, 1, BTFGEN_VALUE_UNSIGNED, 0x2ULL },
+	{ "s", "struct small", (void *)0, 4, -1, 4, BTFGEN_VALUE_BYTES, 0x1ULL },
+	{ "c", "char", (void *)0, 15, -1, 1, BTFGEN_VALUE_UNSIGNED, 0x2ULL },
 	{ "n", "struct node *", (void *)0, 16, -1, 8, BTFGEN_VALUE_POINTER, 0x4ULL },
 };
 static const struct btfgen_value_info btfgen_ret_4 = { "", "struct small", (void *)0, 8, 0, 4, BTFGEN_VALUE_BYTES, 0x8000000000000010ULL };
