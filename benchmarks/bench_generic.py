@@ -11,13 +11,17 @@ both kernel memory: global variables) into a global record:
 - generic: `btfgen_generic_decode()` with the function's spec looked up in an array map, as a
   mass-attach program does: the spec names its straight-line decoder, one of those of the whole
   running kernel (its plans are compiled into the program too, unless --no-kernel);
+- its spec in hand: generic with the spec looked up once a run, not once a decode (the trace
+  program looks it up before its ring buffer's reservation, for its filter): the dispatch and
+  the decoder without the lookup;
 - its decoder alone: the same straight-line decoder with its number known at compile time (no
   lookup, no record header, no switch): what generic adds is the difference;
 - interpreter: the same spec run by the ops interpreter (`btfgen_generic_interpret()`), what
   every spec ran before the straight-line decoders;
 - per-function: `btfgen_entry_<name>_sp()`, the generated decoder;
-- hand-written: `PT_REGS_PARM1..6` loads, and for f12 one `bpf_probe_read_kernel` of the six
-  stack slots (the cheapest a hand-written decoder can do);
+- hand-written: the record's header with the function's id (a constant: a record says whose it
+  is), `PT_REGS_PARM1..6` loads, and for f12 one `bpf_probe_read_kernel` of the six stack slots
+  (the cheapest a hand-written decoder can do);
 - hand-written through a table: the seeds' design by hand, the function's entry looked up in
   the same array map, the record's header, then a switch to the hand-written reads: what a
   hand-written mass-attach program pays, so generic's own cost is the difference.
@@ -25,6 +29,11 @@ both kernel memory: global variables) into a global record:
 A third function, `fs(const char *name, long n)`, has its string captured (the default of
 `btfgen trace`): generic, interpreter, and by hand (the registers, then
 `bpf_probe_read_kernel_str`), to show captures take the straight-line route too.
+
+The mix: 256 of the running kernel's functions (every n-th), decoded in a pseudo-random order,
+generic and interpreter, as calls of many functions interleave under mass attach: a branch on
+the function mispredicts there, where one function decoded over and over is always predicted.
+Its argument registers point to a buffer, so reads through them succeed.
 
 Each program decodes --batch times per run (bpf_loop: the kernel reports whole nanoseconds per
 run, so a batch gives a finer figure per decode) under BPF_PROG_TEST_RUN with `repeat` (a `tc`
@@ -65,7 +74,7 @@ PROGRAM = r"""
 #include "btfgen.bpf.h" /* self-contained: the __u types and bpf_helpers.h */
 char LICENSE[] SEC("license") = "GPL";
 
-struct { __uint(type, 2 /* BPF_MAP_TYPE_ARRAY */); __uint(max_entries, 3);
+struct { __uint(type, 2 /* BPF_MAP_TYPE_ARRAY */); __uint(max_entries, 3 + MIX);
 	__type(key, __u32); __type(value, struct btfgen_spec); } specs SEC(".maps");
 
 #define NAME "/etc/passwd" /* fs's string argument */
@@ -109,6 +118,8 @@ static __always_inline int generic(__u32 key, int interpret)
 
 /* x86_64 pt_regs: di 112, si 104, dx 96, cx 88, r8 72, r9 64 (PT_REGS_PARM1..6). */
 #define PARM(n, off) hand.v[n] = *(volatile long *)((char *)regs + (off))
+/* A hand-written program's record says whose it is too: its function's id, a constant. */
+#define HEAD(id) (rec.btf_id = (id), rec.kind = 0)
 static __always_inline int hand6(void)
 {
 	PARM(0, 112); PARM(1, 104); PARM(2, 96); PARM(3, 88); PARM(4, 72); PARM(5, 64);
@@ -167,6 +178,50 @@ static __always_inline int straight(__u32 plan)
 	return !btfgen_straight(regs, SP, 0, plan, 0, &rec, &failed) || failed;
 }
 
+/* Generic with its spec in hand, found once a run (as the trace program finds it before the
+ * ring buffer's reservation, for its filter): the dispatch and the decoder without the lookup. */
+struct given { const struct btfgen_spec *s; };
+#define GIVEN(name, key) \
+	static long name##_body(__u64 i, struct given *c) \
+	{ if (btfgen_generic_decode(regs, SP, c->s, 0, &rec)) failed++; return 0; } \
+	SEC("tc") int name(void *skb) \
+	{ \
+		__u32 k = (key); \
+		struct given c = { bpf_map_lookup_elem(&specs, &k) }; \
+		if (!c.s) return 1; \
+		bpf_loop(BATCH, name##_body, &c, 0); \
+		return failed; \
+	}
+
+/* The mix: MIX of the running kernel's functions (keys 3.., every n-th one), decoded in a
+ * pseudo-random order (an LCG), as calls of many functions interleave under mass attach; its
+ * arguments point to `pointee`, so reads through them succeed. A failed decode is not an error
+ * here (a stack argument past the image may be). empty_mix: the LCG alone, subtracted. */
+__u64 mix_state;
+__u8 pointee[4096];
+__u32 mix_key;
+static __always_inline __u32 next_key(void)
+{
+	mix_state = mix_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return 3 + (__u32)(mix_state >> 33) % MIX;
+}
+
+static __always_inline void point_args(void)
+{
+	regs[14] = regs[13] = regs[12] = regs[11] = regs[9] = regs[8] =
+		(unsigned long)pointee;
+}
+
+#define MIXED(name, body) \
+	static long name##_body(__u64 i, void *c) { body; return 0; } \
+	SEC("tc") int name(void *skb) { point_args(); bpf_loop(BATCH, name##_body, 0, 0); return 0; }
+
+MIXED(empty_mix, mix_key = next_key())
+MIXED(generic_mix, generic(next_key(), 0))
+MIXED(interpreter_mix, generic(next_key(), 1))
+GIVEN(given_f6, 0)
+GIVEN(given_f12, 1)
+
 BATCHED(empty, nothing())
 BATCHED(straight_f6, straight(PLAN_F6))
 BATCHED(straight_f12, straight(PLAN_F12))
@@ -176,17 +231,18 @@ BATCHED(interpreter_f6, generic(0, 1))
 BATCHED(interpreter_f12, generic(1, 1))
 BATCHED(function_f6, btfgen_entry_f6_sp(regs, SP, &out6))
 BATCHED(function_f12, btfgen_entry_f12_sp(regs, SP, &out12))
-BATCHED(hand_f6, hand6())
-BATCHED(hand_f12, hand12())
+BATCHED(hand_f6, (HEAD(BTFGEN_ID_f6), hand6()))
+BATCHED(hand_f12, (HEAD(BTFGEN_ID_f12), hand12()))
 BATCHED(table_f6, hand_table(0))
 BATCHED(table_f12, hand_table(1))
 BATCHED(generic_fs, (point_name(), generic(2, 0)))
 BATCHED(interpreter_fs, (point_name(), generic(2, 1)))
-BATCHED(hand_fs, hand_s())
+BATCHED(hand_fs, (HEAD(BTFGEN_ID_fs), hand_s()))
 BATCHED(table_fs, hand_table(2))
 """
 FUNCTIONS = ("f6", "f12", "fs")  # the specs map's keys, in order
-KINDS = ("generic", "straight", "interpreter", "function", "hand", "table")
+KINDS = ("generic", "given", "straight", "interpreter", "function", "hand", "table")
+MIXED = ("empty_mix", "generic_mix", "interpreter_mix")
 # fs: no per-function decoder (its capture is another header function) and no decoder alone
 # (a capture's step runs on the spec's op, so it needs the spec).
 KINDS_FS = ("generic", "interpreter", "hand", "table")
@@ -227,16 +283,35 @@ def best_of(obj, names: list[str], runs: int, repeat: int) -> dict[str, float]:
     return best
 
 
-def kernel_plans() -> list:
-    """The running kernel's generic plans, for the program to hold all their decoders."""
+MIX = 256  # the running kernel's functions the mix decodes in turn
+
+
+def kernel_plans():
+    """The running kernel's layout and generic plans, for the program to hold all their
+    decoders and the mix to take its functions from."""
     import btfgen
     from btfgen.btf.reader import DEFAULT_PATH
     from btfgen.codegen.outputs import plans
 
-    return plans(btfgen.open(DEFAULT_PATH, arch="x86_64").place())
+    layout = btfgen.open(DEFAULT_PATH, arch="x86_64").place()
+    return layout, plans(layout)
 
 
-def build(tmp: Path, batch: int, more_plans: list):
+def mix_specs(layout, table) -> list[bytes]:
+    """The specs of MIX of the kernel's functions, every n-th one, numbered by the program's
+    table: what a mass-attach program finds for its calls."""
+    from dataclasses import replace
+
+    from btfgen.codegen.outputs import plans, python_module
+
+    step = max(1, len(layout.functions) // MIX)
+    some = replace(layout, functions=layout.functions[::step][:MIX])
+    ns: dict = {}
+    exec(compile(python_module(some, plans(some), {}, table=table), "mix.py", "exec"), ns)
+    return [ns["spec"](f.name) for f in some.functions]
+
+
+def build(tmp: Path, batch: int, kernel):
     from btfgen.abi.arches import load_arch
     from btfgen.cheader import load_headers
     from btfgen.codegen import straight
@@ -244,6 +319,7 @@ def build(tmp: Path, batch: int, more_plans: list):
     from btfgen.place import place_functions
     from btfgen.typed.capture import for_options
 
+    more_plans = kernel[1] if kernel else []
     (tmp / "f.h").write_text(HEADER)
     types = load_headers([str(tmp / "f.h")], arch="x86_64")
     funcs = [f for name in FUNCTIONS for f in types.find_funcs(name)]
@@ -259,14 +335,17 @@ def build(tmp: Path, batch: int, more_plans: list):
     exec(compile(python_module(layout, own, captures, table=table), "btfgen_x86_64.py", "exec"),
          ns)
     specs = [ns["spec"](name) for name in FUNCTIONS]
+    mix = mix_specs(kernel[0], table) if kernel else [specs[0]]
     numbers = [f"-DPLAN_{name}={int.from_bytes(s[8:10], 'little')}"
                for name, s in zip(("F6", "F12"), specs)]
     t = time.perf_counter()
     subprocess.run(["clang-19", "-target", "bpfel", "-O2", "-g", "-Wall", "-Werror",
-                    f"-DBATCH={batch}", "-D__TARGET_ARCH_x86", *numbers, "-I", str(tmp), "-c",
+                    f"-DBATCH={batch}", f"-DMIX={len(mix)}", "-D__TARGET_ARCH_x86", *numbers,
+                    "-I", str(tmp), "-c",
                     str(tmp / "b.bpf.c"), "-o", str(tmp / "b.bpf.o")], check=True)
     compile_s = time.perf_counter() - t
-    return tmp / "b.bpf.o", specs, straight.counts(table), compile_s
+    on_image = sum(int.from_bytes(s[8:10], "little") == 1 for s in mix)
+    return tmp / "b.bpf.o", specs + mix, straight.counts(table), compile_s, on_image
 
 
 def main() -> int:
@@ -285,13 +364,14 @@ def main() -> int:
     if reason or platform.machine() != "x86_64":
         print(f"skipped: {reason or 'not an x86_64 machine'}")
         return 0
-    more = [] if args.no_kernel else kernel_plans()
+    kernel = None if args.no_kernel else kernel_plans()
     with tempfile.TemporaryDirectory() as t:
-        obj_path, specs, counted, compile_s = build(Path(t), args.batch, more)
-        if any(int.from_bytes(s[8:10], "little") == 0 for s in specs):
+        obj_path, specs, counted, compile_s, on_image = build(Path(t), args.batch, kernel)
+        if any(int.from_bytes(s[8:10], "little") == 0 for s in specs[:len(FUNCTIONS)]):
             raise SystemExit("a benchmark spec has no straight-line decoder")
-        names = (["empty"] + [f"{k}_{f}" for f in ("f6", "f12") for k in KINDS]
-                 + [f"{k}_fs" for k in KINDS_FS])
+        names = (["empty"] + [f"{k}_{f}" for f in ("f6", "f12") for k in KINDS if k != "given"]
+                 + ["given_f6", "given_f12"] + [f"{k}_fs" for k in KINDS_FS]
+                 + (list(MIXED) if kernel else []))
         per_load: list[dict] = []
         load_s = []
         for _ in range(args.loads):
@@ -300,30 +380,37 @@ def main() -> int:
                 load_s.append(time.perf_counter() - t0)
                 obj.fill_array("specs", specs)
                 best = best_of(obj, names, args.runs, args.repeat)
-                per_load.append({n: (best[n] - best["empty"]) / args.batch for n in names})
+                per_load.append({n: (best[n] - best["empty_mix" if n.endswith("_mix") else
+                                                  "empty"]) / args.batch for n in names})
     # Each load places the programs' code anew, which moves sub-nanosecond figures by a
     # nanosecond or two: the median of the loads' best.
     figure = {n: statistics.median(p[n] for p in per_load) for n in names}
     spread = {n: max(p[n] for p in per_load) - min(p[n] for p in per_load) for n in names}
-    held = "the running kernel's and the three functions'" if more else "the three functions'"
+    held = "the running kernel's and the three functions'" if kernel else "the three functions'"
     print(f"program: {held} straight-line decoders ({counted}); clang {compile_s:.1f} s, "
           f"load (verifier, all programs) {min(load_s):.2f} s")
     print(f"BPF_PROG_TEST_RUN, repeat {args.repeat}, {args.batch} decodes a run, best of "
           f"{args.runs} per load, median of {args.loads} loads (the empty loop subtracted); "
           f"load {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs")
     for f, what in (("f6", "6 scalars in registers"), ("f12", "12 arguments, 6 on the stack")):
-        g, st, i, p, h, tb = (figure[f"{k}_{f}"] for k in KINDS)
+        g, gv, st, i, p, h, tb = (figure[f"{k}_{f}"] for k in KINDS)
         ratio = f"{g / h:.2f}x" if h > 0 else "none (hand-written not above the empty loop)"
-        print(f"  {f} ({what}): generic {g:6.2f} ns (its decoder alone {st:6.2f}, interpreter "
-              f"{i:6.2f}), per-function {p:6.2f} ns, hand-written {h:6.2f} ns, hand-written "
-              f"through a table {tb:6.2f} ns; generic/hand {ratio} [goal <= 1.3x: "
-              f"{'ok' if h > 0 and g <= 1.3 * h else 'MISSED'}]")
+        print(f"  {f} ({what}): generic {g:6.2f} ns (its spec in hand {gv:6.2f}, its decoder "
+              f"alone {st:6.2f}, interpreter {i:6.2f}), per-function {p:6.2f} ns, hand-written "
+              f"{h:6.2f} ns, hand-written through a table {tb:6.2f} ns; generic/hand {ratio} "
+              f"[goal <= 1.3x: {'ok' if h > 0 and g <= 1.3 * h else 'MISSED'}], generic/table "
+              f"{g / tb:.2f}x")
     g, i, h, tb = (figure[f"{k}_fs"] for k in KINDS_FS)
     print(f"  fs (a register and a captured string): generic {g:6.2f} ns (interpreter "
           f"{i:6.2f}), hand-written {h:6.2f} ns, through a table {tb:6.2f} ns; generic/hand "
           f"{g / h:.2f}x")
+    if kernel:
+        print(f"  a mix of {MIX} of the kernel's functions in a pseudo-random order ({on_image} on "
+              f"the register image): generic {figure['generic_mix']:6.2f} ns, interpreter "
+              f"{figure['interpreter_mix']:6.2f} ns a decode")
     print("  from one load to the next (max - min): " + ", ".join(
-        f"{n} {spread[n]:.2f}" for n in names if n.split("_")[0] in ("generic", "hand", "table")))
+        f"{n} {spread[n]:.2f}" for n in names
+        if n.split("_")[0] in ("generic", "given", "hand", "table")))
     if not args.no_kernel:
         import bench_plans
 
