@@ -81,8 +81,9 @@ class Straight:
 
 @dataclass(frozen=True)
 class PlanTable:
-    """Every distinct op list of a set of plans that can run straight-line, numbered in the
-    order the plans first use them (deterministic: the functions' order)."""
+    """Every distinct op list of a set of plans that can run straight-line: of each kind, the
+    register image first, then the others in the order the plans first use them
+    (deterministic: the functions' order)."""
 
     entry: tuple[Straight, ...]
     exit: tuple[Straight, ...]
@@ -202,33 +203,39 @@ def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS,
             lists[kind].append((key, made))
             ids[key] = len(lists[kind])
             users[key] = 1
-    tables: dict[int, tuple[Straight, ...]] = {}
-    for k in (0, 1):
-        image = register_image(lists[k], users, win.word if win else 0)
-        served = [key for key, steps in lists[k] if image and image.covers(steps)]
-        own_lists = [(key, s) for key, s in lists[k] if not (image and image.covers(s))]
-        room = limit - (1 if image else 0)
-        if len(own_lists) > room:
-            ranked = sorted(range(len(own_lists)), key=lambda i: (
-                own_lists[i][0] not in mine, -users[own_lists[i][0]]))
-            kept = set(ranked[:room])
-            for i, (key, _) in enumerate(own_lists):
-                if i not in kept:
-                    why[key] = (f"past the {limit} straight-line decoders one program holds "
-                                "(the verifier's limit)")
-            own_lists = [item for i, item in enumerate(own_lists) if i in kept]
-        first = 2 if image else 1
-        made = [Straight(1, image.steps(), sum(users[key] for key in served), True)] if image \
-            else []
-        for key in served:
-            ids[key] = 1
-        for n, (key, steps) in enumerate(own_lists, first):
-            ids[key] = n
-            made.append(Straight(n, steps, users[key]))
-        tables[k] = tuple(made)
+    word = win.word if win else 0
+    entry, exit_ = (_numbered(lists[k], users, mine, word, limit, why, ids) for k in (0, 1))
     for key in why:
         ids.pop(key, None)
-    return PlanTable(tables[0], tables[1], tuple(why.values()), ids)
+    return PlanTable(entry, exit_, tuple(why.values()), ids)
+
+
+def _numbered(lists: list, users: dict, mine: set, word: int, limit: int, why: dict,
+              ids: dict) -> tuple[Straight, ...]:
+    """One kind's decoders, numbering `ids`: the register image (1) for every list it covers,
+    then the others, at most `limit` decoders in all (those left out are given a reason in
+    `why`)."""
+    image = register_image(lists, users, word)
+    served = [key for key, steps in lists if image and image.covers(steps)]
+    others = [(key, steps) for key, steps in lists if not (image and image.covers(steps))]
+    room = limit - (1 if image else 0)
+    if len(others) > room:
+        ranked = sorted(range(len(others)),
+                        key=lambda i: (others[i][0] not in mine, -users[others[i][0]]))
+        kept = set(ranked[:room])
+        for i, (key, _) in enumerate(others):
+            if i not in kept:
+                why[key] = (f"past the {limit} straight-line decoders one program holds "
+                            "(the verifier's limit)")
+        others = [item for i, item in enumerate(others) if i in kept]
+    made = []
+    if image:
+        made.append(Straight(1, image.steps(), sum(users[key] for key in served), True))
+        ids.update((key, 1) for key in served)
+    for n, (key, steps) in enumerate(others, 2 if image else 1):
+        ids[key] = n
+        made.append(Straight(n, steps, users[key]))
+    return tuple(made)
 
 
 def counts(table: PlanTable) -> str:
