@@ -84,7 +84,22 @@ static __always_inline int generic(__u32 key)
 	return s ? btfgen_generic_decode(regs, SP, s, 0, &rec) : 1;
 }
 
+/* The same spec on the ops interpreter (the test checks both routes decode alike). */
+static __always_inline int interpret(__u32 key)
+{
+	struct btfgen_spec *s = bpf_map_lookup_elem(&specs, &key);
+
+	args();
+	if (!s)
+		return 1;
+	rec.btf_id = s->btf_id;
+	rec.kind = 0;
+	rec.failed = 0;
+	return btfgen_generic_interpret(regs, SP, s, 0, &rec);
+}
+
 SEC("tc") int empty(void *skb) { return 0; }
+SEC("tc") int interpreter_all(void *skb) { return interpret(1); }
 SEC("tc") int generic_capture(void *skb) { return generic(0); }
 SEC("tc") int generic_all(void *skb) { return generic(1); }
 SEC("tc") int generic_none(void *skb) { return generic(2); }

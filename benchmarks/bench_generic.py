@@ -353,7 +353,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=300_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64, help="decodes per run")
-    ap.add_argument("--loads", type=int, default=3,
+    ap.add_argument("--loads", type=int, default=5,
                     help="loads of the program (each places its code anew): the median is shown")
     ap.add_argument("--no-kernel", action="store_true",
                     help="only the two functions' decoders in the program, and no plan counts")

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from btfgen.decoder.generic import CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK, GenericPlan, Op
+from btfgen.decoder.generic import (CAP_COPY, CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK,
+                                    GenericPlan, Op)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +62,28 @@ class Step:
     dst: int
     size: int
     bit: int  # the record's failed bit for this op; a capture: its index in the spec's ops
+    space: int = 0  # a capture's load: the memory it reads (Op.space)
 
     @property
     def capture(self) -> bool:
         """A capture op: run by the capture subprogram on the spec's own op (its index is the
         same in every spec sharing the list), so each is verified once per call site."""
         return self.source >= CAP_ROOT
+
+    @property
+    def root(self) -> bool:
+        """A capture's first op (the pointer it starts from, in the record): inline."""
+        return self.source == CAP_ROOT
+
+    @property
+    def load(self) -> bool:
+        """A capture's last op (the bytes or the string it points to): inline, its offsets and
+        size constants; a hop between pointers calls the capture subprogram."""
+        return self.source in (CAP_COPY, CAP_STR)
+
+    @property
+    def string(self) -> bool:
+        return self.source == CAP_STR
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +132,7 @@ def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step
                 return "a register outside the ctx words the decoder loads"
             steps.append(Step(FROM_CTX, at, op.src - at, op.dst, op.size, bit))
         elif op.source in (FROM_STACK, FROM_PTR) or CAP_ROOT <= op.source <= CAP_STR:
-            steps.append(Step(op.source, op.src, 0, op.dst, op.size, bit))
+            steps.append(Step(op.source, op.src, 0, op.dst, op.size, bit, op.space))
         else:
             return f"an op of unknown source {op.source}"
     return tuple(steps)

@@ -71,11 +71,15 @@ def test_ctx_steps_load_the_word_holding_the_bytes():
 
 
 def test_captures_are_steps_on_the_spec_s_own_op():
-    cap = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 64)],
+    cap = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 64, 2)],
                 [Op(FROM_CTX, 80, 0, 8), Op(CAP_ROOT, 0, 96, 0)])
     t = plan_table([cap], WIN)
     assert t.ids(cap) == (1, 1) and t.interpreted == ()
     assert [(s.capture, s.bit) for s in t.entry[0].steps] == [(False, 0), (True, 1), (True, 2)]
+    # the first and last ops inline (constants), a hop through the capture subprogram
+    assert [(s.root, s.load, s.string) for s in t.entry[0].steps] == [
+        (False, False, False), (True, False, False), (False, True, True)]
+    assert t.entry[0].steps[2].space == 2  # the memory the load reads, as the op says
     # an exit's capture runs spec->ops[nentry + i]: its bit is that index
     assert [(s.capture, s.bit) for s in t.exit[0].steps] == [(False, 3), (True, 4)]
 

@@ -44,8 +44,11 @@ def _run(bench, tmp_path, program: str, function: str, string_size: int = 64):
     return ns["function"](function).decode_captures(rec)
 
 
-def test_every_capture_kind_in_kernel_memory(bench, tmp_path):
-    caps = _run(bench, tmp_path, "generic_all", "ft")
+@pytest.mark.parametrize("program", ["generic_all", "interpreter_all"])
+def test_every_capture_kind_in_kernel_memory(bench, tmp_path, program):
+    """The straight-line decoder (its first and last capture ops inline, the hops through the
+    capture subprogram) and the ops interpreter (every op through the subprogram)."""
+    caps = _run(bench, tmp_path, program, "ft")
     assert caps["s"] == bench.TEXT[:64] and caps["s"].truncated and caps["s"].space == "kernel"
     whole = caps["*p"]
     assert (whole["a"], whole["lo"], whole["mid"], whole["name"]) == (1, 6, -200, "head")

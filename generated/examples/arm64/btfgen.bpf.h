@@ -447,6 +447,45 @@ static __always_inline long btfgen_capture_read(void *dst, __u32 size, __u64 src
 	return string ? bpf_probe_read_user_str(dst, size, p) : bpf_probe_read_user(dst, size, p);
 }
 
+/* A capture's first op (the pointer it starts from, from the record, and its head) and last
+ * (the bytes or the string it points to). A straight-line decoder inlines them with their
+ * offsets and sizes constants: through the capture subprogram each op was a call and a return
+ * (through the return thunk of a mitigated kernel), 50 ns for a string against 29 by hand
+ * (bench_generic's fs). Inline, each case costs the verifier its few paths once; a hop between
+ * pointers, and every op the interpreter runs, still go through the subprogram. */
+static __always_inline void btfgen_capture_root(struct btfgen_record *rec, __u32 src, __u32 dst)
+{
+	struct btfgen_capture_head *h =
+		(struct btfgen_capture_head *)&rec->data[dst & (BTFGEN_OP_LIMIT - 8)];
+	__u64 p = 0;
+
+	__builtin_memcpy(&p, &rec->data[src & (BTFGEN_OP_LIMIT - 8)],
+			 8);
+	__builtin_memset(h, 0, sizeof(*h));
+	h->ptr = p;
+	h->status = p ? BTFGEN_CAPTURE_OK : BTFGEN_CAPTURE_NULL;
+}
+
+static __always_inline void btfgen_capture_load(struct btfgen_record *rec, __u32 src, __u32 dst,
+						__u32 size, __u8 space, int string)
+{
+	struct btfgen_capture_head *h = (struct btfgen_capture_head *)
+		&rec->data[(dst - sizeof(*h)) & (BTFGEN_OP_LIMIT - 8)];
+	__u8 used = 0;
+	long n;
+
+	if (h->status != BTFGEN_CAPTURE_OK)
+		return;
+	size &= BTFGEN_OP_LIMIT - 1;
+	n = btfgen_capture_read(&rec->data[dst & (BTFGEN_OP_LIMIT - 1)], size, h->ptr + src, space,
+				&used, string);
+	h->space = used;
+	if (n < 0)
+		h->status = BTFGEN_CAPTURE_FAULT;
+	else
+		h->len = string ? (__u16)n : (__u16)size;
+}
+
 /* One capture op. Its state (the pointer in hand, whether it stopped at a NULL or a fault)
  * is in the capture's head in the record, not in registers: the verifier, which knows nothing
  * of record bytes, then walks the generic loop once per op instead of once per outcome.
@@ -457,61 +496,38 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
 					      struct btfgen_record *rec)
 {
 	struct btfgen_capture_head *h;
-	__u32 size = op->size & (BTFGEN_OP_LIMIT - 1);
-	__u32 dst;
 	__u64 p64 = 0;
 	__u32 p32 = 0;
 	__u8 used = 0;
 	long n;
 
 	if (op->from == BTFGEN_CAP_ROOT) {
-		__u32 from = op->src & (BTFGEN_OP_LIMIT - 8);
-
-		h = (struct btfgen_capture_head *)&rec->data[op->dst & (BTFGEN_OP_LIMIT - 8)];
-		__builtin_memset(h, 0, sizeof(*h));
-		if (ptr_size == 8) {
-			__builtin_memcpy(&p64, &rec->data[from], 8);
-		} else {
-			__builtin_memcpy(&p32, &rec->data[op->src & (BTFGEN_OP_LIMIT - 4)], 4);
-			p64 = p32;
-		}
-		h->ptr = p64;
-		h->status = p64 ? BTFGEN_CAPTURE_OK : BTFGEN_CAPTURE_NULL;
+		btfgen_capture_root(rec, op->src, op->dst);
 		return;
 	}
-	if (op->from == BTFGEN_CAP_HOP)
-		dst = op->dst & (BTFGEN_OP_LIMIT - 8);
-	else
-		dst = (op->dst - sizeof(*h)) & (BTFGEN_OP_LIMIT - 8);
-	h = (struct btfgen_capture_head *)&rec->data[dst];
+	if (op->from != BTFGEN_CAP_HOP) {
+		btfgen_capture_load(rec, op->src, op->dst, op->size, op->space,
+				    op->from == BTFGEN_CAP_STR);
+		return;
+	}
+	h = (struct btfgen_capture_head *)&rec->data[op->dst & (BTFGEN_OP_LIMIT - 8)];
 	if (h->status != BTFGEN_CAPTURE_OK)
 		return;
-	if (op->from == BTFGEN_CAP_HOP) {
-		if (ptr_size == 8) {
-			n = btfgen_capture_read(&p64, 8, h->ptr + op->src, op->space, &used, 0);
-		} else {
-			n = btfgen_capture_read(&p32, 4, h->ptr + op->src, op->space, &used, 0);
-			p64 = p32;
-		}
-		h->space = used;
-		if (n < 0) {
-			h->status = BTFGEN_CAPTURE_FAULT;
-			return;
-		}
-		h->ptr = p64;
-		h->hop += 1;
-		if (!p64)
-			h->status = BTFGEN_CAPTURE_NULL;
+	if (ptr_size == 8) {
+		n = btfgen_capture_read(&p64, 8, h->ptr + op->src, op->space, &used, 0);
+	} else {
+		n = btfgen_capture_read(&p32, 4, h->ptr + op->src, op->space, &used, 0);
+		p64 = p32;
+	}
+	h->space = used;
+	if (n < 0) {
+		h->status = BTFGEN_CAPTURE_FAULT;
 		return;
 	}
-	dst = op->dst & (BTFGEN_OP_LIMIT - 1);
-	n = btfgen_capture_read(&rec->data[dst], size, h->ptr + op->src, op->space, &used,
-				op->from == BTFGEN_CAP_STR);
-	h->space = used;
-	if (n < 0)
-		h->status = BTFGEN_CAPTURE_FAULT;
-	else
-		h->len = op->from == BTFGEN_CAP_STR ? (__u16)n : (__u16)size;
+	h->ptr = p64;
+	h->hop += 1;
+	if (!p64)
+		h->status = BTFGEN_CAPTURE_NULL;
 }
 
 /* Small stack ops (a word or less) take their bytes from one read of this many bytes from the
