@@ -22,7 +22,13 @@ mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 step() {{ name=$1; shift; echo "{qemu.BEGIN} $name"; "$@"; rc=$?; echo "{qemu.END} $name rc=$rc"; }}
 """
 
+# `poweroff -f` powers off at once, with what the serial driver still holds of the console's
+# output unsent. Once (riscv64, two guests at a time under TCG) a guest's output ended with the
+# last step's trace lines and then the kernel's own "Power down" line (written synchronously),
+# with neither that step's end marker nor DONE: the likely cause, not proven. Half a second
+# lets the driver drain its few kilobytes.
 _EPILOGUE = f"""echo "{qemu.DONE}"
+sleep 0.5
 poweroff -f
 """
 
