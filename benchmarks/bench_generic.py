@@ -173,9 +173,7 @@ static __always_inline int nothing(void)
  * what generic adds over it is the spec's lookup, the record header and the switch. */
 static __always_inline int straight(__u32 plan)
 {
-	__u64 failed;
-
-	return !btfgen_straight(regs, SP, 0, plan, 0, &rec, &failed) || failed;
+	return btfgen_straight(regs, SP, 0, plan, 0, &rec) != 0;
 }
 
 /* Generic with its spec in hand, found once a run (as the trace program finds it before the

@@ -548,25 +548,29 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
  * kind is the register image: the argument (return) register words, each copied whole, for
  * every function whose values are only such registers, with no branch on which function.
  * Each other makes exactly the reads of its ops at constant offsets, as a hand-written
- * decoder would. Define BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the
- * record's data is filled and *failed holds its failed bits (kept in a register, not read
- * back from the record: that store-then-load was half the dispatch's cost). */
+ * decoder would. Define BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. Returns
+ * what btfgen_generic_decode returns, the record's data and failed bits written (the bits kept
+ * in a register until then: a store and a load back of them was half the dispatch's cost), or
+ * BTFGEN_NO_DECODER. The image writes its failed bits (none) before its copies, so that its
+ * path does not end in the cases' shared tail: in one build clang had it jump there, 26 KB
+ * further in the program, for its last two instructions. */
+#define BTFGEN_NO_DECODER 1
 static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 					   const struct btfgen_spec *spec, __u32 plan, __u32 kind,
-					   struct btfgen_record *rec, __u64 *failed)
+					   struct btfgen_record *rec)
 {
 #ifndef BTFGEN_INTERPRET_ONLY
-	__u64 f = 0;
+	__u64 f = 0; /* the failed bits */
 
 	if (!kind) {
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
+			rec->failed = 0;
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 4, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[4], ctx, 8, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 12, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 0, __u32, 0, 4);
-			*failed = 0;
-			return 1;
+			return 0;
 		}
 		switch (plan) {
 		case 2:
@@ -582,8 +586,8 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 				f |= 1ULL << 6;
 			if (BTFGEN_READ(&rec->data[64], 4, sp + 20))
 				f |= 1ULL << 7;
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		case 3:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 4, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[4], ctx, 8, __u32, 0, 4);
@@ -593,27 +597,27 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 			if (BTFGEN_READ(&rec->data[24], 4, sp + 8))
 				f |= 1ULL << 4;
 			BTFGEN_REG_COPY(&rec->data[32], ctx, 0, __u32, 0, 4);
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		case 4:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 4, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 8, __u32, 0, 4);
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		case 5:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 4, __u32, 0, 1);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 8, __u32, 0, 4);
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		}
 	} else {
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
+			rec->failed = 0;
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u32, 0, 4);
-			*failed = 0;
-			return 1;
+			return 0;
 		}
 		switch (plan) {
 		case 2:
@@ -624,8 +628,8 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 				if (BTFGEN_READ(&rec->data[8], 8, p))
 					f |= 1ULL << 4;
 			}
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		case 3:
 			{
 				__u32 p = 0;
@@ -634,12 +638,12 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 				if (BTFGEN_READ(&rec->data[8], 20, p))
 					f |= 1ULL << 6;
 			}
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		}
 	}
 #endif
-	return 0;
+	return BTFGEN_NO_DECODER;
 }
 
 /* The ops interpreter: a bounded loop the verifier walks once per iteration, every offset
@@ -734,15 +738,13 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 						 const struct btfgen_spec *spec, __u32 kind,
 						 struct btfgen_record *rec)
 {
-	__u64 failed = 0;
+	int err;
 
 	rec->btf_id = spec->btf_id;
 	rec->kind = kind;
-	if (btfgen_straight(ctx, sp, spec, kind ? spec->exit_plan : spec->entry_plan, kind, rec,
-			    &failed)) {
-		rec->failed = failed;
-		return failed ? -14 : 0;
-	}
+	err = btfgen_straight(ctx, sp, spec, kind ? spec->exit_plan : spec->entry_plan, kind, rec);
+	if (err != BTFGEN_NO_DECODER)
+		return err;
 	rec->failed = 0;
 	return btfgen_generic_interpret(ctx, sp, spec, kind, rec);
 }

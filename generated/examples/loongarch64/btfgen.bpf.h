@@ -542,24 +542,28 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
  * kind is the register image: the argument (return) register words, each copied whole, for
  * every function whose values are only such registers, with no branch on which function.
  * Each other makes exactly the reads of its ops at constant offsets, as a hand-written
- * decoder would. Define BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. 1: the
- * record's data is filled and *failed holds its failed bits (kept in a register, not read
- * back from the record: that store-then-load was half the dispatch's cost). */
+ * decoder would. Define BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. Returns
+ * what btfgen_generic_decode returns, the record's data and failed bits written (the bits kept
+ * in a register until then: a store and a load back of them was half the dispatch's cost), or
+ * BTFGEN_NO_DECODER. The image writes its failed bits (none) before its copies, so that its
+ * path does not end in the cases' shared tail: in one build clang had it jump there, 26 KB
+ * further in the program, for its last two instructions. */
+#define BTFGEN_NO_DECODER 1
 static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 					   const struct btfgen_spec *spec, __u32 plan, __u32 kind,
-					   struct btfgen_record *rec, __u64 *failed)
+					   struct btfgen_record *rec)
 {
 #ifndef BTFGEN_INTERPRET_ONLY
-	__u64 f = 0;
+	__u64 f = 0; /* the failed bits */
 
 	if (!kind) {
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
+			rec->failed = 0;
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 40, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[16], ctx, 48, __u64, 0, 8);
-			*failed = 0;
-			return 1;
+			return 0;
 		}
 		switch (plan) {
 		case 2:
@@ -573,8 +577,8 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 			BTFGEN_REG_COPY(&rec->data[56], ctx, 88, __u64, 0, 4);
 			if (BTFGEN_READ(&rec->data[64], 8, sp + 0))
 				f |= 1ULL << 8;
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		case 3:
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 40, __u64, 0, 8);
 			{
@@ -586,16 +590,16 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 			}
 			BTFGEN_REG_COPY(&rec->data[48], ctx, 48, __u64, 0, 4);
 			BTFGEN_REG_COPY(&rec->data[56], ctx, 32, __u64, 0, 8);
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		}
 	} else {
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
+			rec->failed = 0;
 			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 8);
 			BTFGEN_REG_COPY(&rec->data[8], ctx, 40, __u64, 0, 8);
-			*failed = 0;
-			return 1;
+			return 0;
 		}
 		switch (plan) {
 		case 2:
@@ -606,12 +610,12 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 				if (BTFGEN_READ(&rec->data[8], 40, p))
 					f |= 1ULL << 4;
 			}
-			*failed = f;
-			return 1;
+			rec->failed = f;
+			return f ? -14 : 0;
 		}
 	}
 #endif
-	return 0;
+	return BTFGEN_NO_DECODER;
 }
 
 /* The ops interpreter: a bounded loop the verifier walks once per iteration, every offset
@@ -710,15 +714,13 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 						 const struct btfgen_spec *spec, __u32 kind,
 						 struct btfgen_record *rec)
 {
-	__u64 failed = 0;
+	int err;
 
 	rec->btf_id = spec->btf_id;
 	rec->kind = kind;
-	if (btfgen_straight(ctx, sp, spec, kind ? spec->exit_plan : spec->entry_plan, kind, rec,
-			    &failed)) {
-		rec->failed = failed;
-		return failed ? -14 : 0;
-	}
+	err = btfgen_straight(ctx, sp, spec, kind ? spec->exit_plan : spec->entry_plan, kind, rec);
+	if (err != BTFGEN_NO_DECODER)
+		return err;
 	rec->failed = 0;
 	return btfgen_generic_interpret(ctx, sp, spec, kind, rec);
 }
