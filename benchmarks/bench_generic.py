@@ -240,7 +240,7 @@ BATCHED(table_fs, hand_table(2))
 """
 FUNCTIONS = ("f6", "f12", "fs")  # the specs map's keys, in order
 KINDS = ("generic", "given", "straight", "interpreter", "function", "hand", "table")
-MIXED = ("empty_mix", "generic_mix", "interpreter_mix")
+MIX_NAMES = ("empty_mix", "generic_mix", "interpreter_mix")
 # fs: no per-function decoder (its capture is another header function) and no decoder alone
 # (a capture's step runs on the spec's op, so it needs the spec).
 KINDS_FS = ("generic", "interpreter", "hand", "table")
@@ -282,6 +282,12 @@ def best_of(obj, names: list[str], runs: int, repeat: int) -> dict[str, float]:
 
 
 MIX = 256  # the running kernel's functions the mix decodes in turn
+
+
+def entry_plan(spec: bytes) -> int:
+    from btfgen.decoder.spec_format import read_head
+
+    return read_head(spec, "little")["entry_plan"]
 
 
 def kernel_plans():
@@ -334,15 +340,14 @@ def build(tmp: Path, batch: int, kernel):
          ns)
     specs = [ns["spec"](name) for name in FUNCTIONS]
     mix = mix_specs(kernel[0], table) if kernel else [specs[0]]
-    numbers = [f"-DPLAN_{name}={int.from_bytes(s[8:10], 'little')}"
-               for name, s in zip(("F6", "F12"), specs)]
+    numbers = [f"-DPLAN_{name}={entry_plan(s)}" for name, s in zip(("F6", "F12"), specs)]
     t = time.perf_counter()
     subprocess.run(["clang-19", "-target", "bpfel", "-O2", "-g", "-Wall", "-Werror",
                     f"-DBATCH={batch}", f"-DMIX={len(mix)}", "-D__TARGET_ARCH_x86", *numbers,
                     "-I", str(tmp), "-c",
                     str(tmp / "b.bpf.c"), "-o", str(tmp / "b.bpf.o")], check=True)
     compile_s = time.perf_counter() - t
-    on_image = sum(int.from_bytes(s[8:10], "little") == 1 for s in mix)
+    on_image = sum(entry_plan(s) == 1 for s in mix)  # the register image's number
     return tmp / "b.bpf.o", specs + mix, straight.counts(table), compile_s, on_image
 
 
@@ -365,11 +370,11 @@ def main() -> int:
     kernel = None if args.no_kernel else kernel_plans()
     with tempfile.TemporaryDirectory() as t:
         obj_path, specs, counted, compile_s, on_image = build(Path(t), args.batch, kernel)
-        if any(int.from_bytes(s[8:10], "little") == 0 for s in specs[:len(FUNCTIONS)]):
+        if any(entry_plan(s) == 0 for s in specs[:len(FUNCTIONS)]):
             raise SystemExit("a benchmark spec has no straight-line decoder")
         names = (["empty"] + [f"{k}_{f}" for f in ("f6", "f12") for k in KINDS if k != "given"]
                  + ["given_f6", "given_f12"] + [f"{k}_fs" for k in KINDS_FS]
-                 + (list(MIXED) if kernel else []))
+                 + (list(MIX_NAMES) if kernel else []))
         per_load: list[dict] = []
         load_s = []
         for _ in range(args.loads):

@@ -80,16 +80,12 @@ def count(path: str, arch: str, top: int) -> str:
                                                    for op in k[0] + k[1]))
     common = ", ".join(f"{n}" for _, n in distinct.most_common(top))
     table = plan_table(layout, made, limit=len(made) + 1)  # every distinct one: no cap
-    on_image = sum(1 for p in made if _on_image(table, p))
+    on_image = sum(all(table.on_image(p)) for p in made)
     return (f"{Path(path).name:<52} {arch:<11} {len(layout.functions):>7} {prototypes:>7} "
             f"{len(distinct):>6} {len(table.entry):>5} {len(table.exit):>4} "
             f"{len(table.interpreted):>6} {on_image:>6} {len(word_plans):>6} {stack:>8}  "
             f"{common}  ({time.perf_counter() - t:.1f} s)")
 
-
-def _on_image(table, p: generic.GenericPlan) -> bool:
-    return all(lists and lists[0].image and n == 1
-               for lists, n in zip((table.entry, table.exit), table.ids(p)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -112,6 +112,11 @@ class PlanTable:
         return (self._ids.get((0, 0, p.entry_ops), 0),
                 self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
 
+    def on_image(self, p: GenericPlan) -> tuple[bool, bool]:
+        """Whether the register image decodes the function's entry, its exit."""
+        return tuple(bool(lists) and lists[0].image and n == 1
+                     for lists, n in zip((self.entry, self.exit), self.ids(p)))
+
 
 def window(snapshot: dict, word: int) -> CtxWindow | None:
     """The direct-load window from bpf._snapshot's figures; None: no ctx op loads directly."""
@@ -163,10 +168,12 @@ def register_image(lists: list, users: dict, word: int) -> RegisterImage | None:
     taken by use, most used first, each adding its (register word, record offset) pairs where
     they agree with those taken so far (a word in one place, whole words apart). None: no list
     copies registers only (or there is no ctx window)."""
+    if not word:
+        return None
     slots: dict[int, int] = {}
     for i in sorted(range(len(lists)), key=lambda i: -users[lists[i][0]]):
         steps = lists[i][1]
-        if not word or not steps or any(s.source != FROM_CTX for s in steps):
+        if not steps or any(s.source != FROM_CTX for s in steps):
             continue
         merged = dict(slots)
         if any(s.dst - s.skip < 0 or merged.setdefault(s.src, s.dst - s.skip) != s.dst - s.skip
@@ -233,8 +240,12 @@ def _numbered(lists: list, users: dict, mine: set, word: int, limit: int, why: d
     then the others, at most `limit` decoders in all (those left out are given a reason in
     `why`)."""
     image = register_image(lists, users, word)
-    served = [key for key, steps in lists if image and image.covers(steps)]
-    others = [(key, steps) for key, steps in lists if not (image and image.covers(steps))]
+    served, others = [], []
+    for key, steps in lists:
+        if image and image.covers(steps):
+            served.append(key)
+        else:
+            others.append((key, steps))
     room = limit - (1 if image else 0)
     if len(others) > room:
         ranked = sorted(range(len(others)),

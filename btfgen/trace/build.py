@@ -166,11 +166,9 @@ def build(req: Request, out: Path) -> dict:
 def _interpreted(specs: list[bytes], byte_order: str) -> str | None:
     """How many functions decode on the ops interpreter rather than a straight-line decoder
     (a spec's entry_plan / exit_plan is 0: past the decoders one program holds); None: none."""
-    head = spec_format.structs(spec_format.SPEC_HEAD)[byte_order]
-    at = [f.name for f in spec_format.SPEC_HEAD]
-    plans = [head.unpack_from(s) for s in specs]
-    entry = sum(not p[at.index("entry_plan")] for p in plans)
-    exit_ = sum(not p[at.index("exit_plan")] for p in plans)
+    heads = [spec_format.read_head(s, byte_order) for s in specs]
+    entry = sum(not h["entry_plan"] for h in heads)
+    exit_ = sum(not h["exit_plan"] for h in heads)
     if not entry and not exit_:
         return None
     return (f"{entry} of {len(specs)} functions decode on the ops interpreter at entry, {exit_} "

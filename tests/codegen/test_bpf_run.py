@@ -94,7 +94,7 @@ def _image_only(table, p) -> list[int]:
     names: the other registers' words, which the interpreter leaves as they were."""
     out = []
     for kind, ops, lists in ((0, p.entry_ops, table.entry), (1, p.exit_ops, table.exit)):
-        if table.ids(p)[kind] != 1 or not lists[0].image:
+        if not table.on_image(p)[kind]:
             continue
         named = {b for o in ops for b in range(o.dst, o.dst + o.size)}
         # rec[1] holds an entry decode too: the exit's carried pointer is read from it

@@ -44,6 +44,8 @@ def test_the_register_image_serves_every_list_of_register_copies_it_covers():
     assert t.exit[0].image and t.exit[0].steps == (Step(FROM_CTX, 80, 0, 0, 8, 0),)
     assert {t.ids(p)[1] for p in (two, three, none, odd)} == {1}
     assert [s.number for s in t.entry] == [1, 2, 3]
+    assert t.on_image(two) == (True, True) and t.on_image(odd) == (False, True)
+    assert t.on_image(stack) == (False, True)  # no exit op: the image serves the empty list
 
 
 def test_the_register_image_takes_no_bytes_before_a_value():

@@ -97,6 +97,14 @@ def structs(fields: tuple[Field, ...]) -> dict[str, struct.Struct]:
     return {"little": struct.Struct("<" + fmt), "big": struct.Struct(">" + fmt)}
 
 
+_HEADS = structs(SPEC_HEAD)
+
+
+def read_head(spec: bytes, byte_order: str) -> dict[str, int]:
+    """A spec's head (struct btfgen_spec before its ops), field by name."""
+    return dict(zip((f.name for f in SPEC_HEAD), _HEADS[byte_order].unpack_from(spec)))
+
+
 TRACE_HEADER = "trace_event.h"  # beside trace.bpf.c, which includes it
 
 
