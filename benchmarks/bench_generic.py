@@ -8,12 +8,17 @@ Two x86_64 prototypes from a C header (through libclang, as `btfgen --header` re
 For each, four BPF programs decode the same argument image (a pt_regs image and a stack image,
 both kernel memory: global variables) into a global record:
 
-- generic: `btfgen_generic_decode()` with the function's spec looked up in an array map, as a
-  mass-attach program does: the spec names its straight-line decoder, one of those of the whole
-  running kernel (its plans are compiled into the program too, unless --no-kernel);
-- its spec in hand: generic with the spec looked up once a run, not once a decode (the trace
-  program looks it up before its ring buffer's reservation, for its filter): the dispatch and
-  the decoder without the lookup;
+- generic: `btfgen_generic_decode_by_cookie()`, as `btfgen trace` decodes: by the function's
+  attach cookie where it names the register image (nothing else needed), else by its spec,
+  looked up in an array map by the cookie's key. The cookie is read
+  from a global array, as the program has it from bpf_get_attach_cookie(): not known to clang
+  nor to the verifier. The program holds the straight-line decoders of the whole running
+  kernel too (unless --no-kernel);
+- by its spec: `btfgen_generic_decode()` with the spec looked up in the map at every decode
+  (the route of functions off the image, and what every call took before the cookie named the
+  image): the spec names its straight-line decoder;
+- its spec in hand: by its spec, the spec looked up once a run, not once a decode: the
+  dispatch and the decoder without the lookup;
 - its decoder alone: the same straight-line decoder with its number known at compile time (no
   lookup, no record header, no switch): what generic adds is the difference;
 - interpreter: the same spec run by the ops interpreter (`btfgen_generic_interpret()`), what
@@ -24,14 +29,17 @@ both kernel memory: global variables) into a global record:
   (the cheapest a hand-written decoder can do);
 - hand-written through a table: the seeds' design by hand, the function's entry looked up in
   the same array map, the record's header, then a switch to the hand-written reads: what a
-  hand-written mass-attach program pays, so generic's own cost is the difference.
+  hand-written mass-attach program pays, so generic's own cost is the difference;
+- hand-written, its id from the cookie: hand-written, but the record's header from the same
+  cookie as generic's (read from memory, shifted and masked): the least a program shared by
+  many functions pays to say whose a record is.
 
 A third function, `fs(const char *name, long n)`, has its string captured (the default of
-`btfgen trace`): generic, interpreter, and by hand (the registers, then
+`btfgen trace`): generic (by its spec: the image does not capture), interpreter, and by hand (the registers, then
 `bpf_probe_read_kernel_str`), to show captures take the straight-line route too.
 
 The mix: 256 of the running kernel's functions (every n-th), decoded in a pseudo-random order,
-generic and interpreter, as calls of many functions interleave under mass attach: a branch on
+generic, by its spec and interpreter, as calls of many functions interleave under mass attach: a branch on
 the function mispredicts there, where one function decoded over and over is always predicted.
 Its argument registers point to a buffer, so reads through them succeed.
 
@@ -76,6 +84,10 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct { __uint(type, 2 /* BPF_MAP_TYPE_ARRAY */); __uint(max_entries, 3 + MIX);
 	__type(key, __u32); __type(value, struct btfgen_spec); } specs SEC(".maps");
+/* Each function's attach cookie (spec_format.cookie), by key: what bpf_get_attach_cookie()
+ * gives a mass-attach program, here from memory, so that neither clang nor the verifier
+ * knows it. */
+__u64 cookies[3 + MIX] = { COOKIES };
 
 #define NAME "/etc/passwd" /* fs's string argument */
 const char name[] = NAME;
@@ -102,13 +114,20 @@ static __always_inline void point_name(void)
 	regs[14] = (unsigned long)name;
 }
 
-static __always_inline int generic(__u32 key, int interpret)
-{
-	struct btfgen_spec *s = bpf_map_lookup_elem(&specs, &key);
+enum route { COOKIE, SPEC, INTERPRET };
 
+static __always_inline int generic(__u32 key, enum route route)
+{
+	struct btfgen_spec *s;
+
+	if (key >= 3 + MIX)
+		return 1;
+	if (route == COOKIE)
+		return btfgen_generic_decode_by_cookie(regs, SP, cookies[key], &specs, 0, &rec);
+	s = bpf_map_lookup_elem(&specs, &key);
 	if (!s)
 		return 1;
-	if (!interpret)
+	if (route != INTERPRET)
 		return btfgen_generic_decode(regs, SP, s, 0, &rec);
 	rec.btf_id = s->btf_id;
 	rec.kind = 0;
@@ -139,6 +158,15 @@ static __always_inline int hand_s(void)
 	PARM(0, 112); PARM(1, 104);
 	return bpf_probe_read_kernel_str(hand_name, sizeof(hand_name),
 					 (void *)(unsigned long)hand.v[0]) != sizeof(NAME);
+}
+
+/* Hand-written, the record's header from the cookie: the least a shared program pays. */
+static __always_inline int hand_cookie(__u32 key)
+{
+	__u64 head = BTFGEN_COOKIE_BTF_ID(cookies[key & 1]);
+
+	__builtin_memcpy(&rec, &head, 8);
+	return hand6();
 }
 
 /* The seeds' design, written by hand: the function's entry found in the same table, the
@@ -215,32 +243,36 @@ static __always_inline void point_args(void)
 	SEC("tc") int name(void *skb) { point_args(); bpf_loop(BATCH, name##_body, 0, 0); return 0; }
 
 MIXED(empty_mix, mix_key = next_key())
-MIXED(generic_mix, generic(next_key(), 0))
-MIXED(interpreter_mix, generic(next_key(), 1))
+MIXED(generic_mix, generic(next_key(), COOKIE))
+MIXED(spec_mix, generic(next_key(), SPEC))
+MIXED(interpreter_mix, generic(next_key(), INTERPRET))
 GIVEN(given_f6, 0)
 GIVEN(given_f12, 1)
 
 BATCHED(empty, nothing())
 BATCHED(straight_f6, straight(PLAN_F6))
 BATCHED(straight_f12, straight(PLAN_F12))
-BATCHED(generic_f6, generic(0, 0))
-BATCHED(generic_f12, generic(1, 0))
-BATCHED(interpreter_f6, generic(0, 1))
-BATCHED(interpreter_f12, generic(1, 1))
+BATCHED(generic_f6, generic(0, COOKIE))
+BATCHED(generic_f12, generic(1, COOKIE))
+BATCHED(spec_f6, generic(0, SPEC))
+BATCHED(spec_f12, generic(1, SPEC))
+BATCHED(interpreter_f6, generic(0, INTERPRET))
+BATCHED(interpreter_f12, generic(1, INTERPRET))
 BATCHED(function_f6, btfgen_entry_f6_sp(regs, SP, &out6))
 BATCHED(function_f12, btfgen_entry_f12_sp(regs, SP, &out12))
 BATCHED(hand_f6, (HEAD(BTFGEN_ID_f6), hand6()))
 BATCHED(hand_f12, (HEAD(BTFGEN_ID_f12), hand12()))
 BATCHED(table_f6, hand_table(0))
 BATCHED(table_f12, hand_table(1))
-BATCHED(generic_fs, (point_name(), generic(2, 0)))
-BATCHED(interpreter_fs, (point_name(), generic(2, 1)))
+BATCHED(cookiehand_f6, hand_cookie(0))
+BATCHED(generic_fs, (point_name(), generic(2, COOKIE)))
+BATCHED(interpreter_fs, (point_name(), generic(2, INTERPRET)))
 BATCHED(hand_fs, (HEAD(BTFGEN_ID_fs), hand_s()))
 BATCHED(table_fs, hand_table(2))
 """
 FUNCTIONS = ("f6", "f12", "fs")  # the specs map's keys, in order
-KINDS = ("generic", "given", "straight", "interpreter", "function", "hand", "table")
-MIX_NAMES = ("empty_mix", "generic_mix", "interpreter_mix")
+KINDS = ("generic", "spec", "given", "straight", "interpreter", "function", "hand", "table")
+MIX_NAMES = ("empty_mix", "generic_mix", "spec_mix", "interpreter_mix")
 # fs: no per-function decoder (its capture is another header function) and no decoder alone
 # (a capture's step runs on the spec's op, so it needs the spec).
 KINDS_FS = ("generic", "interpreter", "hand", "table")
@@ -320,6 +352,7 @@ def build(tmp: Path, batch: int, kernel):
     from btfgen.cheader import load_headers
     from btfgen.codegen import straight
     from btfgen.codegen.outputs import generate, plan_table, plans, python_module
+    from btfgen.decoder import spec_format
     from btfgen.place import place_functions
     from btfgen.typed.capture import for_options
 
@@ -341,6 +374,8 @@ def build(tmp: Path, batch: int, kernel):
     specs = [ns["spec"](name) for name in FUNCTIONS]
     mix = mix_specs(kernel[0], table) if kernel else [specs[0]]
     numbers = [f"-DPLAN_{name}={entry_plan(s)}" for name, s in zip(("F6", "F12"), specs)]
+    cookies = [spec_format.cookie(k, s, "little") for k, s in enumerate(specs + mix)]
+    numbers.append("-DCOOKIES=" + ", ".join(f"{c}ULL" for c in cookies))
     t = time.perf_counter()
     subprocess.run(["clang-19", "-target", "bpfel", "-O2", "-g", "-Wall", "-Werror",
                     f"-DBATCH={batch}", f"-DMIX={len(mix)}", "-D__TARGET_ARCH_x86", *numbers,
@@ -373,7 +408,7 @@ def main() -> int:
         if any(entry_plan(s) == 0 for s in specs[:len(FUNCTIONS)]):
             raise SystemExit("a benchmark spec has no straight-line decoder")
         names = (["empty"] + [f"{k}_{f}" for f in ("f6", "f12") for k in KINDS if k != "given"]
-                 + ["given_f6", "given_f12"] + [f"{k}_fs" for k in KINDS_FS]
+                 + ["given_f6", "given_f12", "cookiehand_f6"] + [f"{k}_fs" for k in KINDS_FS]
                  + (list(MIX_NAMES) if kernel else []))
         per_load: list[dict] = []
         load_s = []
@@ -396,11 +431,14 @@ def main() -> int:
           f"{args.runs} per load, median of {args.loads} loads (the empty loop subtracted); "
           f"load {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs")
     for f, what in (("f6", "6 scalars in registers"), ("f12", "12 arguments, 6 on the stack")):
-        g, gv, st, i, p, h, tb = (figure[f"{k}_{f}"] for k in KINDS)
+        g, sp, gv, st, i, p, h, tb = (figure[f"{k}_{f}"] for k in KINDS)
         ratio = f"{g / h:.2f}x" if h > 0 else "none (hand-written not above the empty loop)"
-        print(f"  {f} ({what}): generic {g:6.2f} ns (its spec in hand {gv:6.2f}, its decoder "
-              f"alone {st:6.2f}, interpreter {i:6.2f}), per-function {p:6.2f} ns, hand-written "
-              f"{h:6.2f} ns, hand-written through a table {tb:6.2f} ns; generic/hand {ratio} "
+        ck = (f", its id from the cookie {figure['cookiehand_f6']:6.2f} ns" if f == "f6"
+              else "")
+        print(f"  {f} ({what}): generic {g:6.2f} ns (by its spec {sp:6.2f}, its spec in hand "
+              f"{gv:6.2f}, its decoder alone {st:6.2f}, interpreter {i:6.2f}), per-function "
+              f"{p:6.2f} ns, hand-written {h:6.2f} ns{ck}, through a table {tb:6.2f} ns; "
+              f"generic/hand {ratio} "
               f"[goal <= 1.3x: {'ok' if h > 0 and g <= 1.3 * h else 'MISSED'}], generic/table "
               f"{g / tb:.2f}x")
     g, i, h, tb = (figure[f"{k}_fs"] for k in KINDS_FS)
@@ -409,11 +447,12 @@ def main() -> int:
           f"{g / h:.2f}x")
     if kernel:
         print(f"  a mix of {MIX} of the kernel's functions in a pseudo-random order ({on_image} on "
-              f"the register image): generic {figure['generic_mix']:6.2f} ns, interpreter "
-              f"{figure['interpreter_mix']:6.2f} ns a decode")
+              f"the register image): generic {figure['generic_mix']:6.2f} ns, by its spec "
+              f"{figure['spec_mix']:6.2f} ns, interpreter {figure['interpreter_mix']:6.2f} ns "
+              "a decode")
     print("  from one load to the next (max - min): " + ", ".join(
         f"{n} {spread[n]:.2f}" for n in names
-        if n.split("_")[0] in ("generic", "given", "hand", "table")))
+        if n.split("_")[0] in ("generic", "spec", "given", "hand", "cookiehand", "table")))
     if not args.no_kernel:
         import bench_plans
 

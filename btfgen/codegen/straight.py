@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from btfgen.decoder import spec_format
 from btfgen.decoder.generic import (CAP_COPY, CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK,
                                     GenericPlan, Op)
 
@@ -86,6 +87,9 @@ class Step:
         return self.source == CAP_STR
 
 
+IMAGE = spec_format.IMAGE_PLAN  # the register image's number, of each kind
+
+
 @dataclass(frozen=True, slots=True)
 class Straight:
     """One straight-line decoder: its number (1-based) and steps."""
@@ -108,14 +112,14 @@ class PlanTable:
     _ids: dict = field(repr=False, compare=False)
 
     def ids(self, p: GenericPlan) -> tuple[int, int]:
-        """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops."""
+        """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops, 1 the register
+        image (IMAGE)."""
         return (self._ids.get((0, 0, p.entry_ops), 0),
                 self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
 
     def on_image(self, p: GenericPlan) -> tuple[bool, bool]:
         """Whether the register image decodes the function's entry, its exit."""
-        return tuple(bool(lists) and lists[0].image and n == 1
-                     for lists, n in zip((self.entry, self.exit), self.ids(p)))
+        return tuple(n == IMAGE for n in self.ids(p))
 
 
 def window(snapshot: dict, word: int) -> CtxWindow | None:
@@ -260,7 +264,9 @@ def _numbered(lists: list, users: dict, mine: set, word: int, limit: int, why: d
     if image:
         made.append(Straight(1, image.steps(), sum(users[key] for key in served), True))
         ids.update((key, 1) for key in served)
-    for n, (key, steps) in enumerate(others, 2 if image else 1):
+    # 1 is the image's even where there is none: an attach cookie says "on the image" by the
+    # number alone (spec_format.cookie), with no table at hand.
+    for n, (key, steps) in enumerate(others, 2):
         ids[key] = n
         made.append(Straight(n, steps, users[key]))
     return tuple(made)

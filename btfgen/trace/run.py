@@ -5,8 +5,9 @@ directory beside bpfload.py and btfgen_trace.py (tool.py).
 Functions are attached with one session link where the kernel has them (kprobe.session, Linux
 6.10+; uprobe.session, 6.13+: one program for entry and exit, the per-call state in the session
 cookie), else one kprobe_multi (uprobe_multi) link per direction, else one kprobe and
-kretprobe (uprobe and uretprobe) each, Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi); the cookie of each function is its index in the manifest, which
-is also where its spec sits in the `specs` map.
+kretprobe (uprobe and uretprobe) each, Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi). The cookie of each function (spec_format.Cookie) is
+its index in the manifest, which is also where its spec sits in the `specs` map, and, where the
+register image decodes it, its BTF id and a bit per direction.
 """
 
 from __future__ import annotations
@@ -284,8 +285,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                                     bpf_syscall=manifest["bpf_syscall"])
             try:
                 before = _load_and_attach(obj, directory, mode, manifest, opts, keep, only,
-                                          fork_offset, following, timings,
-                                          decoders.POINTER_SIZE)
+                                          fork_offset, following, timings, decoders)
                 break
             except BaseException as e:
                 obj.close()
@@ -342,9 +342,11 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
 
 def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opts: Options,
                      keep: list[int], only: int, fork_offset: int | None, following: bool,
-                     timings: Timings, pointer_size: int) -> int:
+                     timings: Timings, decoders) -> int:
     """Load `obj` for `mode` and attach it; -> how many links it had before the function
-    probes (what _detaching detaches, timed)."""
+    probes (what _detaching detaches, timed). `decoders`: the generated module (its pointer
+    size, and its copy of spec_format for the cookies)."""
+    pointer_size = decoders.POINTER_SIZE
     kernel = manifest["kind"] == "kernel"
     names = manifest["functions"]
     if mode.kind != "single":
@@ -361,8 +363,9 @@ def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opt
     obj.set_max_entries("specs", len(names))
     with timings.stage("run: object load"):
         obj.load()
+    specs = (directory / manifest["specs"]).read_bytes()
     with timings.stage("run: spec map fill"):
-        obj.fill_array("specs", (directory / manifest["specs"]).read_bytes(), len(names))
+        obj.fill_array("specs", specs, len(names))
     for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
         obj.update("filter", struct.pack("I", at), struct.pack("I", value))
     if only:
@@ -371,7 +374,8 @@ def _load_and_attach(obj, directory: Path, mode: AttachMode, manifest: dict, opt
         obj.attach("follow_fork")
     before = len(obj.links)
     with timings.stage("run: attach"):
-        _attach(obj, manifest, keep, mode)
+        _attach(obj, manifest, keep, mode,
+                cookies(decoders, specs, len(names), manifest["byte_order"]))
     return before
 
 
@@ -505,7 +509,16 @@ def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = Fals
     return single._replace(why=why)
 
 
-def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode) -> None:
+def cookies(decoders, specs: bytes, n: int, byte_order: str) -> list[int]:
+    """Each function's attach cookie (spec_format.Cookie: its index, the key of its spec, and
+    whether the register image decodes it) from the `n` specs of specs.bin, by the generated
+    module's copy of spec_format."""
+    size = len(specs) // n
+    return [decoders.cookie(i, specs[i * size:(i + 1) * size], byte_order) for i in range(n)]
+
+
+def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode,
+            cookie: list[int]) -> None:
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
     kernel = manifest["kind"] == "kernel"
@@ -517,13 +530,14 @@ def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode) -> None:
             # The same program on every function: the cookie (Linux 5.15+) picks the spec.
             for i, name in zip(keep, names):
                 if not kernel:
-                    obj.attach_uprobe(prog, manifest["program"], name, cookie=i, retprobe=ret,
+                    obj.attach_uprobe(prog, manifest["program"], name, cookie=cookie[i],
+                                      retprobe=ret,
                                       offset=manifest["offsets"][i])
                     continue
                 if name in unprobed:
                     continue
                 try:
-                    obj.attach_kprobe(prog, name, i, retprobe=ret)
+                    obj.attach_kprobe(prog, name, cookie[i], retprobe=ret)
                 except bpfload.BpfLoadError as e:
                     # A kprobe names its function, and a name several functions share, or
                     # the kprobe blacklist's, is refused: that function only is left out
@@ -532,9 +546,11 @@ def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode) -> None:
                         raise
                     unprobed.append(name)
         elif kernel:
-            obj.attach_kprobe_multi(prog, names, keep, retprobe=ret, session=session)
+            obj.attach_kprobe_multi(prog, names, [cookie[i] for i in keep], retprobe=ret,
+                                    session=session)
         else:
-            obj.attach_uprobe_multi(prog, manifest["program"], names, keep, retprobe=ret,
+            obj.attach_uprobe_multi(prog, manifest["program"], names, [cookie[i] for i in keep],
+                                    retprobe=ret,
                                     offsets=[manifest["offsets"][i] for i in keep],
                                     session=session)
     if unprobed:

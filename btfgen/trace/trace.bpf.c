@@ -1,6 +1,7 @@
 /* `btfgen trace`'s BPF side: btfgen's generic decoder, one program for every traced function.
- * The attach cookie indexes `specs`, which user space fills with the generated Python module's
- * spec(name); each call and each return becomes one struct trace_event in `events`.
+ * The attach cookie (spec_format.Cookie) indexes `specs`, which user space fills with the
+ * generated Python module's spec(name), and names the register image where it decodes the
+ * call (no lookup of the spec then); each call and each return becomes one struct trace_event in `events`.
  *
  * Built twice over: with -DBTFGEN_USER for uprobe_multi links on a user program (values read
  * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. And each of
@@ -121,15 +122,19 @@ static __always_inline __u64 wakeup(void)
 static __always_inline int record(void *ctx, __u32 kind)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 at = bpf_get_attach_cookie(ctx);
-	const struct btfgen_spec *spec;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 at = BTFGEN_COOKIE_KEY(cookie);
+	const struct btfgen_spec *spec = 0;
 	struct trace_event *e;
 
 	if (!wanted(id >> 32))
 		return 0;
-	spec = bpf_map_lookup_elem(&specs, &at);
-	if (!spec)
-		return 0;
+	/* A call the register image decodes needs nothing of its spec: the cookie says whose. */
+	if (!BTFGEN_COOKIE_ON_IMAGE(cookie, kind)) {
+		spec = bpf_map_lookup_elem(&specs, &at);
+		if (!spec)
+			return 0;
+	}
 	/* Before the reservation: a rejected event costs no ring-buffer space. */
 	if (!btfgen_trace_wanted(ctx, at, kind))
 		return 0;
@@ -148,13 +153,16 @@ static __always_inline int record(void *ctx, __u32 kind)
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* On the image, the exit needs nothing of the entry (the cookie says so only then). */
+	if (!spec)
+		btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec);
 #ifdef BTFGEN_SESSION
-	if (kind)
+	else if (kind)
 		btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 	else
 		btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #else
-	if (kind)
+	else if (kind)
 		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 	else
 		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
@@ -170,11 +178,14 @@ static __always_inline int record(void *ctx, __u32 kind)
 SEC(TRACE_ENTRY)
 int trace_session(void *ctx)
 {
-	__u32 at = bpf_get_attach_cookie(ctx);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 at = BTFGEN_COOKIE_KEY(cookie);
 
 	if (btfgen_session_is_return(ctx))
 		return record(ctx, 1);
-	if (!wanted(bpf_get_current_pid_tgid() >> 32) || !bpf_map_lookup_elem(&specs, &at))
+	/* A cookie naming the image was made from the function's spec: it has one. */
+	if (!wanted(bpf_get_current_pid_tgid() >> 32) ||
+	    (!BTFGEN_COOKIE_ON_IMAGE(cookie, 0) && !bpf_map_lookup_elem(&specs, &at)))
 		return 1;
 	/* A ring buffer without room loses the entry record, not the cookie: the exit, which */
 	/* still runs, reads a zero carried pointer as unavailable rather than a stale one. */

@@ -99,7 +99,12 @@ def wrapper(f: FunctionLayout, cname: str, img: Image, spec_index: int) -> str:
         if a.unavailable is None:
             lines.append(f"\t__builtin_memcpy((char *)ctx + {OUT_OFF + SLOT * i}, &a.{field}, "
                          f"sizeof(a.{field}));")
-    lines.append(f"\tbtfgen_generic_decode(ctx, {sp}, &btfgen_specs[{spec_index}], 0, &rec[0]);")
+    # -DBY_COOKIE: the attach cookie's route too (btfgen_generic_decode_cookie), into the
+    # caller's `by_cookie` (its cookies, records, and how many it decoded).
+    lines += ["#ifdef BY_COOKIE",
+              f"\tif (btfgen_generic_decode_cookie(ctx, by_cookie.cookies[{spec_index}], 0, "
+              "&by_cookie.rec[0]) != BTFGEN_NO_DECODER)", "\t\tby_cookie.decodes++;", "#endif",
+              f"\tbtfgen_generic_decode(ctx, {sp}, &btfgen_specs[{spec_index}], 0, &rec[0]);"]
     lines += ["\treturn 0;", "}", ""]
     if f.ret is None:
         return "\n".join(lines)
@@ -116,6 +121,11 @@ def wrapper(f: FunctionLayout, cname: str, img: Image, spec_index: int) -> str:
                      "&r.value, sizeof(r.value));")
     # The generic exit gets the carried return pointer from what the entry record would hold.
     lines.append(f"\tbtfgen_generic_decode(ctx, {sp}, &btfgen_specs[{spec_index}], 0, &rec[1]);")
+    lines += ["#ifdef BY_COOKIE",  # over the same entry record as the spec's
+              f"\tbtfgen_generic_decode(ctx, {sp}, &btfgen_specs[{spec_index}], 0, "
+              "&by_cookie.rec[1]);",
+              f"\tif (btfgen_generic_decode_cookie(ctx, by_cookie.cookies[{spec_index}], 1, "
+              "&by_cookie.rec[1]) != BTFGEN_NO_DECODER)", "\t\tby_cookie.decodes++;", "#endif"]
     lines.append(f"\tcarried = btfgen_generic_carried(&btfgen_specs[{spec_index}], &rec[1]);")
     lines.append(f"\tbtfgen_generic_decode_exit(ctx, {sp}, &btfgen_specs[{spec_index}], &rec[1], "
                  "&carried);")

@@ -16,19 +16,25 @@ from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate, plan_table
 from btfgen.codegen.outputs import plans as outputs_plans
 from btfgen.decode import function
+from btfgen.decoder import spec_format
 from btfgen.decoder.describe import type_desc
 from btfgen.decoder.runtime import RECORD_HEADER_SIZE, Unavailable, convert
 
 RECORD_SIZE = RECORD_HEADER_SIZE + 1024
 
 
-def _build(tmp_path, table, arch, images, defines=()):
+def _build(tmp_path, table, arch, images, defines=(), cookies=()):
     out = generate(arch, table, ("bpf",), self_contained=True)
     for name, text in out.items():
         (tmp_path / name).write_text(text)
     cnames = bpf.function_names(arch.functions)
     src = ['#include "btfgen.bpf.h"', '#include "btfgen_specs.h"',
            'char LICENSE[] SEC("license") = "GPL";', "struct btfgen_record rec[2];", ""]
+    if cookies:  # in .data, not known to the verifier: as bpf_get_attach_cookie's result
+        src += ["#define BY_COOKIE",
+                f"struct {{ __u64 decodes; struct btfgen_record rec[2]; __u64 cookies[{len(cookies)}]; }}"
+                ' by_cookie SEC(".data") = { .cookies = { '
+                + ", ".join(f"{c}ULL" for c in cookies) + " } };", ""]
     for i, (f, cname) in enumerate(zip(arch.functions, cnames)):
         src.append(imagegen.wrapper(f, cname, images[i], i))
     c = tmp_path / "run.bpf.c"
@@ -87,6 +93,44 @@ def test_straight_line_decoders_write_the_interpreters_records(zoo_run, tmp_path
         served += bool(unnamed)
         assert _blank(got, unnamed) == _blank(want, unnamed), f.name
     assert served >= 5
+
+
+def test_the_cookie_decodes_what_the_spec_decodes(zoo_run, tmp_path):
+    """A function the register image decodes is decoded by its attach cookie alone
+    (btfgen_generic_decode_cookie: no spec) into the same record bytes, header included, as by
+    its spec in the same run; the others (a carried return pointer, another decoder) are left
+    to the spec (BTFGEN_NO_DECODER)."""
+    table, arch, cnames, images, results = zoo_run
+    plans = outputs_plans(arch)
+    straight = plan_table(arch, plans)
+    cookies = []
+    for i, (f, p) in enumerate(zip(arch.functions, plans)):
+        entry, exit_ = straight.ids(p)
+        cookies.append(spec_format.Cookie.of(i, {"btf_id": f.btf_id, "carry": p.carry_code,
+                                                 "entry_plan": entry, "exit_plan": exit_}))
+    obj, _ = _build(tmp_path, table, arch, images, cookies=[c.value for c in cookies])
+    decodes = 0
+    with BpfObject(obj) as o:
+        for f, c, cname, img in zip(arch.functions, cookies, cnames, images):
+            for kind, prog, ctx in ((0, "entry", img.ctx), (1, "exit", img.exit_ctx)):
+                if kind and f.ret is None:
+                    continue
+                o.run(f"{prog}_{cname}", ctx)
+                spec, mine = o.global_data()[kind * RECORD_SIZE:], o.global_data(".data")
+                count = int.from_bytes(mine[:8], "little")
+                assert count == decodes + c.image[kind], (f.name, kind)
+                decodes = count
+                if c.image[kind]:  # the header and the image's words: all it writes
+                    at = 8 + kind * RECORD_SIZE
+                    image = (straight.entry, straight.exit)[kind][0]
+                    assert image.image
+                    for lo, hi in [(0, RECORD_HEADER_SIZE)] + [
+                            (RECORD_HEADER_SIZE + w.dst, RECORD_HEADER_SIZE + w.dst + w.size)
+                            for w in image.steps]:
+                        assert mine[at + lo:at + hi] == spec[lo:hi], (f.name, kind, lo)
+    assert decodes >= 5
+    assert any(p.carry_code for p in plans)  # the zoo has a carried pointer: no cookie route
+    assert not any(c.image != (False, False) for c, p in zip(cookies, plans) if p.carry_code)
 
 
 def _image_only(table, p) -> list[int]:

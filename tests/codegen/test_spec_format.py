@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from btfgen.decoder import runtime, spec_format
 
 
@@ -26,3 +28,25 @@ def test_formats_have_no_padding_to_hide():
             size = struct.calcsize("<" + f.code)
             assert off % (1 if f.count else size) == 0, f.name
             off += size
+
+
+def test_an_attach_cookie_names_the_image_only_where_the_call_needs_no_spec():
+    head = {"btf_id": 77, "carry": 0, "entry_plan": spec_format.IMAGE_PLAN, "exit_plan": 5}
+    c = spec_format.Cookie.of(9, head)
+    assert c.image == (True, False) and c.value == 9 | 77 << 32 | 1 << 62
+    assert c.value & 0xFFFFFFFF == 9  # the key, as the cookie's low 32 bits
+    both = spec_format.Cookie.of(9, {**head, "exit_plan": spec_format.IMAGE_PLAN})
+    assert both.value >> 62 == 3
+    # the exit needs its entry's carried pointer; an id past the field; no image at all
+    for other in ({"carry": 1}, {"btf_id": 1 << 30}, {"entry_plan": 0}):
+        assert spec_format.Cookie.of(9, {**head, **other}).value == 9
+    with pytest.raises(ValueError):
+        spec_format.Cookie.of(1 << 32, head)
+    spec = spec_format.structs(spec_format.SPEC_HEAD)["big"].pack(77, 1, 1, 8, 0, 1, 1)
+    assert spec_format.cookie(3, spec, "big") == 3 | 77 << 32 | 3 << 62
+
+
+def test_the_record_starts_with_the_word_the_cookie_route_stores():
+    # btfgen_generic_decode_cookie writes btf_id and kind as one 8-byte store
+    assert [(f.name, f.ctype) for f in spec_format.RECORD_HEAD[:2]] == [("btf_id", "__u32"),
+                                                                         ("kind", "__u32")]

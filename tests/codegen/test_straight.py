@@ -20,8 +20,8 @@ def test_functions_sharing_op_lists_share_a_decoder():
     b = _plan([Op(FROM_STACK, 8, 0, 8)], [Op(FROM_PTR, 0, 8, 16)])
     c = _plan([Op(FROM_STACK, 8, 0, 4)], [Op(FROM_PTR, 0, 8, 16)])
     t = plan_table([a, b, c, a], WIN)
-    assert t.ids(a) == t.ids(b) == (1, 1)
-    assert t.ids(c) == (2, 1)  # its own entry list; its exit list follows one entry op, as a's
+    assert t.ids(a) == t.ids(b) == (2, 2)  # 1 is the register image's, and there is none
+    assert t.ids(c) == (3, 2)  # its own entry list; its exit list follows one entry op, as a's
     assert [s.users for s in t.entry] == [2, 1]
     assert not any(s.image for s in t.entry + t.exit)  # no list copies registers only
     assert t.interpreted == ()
@@ -53,7 +53,7 @@ def test_the_register_image_takes_no_bytes_before_a_value():
     # copy at offset -4 cannot be, so the list keeps its own decoder.
     be = _plan([Op(FROM_CTX, 116, 0, 4)])
     t = plan_table([be], WIN)
-    assert not t.entry[0].image and t.ids(be)[0] == 1
+    assert not t.entry[0].image and t.ids(be)[0] == 2
     assert t.entry[0].steps == (Step(FROM_CTX, 112, 4, 0, 4, 0),)
 
 
@@ -76,7 +76,7 @@ def test_captures_are_steps_on_the_spec_s_own_op():
     cap = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 64, 2)],
                 [Op(FROM_CTX, 80, 0, 8), Op(CAP_ROOT, 0, 96, 0)])
     t = plan_table([cap], WIN)
-    assert t.ids(cap) == (1, 1) and t.interpreted == ()
+    assert t.ids(cap) == (2, 2) and t.interpreted == ()
     assert [(s.capture, s.bit) for s in t.entry[0].steps] == [(False, 0), (True, 1), (True, 2)]
     # the first and last ops inline (constants), a hop through the capture subprogram
     assert [(s.root, s.load, s.string) for s in t.entry[0].steps] == [
@@ -91,7 +91,7 @@ def test_registers_outside_the_window_stay_on_the_interpreter():
     t = plan_table([far], WIN)
     assert t.ids(far)[0] == 0
     assert t.interpreted == ("a register outside the ctx words the decoder loads",)
-    assert plan_table([far], None).ids(far) == (0, 1)  # no window: no ctx op; the empty exit runs
+    assert plan_table([far], None).ids(far) == (0, 2)  # no window: no ctx op; the empty exit runs
 
 
 def test_past_the_limit_the_least_used_lists_stay_on_the_interpreter():
@@ -101,8 +101,9 @@ def test_past_the_limit_the_least_used_lists_stay_on_the_interpreter():
     also = _plan([Op(FROM_STACK, 16, 0, 8)])
     twin = _plan([Op(FROM_STACK, 8, 0, 8)])
     t = plan_table([rare, common, also, twin, _plan([Op(FROM_STACK, 16, 0, 8)])], WIN, limit=2)
-    assert [len(s.steps) for s in t.entry] == [1, 1] and [s.number for s in t.entry] == [1, 2]
-    assert t.ids(rare) == (0, 1) and t.ids(common) == (1, 1) and t.ids(also) == (2, 1)
+    # No register image here: 1 stays the image's (a cookie names it by the number alone).
+    assert [len(s.steps) for s in t.entry] == [1, 1] and [s.number for s in t.entry] == [2, 3]
+    assert t.ids(rare) == (0, 2) and t.ids(common) == (2, 2) and t.ids(also) == (3, 2)
     assert t.interpreted == ("past the 2 straight-line decoders one program holds (the "
                              "verifier's limit)",)
     # The register image is one of them, whatever its use.
@@ -116,7 +117,7 @@ def test_past_the_limit_a_header_s_own_functions_come_first():
     mine = _plan([Op(FROM_STACK, 8, 0, 1)])
     others = [_plan([Op(FROM_STACK, 16, 0, 8)]) for _ in range(3)]
     t = plan_table([mine, *others], WIN, limit=1, own=1)
-    assert t.ids(mine) == (1, 1) and t.ids(others[0])[0] == 0
+    assert t.ids(mine) == (2, 2) and t.ids(others[0])[0] == 0
     assert plan_table([mine, *others], WIN, limit=1).ids(mine)[0] == 0  # by use alone
 
 

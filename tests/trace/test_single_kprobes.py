@@ -25,23 +25,25 @@ class Kernel:
 
 MANIFEST = {"kind": "kernel", "functions": ["a", "shared_name", "b", "blacklisted"]}
 SINGLE = run.AttachMode("single", "trace.bpf.o", ("trace_entry", "trace_exit"), "kprobes")
+COOKIES = [10, 11, 1 << 62 | 7 << 32 | 12, 13]  # spec_format.Cookie: "b" on the image
 
 
 def test_refused_names_are_left_out_and_said(capsys):
     k = Kernel({"shared_name": errno.EADDRNOTAVAIL, "blacklisted": errno.EINVAL})
-    run._attach(k, MANIFEST, [0, 1, 2, 3], SINGLE)
-    assert k.attached == [("trace_entry", "a", 0, False), ("trace_entry", "b", 2, False),
-                          ("trace_exit", "a", 0, True), ("trace_exit", "b", 2, True)]
+    run._attach(k, MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
+    b = COOKIES[2]  # each function's own cookie
+    assert k.attached == [("trace_entry", "a", 10, False), ("trace_entry", "b", b, False),
+                          ("trace_exit", "a", 10, True), ("trace_exit", "b", b, True)]
     said = capsys.readouterr().err
     assert "left out, a kprobe by name refused" in said and "shared_name, blacklisted" in said
 
 
 def test_another_refusal_stops_the_run():
     with pytest.raises(bpfload.BpfLoadError):
-        run._attach(Kernel({"b": errno.EPERM}), MANIFEST, [0, 1, 2, 3], SINGLE)
+        run._attach(Kernel({"b": errno.EPERM}), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
 
 
 def test_nothing_attachable_is_an_error():
     every = {n: errno.EINVAL for n in MANIFEST["functions"]}
     with pytest.raises(run.RunError, match="no function could take a kprobe by name"):
-        run._attach(Kernel(every), MANIFEST, [0, 1, 2, 3], SINGLE)
+        run._attach(Kernel(every), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)

@@ -59,6 +59,50 @@ CAPTURE_HEAD = (
     Field("__u16", "pad2"),
     Field("__u64", "ptr", "the pointer in hand: the last one loaded"),
 )
+# The straight-line decoder every table numbers 1 (entry_plan, exit_plan): the register image,
+# the argument (return) register words copied whole (btfgen/codegen/straight.py).
+IMAGE_PLAN = 1
+
+
+class Cookie(NamedTuple):
+    """A function's attach cookie under mass attach, 64 bits: the key of its spec in the
+    program's specs map (bits 0-31, the cookie as a __u32), and, for a function the register
+    image decodes, its BTF id (bits 32-61) and a bit per kind (62: its entry, 63: its exit) on
+    the image. A call with its kind's bit set is decoded with no lookup of its spec: what the
+    record needs, its BTF id, is here. The bits are clear where the exit needs its entry (a
+    carried return pointer) or the BTF id does not fit."""
+
+    key: int
+    btf_id: int
+    image: tuple[bool, bool]  # (entry, exit)
+
+    ID_SHIFT = 32
+    ID_BITS = 30
+    IMAGE_SHIFT = 62
+
+    @property
+    def value(self) -> int:
+        bits = self.image[0] | self.image[1] << 1
+        return self.key | (self.btf_id << self.ID_SHIFT | bits << self.IMAGE_SHIFT if bits
+                           else 0)
+
+    @classmethod
+    def of(cls, key: int, head: dict) -> "Cookie":
+        """The cookie of the function whose spec head (read_head) is `head`, at `key`."""
+        if not 0 <= key < 1 << cls.ID_SHIFT:
+            raise ValueError(f"spec key {key} does not fit an attach cookie's 32 bits")
+        btf_id = head["btf_id"]
+        if head["carry"] or btf_id >= 1 << cls.ID_BITS:
+            return cls(key, 0, (False, False))
+        image = (head["entry_plan"] == IMAGE_PLAN, head["exit_plan"] == IMAGE_PLAN)
+        return cls(key, btf_id if any(image) else 0, image)
+
+
+def cookie(key: int, spec: bytes, byte_order: str) -> int:
+    """The attach cookie (Cookie) of the function whose spec is `spec`, at `key`."""
+    return Cookie.of(key, read_head(spec, byte_order)).value
+
+
 # `btfgen trace`: who made the call and when, before the call's btfgen_record.
 EVENT_HEAD = (
     Field("__u32", "tgid"),
