@@ -14,7 +14,9 @@ record slot of its place in the argument list, and one decoder copying all those
 (the register image, number 1) serves them all. It reads a few registers more than a function
 with fewer arguments needs, and has no branch on the function: under mass attach calls of many
 functions interleave, and the switch over hundreds of decoders then mispredicted at every call
-(bench_generic's mix: 12.7 ns a decode through the switch, 3-4 ns with the image).
+(bench_generic's mix: 12.7 ns a decode through the switch, 3-4 ns with the image). Its number
+is 1 in every table, with or without an image, so that an attach cookie can say "on the image"
+(spec_format.Cookie) and such a call is decoded with no lookup of its spec.
 
 Entry and exit lists are numbered apart (a function's entry is a kprobe's, its exit a
 kretprobe's), an exit list with the bit of its first op (its entry's op count), since the

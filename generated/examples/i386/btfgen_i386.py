@@ -3,7 +3,8 @@
 Standard library only. `function(name)` gives a Function: `.entry(ctx, stack=b"", read_memory=None)`
 returns the argument values in order, `.decode_exit(ctx)` the return value, `.decode_record(rec)`
 the values in a generic BPF record, `.as_dict(values)` names them. `spec(name)` is the function's
-`struct btfgen_spec` for the generic BPF decoder's map.
+`struct btfgen_spec` for the generic BPF decoder's map, and `cookie(key, spec(name), BYTE_ORDER)`
+the attach cookie to give the function when its spec is at `key` in that map.
 """
 
 from __future__ import annotations
