@@ -153,9 +153,14 @@ static __always_inline int record(void *ctx, __u32 kind)
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	/* On the image, the exit needs nothing of the entry (the cookie says so only then). */
-	if (!spec)
-		btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec);
+	/* On the image, the exit needs nothing of the entry (the cookie says so only then). A */
+	/* cookie naming an image this program lacks (not made with its specs) sends nothing. */
+	if (!spec) {
+		if (btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec) == BTFGEN_NO_DECODER) {
+			bpf_ringbuf_discard(e, 0);
+			return 0;
+		}
+	}
 #ifdef BTFGEN_SESSION
 	else if (kind)
 		btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
