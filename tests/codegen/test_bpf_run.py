@@ -91,8 +91,21 @@ def test_straight_line_decoders_write_the_interpreters_records(zoo_run, tmp_path
                                interpreted):
         unnamed = _image_only(plans, p)
         served += bool(unnamed)
-        assert _blank(got, unnamed) == _blank(want, unnamed), f.name
+        assert _ctx_addresses_apart(_blank(got, unnamed), _blank(want, unnamed)), f.name
     assert served >= 5
+
+
+def _ctx_addresses_apart(a: bytes, b: bytes) -> bool:
+    """Equal, but for 8-byte words that are both kernel addresses at the same offset in their
+    page: a by-reference argument's pointer, which the wrapper points into its ctx, and two
+    objects' runs may be handed their ctx at different addresses."""
+    if len(a) != len(b):
+        return False
+    for at in range(0, len(a) - len(a) % 8, 8):
+        x, y = (int.from_bytes(w[at:at + 8], "little") for w in (a, b))
+        if x != y and not (x >> 48 == y >> 48 == 0xFFFF and x & 0xFFF == y & 0xFFF):
+            return False
+    return a[len(a) - len(a) % 8:] == b[len(b) - len(b) % 8:]
 
 
 def test_the_cookie_decodes_what_the_spec_decodes(zoo_run, tmp_path):
