@@ -35,12 +35,14 @@ both kernel memory: global variables) into a global record:
   many functions pays to say whose a record is.
 
 A third function, `fs(const char *name, long n)`, has its string captured (the default of
-`btfgen trace`): generic (by its spec: the image does not capture), interpreter, and by hand (the registers, then
-`bpf_probe_read_kernel_str`), to show captures take the straight-line route too.
+`btfgen trace`): generic (by its spec: the image does not capture), interpreter, and by hand
+(the registers, then `bpf_probe_read_kernel_str`), to show captures take the straight-line route
+too.
 
 The mix: 256 of the running kernel's functions (every n-th), decoded in a pseudo-random order,
-generic, by its spec and interpreter, as calls of many functions interleave under mass attach: a branch on
-the function mispredicts there, where one function decoded over and over is always predicted.
+generic, by its spec and interpreter, as calls of many functions interleave under mass attach:
+a branch on the function mispredicts there, where one function decoded over and over is always
+predicted.
 Its argument registers point to a buffer, so reads through them succeed.
 
 Each program decodes --batch times per run (bpf_loop: the kernel reports whole nanoseconds per

@@ -5,9 +5,10 @@ directory beside bpfload.py and btfgen_trace.py (tool.py).
 Functions are attached with one session link where the kernel has them (kprobe.session, Linux
 6.10+; uprobe.session, 6.13+: one program for entry and exit, the per-call state in the session
 cookie), else one kprobe_multi (uprobe_multi) link per direction, else one kprobe and
-kretprobe (uprobe and uretprobe) each, Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi). The cookie of each function (spec_format.Cookie) is
-its index in the manifest, which is also where its spec sits in the `specs` map, and, where the
-register image decodes it, its BTF id and a bit per direction.
+kretprobe (uprobe and uretprobe) each, Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi). The
+cookie of each function (spec_format.Cookie) is its index in the manifest, which is also where
+its spec sits in the `specs` map, and, where the register image decodes it, its BTF id and a
+bit per direction.
 """
 
 from __future__ import annotations
@@ -531,8 +532,7 @@ def _attach(obj, manifest: dict, keep: list[int], mode: AttachMode,
             for i, name in zip(keep, names):
                 if not kernel:
                     obj.attach_uprobe(prog, manifest["program"], name, cookie=cookie[i],
-                                      retprobe=ret,
-                                      offset=manifest["offsets"][i])
+                                      retprobe=ret, offset=manifest["offsets"][i])
                     continue
                 if name in unprobed:
                     continue

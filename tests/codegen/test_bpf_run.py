@@ -32,7 +32,8 @@ def _build(tmp_path, table, arch, images, defines=(), cookies=()):
            'char LICENSE[] SEC("license") = "GPL";', "struct btfgen_record rec[2];", ""]
     if cookies:  # in .data, not known to the verifier: as bpf_get_attach_cookie's result
         src += ["#define BY_COOKIE",
-                f"struct {{ __u64 decodes; struct btfgen_record rec[2]; __u64 cookies[{len(cookies)}]; }}"
+                "struct { __u64 decodes; struct btfgen_record rec[2]; "
+                f"__u64 cookies[{len(cookies)}]; }}"
                 ' by_cookie SEC(".data") = { .cookies = { '
                 + ", ".join(f"{c}ULL" for c in cookies) + " } };", ""]
     for i, (f, cname) in enumerate(zip(arch.functions, cnames)):

@@ -727,8 +727,9 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 
 /* A function's attach cookie under mass attach (btfgen.decoder.spec_format.Cookie, made by
  * spec_format.cookie()): its spec's key in the specs map, the cookie as a __u32; where the
- * register image decodes the function's entry (its exit), bit 62 (bit 63)
- * is set and its BTF id is in bits 32-61. */
+ * register image decodes the function's entry (its exit), bit
+ * 62 (bit 63) is set and its BTF id is in bits
+ * 32-61. */
 #define BTFGEN_COOKIE_KEY(cookie) ((__u32)(cookie))
 #define BTFGEN_COOKIE_ON_IMAGE(cookie, kind) \
 	(((cookie) >> (62 + (kind))) & 1)
