@@ -743,7 +743,7 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 
 /* Decode a call by its attach cookie alone, where the cookie says the register image decodes
  * it: no lookup of its spec, the record's header (BTF id and kind, one store) from the cookie.
- * Under mass attach that is most calls (98 in 100 of a kernel's functions are on the image),
+ * Under mass attach that is most calls (98 in 100 of x86_64 6.18's functions are on it),
  * and the lookup, the spec's loads and the branch on its number were most of what the generic
  * decoder cost over a hand-written one. Returns what btfgen_generic_decode returns, or
  * BTFGEN_NO_DECODER: look the spec up (BTFGEN_COOKIE_KEY) and decode by it. The header is one
