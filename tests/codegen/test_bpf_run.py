@@ -117,11 +117,20 @@ def test_the_cookie_decodes_what_the_spec_decodes(zoo_run, tmp_path):
     table, arch, cnames, images, results = zoo_run
     plans = outputs_plans(arch)
     straight = plan_table(arch, plans)
+    # As `btfgen trace` makes them: from the generated module's spec bytes, by its own cookie().
+    module: dict = {}
+    text = generate(arch, table, ("python",), self_contained=True)[f"btfgen_{arch.arch}.py"]
+    exec(compile(text, "zoo_module.py", "exec"), module)
+    keys = set(module["names"]())  # `name__<btf id>` where names are shared (the zoo's dup)
     cookies = []
-    for i, (f, p) in enumerate(zip(arch.functions, plans)):
-        entry, exit_ = straight.ids(p)
-        cookies.append(spec_format.Cookie.of(i, {"btf_id": f.btf_id, "carry": p.carry_code,
-                                                 "entry_plan": entry, "exit_plan": exit_}))
+    for i, f in enumerate(arch.functions):
+        key = f"{f.name}__{f.btf_id}" if f"{f.name}__{f.btf_id}" in keys else f.name
+        value = module["cookie"](i, module["spec"](key), module["BYTE_ORDER"])
+        cookies.append(spec_format.Cookie.from_value(value))
+        entry, exit_ = straight.ids(plans[i])  # the spec bytes name the plan table's decoders
+        assert cookies[-1] == spec_format.Cookie.of(i, {
+            "btf_id": f.btf_id, "carry": plans[i].carry_code, "entry_plan": entry,
+            "exit_plan": exit_}), f.name
     obj, _ = _build(tmp_path, table, arch, images, cookies=[c.value for c in cookies])
     decodes = 0
     with BpfObject(obj) as o:

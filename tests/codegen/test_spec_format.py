@@ -46,6 +46,20 @@ def test_an_attach_cookie_names_the_image_only_where_the_call_needs_no_spec():
     assert spec_format.cookie(3, spec, "big") == 3 | 77 << 32 | 3 << 62
 
 
+def test_an_attach_cookie_reads_back_from_its_64_bits():
+    head = {"btf_id": (1 << 30) - 1, "carry": 0, "entry_plan": spec_format.IMAGE_PLAN,
+            "exit_plan": spec_format.IMAGE_PLAN}
+    for key in (0, 9, (1 << 32) - 1):
+        for entry_plan, exit_plan in ((1, 1), (1, 4), (4, 1), (4, 4)):
+            c = spec_format.Cookie.of(key, {**head, "entry_plan": entry_plan,
+                                            "exit_plan": exit_plan})
+            assert spec_format.Cookie.from_value(c.value) == c
+    assert spec_format.Cookie.from_value(1 << 63 | 5 << 32 | 7) == (7, 5, (False, True))
+    for bad in (-1, 1 << 64):
+        with pytest.raises(ValueError):
+            spec_format.Cookie.from_value(bad)
+
+
 def test_the_record_starts_with_the_word_the_cookie_route_stores():
     # btfgen_generic_decode_cookie writes btf_id and kind as one 8-byte store
     assert [(f.name, f.ctype) for f in spec_format.RECORD_HEAD[:2]] == [("btf_id", "__u32"),

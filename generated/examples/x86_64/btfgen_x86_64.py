@@ -98,6 +98,15 @@ class Cookie(NamedTuple):
         image = (head["entry_plan"] == IMAGE_PLAN, head["exit_plan"] == IMAGE_PLAN)
         return cls(key, btf_id if any(image) else 0, image)
 
+    @classmethod
+    def from_value(cls, value: int) -> "Cookie":
+        """The cookie whose 64 bits are `value`, as bpf_get_attach_cookie() gives it."""
+        if not 0 <= value < 1 << 64:
+            raise ValueError(f"attach cookie {value:#x} is not 64 bits")
+        bits = value >> cls.IMAGE_SHIFT
+        btf_id = value >> cls.ID_SHIFT & ((1 << cls.ID_BITS) - 1)
+        return cls(value & ((1 << cls.ID_SHIFT) - 1), btf_id, (bool(bits & 1), bool(bits & 2)))
+
 
 def cookie(key: int, spec: bytes, byte_order: str) -> int:
     """The attach cookie (Cookie) of the function whose spec is `spec`, at `key`."""
