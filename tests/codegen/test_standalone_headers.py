@@ -43,9 +43,16 @@ def _generate(arch: str, out, *extra: str):
     return obj
 
 
-def _compile(arch: str, d, prelude: str, header: str) -> None:
+GENERIC_BODY = ("struct btfgen_spec spec; struct btfgen_record rec; __u64 cookie;\n"
+                'SEC("kprobe") int run(void *ctx) { '
+                "return btfgen_generic_decode(ctx, BTFGEN_SP(ctx), &spec, 0, &rec) + "
+                "btfgen_generic_decode_cookie(ctx, cookie, 0, &rec); }\n")
+
+
+def _compile(arch: str, d, prelude: str, header: str,
+             body: str | None = None) -> subprocess.CompletedProcess:
     src = d / f"uses_{header.replace('.', '_')}.bpf.c"
-    body = {
+    body = body or {
         "btfgen.bpf.h": 'SEC("kprobe") int run(void *ctx) { struct btfgen_args_scalars a; '
                         "return btfgen_entry_scalars(ctx, &a); }\n",
         "btfgen_specs.h": "struct btfgen_record rec;\n"
@@ -63,6 +70,7 @@ def _compile(arch: str, d, prelude: str, header: str) -> None:
          "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
     assert proc.returncode == 0, f"{arch}: {header} after {prelude!r}:\n{proc.stderr}"
     assert proc.stderr == ""
+    return proc
 
 
 @pytest.mark.parametrize("arch", ARCHES)
@@ -82,6 +90,24 @@ def test_self_contained_alone(arch, tmp_path):
     _generate(arch, tmp_path, "--self-contained")
     for header in HEADERS:
         _compile(arch, tmp_path, "", header)
+
+
+@pytest.mark.parametrize("arch", ("x86_64", "s390x", "arm"))
+def test_generic_only_leaves_the_per_function_decoders_out(arch, tmp_path):
+    """BTFGEN_GENERIC_ONLY (what `btfgen trace`'s program defines): the generic decoder compiles
+    without the per-function types and decoders, after vmlinux.h or self-contained, and they are
+    really left out (a program using one no longer compiles)."""
+    obj = _generate(arch, tmp_path / "vmlinux")
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(obj), "format", "c"],
+                          capture_output=True, check=True)
+    (tmp_path / "vmlinux" / "vmlinux.h").write_bytes(dump.stdout)
+    _generate(arch, tmp_path / "self", "--self-contained")
+    only = "#define BTFGEN_GENERIC_ONLY\n"
+    _compile(arch, tmp_path / "vmlinux", '#include "vmlinux.h"\n' + only, "btfgen.bpf.h",
+             GENERIC_BODY)
+    _compile(arch, tmp_path / "self", only, "btfgen.bpf.h", GENERIC_BODY)
+    with pytest.raises(AssertionError, match="btfgen_args_scalars|btfgen_entry_scalars"):
+        _compile(arch, tmp_path / "self", only, "btfgen.bpf.h")
 
 
 # User space (the loader that fills the spec map and reads records) includes btfgen_specs.h with

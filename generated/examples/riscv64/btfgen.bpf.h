@@ -49,7 +49,9 @@
  * attach cookie or BTF id) and fills a struct btfgen_record for user space to decode. Where an
  * exit needs the entry's hidden return pointer (spec->carry: arm64's x8, s390x's r2), use
  * btfgen_generic_entry()/btfgen_generic_exit() (BTFGEN_SAVE_ARGS), which keep it per call, or
- * btfgen_generic_session_entry()/_exit() (BTFGEN_SESSION).
+ * btfgen_generic_session_entry()/_exit() (BTFGEN_SESSION). A program that uses the generic
+ * decoder alone defines BTFGEN_GENERIC_ONLY first: the per-function types and decoders are left
+ * out, which for a whole kernel cuts its compile from half a minute to seconds.
  */
 #ifndef BTFGEN_RISCV64_H
 #define BTFGEN_RISCV64_H
@@ -100,6 +102,9 @@ typedef __u32 __wsum;
 		__builtin_memcpy((dst), (const char *)&__btfgen_r + (skip), (size)); \
 	} while (0)
 #define BTFGEN_SP(ctx) ((__u64)BTFGEN_CTX_LOAD(ctx, 16, __u64))
+/* BTFGEN_GENERIC_ONLY: the generic decoder alone, without the per-function types and decoders
+ * (a whole kernel's are a million lines and most of a mass-attach program's compile time). */
+#ifndef BTFGEN_GENERIC_ONLY
 
 struct big___btfgen;
 struct flags___btfgen;
@@ -313,6 +318,7 @@ static __always_inline int btfgen_exit_tiny(const void *ctx, const struct btfgen
 	BTFGEN_REG_COPY((char *)&r->value + 0, ctx, 80, __u64, 0, 4); /* a0 (ctx->a0) */
 	return 0;
 }
+#endif /* BTFGEN_GENERIC_ONLY */
 
 #ifndef BTFGEN_COMMON_H
 #define BTFGEN_COMMON_H
