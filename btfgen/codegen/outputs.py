@@ -201,8 +201,11 @@ def python_module(arch: ArchLayout, gplans, captures: dict | None = None,
         if d.captures:  # a ninth field only where there are captures
             caps = (", (" + ", ".join(lits.capture_text(c) for c in d.captures)
                     + ("," if len(d.captures) == 1 else "") + ")")
-        return repr(f"(({d.byte_order!r}, {d.pointer_size}, ({args_text}), {ret_text}, "
-                    f"{d.fast!r}, {d.record!r}{caps}), {ops!r})")  # plain-tuple reprs
+        # Two sources, each evaluated on first use: spec() needs only the ops (a whole kernel's
+        # spec table evaluated every descriptor's values too, for nothing).
+        values = (f"({d.byte_order!r}, {d.pointer_size}, ({args_text}), {ret_text}, "
+                  f"{d.fast!r}, {d.record!r}{caps})")  # plain-tuple reprs
+        return f"({values!r}, {repr(ops)!r})"
 
     fs = arch.functions
     firsts, at = _by_plan(fs, captures)

@@ -1095,15 +1095,17 @@ _T.append(('struct', 4, (('a', 0, 3, ('int', 4, False)), ('b', 3, 5, ('int', 4, 
 _T.append(('struct', 4, (('c', 0, 0, ('int', 1, False)), ('s', 16, 0, ('int', 2, True)))))
 
 # Each prototype's descriptor as source, evaluated on first use: a whole kernel's descriptors
-# written as one literal took CPython half a minute and gigabytes to compile.
+# written as one literal took CPython half a minute and gigabytes to compile. Per prototype,
+# (its values, its generic ops), apart: a spec needs only the ops.
 _PROTOS = (
-    "(('little', 4, (('a', ('int', 4, True), 4, ((0, 40, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 44, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 48, 1, 0),), False, None), ('d', ('ptr', 4), 4, ((0, 52, 4, 0),), False, None), ('e', ('int', 8, True), 8, ((0, 56, 4, 0), (0, 60, 4, 4)), False, None), ('f', ('int', 2, True), 2, ((0, 64, 2, 0),), False, None), ('g', ('int', 4, True), 4, ((0, 68, 4, 0),), False, None), ('h', ('int', 4, False), 4, ((1, 0, 4, 0),), False, None), ('i', ('int', 4, True), 4, ((1, 4, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 40, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 48), (40, -1, 64), (48, -1, 128), (56, -1, 256), (64, -1, 512)), ((0, -1, 1024),))), (((40, 0, 4, 0), (44, 8, 1, 0), (48, 16, 1, 0), (52, 24, 4, 0), (56, 32, 4, 0), (60, 36, 4, 0), (64, 40, 2, 0), (68, 48, 4, 0), (0, 56, 4, 1), (4, 64, 4, 1)), ((40, 0, 4, 0),), 0, 2, 1))",
-    "(('little', 4, (('p', _T[0], 8, ((0, 40, 4, 0), (0, 44, 4, 4)), False, None), ('x', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[0], 8, ((0, 40, 4, 0), (0, 44, 4, 4)), False, None), False), None, (((0, -1, 3), (8, -1, 4)), ((0, -1, 24),))), (((40, 0, 4, 0), (44, 4, 4, 0), (48, 8, 4, 0)), ((40, 0, 4, 0), (44, 4, 4, 0)), 0, 1, 1))",
-    "(('little', 4, (('b', _T[2], 20, ((0, 44, 4, 0),), True, None), ('n', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[2], 20, ((0, 40, 4, 0),), True, None), True), None, (((8, 0, 3), (32, -1, 4)), ((8, 0, 9223372036854775824),))), (((44, 0, 4, 0), (0, 8, 20, 2), (48, 32, 4, 0), (40, 40, 4, 0)), ((0, 8, 20, 2),), 6, 3, 2))",
-    "(('little', 4, (('c', _T[3], 4, ((0, 40, 4, 0),), False, None), ('f', _T[4], 4, ((0, 44, 4, 0),), False, None), ('s', ('ptr', 4), 4, ((0, 48, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 40, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((40, 0, 4, 0), (44, 8, 4, 0), (48, 16, 4, 0)), ((40, 0, 4, 0),), 0, 4, 1))",
-    "(('little', 4, (('s', _T[5], 4, ((0, 40, 4, 0),), False, None), ('c', ('int', 1, False), 1, ((0, 44, 1, 0),), False, None), ('n', ('ptr', 4), 4, ((0, 48, 4, 0),), False, None)), (('', _T[5], 4, ((0, 40, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),))), (((40, 0, 4, 0), (44, 8, 1, 0), (48, 16, 4, 0)), ((40, 0, 4, 0),), 0, 5, 1))",
+    ("('little', 4, (('a', ('int', 4, True), 4, ((0, 40, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 44, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 48, 1, 0),), False, None), ('d', ('ptr', 4), 4, ((0, 52, 4, 0),), False, None), ('e', ('int', 8, True), 8, ((0, 56, 4, 0), (0, 60, 4, 4)), False, None), ('f', ('int', 2, True), 2, ((0, 64, 2, 0),), False, None), ('g', ('int', 4, True), 4, ((0, 68, 4, 0),), False, None), ('h', ('int', 4, False), 4, ((1, 0, 4, 0),), False, None), ('i', ('int', 4, True), 4, ((1, 4, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 40, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 48), (40, -1, 64), (48, -1, 128), (56, -1, 256), (64, -1, 512)), ((0, -1, 1024),)))", '(((40, 0, 4, 0), (44, 8, 1, 0), (48, 16, 1, 0), (52, 24, 4, 0), (56, 32, 4, 0), (60, 36, 4, 0), (64, 40, 2, 0), (68, 48, 4, 0), (0, 56, 4, 1), (4, 64, 4, 1)), ((40, 0, 4, 0),), 0, 2, 1)'),
+    ("('little', 4, (('p', _T[0], 8, ((0, 40, 4, 0), (0, 44, 4, 4)), False, None), ('x', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[0], 8, ((0, 40, 4, 0), (0, 44, 4, 4)), False, None), False), None, (((0, -1, 3), (8, -1, 4)), ((0, -1, 24),)))", '(((40, 0, 4, 0), (44, 4, 4, 0), (48, 8, 4, 0)), ((40, 0, 4, 0), (44, 4, 4, 0)), 0, 1, 1)'),
+    ("('little', 4, (('b', _T[2], 20, ((0, 44, 4, 0),), True, None), ('n', ('int', 4, True), 4, ((0, 48, 4, 0),), False, None)), (('', _T[2], 20, ((0, 40, 4, 0),), True, None), True), None, (((8, 0, 3), (32, -1, 4)), ((8, 0, 9223372036854775824),)))", '(((44, 0, 4, 0), (0, 8, 20, 2), (48, 32, 4, 0), (40, 40, 4, 0)), ((0, 8, 20, 2),), 6, 3, 2)'),
+    ("('little', 4, (('c', _T[3], 4, ((0, 40, 4, 0),), False, None), ('f', _T[4], 4, ((0, 44, 4, 0),), False, None), ('s', ('ptr', 4), 4, ((0, 48, 4, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 40, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),)))", '(((40, 0, 4, 0), (44, 8, 4, 0), (48, 16, 4, 0)), ((40, 0, 4, 0),), 0, 4, 1)'),
+    ("('little', 4, (('s', _T[5], 4, ((0, 40, 4, 0),), False, None), ('c', ('int', 1, False), 1, ((0, 44, 1, 0),), False, None), ('n', ('ptr', 4), 4, ((0, 48, 4, 0),), False, None)), (('', _T[5], 4, ((0, 40, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),)))", '(((40, 0, 4, 0), (44, 8, 1, 0), (48, 16, 4, 0)), ((40, 0, 4, 0),), 0, 5, 1)'),
 )
 _PROTO_VALUES: dict = {}
+_PROTO_OPS: dict = {}
 
 # key: (BTF name, BTF id, index in _PROTOS)
 _FUNCTION_PROTOS = {
@@ -1122,15 +1124,27 @@ def names():
     return list(_FUNCTION_PROTOS)
 
 
+def _values(k: int) -> tuple:
+    """Prototype k's values (a FunctionDesc's fields after the name and id), evaluated once."""
+    values = _PROTO_VALUES.get(k)
+    if values is None:
+        values = _PROTO_VALUES[k] = eval(_PROTOS[k][0], {"__builtins__": {}, "_T": _T})
+    return values
+
+
+def _ops(k: int) -> tuple:
+    """Prototype k's generic ops (entry, exit, carry, entry_plan, exit_plan), evaluated once."""
+    ops = _PROTO_OPS.get(k)
+    if ops is None:
+        ops = _PROTO_OPS[k] = eval(_PROTOS[k][1], {"__builtins__": {}})
+    return ops
+
+
 def _descriptor(name: str) -> tuple:
     """(the function's FunctionDesc, its generic ops (entry, exit, carry, entry_plan,
     exit_plan))."""
     fname, btf_id, k = _FUNCTION_PROTOS[name]
-    proto = _PROTO_VALUES.get(k)
-    if proto is None:
-        proto = _PROTO_VALUES[k] = eval(_PROTOS[k], {"__builtins__": {}, "_T": _T})
-    values, ops = proto
-    return FunctionDesc.check((fname, btf_id) + values), ops
+    return FunctionDesc.check((fname, btf_id) + _values(k)), _ops(k)
 
 
 def function(name: str) -> Function:
@@ -1146,8 +1160,11 @@ _SPEC_OP = struct.Struct('<' + "HHHBB")
 
 def spec(name: str) -> bytes:
     """`struct btfgen_spec` for the generic decoder, in the target's byte order."""
-    desc, (entry, exit_, carry, entry_plan, exit_plan) = _descriptor(name)
-    out = bytearray(_SPEC_HEAD.pack(desc.btf_id, len(entry), len(exit_), desc.pointer_size,
+    # The id and the ops, not the descriptor: evaluating and checking every descriptor was
+    # most of a whole kernel's spec table (51,452 functions: 7.8 s).
+    _, btf_id, k = _FUNCTION_PROTOS[name]
+    entry, exit_, carry, entry_plan, exit_plan = _ops(k)
+    out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), POINTER_SIZE,
                                     carry, entry_plan, exit_plan))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, *(0,) * (5 - len(op)))  # a capture op has its space
