@@ -50,8 +50,8 @@ run, so a batch gives a finer figure per decode) under BPF_PROG_TEST_RUN with `r
 program, so the kernel repeats it and reports the mean time per run); an empty program with the
 same loop gives the overhead, subtracted. Best of --runs, per load of the object; shown is the
 median of --loads loads (each places the programs' code anew, which moves the sub-nanosecond
-figures by a nanosecond or two), and how far the loads were apart. Needs root (BPF), clang-19 and this
-machine's kernel (x86_64). Goal (issue 24): generic <= 1.3x hand-written. Then the distinct
+figures by a nanosecond or two), and how far the loads were apart. Needs root (BPF), clang-19
+and this machine's kernel (x86_64). Goal (issue 24): generic <= 1.3x hand-written. Then the distinct
 plans per arch (benchmarks/bench_plans.py) of the running kernel and the live tests' kernels.
 """
 

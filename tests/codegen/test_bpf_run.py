@@ -13,6 +13,7 @@ import zoo
 from bpfrun import BpfObject, bpf_permitted
 
 from btfgen.codegen import bpf
+from btfgen.codegen.names import function_keys
 from btfgen.codegen.outputs import generate, plan_table
 from btfgen.codegen.outputs import plans as outputs_plans
 from btfgen.decode import function
@@ -121,10 +122,9 @@ def test_the_cookie_decodes_what_the_spec_decodes(zoo_run, tmp_path):
     module: dict = {}
     text = generate(arch, table, ("python",), self_contained=True)[f"btfgen_{arch.arch}.py"]
     exec(compile(text, "zoo_module.py", "exec"), module)
-    keys = set(module["names"]())  # `name__<btf id>` where names are shared (the zoo's dup)
     cookies = []
-    for i, f in enumerate(arch.functions):
-        key = f"{f.name}__{f.btf_id}" if f"{f.name}__{f.btf_id}" in keys else f.name
+    # The module's keys: `name__<btf id>` where names are shared (the zoo's dup).
+    for i, (f, key) in enumerate(zip(arch.functions, function_keys(arch.functions, str))):
         value = module["cookie"](i, module["spec"](key), module["BYTE_ORDER"])
         cookies.append(spec_format.Cookie.from_value(value))
         entry, exit_ = straight.ids(plans[i])  # the spec bytes name the plan table's decoders

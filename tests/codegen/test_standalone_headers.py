@@ -49,8 +49,7 @@ GENERIC_BODY = ("struct btfgen_spec spec; struct btfgen_record rec; __u64 cookie
                 "btfgen_generic_decode_cookie(ctx, cookie, 0, &rec); }\n")
 
 
-def _compile(arch: str, d, prelude: str, header: str,
-             body: str | None = None) -> subprocess.CompletedProcess:
+def _compile(arch: str, d, prelude: str, header: str, body: str | None = None) -> None:
     src = d / f"uses_{header.replace('.', '_')}.bpf.c"
     body = body or {
         "btfgen.bpf.h": 'SEC("kprobe") int run(void *ctx) { struct btfgen_args_scalars a; '
@@ -70,7 +69,6 @@ def _compile(arch: str, d, prelude: str, header: str,
          "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
     assert proc.returncode == 0, f"{arch}: {header} after {prelude!r}:\n{proc.stderr}"
     assert proc.stderr == ""
-    return proc
 
 
 @pytest.mark.parametrize("arch", ARCHES)

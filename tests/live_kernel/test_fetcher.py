@@ -6,10 +6,11 @@ called (about a third) get fprobe events (one a function, at its return, with `$
 `$retval`: fetcher_probes.py): only called functions are compared, and each event took 0.2 s to
 register and enable under TCG, four minutes for all. Then `btfgen trace --record` (on all the
 thousand again) and the events trace the same calls while a workload of its own
-(fetcher_workload.py: file, process, memory and network system calls in a loop) runs; the kernel's events are limited to the workload by
-`set_event_pid` (with `event-fork`), btfgen's by its own pid filter. The recording is decoded on
-the host and every call both saw is compared value by value (fetcher.py): where the kernel's
-fetcher is right the two must agree, every one; elsewhere the cases are counted by kind.
+(fetcher_workload.py: file, process, memory and network system calls in a loop) runs; the
+kernel's events are limited to the workload by `set_event_pid` (with `event-fork`), btfgen's
+by its own pid filter. The recording is decoded on the host and every call both saw is compared
+value by value (fetcher.py): where the kernel's fetcher is right the two must agree, every one;
+elsewhere the cases are counted by kind.
 
 Registering and enabling a few hundred fprobe events still takes a minute or more under TCG, so
 only unstable-amd64 runs by default; BTFGEN_LIVE_FETCHER_ALL=1 adds the other guests with fprobe
@@ -99,13 +100,13 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
                      "sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)(.*/\\1/p' /tmp/called.out "
                      "| sort -u >/tmp/called; tail -3 /tmp/called.err; "
                      "echo \"$(grep -c . /tmp/called) called\"; exit $rc")
-    g.step("setup", f"ifconfig lo 127.0.0.1 up; [ -e {JIT} ] && echo 1 > {JIT}; "
-                    f"cd {TRACING} && echo mono > trace_clock && echo 65536 > buffer_size_kb && "
+    g.step("setup", f"cd {TRACING} && echo mono > trace_clock && echo 65536 > buffer_size_kb && "
                     # Until the workload adds itself, only a process that sleeps (the kernel
                     # drops the pid of one that has exited, and an empty list lets all through).
                     "echo 1 > options/event-fork && "
                     "{ sleep 100000 & echo $! >> set_event_pid; } && "
-                    f"{env} {py.python} /fetcher_probes.py {fetcher.GROUP} /functions.txt /tmp/called")
+                    f"{env} {py.python} /fetcher_probes.py {fetcher.GROUP} /functions.txt "
+                    "/tmp/called")
     # The workload adds itself to set_event_pid (with `>>`: `>` would first empty the list and
     # let every process through), and what it forks follows.
     g.step("record", f"echo > {TRACING}/trace; cd /trace && {env} {py.python} btfgen_trace.py "
