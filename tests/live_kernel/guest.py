@@ -5,11 +5,13 @@ A step is a shell command line; its output and exit status come back through `Bo
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import cache, qemu
 from . import kernel as kernels
-from . import qemu
 from .initramfs import Initramfs
 
 _PROLOGUE = f"""#!/bin/busybox sh
@@ -19,7 +21,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t tmpfs tmpfs /tmp
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
-step() {{ name=$1; shift; echo "{qemu.BEGIN} $name"; "$@"; rc=$?; echo "{qemu.END} $name rc=$rc"; }}
+uptime_s() {{ read up _ </proc/uptime; echo "$up"; }}
+step() {{ name=$1; shift; t0=$(uptime_s); echo "{qemu.BEGIN} $name"; "$@"; rc=$?
+	echo "{qemu.END} $name rc=$rc"; echo "{qemu.TIME} $name $t0 $(uptime_s)"; }}
 """
 
 # `poweroff -f` powers off at once, with what the serial driver still holds of the console's
@@ -27,7 +31,8 @@ step() {{ name=$1; shift; echo "{qemu.BEGIN} $name"; "$@"; rc=$?; echo "{qemu.EN
 # last step's trace lines and then the kernel's own "Power down" line (written synchronously),
 # with neither that step's end marker nor DONE: the likely cause, not proven. Half a second
 # lets the driver drain its few kilobytes.
-_EPILOGUE = f"""echo "{qemu.DONE}"
+_EPILOGUE = f"""echo "{qemu.TIME} done $(uptime_s) $(uptime_s)"
+echo "{qemu.DONE}"
 sleep 0.5
 poweroff -f
 """
@@ -66,8 +71,23 @@ class Guest:
     ) -> qemu.Boot:
         rd = self.initrd(kernels.busybox(kernel.target))
         result = qemu.boot(kernel.target, kernel.image, rd, append, timeout)
+        _keep_timings(result)
         result.check_done()
         return result
+
+
+def _keep_timings(boot: qemu.Boot) -> None:
+    """Where the guest's time went, step by step, kept beside the results (by test) for
+    whoever makes the suite faster: the boot before the first step, each step, the whole."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    steps = boot.timings()
+    if not test or not steps:
+        return
+    first = min(start for start, _ in steps.values())
+    lines = [f"{boot.target.name}: {boot.seconds:.1f} s in QEMU, {first:.1f} s to the first step"]
+    lines += [f"  {name:12} {end - start:7.1f} s" for name, (start, end) in steps.items()]
+    name = re.sub(r"[^\w.-]+", "_", test)
+    cache.write_atomic(cache.ROOT / "timings" / f"{name}.txt", ("\n".join(lines) + "\n").encode())
 
 
 def _quote(s: str) -> str:

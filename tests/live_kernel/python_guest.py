@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cache, debian
+from . import cache, debian, pyc
 from . import kernel as kernels
 from .guest import Guest
-from .targets import Target
+from .targets import TARGETS, Target
 
 # Members taken from each package: programs and shared libraries, the Python library. Before
 # Debian merged /usr into its packages (bookworm), libc6, zlib1g, ... put theirs in /lib.
@@ -53,18 +53,50 @@ def packages(apt: debian.Apt) -> list[str]:
 
 
 def files(target: Target) -> Files:
-    """The guest's Python files; cached until the package index is next refreshed (asking apt
-    about a dozen packages costs seconds)."""
+    """The guest's Python files, its standard library's bytecode with them (pyc.py); cached
+    until the package index is next refreshed (asking apt about a dozen packages costs
+    seconds)."""
+    if target.name in _files:
+        return _files[target.name]
     apt = kernels.apt_for(target)
     apt.update()
     key = cache.digest(apt.suite, apt.arch, str((apt.root / "updated").stat().st_mtime_ns),
-                       _WANTED.pattern, _UNWANTED.pattern, *packages(apt))
+                       _WANTED.pattern, _UNWANTED.pattern, *packages(apt),
+                       f"pyc {pyc.available()}")
     dest = cache.ROOT / "python-guest" / f"{apt.suite}-{apt.arch}-{key}.pickle"
     if dest.exists():
-        return pickle.loads(dest.read_bytes())
-    out = _collect(apt)
-    cache.write_atomic(dest, pickle.dumps(out))
+        out = pickle.loads(dest.read_bytes())
+    else:
+        out = _collect(apt)
+        compiler = _compiler(apt.suite, out if apt.arch == "amd64" else None)
+        if compiler and compiler.python == out.python:
+            stdlib = {p: data for p, (data, _) in out.files.items() if p.endswith(".py")}
+            out.files.update((p, (data, 0o644)) for p, data in
+                             pyc.compiled(compiler, stdlib).items())
+        cache.write_atomic(dest, pickle.dumps(out))
+    _files[target.name] = out
     return out
+
+
+# Per process, each target's: finding the cached pickle asks apt about three packages, ~2 s.
+_files: dict[str, Files] = {}
+
+
+def compiler(target: Target) -> pyc.Interpreter | None:
+    """What compiles the guest's own modules (a trace directory's) for its Python, or None."""
+    c = _compiler(target.suite, None)
+    return c if c and c.python == files(target).python else None
+
+
+def _compiler(suite: str, amd64: Files | None) -> pyc.Interpreter | None:
+    """The suite's amd64 interpreter, to compile for its guests of every arch (the same
+    Python version, which bytecode depends on); None where it cannot run here."""
+    if not pyc.available():
+        return None
+    host = amd64 or files(TARGETS[f"{suite}-amd64"])
+    binary = host.files[host.python.lstrip("/")][0]
+    return pyc.Interpreter(f"{suite}-{cache.digest(binary)}", host.files, host.links,
+                           host.python)
 
 
 def _collect(apt: debian.Apt) -> Files:
@@ -114,7 +146,20 @@ def trace_guest(target: Target, directory: Path) -> tuple[Guest, Files]:
     except debian.PackageError as e:
         unavailable(f"{target.name}: Debian's python3/libbpf1 cannot be had: {e}")
     g = Guest(files=dict(py.files), links=dict(py.links))
+    add_directory(g, target, directory, "trace")
+    return g, py
+
+
+def add_directory(g: Guest, target: Target, directory: Path, at: str) -> None:
+    """A `btfgen trace --build` directory's files at /AT in the guest, with the bytecode of its
+    modules (pyc.py): what a first run compiled under TCG."""
+    sources = {}
     for f in directory.iterdir():
         if f.is_file():
-            g.file(f"trace/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
-    return g, py
+            g.file(f"{at}/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+            if f.suffix == ".py":
+                sources[f"{at}/{f.name}"] = f.read_bytes()
+    c = compiler(target)
+    if c and sources:
+        for path, data in pyc.compiled(c, sources).items():
+            g.file(path, data)

@@ -18,6 +18,7 @@ from .targets import Target
 BEGIN = "@@btfgen-begin"
 END = "@@btfgen-end"
 DONE = "@@btfgen-done"
+TIME = "@@btfgen-time"  # NAME START END: the guest's uptime in seconds around a step
 
 
 class GuestError(AssertionError):
@@ -44,6 +45,12 @@ class Boot:
             raise self.fail(f"guest did not finish within {self.timeout:.0f}s")
         if DONE not in self.output:
             raise self.fail(f"guest stopped early (QEMU exit {self.returncode})")
+
+    def timings(self) -> dict[str, tuple[float, float]]:
+        """Each step's (start, end), the guest's uptime in seconds, and "done"'s: where a
+        guest's time went (the boot before the first step included)."""
+        return {m.group(1): (float(m.group(2)), float(m.group(3))) for m in re.finditer(
+            rf"^{re.escape(TIME)} (\S+) ([\d.]+) ([\d.]+)$", self.output, re.M)}
 
     def section(self, name: str) -> tuple[str, int]:
         """The lines a guest step printed and its exit status."""

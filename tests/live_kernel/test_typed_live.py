@@ -148,9 +148,7 @@ def test_captures_and_filters_in_guest(name, tmp_path):
     assert proc.returncode == 0, proc.stderr
     g, py = python_guest.trace_guest(t, tmp_path / "all")
     for d in ("filtered", "user"):
-        for f in (tmp_path / d).iterdir():
-            if f.is_file():
-                g.file(f"{d}/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+        python_guest.add_directory(g, t, tmp_path / d, d)
     g.file(str(program).lstrip("/"), program.read_bytes(), 0o755)
     run = (f"LD_LIBRARY_PATH={python_guest.library_path(t)} {py.python} btfgen_trace.py "
            f"--attach {ATTACH.get(name, 'auto')}")
