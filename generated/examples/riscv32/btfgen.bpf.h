@@ -800,23 +800,40 @@ static __always_inline __u64 btfgen_generic_carried(const struct btfgen_spec *sp
 	return raw;
 }
 
+/* An exit record whose carried pointer, where its spec carries one, is already at the start
+ * of its data (0: none was kept). Every way of finding the pointer ends in this one call, and
+ * what it knows of the pointer it reads back from the record, which the verifier does not
+ * track: the paths are the same state here, and it walks the decoder once for them all, not
+ * once each (for five functions' exit, 278,000 instructions before, TCG guests' seconds a
+ * load). */
+static __always_inline int btfgen__decode_carried_exit(const void *ctx, __u64 sp,
+						       const struct btfgen_spec *spec,
+						       struct btfgen_record *rec)
+{
+	__u64 raw;
+	int err;
+
+	__builtin_memcpy(&raw, &rec->data[0], 8);
+	err = btfgen_generic_decode(ctx, sp, spec, 1, rec);
+	if (spec->carry && !raw) {
+		rec->failed |= 1ULL << BTFGEN_CARRY_MISSING_BIT;
+		return -14;
+	}
+	return err;
+}
+
 /* The exit record: `carried` is what btfgen_generic_carried gave at the matching entry, or NULL
- * when it was not kept (the value is then marked failed, never read through a stale pointer). */
+ * when it was not kept; either way a pointer of 0 is no pointer. The value is then marked
+ * failed, never read through a stale pointer. */
 static __always_inline int btfgen_generic_decode_exit(const void *ctx, __u64 sp,
 						      const struct btfgen_spec *spec,
 						      struct btfgen_record *rec, const __u64 *carried)
 {
 	__u64 raw = carried ? *carried : 0;
-	int err;
 
 	if (spec->carry)
 		__builtin_memcpy(&rec->data[0], &raw, 8);
-	err = btfgen_generic_decode(ctx, sp, spec, 1, rec);
-	if (spec->carry && !carried) {
-		rec->failed |= 1ULL << BTFGEN_CARRY_MISSING_BIT;
-		return -14;
-	}
-	return err;
+	return btfgen__decode_carried_exit(ctx, sp, spec, rec);
 }
 
 /* A call decoded by its attach cookie where that names the register image, else by its spec,
@@ -970,17 +987,18 @@ static __always_inline int btfgen_generic_exit(const void *ctx, __u64 sp,
 {
 	struct btfgen_save_key key;
 	const __u64 *slot;
-	__u64 carried;
+	__u64 carried = 0;
 
-	if (!spec->carry)
-		return btfgen_generic_decode(ctx, sp, spec, 1, rec);
-	key = btfgen__top(&btfgen_carry_depth, spec->btf_id);
-	slot = bpf_map_lookup_elem(&btfgen_carried, &key);
-	if (!slot)
-		return btfgen_generic_decode_exit(ctx, sp, spec, rec, 0);
-	carried = *slot;
-	btfgen__pop(&btfgen_carried, &btfgen_carry_depth, spec->btf_id);
-	return btfgen_generic_decode_exit(ctx, sp, spec, rec, &carried);
+	if (spec->carry) {
+		key = btfgen__top(&btfgen_carry_depth, spec->btf_id);
+		slot = bpf_map_lookup_elem(&btfgen_carried, &key);
+		if (slot) {
+			carried = *slot;
+			btfgen__pop(&btfgen_carried, &btfgen_carry_depth, spec->btf_id);
+		}
+		__builtin_memcpy(&rec->data[0], &carried, 8);
+	}
+	return btfgen__decode_carried_exit(ctx, sp, spec, rec);
 }
 #endif /* BTFGEN_SAVE_ARGS */
 #ifdef BTFGEN_SESSION
@@ -1022,7 +1040,9 @@ static __always_inline int btfgen_generic_session_exit(const void *ctx, __u64 sp
 {
 	__u64 carried = *btfgen_session_cookie(ctx);
 
-	return btfgen_generic_decode_exit(ctx, sp, spec, rec, carried ? &carried : 0);
+	if (spec->carry)
+		__builtin_memcpy(&rec->data[0], &carried, 8);
+	return btfgen__decode_carried_exit(ctx, sp, spec, rec);
 }
 
 #ifndef BTFGEN_SESSION_SAVE_MAX
