@@ -22,7 +22,7 @@ from . import cache
 
 # Run by the guest suite's interpreter: compiles the sources under argv[1] (a tree of guest
 # paths) into each one's __pycache__, as the guest would name them.
-_COMPILE = r"""
+COMPILE = r"""
 import os, py_compile, sys
 root = sys.argv[1]
 for top, dirs, names in os.walk(root):
@@ -47,7 +47,7 @@ def available() -> bool:
 def compiled(interpreter: "Interpreter", sources: dict[str, bytes]) -> dict[str, bytes]:
     """The .pyc files (guest path -> bytes) of `sources` (guest path -> a .py file's bytes);
     cached by what they are made from (a standard library takes ten seconds here)."""
-    key = cache.digest(str(interpreter.root), *(x for path in sorted(sources)
+    key = cache.digest(str(interpreter.root), COMPILE, *(x for path in sorted(sources)
                                                 for x in (path, sources[path])))
     dest = cache.ROOT / "pyc" / f"{key}.pickle"
     if dest.exists():
@@ -58,7 +58,7 @@ def compiled(interpreter: "Interpreter", sources: dict[str, bytes]) -> dict[str,
             out = root / path
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
-        interpreter.run(["-c", _COMPILE, str(root)])
+        interpreter.run(["-c", COMPILE, str(root)])
         made = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.pyc")}
     cache.write_atomic(dest, pickle.dumps(made))
     return made
@@ -85,8 +85,10 @@ class Interpreter:
         for path, target in links.items():
             dest = self.root / path
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if not dest.is_symlink() and not dest.exists():
+            try:
                 os.symlink(target, dest)
+            except FileExistsError:
+                pass  # made by a run alongside, or by this one before it was cut short
         (self.root / ".complete").write_bytes(b"")
 
     def run(self, args: list[str]) -> str:

@@ -62,7 +62,7 @@ def files(target: Target) -> Files:
     apt.update()
     key = cache.digest(apt.suite, apt.arch, str((apt.root / "updated").stat().st_mtime_ns),
                        _WANTED.pattern, _UNWANTED.pattern, *packages(apt),
-                       f"pyc {pyc.available()}")
+                       pyc.COMPILE if pyc.available() else "no pyc")
     dest = cache.ROOT / "python-guest" / f"{apt.suite}-{apt.arch}-{key}.pickle"
     if dest.exists():
         out = pickle.loads(dest.read_bytes())
