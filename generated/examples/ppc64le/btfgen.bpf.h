@@ -785,8 +785,8 @@ static __always_inline __u64 btfgen_generic_carried(const struct btfgen_spec *sp
  * of its data (0: none was kept). Every way of finding the pointer ends in this one call, and
  * what it knows of the pointer it reads back from the record, which the verifier does not
  * track: the paths are the same state here, and it walks the decoder once for them all, not
- * once each (for five functions' exit, 278,000 instructions before, TCG guests' seconds a
- * load). */
+ * once each (btfgen trace's exit program for four functions on x86_64: 271,651 instructions
+ * verified before, 93,030 after; seconds a load in a TCG guest). */
 static __always_inline int btfgen__decode_carried_exit(const void *ctx, __u64 sp,
 						       const struct btfgen_spec *spec,
 						       struct btfgen_record *rec)
