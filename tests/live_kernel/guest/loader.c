@@ -218,14 +218,20 @@ static void load_progs(void)
 		a.insns = ptr(p->insns);
 		a.insn_cnt = p->ninsns;
 		a.license = ptr("GPL");
-		a.log_buf = ptr(log_buf);
-		a.log_size = sizeof(log_buf);
-		a.log_level = 1;
 		if (is_multi(p))
 			a.expected_attach_type = BPF_TRACE_KPROBE_MULTI;
 		for (int j = 0; j < 15 && p->name[j]; j++)
 			a.prog_name[j] = p->name[j];
+		/* Without a log first, as libbpf loads: at level 1 the verifier prints every
+		 * instruction it walks, which under TCG cost more than the walk itself. The log is
+		 * asked for only to say why a program was refused. */
 		p->fd = sys_bpf(BPF_PROG_LOAD, &a);
+		if (p->fd < 0) {
+			a.log_buf = ptr(log_buf);
+			a.log_size = sizeof(log_buf);
+			a.log_level = 1;
+			p->fd = sys_bpf(BPF_PROG_LOAD, &a);
+		}
 		if (p->fd < 0) {
 			int e = errno;
 			size_t n = strlen(log_buf);
