@@ -138,22 +138,15 @@ def _fail(what: str, err: int | None = None) -> BpfLoadError:
 JIT_SYSCTL = "/proc/sys/net/core/bpf_jit_enable"
 
 
-def jit_off() -> bool:
-    """Whether this kernel's BPF JIT is off (net.core.bpf_jit_enable = 0). Debian's riscv64
-    kernel, for one, boots with it off, and kernels refuse some programs to the interpreter
-    (btfgen's trace programs all: bpf_loop callbacks, subprograms); turning it on is the
-    administrator's call, so it is said, not done."""
+def _jit_off() -> str:
+    """Why a load may fail that the verifier's log only hints at ("requires BPF JIT compiler"):
+    Debian's riscv64 kernel, for one, boots with the JIT off, and kernels refuse some programs
+    to the interpreter. Turning it on is the administrator's call, so it is said, not done."""
     try:
         with open(JIT_SYSCTL) as f:
-            return f.read().strip() == "0"
+            if f.read().strip() != "0":
+                return ""
     except OSError:
-        return False
-
-
-def _jit_off() -> str:
-    """Why a load may have failed that the verifier's log only hints at ("requires BPF JIT
-    compiler")."""
-    if not jit_off():
         return ""
     return (" (this kernel's BPF JIT is off, net.core.bpf_jit_enable = 0: "
             "`sysctl net.core.bpf_jit_enable=1` turns it on)")

@@ -292,11 +292,6 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 obj.close()
                 if not isinstance(e, bpfload.BpfLoadError) or n + 1 == len(modes):
                     raise
-                # With the JIT off every mode's program is refused alike (they share the
-                # decoder's callbacks and subprograms): another verification, minutes on a
-                # slow machine, would end the same way.
-                if bpfload.jit_off():
-                    raise
                 # Auto: a session the probe let through may still be refused (a kernel that
                 # cannot put every function on the function-graph stack): the pair still works.
                 print(f"{PROG}: the {mode.said} was refused ({str(e).splitlines()[0]}): "

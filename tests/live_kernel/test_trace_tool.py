@@ -73,9 +73,14 @@ def test_trace_tool_in_guest(name, tmp_path):
     # Where the kernel boots with its BPF JIT off and refuses the program to the interpreter
     # (Debian's riscv64), the tool must say so, and runs once the JIT is on, as a user turns it
     # on. Kernels without BPF_JIT_ALWAYS_ON run it interpreted, and s390x has no such sysctl.
+    # Where the kernel has session links, only the session is asked for here: its program
+    # (kfuncs) is refused before it is verified, where auto goes on to the pair, whose refusal
+    # comes at the end of a whole verification (a minute under TCG on riscv64). Auto does try
+    # the pair, as a kernel may run that one interpreted.
+    jit_attach = attach if name in SINGLE else "--attach session"
     g.step("jit", f"cd /trace && if [ -e {JIT} ] && [ \"$(cat {JIT})\" = 0 ]; then "
                   f"LD_LIBRARY_PATH={python_guest.library_path(t)} "
-                  f"{py.python} btfgen_trace.py --run /trace {attach} -- true >/tmp/jit 2>&1; "
+                  f"{py.python} btfgen_trace.py --run /trace {jit_attach} -- true >/tmp/jit 2>&1; "
                   f"echo \"exit $?\"; head -3 /tmp/jit; echo 1 > {JIT}; fi")
     g.step("trace", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
                     f"{py.python} btfgen_trace.py --run /trace {attach} -- sh -c "
@@ -95,8 +100,6 @@ def test_trace_tool_in_guest(name, tmp_path):
     jit, _ = boot.section("jit")
     if jit.strip() and jit.split()[:2] != ["exit", "0"]:
         assert "net.core.bpf_jit_enable = 0" in jit, f"{name}: JIT off, not said:\n{jit}"
-        # Refused once: every mode's program needs the JIT, so none is tried after the first.
-        assert "was refused" not in jit, f"{name}: another mode tried with the JIT off:\n{jit}"
     text, rc = boot.section("trace")
     assert rc == 0, f"{name}: the tool failed (exit {rc}):\n{text[-3000:]}"
     # Kept for reading (the README's example output comes from here).
