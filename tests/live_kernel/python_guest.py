@@ -156,9 +156,10 @@ def add_directory(g: Guest, target: Target, directory: Path, at: str) -> None:
     sources = {}
     for f in directory.iterdir():
         if f.is_file():
-            g.file(f"{at}/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+            data = f.read_bytes()
+            g.file(f"{at}/{f.name}", data, 0o755 if f.suffix == ".py" else 0o644)
             if f.suffix == ".py":
-                sources[f"{at}/{f.name}"] = f.read_bytes()
+                sources[f"{at}/{f.name}"] = data
     c = compiler(target)
     if c and sources:
         for path, data in pyc.compiled(c, sources).items():

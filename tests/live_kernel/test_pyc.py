@@ -38,10 +38,10 @@ def test_the_guest_python_runs_the_bytecode_made_here(name, tmp_path):
         assert f"{head}/__pycache__/{base}.{tag}.pyc" in files.files, module
 
     made = pyc.compiled(compiler, {"m/probe.py": b"VALUE = 'compiled'\n"})
-    assert list(made) == [f"m/__pycache__/probe.{tag}.pyc"]
-    (tmp_path / "m" / "__pycache__").mkdir(parents=True)
-    (tmp_path / "m" / "__pycache__" / f"probe.{tag}.pyc").write_bytes(made[f"m/__pycache__/"
-                                                                         f"probe.{tag}.pyc"])
+    bytecode = f"m/__pycache__/probe.{tag}.pyc"
+    assert list(made) == [bytecode]
+    (tmp_path / bytecode).parent.mkdir(parents=True)
+    (tmp_path / bytecode).write_bytes(made[bytecode])
     (tmp_path / "m" / "probe.py").write_text("VALUE = 'source'\n")
     out = compiler.run(["-B", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'm')!r}); "
                                     "import probe; print(probe.VALUE, probe.__cached__)"])
