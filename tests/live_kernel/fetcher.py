@@ -200,8 +200,10 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
                     lone_ours += cs[j:j + skip[1]]
                     i, j = i + skip[0], j + skip[1]
                     continue
-                pairs.append((ks[i], cs[j]))
-                i, j = i + 1, j + 1
+                matched, skipped_k, skipped_c, i, j = _align_run(ks, kn, cs, i, j, window)
+                pairs += matched
+                lone_kernel += skipped_k
+                lone_ours += skipped_c
                 continue
             extra_kernel = next((n for n in range(1, window) if i + n < len(ks)
                                  and kn[i + n] == cs[j].function), None)
@@ -256,6 +258,48 @@ def _burst(ks, kn, cs, i: int, j: int, window: int) -> tuple[int, int] | None:
                 abs(ks[i].ns - cs[j + n].ns) <= BURST_NEAR_NS:
             return 0, n
     return None
+
+
+def _align_run(ks, kn, cs, i: int, j: int, window: int):
+    """Pair a run of returns of one function on both sides, from (i, j) where both have it:
+    (pairs, kernel returns set aside, btfgen returns set aside, the next i, the next j).
+
+    Where one side missed a call of the run, pairing the runs in order pairs every return after
+    the missed one with the other side's next call, all of them a call off, and close in time
+    (a run of fput calls on unstable-amd64). The most pairs in order, and among those the ones
+    nearest in time, pair each call with itself: one call's two returns are made by the same
+    return path, microseconds apart, and calls of a run are further apart than that. Returns
+    past the last pair are left to the walk: they may pair with returns after another name."""
+    name = kn[i]
+    rk = next((n for n in range(1, window) if i + n >= len(ks) or kn[i + n] != name), window)
+    rc = next((n for n in range(1, window) if j + n >= len(cs) or cs[j + n].function != name),
+              window)
+    if rk == rc == 1:
+        return [(ks[i], cs[j])], [], [], i + 1, j + 1
+    # best[a][b]: (pairs, -(their distance in time)) of the runs' first a and b returns.
+    best = [[(0, 0)] * (rc + 1) for _ in range(rk + 1)]
+    for a in range(1, rk + 1):
+        for b in range(1, rc + 1):
+            near = min(abs(ks[i + a - 1].ns - cs[j + b - 1].ns), REORDERED_NS)
+            both = best[a - 1][b - 1]
+            best[a][b] = max(best[a - 1][b], best[a][b - 1], (both[0] + 1, both[1] - near))
+    matched, a, b = [], rk, rc
+    while a and b:
+        if best[a][b] == best[a - 1][b]:
+            a -= 1
+        elif best[a][b] == best[a][b - 1]:
+            b -= 1
+        else:
+            matched.append((a - 1, b - 1))
+            a, b = a - 1, b - 1
+    matched.reverse()
+    last_k, last_c = matched[-1]
+    paired_k = {a for a, _ in matched}
+    paired_c = {b for _, b in matched}
+    return ([(ks[i + a], cs[j + b]) for a, b in matched],
+            [ks[i + a] for a in range(last_k) if a not in paired_k],
+            [cs[j + b] for b in range(last_c) if b not in paired_c],
+            i + last_k + 1, j + last_c + 1)
 
 
 def _pair_nearest(ks: list[KernelEvent], cs: list[Call], names: list[str],

@@ -150,3 +150,21 @@ def test_a_burst_one_side_missed_does_not_shift_the_calls_after_it():
         ["f"])
     assert [(k.ns, c.ns) for k, c in pairs] == [(100_000, 100_300), (7_000_000, 7_000_300)]
     assert [c.ns for c in lone_ours] == [200_000] and lone_kernel == []
+
+
+def test_a_call_one_side_missed_in_a_run_of_one_function_does_not_shift_the_run():
+    # A fresh machine's unstable-amd64 run: the kernel saw four fput returns, btfgen the last
+    # three; paired in order, each of btfgen's went with the kernel's call before it.
+    kernel = [_kernel(100), _kernel(200), _kernel(300), _kernel(400), _kernel(500, 1)]
+    ours = [_call(200_300), _call(300_300), _call(400_300), _call(500_300, "g")]
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f", "g"])
+    assert [(k.ns, c.ns) for k, c in pairs] == [(200_000, 200_300), (300_000, 300_300),
+                                               (400_000, 400_300), (500_000, 500_300)]
+    assert [k.ns for k in lone_kernel] == [100_000] and lone_ours == []
+    # btfgen's extra return in the middle of a run
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(
+        [_kernel(100), _kernel(300), _kernel(400)],
+        [_call(100_300), _call(200_000), _call(300_300), _call(400_300)], ["f"])
+    assert [(k.ns, c.ns) for k, c in pairs] == [(100_000, 100_300), (300_000, 300_300),
+                                               (400_000, 400_300)]
+    assert [c.ns for c in lone_ours] == [200_000] and lone_kernel == []
