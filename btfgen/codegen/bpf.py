@@ -133,7 +133,7 @@ class HeaderView:
     # btfgen_generic_decode_cookie: the cookie's layout, and the number it runs
     cookie_id_shift: int = spec_format.Cookie.ID_SHIFT
     cookie_id_bits: int = spec_format.Cookie.ID_BITS
-    cookie_image_shift: int = spec_format.Cookie.IMAGE_SHIFT
+    cookie_entry_bit: int = spec_format.Cookie.ENTRY_BIT
     image_plan: int = spec_format.IMAGE_PLAN
     capture_fields: tuple[spec_format.Field, ...] = spec_format.CAPTURE_HEAD
     captures: bool = False  # some function has captures: the header defines their reads

@@ -33,7 +33,7 @@ def test_formats_have_no_padding_to_hide():
 def test_an_attach_cookie_names_the_image_only_where_the_call_needs_no_spec():
     head = {"btf_id": 77, "carry": 0, "entry_plan": spec_format.IMAGE_PLAN, "exit_plan": 5}
     c = spec_format.Cookie.of(9, head)
-    assert c.image == (True, False) and c.value == 9 | 77 << 32 | 1 << 62
+    assert c.image == (True, False) and c.value == 9 | 77 << 32 | 1 << 63
     assert c.value & 0xFFFFFFFF == 9  # the key, as the cookie's low 32 bits
     both = spec_format.Cookie.of(9, {**head, "exit_plan": spec_format.IMAGE_PLAN})
     assert both.value >> 62 == 3
@@ -54,7 +54,7 @@ def test_an_attach_cookie_reads_back_from_its_64_bits():
             c = spec_format.Cookie.of(key, {**head, "entry_plan": entry_plan,
                                             "exit_plan": exit_plan})
             assert spec_format.Cookie.from_value(c.value) == c
-    assert spec_format.Cookie.from_value(1 << 63 | 5 << 32 | 7) == (7, 5, (False, True))
+    assert spec_format.Cookie.from_value(1 << 62 | 5 << 32 | 7) == (7, 5, (False, True))
     for bad in (-1, 1 << 64):
         with pytest.raises(ValueError):
             spec_format.Cookie.from_value(bad)

@@ -25,7 +25,7 @@ class Kernel:
 
 MANIFEST = {"kind": "kernel", "functions": ["a", "shared_name", "b", "blacklisted"]}
 SINGLE = run.AttachMode("single", "trace.bpf.o", ("trace_entry", "trace_exit"), "kprobes")
-COOKIES = [10, 11, 1 << 62 | 7 << 32 | 12, 13]  # spec_format.Cookie: "b" on the image
+COOKIES = [10, 11, 1 << 63 | 7 << 32 | 12, 13]  # spec_format.Cookie: "b" on the image
 
 
 def test_refused_names_are_left_out_and_said(capsys):

@@ -731,11 +731,12 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 /* A function's attach cookie under mass attach (btfgen.decoder.spec_format.Cookie, made by
  * spec_format.cookie()): its spec's key in the specs map, the cookie as a __u32; where the
  * register image decodes the function's entry (its exit), bit
- * 62 (bit 63) is set and its BTF id is in bits
- * 32-61. */
+ * 63 (bit 62) is set and its BTF id is in bits
+ * 32-61. The kind's bit shifted to
+ * the sign is one test, where a mask needed a 64-bit constant loaded, an and and a test. */
 #define BTFGEN_COOKIE_KEY(cookie) ((__u32)(cookie))
 #define BTFGEN_COOKIE_ON_IMAGE(cookie, kind) \
-	(((cookie) >> (62 + (kind))) & 1)
+	((__s64)((__u64)(cookie) << (0 + (kind))) < 0)
 #define BTFGEN_COOKIE_BTF_ID(cookie) \
 	((__u32)((cookie) >> 32) & ((1U << 30) - 1))
 

@@ -68,10 +68,11 @@ IMAGE_PLAN = 1
 class Cookie(NamedTuple):
     """A function's attach cookie under mass attach, 64 bits: the key of its spec in the
     program's specs map (bits 0-31, the cookie as a __u32), and, for a function the register
-    image decodes, its BTF id (bits 32-61) and a bit per kind (62: its entry, 63: its exit) on
+    image decodes, its BTF id (bits 32-61) and a bit per kind (63: its entry, 62: its exit) on
     the image. A call with its kind's bit set is decoded with no lookup of its spec: what the
     record needs, its BTF id, is here. The bits are clear where the exit needs its entry (a
-    carried return pointer) or the BTF id does not fit."""
+    carried return pointer) or the BTF id does not fit. The entry's is the sign bit, and the
+    exit's the sign bit once shifted left by one: either is tested in one instruction."""
 
     key: int
     btf_id: int
@@ -79,13 +80,12 @@ class Cookie(NamedTuple):
 
     ID_SHIFT = 32
     ID_BITS = 30
-    IMAGE_SHIFT = 62
+    ENTRY_BIT = 63  # the exit's is the next lower one
 
     @property
     def value(self) -> int:
-        bits = self.image[0] | self.image[1] << 1
-        return self.key | (self.btf_id << self.ID_SHIFT | bits << self.IMAGE_SHIFT if bits
-                           else 0)
+        bits = self.image[0] << self.ENTRY_BIT | self.image[1] << (self.ENTRY_BIT - 1)
+        return self.key | (self.btf_id << self.ID_SHIFT | bits if bits else 0)
 
     @classmethod
     def of(cls, key: int, head: dict) -> "Cookie":
@@ -103,9 +103,9 @@ class Cookie(NamedTuple):
         """The cookie whose 64 bits are `value`, as bpf_get_attach_cookie() gives it."""
         if not 0 <= value < 1 << 64:
             raise ValueError(f"attach cookie {value:#x} is not 64 bits")
-        bits = value >> cls.IMAGE_SHIFT
         btf_id = value >> cls.ID_SHIFT & ((1 << cls.ID_BITS) - 1)
-        return cls(value & ((1 << cls.ID_SHIFT) - 1), btf_id, (bool(bits & 1), bool(bits & 2)))
+        image = (bool(value >> cls.ENTRY_BIT & 1), bool(value >> (cls.ENTRY_BIT - 1) & 1))
+        return cls(value & ((1 << cls.ID_SHIFT) - 1), btf_id, image)
 
 
 def cookie(key: int, spec: bytes, byte_order: str) -> int:
