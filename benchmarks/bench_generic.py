@@ -457,6 +457,11 @@ def build(tmp: Path, batch: int, kernel):
     return tmp / "b.bpf.o", specs + mix, straight.counts(table), compile_s, on_image
 
 
+def _release() -> tuple[int, int]:
+    major, minor = (platform.release().split(".") + ["0"])[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
 def _ratio(g: float, h: float) -> str:
     return f"{g / h:.2f}x" if h > 0 else "none (hand-written not above the empty loop)"
 
@@ -481,8 +486,12 @@ def main() -> int:
     from bpfrun import BpfObject, bpf_permitted
 
     reason = bpf_permitted()
-    if reason or platform.machine() != "x86_64":
-        print(f"skipped: {reason or 'not an x86_64 machine'}")
+    if not reason and platform.machine() != "x86_64":
+        reason = "not an x86_64 machine"
+    if not reason and _release() < (6, 9):
+        reason = f"Linux {platform.release()}: the programs' own loops need may_goto (6.9)"
+    if reason:
+        print(f"skipped: {reason}")
         return 0
     kernel = None if args.no_kernel else kernel_plans()
     with tempfile.TemporaryDirectory() as t:
