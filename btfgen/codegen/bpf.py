@@ -262,9 +262,19 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render_a
     arg_views: dict = {}
     views = [function_view(fs[i], ctypes, big, cache=pieces, views=arg_views,
                            captures=captures.get(fs[i].name, ())) for i in firsts]
-    formats = [_format(text) for text in render_all(views)]
+    formats = [_wanted(_format(text)) for text in render_all(views)]
     return [formats[k] % {"c": cname, "i": f.btf_id, "m": function_comment(f)}
             for f, cname, k in zip(fs, names, at)]
+
+
+def _wanted(block: str) -> str:
+    """A function's block, left out under BTFGEN_ONLY_WANTED unless BTFGEN_WANT_<its name> is
+    defined: a program using a few of a whole kernel's decoders (`btfgen trace --filter`)
+    compiles those few, not a million lines."""
+    lead = "\n" if block.startswith("\n") else ""
+    end = "" if block.endswith("\n") else "\n"
+    return (lead + "#if !defined(BTFGEN_ONLY_WANTED) || defined(BTFGEN_WANT_%(c)s)\n"
+            + block[len(lead):] + end + "#endif\n")
 
 
 def by_plan(fs, captures: dict) -> tuple[list[int], list[int]]:

@@ -108,6 +108,21 @@ def test_generic_only_leaves_the_per_function_decoders_out(arch, tmp_path):
         _compile(arch, tmp_path / "self", only, "btfgen.bpf.h")
 
 
+@pytest.mark.parametrize("arch", ("x86_64", "s390x", "arm"))
+def test_only_wanted_keeps_only_the_wanted_decoders(arch, tmp_path):
+    """BTFGEN_ONLY_WANTED with BTFGEN_WANT_<name> (what `btfgen trace --filter` defines for the
+    filtered functions): that function's decoder compiles, another's is left out (and is there
+    without the macro)."""
+    _generate(arch, tmp_path, "--self-contained")
+    only = "#define BTFGEN_ONLY_WANTED\n#define BTFGEN_WANT_scalars\n"
+    _compile(arch, tmp_path, only, "btfgen.bpf.h")  # scalars'
+    other = ('SEC("kprobe") int run(void *ctx) { struct btfgen_args_with_enum a; '
+             "return btfgen_entry_with_enum(ctx, &a); }\n")
+    _compile(arch, tmp_path, "", "btfgen.bpf.h", other)
+    with pytest.raises(AssertionError, match="btfgen_args_with_enum|btfgen_entry_with_enum"):
+        _compile(arch, tmp_path, only, "btfgen.bpf.h", other)
+
+
 # User space (the loader that fills the spec map and reads records) includes btfgen_specs.h with
 # its own C library: the arches whose cross gcc has one here.
 USER_CC = {"x86_64": "gcc", "i386": "i686-linux-gnu-gcc", "arm64": "aarch64-linux-gnu-gcc",

@@ -103,7 +103,9 @@ typedef __u32 __wsum;
 	} while (0)
 #define BTFGEN_SP(ctx) ((__u64)BTFGEN_CTX_LOAD(ctx, 16, __u64))
 /* BTFGEN_GENERIC_ONLY: the generic decoder alone, without the per-function types and decoders
- * (a whole kernel's are a million lines and most of a mass-attach program's compile time). */
+ * (a whole kernel's are a million lines and most of a mass-attach program's compile time).
+ * BTFGEN_ONLY_WANTED: of the per-function decoders, only those of the functions whose
+ * BTFGEN_WANT_<name> is defined too (-DBTFGEN_WANT_vfs_read). */
 #ifndef BTFGEN_GENERIC_ONLY
 
 struct big___btfgen;
@@ -141,6 +143,7 @@ struct small___btfgen {
 } __attribute__((packed, aligned(2)));
 _Static_assert(sizeof(struct small___btfgen) == 4, "btfgen: layout of small___btfgen");
 
+#if !defined(BTFGEN_ONLY_WANTED) || defined(BTFGEN_WANT_scalars)
 /* scalars (BTF id 35) */
 #define BTFGEN_ID_scalars 35
 struct btfgen_args_scalars {
@@ -184,7 +187,9 @@ static __always_inline int btfgen_exit_scalars(const void *ctx, const struct btf
 	BTFGEN_REG_COPY((char *)&r->value + 0, ctx, 80, __u64, 0, 8); /* a0 (ctx->a0) */
 	return 0;
 }
+#endif
 
+#if !defined(BTFGEN_ONLY_WANTED) || defined(BTFGEN_WANT_pass_pair)
 /* pass_pair (BTF id 33) */
 #define BTFGEN_ID_pass_pair 33
 struct btfgen_args_pass_pair {
@@ -216,7 +221,9 @@ static __always_inline int btfgen_exit_pass_pair(const void *ctx, const struct b
 	BTFGEN_REG_COPY((char *)&r->value + 8, ctx, 88, __u64, 0, 8); /* a1 (ctx->a1) */
 	return 0;
 }
+#endif
 
+#if !defined(BTFGEN_ONLY_WANTED) || defined(BTFGEN_WANT_ret_big)
 /* ret_big (BTF id 31) */
 #define BTFGEN_ID_ret_big 31
 struct btfgen_args_ret_big {
@@ -254,7 +261,9 @@ static __always_inline int btfgen_exit_ret_big(const void *ctx, const struct btf
 		return -2; /* ENOENT: the return pointer was saved at entry */
 	return BTFGEN_READ(&r->value, 40, saved->btfgen_retptr);
 }
+#endif
 
+#if !defined(BTFGEN_ONLY_WANTED) || defined(BTFGEN_WANT_with_enum)
 /* with_enum (BTF id 29) */
 #define BTFGEN_ID_with_enum 29
 struct btfgen_args_with_enum {
@@ -286,7 +295,9 @@ static __always_inline int btfgen_exit_with_enum(const void *ctx, const struct b
 	BTFGEN_REG_COPY((char *)&r->value + 0, ctx, 80, __u64, 0, 4); /* a0 (ctx->a0) */
 	return 0;
 }
+#endif
 
+#if !defined(BTFGEN_ONLY_WANTED) || defined(BTFGEN_WANT_tiny)
 /* tiny (BTF id 27) */
 #define BTFGEN_ID_tiny 27
 struct btfgen_args_tiny {
@@ -318,6 +329,7 @@ static __always_inline int btfgen_exit_tiny(const void *ctx, const struct btfgen
 	BTFGEN_REG_COPY((char *)&r->value + 0, ctx, 80, __u64, 0, 4); /* a0 (ctx->a0) */
 	return 0;
 }
+#endif
 #endif /* BTFGEN_GENERIC_ONLY */
 
 #ifndef BTFGEN_COMMON_H
