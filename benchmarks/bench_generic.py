@@ -524,7 +524,8 @@ def main() -> int:
           f"load {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs")
     g, st, p, h, ck = (figure[f"loop_{k}_f6"] for k in
                        ("image", "straight", "function", "hand", "cookiehand"))
-    ratios = [p["loop_image_f6"] / p["loop_hand_f6"] for p in per_load if p["loop_hand_f6"] > 0]
+    ratios = [load["loop_image_f6"] / load["loop_hand_f6"] for load in per_load
+              if load["loop_hand_f6"] > 0]
     print(f"  f6 (6 scalars in registers), decoded in the program's own loop: generic {g:6.2f} ns "
           f"(on the register image, as btfgen trace decodes it; its decoder alone {st:6.2f}), "
           f"per-function {p:6.2f} ns, hand-written {h:6.2f} ns, its id from the cookie "
