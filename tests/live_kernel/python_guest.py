@@ -68,8 +68,8 @@ def files(target: Target) -> Files:
         out = pickle.loads(dest.read_bytes())
     else:
         out = _collect(apt)
-        compiler = _compiler(apt.suite, out if apt.arch == "amd64" else None)
-        if compiler and compiler.python == out.python:
+        compiler = _compiler_for(out, apt.suite, out if apt.arch == "amd64" else None)
+        if compiler:
             stdlib = {p: data for p, (data, _) in out.files.items() if p.endswith(".py")}
             out.files.update((p, (data, 0o644)) for p, data in
                              pyc.compiled(compiler, stdlib).items())
@@ -84,8 +84,13 @@ _files: dict[str, Files] = {}
 
 def compiler(target: Target) -> pyc.Interpreter | None:
     """What compiles the guest's own modules (a trace directory's) for its Python, or None."""
-    c = _compiler(target.suite, None)
-    return c if c and c.python == files(target).python else None
+    return _compiler_for(files(target), target.suite, None)
+
+
+def _compiler_for(guest: Files, suite: str, amd64: Files | None) -> pyc.Interpreter | None:
+    """_compiler(), where its Python is the guest's (bytecode is made per version)."""
+    c = _compiler(suite, amd64)
+    return c if c and c.python == guest.python else None
 
 
 def _compiler(suite: str, amd64: Files | None) -> pyc.Interpreter | None:
