@@ -1,4 +1,4 @@
-"""Markdown tables from the last live run's results (cache/results/*.json), for the README.
+"""Markdown tables from the last live run's results (cache/results/*.json), for the docs.
 
     python3 -m live_kernel.report      (from tests/)
 """

@@ -102,7 +102,7 @@ def test_trace_tool_in_guest(name, tmp_path):
         assert "net.core.bpf_jit_enable = 0" in jit, f"{name}: JIT off, not said:\n{jit}"
     text, rc = boot.section("trace")
     assert rc == 0, f"{name}: the tool failed (exit {rc}):\n{text[-3000:]}"
-    # Kept for reading (the README's example output comes from here).
+    # Kept for reading (docs/trace.md's example output comes from here).
     cache.write_atomic(cache.ROOT / "results" / f"trace-tool-{name}.txt",
                        f"{k.release}, boot {boot.seconds:.1f}s\n{text}".encode())
     # The path taken is said, and is the one this kernel needs.

@@ -172,7 +172,7 @@ def test_captures_and_filters_in_guest(name, tmp_path):
     for step in ("fprobe", "all", "kernel", "filtered", "user"):
         text, rc = boot.section(step)
         report.append(f"== {step} (exit {rc})\n{text}")
-    # Kept for reading (the README's example lines come from here).
+    # Kept for reading (docs/live-kernels.md's example lines come from here).
     cache.write_atomic(cache.ROOT / "results" / f"typed-live-{name}.txt",
                        "\n".join(report).encode())
     names = {f"/tmp/{KEEP}-{name}", f"/tmp/{DROP}-{name}"}
