@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from btfgen.abi.classify import Classifier, Shape, pointer_shape
-from btfgen.abi.ctx import resolve_ctx
 from btfgen.abi.convention import ArgPlace, Chunks, Convention, Regs, Rule, Stack
+from btfgen.abi.ctx import resolve_ctx
 from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.errors import ArchError

@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 from .records import DecodeError
 
-
 # `check` takes a descriptor as a generated module spells it or as JSON gives it back (lists for
 # tuples) and returns it rebuilt, or raises DecodeError saying what is wrong. `limit` bounds
 # sizes and nesting: a recording is untrusted, and a crafted one must not make the decoder build

@@ -8,8 +8,7 @@ import struct
 from .captures import capture_reader, captures_end
 from .descriptors import FastPath, FunctionDesc, ValueDesc
 from .readers import TEXT_READERS, reader
-from .records import (CAPTURE_HEADS, CARRY_MISSING, RECORD_HEADER_SIZE, RECORD_HEADERS,
-                      DecodeError)
+from .records import CAPTURE_HEADS, CARRY_MISSING, RECORD_HEADER_SIZE, RECORD_HEADERS, DecodeError
 from .values import Unavailable, Unread
 
 
