@@ -78,7 +78,7 @@ def _visit(name: str, done: list[_Module], path: list[str]) -> None:
     if name in path:
         raise EmbedError(f"{name}: an import cycle: {' -> '.join(path + [name])}")
     m = _Module(name)
-    dropped = []
+    dropped = [stmt for stmt in m.tree.body if _is_main_block(stmt)]
     for stmt in m.tree.body:
         if isinstance(stmt, ast.ImportFrom) and stmt.level:
             if stmt.module is None:
@@ -87,16 +87,20 @@ def _visit(name: str, done: list[_Module], path: list[str]) -> None:
             target = importlib.util.resolve_name("." * stmt.level + stmt.module, m.package)
             _visit(target, done, path + [name])
             dropped.append(stmt)
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            _check_stdlib(m.name, stmt)
-        elif _is_main_block(stmt):
-            dropped.append(stmt)
+    for node in ast.walk(m.tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in dropped:
+            _check_import(m.name, node)
     m.text = _text(m, dropped)
     m.kept = [s for s in m.tree.body if s not in dropped]
     done.append(m)
 
 
-def _check_stdlib(where: str, stmt: ast.Import | ast.ImportFrom) -> None:
+def _check_import(where: str, stmt: ast.Import | ast.ImportFrom) -> None:
+    """Refuses an import that the embedded text could not run: a relative one it does not
+    drop (inside a function), or one of anything but the standard library."""
+    if isinstance(stmt, ast.ImportFrom) and stmt.level:
+        raise EmbedError(f"{where}:{stmt.lineno}: a relative import below the top level: "
+                         f"embedded, there is no package to import from")
     names = [stmt.module] if isinstance(stmt, ast.ImportFrom) else [a.name for a in stmt.names]
     for name in names:
         if name.partition(".")[0] not in sys.stdlib_module_names and name != "__future__":

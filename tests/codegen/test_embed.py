@@ -69,6 +69,12 @@ def test_a_package_is_embedded_in_import_order(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name, files, error", [
     ("embed_lib", {"__init__.py": "from .a import x\n", "a.py": "import jinja2\n\nx = 1\n"},
      "embed_lib.a:5: imports jinja2, not in the standard library"),
+    ("embed_lazy", {"__init__.py": "from .a import f\n",
+                    "a.py": "def f():\n    from btfgen import target\n    return target\n"},
+     "embed_lazy.a:6: imports btfgen, not in the standard library"),
+    ("embed_inner", {"__init__.py": "from .a import f\n", "b.py": "x = 1\n",
+                     "a.py": "def f():\n    from .b import x\n    return x\n"},
+     "embed_inner.a:6: a relative import below the top level"),
     ("embed_twice", {"__init__.py": "from .a import x\nfrom .b import y\n",
                      "a.py": "def helper():\n    pass\n\n\nx = 1\n",
                      "b.py": "helper = None\ny = 2\n"},
