@@ -87,12 +87,20 @@ def _visit(name: str, done: list[_Module], path: list[str]) -> None:
             target = importlib.util.resolve_name("." * stmt.level + stmt.module, m.package)
             _visit(target, done, path + [name])
             dropped.append(stmt)
-    for node in ast.walk(m.tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in dropped:
-            _check_import(m.name, node)
+    for stmt in _statements(m.tree.body):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt not in dropped:
+            _check_import(m.name, stmt)
     m.text = _text(m, dropped)
     m.kept = [s for s in m.tree.body if s not in dropped]
     done.append(m)
+
+
+def _statements(body: list):
+    """Every statement in `body` and in the blocks nested in it (expressions hold none)."""
+    for stmt in body:
+        yield stmt
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            yield from _statements(getattr(stmt, block, []))
 
 
 def _check_import(where: str, stmt: ast.Import | ast.ImportFrom) -> None:
