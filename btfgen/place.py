@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from btfgen.abi.classify import Classifier, Shape, pointer_shape
+from btfgen.abi.convention import ArgPlace, Chunks, Convention, Regs, Rule, Stack
 from btfgen.abi.ctx import resolve_ctx
-from btfgen.abi.dsl import ArgPlace, Chunks, Convention, Regs, Rule, Stack
 from btfgen.btf import types as T
 from btfgen.btf.cnames import c_spelling
 from btfgen.errors import ArchError
@@ -95,7 +95,8 @@ class _Start:
 
 
 class _Engine:
-    """Runs the rules; each action calls back the `Placer` methods (btfgen.abi.dsl) it means."""
+    """Runs the rules; each action calls back the `Placer` methods (btfgen.abi.convention) it
+    means."""
 
     def __init__(self, conv: Convention, ctx: CtxInfo, classifier: Classifier):
         self.conv = conv
@@ -156,7 +157,7 @@ class _Engine:
                 continue
         return [], False, f"{rule.where(self.conv.path)}: no action of this rule found a place"
 
-    # -- what actions ask for (dsl.Placer) -----------------------------------------------------
+    # -- what actions ask for (convention.Placer) ---------------------------------------------
     def no_room(self):
         raise _NoPlace
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import platform
 
-from btfgen.abi.dsl import Convention, parse_file
+from btfgen.abi.convention import Convention
+from btfgen.abi.dsl import parse_file
 from btfgen.errors import ArchError
 from btfgen.resources import arches_dir
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from btfgen.abi.dsl import Convention, CtxSpec
+from btfgen.abi.convention import Convention, CtxSpec
 from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.errors import AbiError

@@ -1,373 +1,46 @@
-"""The ABI description language: parse a `.abi` file into a frozen `Convention`.
+"""The ABI description language's parser: a `.abi` file into a frozen `Convention`
+(btfgen/abi/convention.py). The language is docs/abi-language.md; its grammar
+grammars/abi.lark (LALR).
 
-The grammar is `grammars/abi.lark` (LALR). Every rule and action keeps its line and column so the
-engine can say which rule placed a value and a broken description points at its own text. No
-parse tree leaves this module; every syntax or meaning error is an `AbiError` "file:line:col: ...".
-
-The language, statement by statement (`#` starts a comment):
-
-  arch NAME { ... }            one architecture; NAME is its canonical name
-  names N...;                  other exact names (uname -m spellings: a trace directory runs on
-                               a machine whose `uname -m` is one of them)
-  bpf_syscall N;               the bpf() syscall's number in this arch's syscall table
-  address_spaces shared|separate;  separate: kernel and user memory overlap in addresses
-                               (s390x), so a pointer the BTF does not tag cannot be tried in
-                               one and then the other
-  family N...;                 shared names (kernel ARCH, __TARGET_ARCH_*) picked by pointer size
-  elf EM_...;                  the ELF e_machine that means this arch
-  pointer N; endian little|big; max_align N; slot N;
-  hfa_max_members N;           AArch64: the most members a homogeneous FP aggregate has (else 0)
-  sysv_max_size N;             x86-64: the largest aggregate classified by eightbytes (else 0)
-  clang "TRIPLE"; libc "DIR"...;  libclang's target for C headers; the libc include dirs
-  include "FILE";              the statements of FILE (relative to this one), read here
-A number `Nw` is N words (N x `pointer`, declared before it): what scales with the word.
-  stack_base N;                where stack arguments start, bytes above the entry SP
-  shared_slots yes;            registers are the first stack slots (ppc64 parameter save area)
-  regs POOL = R, R, ...;       an ordered register pool
-  close_on_miss POOL;          after one failed allocation the pool gives nothing more
-  sret arg; | sret reg R;      hidden struct-return pointer: as a first argument, or in R
-  sret_exit R;                 the callee returns that pointer in R (readable at exit); R of
-                               either must be named by a pool, a ctx or the dwarf list
-  args { RULE... }  ret { RULE... }
-  ctx pt_regs|ftrace_regs "struct" ... size N { HWREG = FIELD @ OFFSET [size N]; ... sp = ...; }
-  ctx ftrace_regs "struct" ... wraps pt_regs as MEMBER;   the registers of a ctx described above,
-                               in a struct that holds it at offset 0 as MEMBER
-  dwarf cfa N { HWREG = DWARFNO; ... sp = DWARFNO; }
-                               DWARF facts: at the first instruction the CFA (call frame address,
-                               what DW_OP_call_frame_cfa and most frame bases mean) is the entry
-                               SP + N; the psABI's DWARF numbers of the registers that matter
-  symbol_entry { nop "HEX"...; thumb_nop "HEX"...; }
-                               where DWARF's first instruction may lie past a function symbol:
-                               only the no-ops listed (bytes in memory order) stand between
-                               (GCC's -fpatchable-function-entry); `thumb_nop`: bit 0 of a
-                               function symbol is the Thumb bit, and Thumb's no-ops
-
-Every statement but `names`, `family`, `regs`, `close_on_miss` and `include` is said at most
-once (a property, `sret`, `args`, `ctx pt_regs`, ...): a second one is an error, not a silent
-replacement.
-
-A RULE is `when COND, COND... => ACTION | ACTION...;` or `otherwise => ...;`. Conditions:
-a class (integer bool enum pointer float aggregate scalar), a flag (signed, variadic = the
-function is variadic, hfa = AArch64 homogeneous FP aggregate (unions included), sysv_memory =
-x86-64 class MEMORY, int_mode / float_mode = GCC gives the value an integer machine mode of at
-most 8 bytes / a floating-point one: for an aggregate, int_mode fails when it holds an array of
-a size no mode has (char[3]: BLKmode), float_mode holds for a struct one float field spans,
-struct { double d; }, nesting included), `not FLAG`,
-`size|align|hfa_members|bitfield_align|float_fields OP N` or `... in (N, ...)`; bitfield_align =
-the largest natural alignment of the declared type of a direct bitfield member (0 without one),
-which packing does not lower; float_fields = the number of direct members of a struct whose
-direct members are all floating scalars (0 for anything else: arrays, nesting, unions). Actions, tried left to
-right until one finds room:
-
-  regs(POOL[, even][, split][, per_member][, per_field])  ceil(size/word) consecutive registers;
-        `even` starts at an even index; `split` puts what does not fit on the stack (only while
-        the stack is still empty, or always with shared_slots); `per_member` one register per HFA
-        member; `per_field` one register per float field, each holding that field (MIPS n64)
-  chunks(INTPOOL, FPPOOL)   x86-64: each eightbyte from the pool of its class, all or nothing
-  stack | stack(align N|natural)   a slot of size rounded up to `slot`, aligned to the slot, N or
-        the value's own alignment; big-endian values narrower than a slot are right-justified
-  byref      a copy in memory; its pointer is placed by the same rules
-  sret       (ret only) returned through the hidden pointer
-  none       takes no location (empty structs)
-  unavailable("reason")
-A register the ctx does not hold (FP/vector registers) makes the value unavailable, after the
-register has been allocated, so later arguments still land where the compiler puts them.
+Every rule and action keeps its line and column so the engine can say which rule placed a value
+and a broken description points at its own text. No parse tree leaves this module; every syntax
+or meaning error is an `AbiError` "file:line:col: ...".
 """
 
 from __future__ import annotations
 
 import functools
-import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NoReturn, Protocol
 
 import lark
 from lark import v_args
 
+from btfgen.abi.convention import (
+    CLASSES,
+    FLAGS,
+    NUMERIC,
+    REG_OPTIONS,
+    ByRef,
+    Chunks,
+    Compare,
+    Convention,
+    CtxEntry,
+    CtxSpec,
+    DwarfFacts,
+    Flag,
+    Member,
+    NoPlace,
+    Regs,
+    Rule,
+    Sret,
+    Stack,
+    SymbolEntry,
+    Unavailable,
+)
 from btfgen.errors import AbiError
 from btfgen.layout import CTX_NAMES
 from btfgen.resources import data_dir
-
-# What a condition may test (see btfgen/abi/classify.py for their meaning).
-CLASSES = frozenset({"integer", "bool", "enum", "pointer", "float", "aggregate", "scalar"})
-FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "float_mode"})
-NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align", "float_fields"})
-REG_OPTIONS = frozenset({"even", "split", "per_member", "per_field"})
-
-_OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
-        "==": operator.eq, "!=": operator.ne}
-
-
-# -- conditions: each says itself whether a classified value (a `Shape`) meets it --------------
-@dataclass(frozen=True, slots=True)
-class Flag:
-    """A class or flag (`variadic` is the function's); `not FLAG` is negated."""
-
-    name: str
-    negated: bool = False
-
-    def holds(self, shape, variadic: bool) -> bool:
-        value = variadic if self.name == "variadic" else shape.flag(self.name)
-        return value != self.negated
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    name: str  # one of NUMERIC
-    op: str  # one of _OPS
-    value: int
-
-    def holds(self, shape, variadic: bool) -> bool:
-        return _OPS[self.op](shape.number(self.name), self.value)
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    name: str  # one of NUMERIC
-    values: tuple[int, ...]
-
-    def holds(self, shape, variadic: bool) -> bool:
-        return shape.number(self.name) in self.values
-
-
-Cond = Flag | Compare | Member
-
-
-# -- actions: where a value may go, tried left to right ----------------------------------------
-# Each action says itself what it means to the engine (btfgen.place), as conditions say whether
-# they hold: `arg` places an argument, `ret` plans a return value, both by calling back the
-# engine's `Placer` methods. The engine keeps the allocation state and builds its own records,
-# and knows no action by name; this module does not import it.
-ArgPlace = tuple  # (raw pieces, by_ref, unavailable reason or None): an argument's placement
-
-
-class Placer(Protocol):
-    """What an action asks of the placement engine. The methods that locate bytes and `no_room`
-    raise the engine's own "no room" signal, upon which the rule's next action is tried."""
-
-    def regs(self, act: Regs, shape, alloc) -> list: ...
-    def chunks(self, act: Chunks, shape, alloc) -> list: ...
-    def stack(self, act: Stack, shape, alloc) -> list: ...
-    def no_room(self) -> NoReturn: ...
-    def new_alloc(self): ...  # a return value is placed from a fresh allocation state
-    def by_ref(self, alloc, variadic: bool, nested: bool) -> ArgPlace: ...
-    def ret_located(self, raw: list): ...
-    def ret_sret(self): ...
-    def ret_unavailable(self, reason: str): ...
-
-
-class _Locates:
-    """An action that puts the value's bytes somewhere (`locate`): in the argument's allocation
-    state for an argument, in a fresh one for a return value."""
-
-    __slots__ = ()
-
-    def locate(self, placer: Placer, shape, alloc) -> list:
-        raise NotImplementedError
-
-    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
-        return self.locate(placer, shape, alloc), False, None
-
-    def ret(self, placer: Placer, shape):
-        return placer.ret_located(self.locate(placer, shape, placer.new_alloc()))
-
-
-@dataclass(frozen=True, slots=True)
-class Regs(_Locates):
-    pool: str
-    even: bool = False  # start at an even register index
-    split: bool = False  # what does not fit goes on the stack
-    per_member: bool = False  # one register per HFA member
-    per_field: bool = False  # one register per float field (float_fields), at its own offset
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-
-    @property
-    def pools(self) -> tuple[str, ...]:
-        return (self.pool,)
-
-    def locate(self, placer: Placer, shape, alloc) -> list:
-        return placer.regs(self, shape, alloc)
-
-
-@dataclass(frozen=True, slots=True)
-class Chunks(_Locates):
-    """Each chunk (the description's `chunk` bytes: x86-64's eightbyte) from the pool of its
-    class."""
-
-    int_pool: str
-    fp_pool: str
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-
-    @property
-    def pools(self) -> tuple[str, ...]:
-        return (self.int_pool, self.fp_pool)
-
-    def locate(self, placer: Placer, shape, alloc) -> list:
-        return placer.chunks(self, shape, alloc)
-
-
-@dataclass(frozen=True, slots=True)
-class Stack(_Locates):
-    align: int | str | None = None  # a number, "natural", or None (the slot size)
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
-
-    def locate(self, placer: Placer, shape, alloc) -> list:
-        return placer.stack(self, shape, alloc)
-
-
-@dataclass(frozen=True, slots=True)
-class NoPlace(_Locates):
-    """`none`: the value takes no location (an empty struct)."""
-
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
-
-    def locate(self, placer: Placer, shape, alloc) -> list:
-        return []
-
-
-@dataclass(frozen=True, slots=True)
-class ByRef:
-    """A copy in memory; its pointer is placed by the same rules."""
-
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
-
-    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
-        return placer.by_ref(alloc, variadic, nested)
-
-    def ret(self, placer: Placer, shape):
-        placer.no_room()  # a return value is never passed by reference: `sret` is that
-
-
-@dataclass(frozen=True, slots=True)
-class Sret:
-    """(ret only) returned through the hidden pointer."""
-
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
-
-    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
-        placer.no_room()  # rejected in an argument list by the parser: never reached
-
-    def ret(self, placer: Placer, shape):
-        return placer.ret_sret()
-
-
-@dataclass(frozen=True, slots=True)
-class Unavailable:
-    reason: str
-    line: int = field(default=0, kw_only=True)
-    column: int = field(default=0, kw_only=True)
-    pools = ()
-
-    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
-        return [], False, self.reason
-
-    def ret(self, placer: Placer, shape):
-        return placer.ret_unavailable(self.reason)
-
-
-Action = Regs | Chunks | Stack | ByRef | Sret | NoPlace | Unavailable
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    conds: tuple[Cond, ...]  # all must hold; empty for `otherwise`
-    actions: tuple[Action, ...]  # tried in order, the first that finds a place wins
-    line: int
-    column: int
-    file: str = ""  # the file it is written in, when an include put it in another description
-
-    def matches(self, shape, variadic: bool) -> bool:
-        return all(c.holds(shape, variadic) for c in self.conds)
-
-    def where(self, path: str) -> str:
-        return f"{self.file or path}:{self.line}:{self.column}"
-
-
-@dataclass(frozen=True, slots=True)
-class CtxEntry:
-    hwreg: str
-    field: str  # C member access suffix: `ctx->{field}`
-    offset: int  # default byte offset (used when the BTF in hand lacks the struct)
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class CtxSpec:
-    name: str  # "pt_regs" | "ftrace_regs"
-    structs: tuple[str, ...]  # struct names to look for in the BTF, first non-opaque wins
-    size: int  # default size of the struct
-    entries: tuple[CtxEntry, ...]  # includes the stack pointer (hwreg "sp")
-
-
-@dataclass(frozen=True, slots=True)
-class DwarfFacts:
-    """What reading DWARF locations needs from the arch: the CFA at entry and register numbers."""
-
-    cfa: int  # the CFA at a function's first instruction, bytes above the entry SP
-    regs: dict[int, str]  # DWARF register number -> register name (as the pools spell it)
-
-    @property
-    def sp(self) -> int:
-        return next(n for n, name in self.regs.items() if name == "sp")
-
-
-@dataclass(frozen=True, slots=True)
-class SymbolEntry:
-    """How a function symbol's address leads to the first instruction DWARF names."""
-
-    nops: tuple[bytes, ...] = ()  # no-op encodings that may stand between the two
-    thumb_nops: tuple[bytes, ...] = ()  # non-empty: bit 0 of a function symbol means Thumb
-
-
-@dataclass(frozen=True, eq=False)
-class Convention:
-    name: str
-    path: str
-    names: tuple[str, ...]
-    families: tuple[str, ...]
-    elf_machine: str | None
-    pointer_size: int
-    byte_order: str  # "little" | "big"
-    max_align: int  # largest alignment a scalar gets (i386 4, arm 8, 64-bit arches 16)
-    slot: int  # stack slot size
-    stack_base: int  # where stack arguments start, relative to the entry SP
-    shared_slots: bool  # registers are the first stack slots (ppc64 ELFv2 parameter save area)
-    pools: dict[str, tuple[str, ...]]
-    close_on_miss: frozenset[str]
-    sret_mode: str  # "arg": hidden first argument; "reg": in `sret_reg`, no argument shifted
-    sret_reg: str | None
-    sret_exit: str | None  # register that holds the sret pointer at exit, if the ABI says so
-    arg_rules: tuple[Rule, ...]
-    ret_rules: tuple[Rule, ...]
-    ctxs: dict[str, CtxSpec] = field(default_factory=dict)
-    dwarf: DwarfFacts | None = None
-    symbol_entry: SymbolEntry = SymbolEntry()
-    # What classify.py computes beyond class, size and alignment: 0 turns a classification off.
-    hfa_max_members: int = 0
-    sysv_max_size: int = 0
-    clang_triple: str = ""  # libclang's target for C headers; "": headers unsupported
-    libc_dirs: tuple[str, ...] = ()
-    bpf_syscall: int | None = None  # the bpf() syscall's number; None: not described
-    address_spaces: str = "shared"  # "separate": kernel and user addresses overlap (s390x)
-
-    @property
-    def target_arch(self) -> str:
-        """libbpf's __TARGET_ARCH_<x> spelling: the family (the kernel's ARCH), else the name."""
-        return self.families[0] if self.families else self.name
-
-    def __repr__(self) -> str:
-        return f"Convention({self.name!r}, {self.path!r})"
 
 
 @functools.lru_cache(maxsize=1)
@@ -624,8 +297,8 @@ class _ToConvention(lark.Transformer):
         if wrapped is None:
             raise self.err(inner, f"ctx {name_tok} wraps {inner}, which is not described above")
         entries = tuple(replace(e, field=f"{member}.{e.field}") for e in wrapped.entries)
-        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), tuple(str(s)[1:-1] for s in structs),
-                                                 wrapped.size, entries)
+        names = tuple(str(s)[1:-1] for s in structs)
+        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), names, wrapped.size, entries)
 
     def ctx_entry(self, meta, kids):
         hw, fld, off, *sz = kids

@@ -2,9 +2,11 @@
 
 `open_btf` checks the header, finds every record's offset in one pass over the type section
 (read once as native 32-bit words) and gathers the fixed part of every record into columns
-(`Btf.columns`), checking the type ids there; types are decoded lazily by id into
-`btfgen.btf.types` classes and cached; the name index is built once, on first lookup. Every
-defect is a `BtfError` that names the file, the byte offset in .BTF and the type id.
+(`Btf.columns`), checking the type ids there; types are built lazily by id into
+`btfgen.btf.types` classes (builders.py) and cached; the name index is built once, on first
+lookup. Every defect is a `BtfError` that names the file, the byte offset in .BTF and the type
+id. Beside it: the wire layouts (wire.py), the string section (strings.py), an ELF file's .BTF
+section (elf.py).
 
 Two consumers share that one record decoder (`columns` + `tail`, together `records`): the type
 model (`Btf[id]`) and the raw dump, which formats records directly because building a frozen
@@ -16,44 +18,17 @@ from __future__ import annotations
 import io
 from array import array
 from collections.abc import Iterator
-from itertools import accumulate, chain, compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, and_, eq, mul, ne, rshift, sub
 from typing import BinaryIO, NamedTuple
 
-from btfgen.btf import wire
-from btfgen.btf.types import (
-    Array,
-    Const,
-    Datasec,
-    DeclTag,
-    Enum,
-    EnumValue,
-    Float,
-    Func,
-    FuncProto,
-    Fwd,
-    Int,
-    Kind,
-    Linkage,
-    Member,
-    Param,
-    Ptr,
-    Restrict,
-    Struct,
-    Type,
-    Typedef,
-    TypeTag,
-    Union,
-    Var,
-    VarSecinfo,
-    Void,
-    Volatile,
-)
-from btfgen.errors import BtfError, NoBtfSection
+from btfgen.btf import elf, wire
+from btfgen.btf.builders import BUILDERS
+from btfgen.btf.strings import StringSection
+from btfgen.btf.types import Func, Kind, Type, Void
+from btfgen.errors import BtfError
 
 DEFAULT_PATH = "/sys/kernel/btf/vmlinux"
-SECTION = ".BTF"
-MAX_NAME_OFFSET = 0xFFFFFFFF  # BTF_MAX_NAME_OFFSET (libbpf)
 
 # The names an INT for `long` goes by; its size is the pointer size (as libbpf decides it).
 _LONG_NAMES = frozenset({
@@ -86,8 +61,6 @@ _ID_COLUMN = tuple({_STRUCT: 1, _UNION: 1, _FUNC_PROTO: 1, _DATASEC: 0}.get(c) f
 
 def _as_signed(values: array) -> array:
     return array("i", values.tobytes())  # the same native words, read as s32
-
-
 
 
 class Record(NamedTuple):
@@ -132,50 +105,40 @@ class Btf:
         try:
             self._header = wire.parse_header(data)
         except wire.WireError as e:
-            raise self._error(e.offset, e.what) from None
+            raise self.error(e.offset, e.what) from None
         h = self._header
         self.byte_order = h.byte_order
         if base is not None and base.byte_order != self.byte_order:
-            raise self._error(0, f"byte order {self.byte_order} differs from the base's "
-                                 f"({base.path}: {base.byte_order})")
+            raise self.error(0, f"byte order {self.byte_order} differs from the base's "
+                                f"({base.path}: {base.byte_order})")
         self.first_id = len(base) if base is not None else 1
-        self._str_base = base._str_end if base is not None else 0
-        self._strings = bytes(data[h.strings_start:h.strings_end])
-        self._str_end = self._str_base + len(self._strings)
-        self._check_strings()
+        self.strings = StringSection(bytes(data[h.strings_start:h.strings_end]),
+                                     base.strings if base is not None else None)
+        defect = self.strings.defect()
+        if defect is not None:
+            raise self.error(h.strings_start, defect)
         self._words = wire.type_words(data, h)
         self._types_start = h.types_start
         try:
             self._offsets = wire.scan_types(self._words, h, self.first_id)
         except wire.WireError as e:
-            raise self._error(e.offset, e.what) from None
+            raise self.error(e.offset, e.what) from None
         self._len = self.first_id + len(self._offsets)
         self.columns = self._columns()
         self._name_offs, self._infos, self._size_types, self._codes = self.columns
         self._cache: dict[int, Type] = {0: Void(0, "", self)} if base is None else {}
-        self._str_cache: dict[int, str] = {}
+        self._str_cache = self.strings.cache  # read first by the hot paths
         self._chain_ok: set[int] = set()
         self._names: tuple[dict[str, int], dict[str, list[int]]] | None = None
-        self._all_strings: dict[int, str] | None = None
         self._func_ids: list[int] | None = None
         self._pointer_size: int | None = None
         self._assumed_pointer_size: int | None = None
 
     # -- errors --------------------------------------------------------------------------------
 
-    def _error(self, offset: int | None, what: str) -> BtfError:
-        where = f"{SECTION}+{offset:#x}: " if offset is not None else ""
+    def error(self, offset: int | None, what: str) -> BtfError:
+        where = f"{elf.SECTION}+{offset:#x}: " if offset is not None else ""
         return BtfError(f"{self.path}: {where}{what}")
-
-    def _check_strings(self) -> None:
-        s = self._strings
-        h = self._header
-        if self.base is not None and not s:
-            return
-        if not s or len(s) - 1 > MAX_NAME_OFFSET or s[-1] != 0:
-            raise self._error(h.strings_start, "string section is empty or does not end in NUL")
-        if self.base is None and s[0] != 0:
-            raise self._error(h.strings_start, "string section does not start with NUL")
 
     # -- the table protocol ----------------------------------------------------------------------
 
@@ -237,43 +200,29 @@ class Btf:
         """The string at `offset` (a split table's offsets continue its base's); a bad offset is
         reported against the record of `type_id` when given."""
         s = self._str_cache.get(offset)
-        if s is not None:
-            return s
-        if offset < self._str_base:
-            s = self.base.string(offset)  # type: ignore[union-attr]
-        else:
-            rel = offset - self._str_base
-            strings = self._strings
-            if rel >= len(strings):
+        if s is None:
+            s = self.strings.get(offset)
+            if s is None:
+                end = self.strings.end
                 if type_id is None:
-                    raise self._error(None, f"string offset {offset:#x} is past the end of the "
-                                            f"string section ({self._str_end:#x})")
-                raise self._error(self._offset_of(type_id),
-                                  f"type {type_id}: name offset {offset:#x} is past the end of "
-                                  f"the string section ({self._str_end:#x})")
-            # The section ends in NUL (checked at open), so index() always succeeds.
-            s = strings[rel:strings.index(0, rel)].decode("utf-8", "surrogateescape")
-        self._str_cache[offset] = s
+                    raise self.error(None, f"string offset {offset:#x} is past the end of the "
+                                           f"string section ({end:#x})")
+                raise self.error(self.offset_of(type_id),
+                                 f"type {type_id}: name offset {offset:#x} is past the end of "
+                                 f"the string section ({end:#x})")
         return s
 
+    def strings_at(self, offsets, type_id: int) -> list[str]:
+        """The strings at many offsets (item names), in bulk when they are all known already."""
+        found = list(map(self._str_cache.get, offsets))
+        if None in found:
+            found = [self.string(o, type_id) for o in offsets]
+        return found
+
     def strings_by_offset(self) -> dict[int, str]:
-        """Every string of this table's own section that starts right after a NUL, by offset,
-        decoded in bulk (a dump or an index needs nearly all of them). Offsets into the middle
-        of a string are not in it: `string()` answers those."""
-        if self._all_strings is None:
-            raw = self._strings[:-1]  # the section ends in NUL (checked at open)
-            text = raw.decode("utf-8", "surrogateescape")
-            if len(text) != len(raw):  # multi-byte UTF-8: character and byte offsets differ
-                pieces = raw.split(b"\0")
-                lengths = list(map(len, pieces))
-                parts = [p.decode("utf-8", "surrogateescape") for p in pieces]
-            else:
-                parts = text.split("\0")
-                lengths = list(map(len, parts))
-            starts = accumulate(map(add, lengths, repeat(1)), initial=self._str_base)
-            self._all_strings = dict(zip(starts, parts)) if raw or self._strings else {}
-            self._str_cache.update(self._all_strings)
-        return self._all_strings
+        """Every string of this table's own section that starts right after a NUL, by offset
+        (`StringSection.by_offset`)."""
+        return self.strings.by_offset()
 
     # -- records ---------------------------------------------------------------------------------
 
@@ -281,8 +230,8 @@ class Btf:
         """The raw record of one of this table's own types, with every type id it names checked
         to be in range."""
         if not self.first_id <= type_id < self._len:
-            raise self._error(None, f"type id {type_id} out of range "
-                                    f"[{self.first_id}, {self._len})")
+            raise self.error(None, f"type id {type_id} out of range "
+                                   f"[{self.first_id}, {self._len})")
         return next(self.records(type_id, type_id + 1))
 
     def _columns(self) -> Columns:
@@ -303,9 +252,9 @@ class Btf:
             for i in [i for i, st in enumerate(size_types) if st >= n]:
                 if codes[i] in _REF_CODES:
                     type_id = self.first_id + i
-                    raise self._error(self._offset_of(type_id),
-                                      f"type {type_id} ({_KINDS[codes[i]].name}): refers to "
-                                      f"type id {size_types[i]}, past the last ({n - 1})")
+                    raise self.error(self.offset_of(type_id),
+                                     f"type {type_id} ({_KINDS[codes[i]].name}): refers to "
+                                     f"type id {size_types[i]}, past the last ({n - 1})")
         return Columns(name_offs, infos, size_types, codes)
 
     def _items(self, type_id: int, code: int, vlen: int) -> list[array]:
@@ -322,9 +271,9 @@ class Btf:
         if ids is not None and vlen:
             top = max(columns[ids])
             if top >= self._len:
-                raise self._error(self._offset_of(type_id),
-                                  f"type {type_id} ({_KINDS[code].name}): refers to type id "
-                                  f"{top}, past the last ({self._len - 1})")
+                raise self.error(self.offset_of(type_id),
+                                 f"type {type_id} ({_KINDS[code].name}): refers to type id "
+                                 f"{top}, past the last ({self._len - 1})")
         return columns
 
     def items_of(self, type_ids: list[int], code: int) -> tuple[list[int], ...] | None:
@@ -371,9 +320,9 @@ class Btf:
         else:
             return None
         if bad:
-            raise self._error(self._types_start + 4 * w,
-                              f"type {type_id} ({_KINDS[code].name}): refers to type id "
-                              f"{bad}, past the last ({n - 1})")
+            raise self.error(self._types_start + 4 * w,
+                             f"type {type_id} ({_KINDS[code].name}): refers to type id "
+                             f"{bad}, past the last ({n - 1})")
         return tail
 
     def records(self, start: int | None = None, stop: int | None = None) -> Iterator[Record]:
@@ -397,7 +346,7 @@ class Btf:
         # Record in between: decoding is the bulk of placing a whole kernel's functions.
         first = self.first_id
         if not first <= type_id < self._len:
-            raise self._error(None, f"type id {type_id} out of range [{first}, {self._len})")
+            raise self.error(None, f"type id {type_id} out of range [{first}, {self._len})")
         i = type_id - first
         code = self._codes[i]
         info = self._infos[i]
@@ -405,14 +354,7 @@ class Btf:
         name = self.string(self._name_offs[i], type_id)
         if code in _CHAIN_CODES:
             self._check_chain(type_id)
-        return _BUILDERS[code](self, type_id, name, info, self._size_types[i], tail)
-
-    def _strings_at(self, offsets, type_id: int) -> list[str]:
-        """The strings at many offsets (item names), in bulk when they are all known already."""
-        found = list(map(self._str_cache.get, offsets))
-        if None in found:
-            found = [self.string(o, type_id) for o in offsets]
-        return found
+        return BUILDERS[code](self, type_id, name, info, self._size_types[i], tail)
 
     def _check_chain(self, type_id: int) -> None:
         """Refuse a loop of pointers/qualifiers/arrays: walking it (strip, spelling) would
@@ -423,8 +365,8 @@ class Btf:
         while t not in ok:
             if t in seen:
                 loop = " -> ".join(map(str, seen[seen.index(t):] + [t]))
-                raise self._error(self._offset_of(type_id),
-                                  f"type {type_id}: reference cycle {loop}")
+                raise self.error(self.offset_of(type_id),
+                                 f"type {type_id}: reference cycle {loop}")
             if t == 0:
                 break
             if t < self.first_id:  # the base checks its own
@@ -440,7 +382,7 @@ class Btf:
             t = st
         ok.update(seen)
 
-    def _offset_of(self, type_id: int) -> int | None:
+    def offset_of(self, type_id: int) -> int | None:
         if self.first_id <= type_id < self._len:
             return self._types_start + 4 * self._offsets[type_id - self.first_id]
         return None
@@ -513,41 +455,11 @@ class Btf:
 # ---------------------------------------------------------------------------------------------
 # Opening files.
 
-def _read_elf(path: str, stream: BinaryIO) -> tuple[bytes, str, int]:
-    """(.BTF bytes, e_machine, pointer size from the ELF class); only the section is read, so
-    a vmlinux with DWARF costs no more memory than its BTF."""
-    from elftools.elf.elffile import ELFFile
-
-    try:
-        elf = ELFFile(stream)
-        section = elf.get_section_by_name(SECTION)
-        if section is None:
-            raise NoBtfSection(f"{path}: ELF file has no {SECTION} section")
-        if section["sh_type"] == "SHT_NOBITS":
-            raise BtfError(f"{path}: {SECTION} section has no contents (SHT_NOBITS)")
-        if section.compressed:
-            raise BtfError(f"{path}: compressed {SECTION} section is not supported")
-        offset, size = section["sh_offset"], section["sh_size"]
-        file_size = stream.seek(0, io.SEEK_END)
-        if offset + size > file_size:
-            raise BtfError(f"{path}: {SECTION} section [{offset:#x}, {offset + size:#x}) runs "
-                           f"past the end of the file ({file_size:#x})")
-        stream.seek(offset)
-        data = stream.read(size)
-        machine = elf["e_machine"]
-        pointer_size = elf.elfclass // 8
-    except BtfError:
-        raise
-    except Exception as e:  # noqa: BLE001 - pyelftools raises many kinds on a damaged ELF
-        raise BtfError(f"{path}: unreadable ELF file: {e}".splitlines()[0]) from None
-    return data, str(machine), pointer_size
-
-
 def _load(path: str, stream: BinaryIO, base: Btf | None) -> Btf:
     magic = stream.read(4)
     stream.seek(0)
-    if magic == b"\x7fELF":
-        data, machine, pointer_size = _read_elf(path, stream)
+    if magic == elf.MAGIC:
+        data, machine, pointer_size = elf.read_btf_section(path, stream)
         return Btf(path, data, base=base, elf_machine=machine, elf_pointer_size=pointer_size)
     if wire.byte_order_of(magic) is None:
         raise BtfError(f"{path}: neither BTF (no 0xeb9f magic) nor ELF")
@@ -570,107 +482,3 @@ def open_btf(path: str = DEFAULT_PATH, base: str | Btf | None = None) -> Btf:
             return _load(str(path), f, base)
     except OSError as e:
         raise BtfError(f"{path}: {e.strerror or e}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Building model objects from a record's fields, one function per kind code: (table, id, name,
-# info word, size_or_type word, tail as in `Record.tail`).
-
-_LINKAGES = tuple(Linkage)
-
-
-def _simple_ref(cls):
-    def build(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-        return cls(type_id, name, btf, st)
-    return build
-
-
-def _build_int(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    return Int(type_id, name, btf, st, wire.int_encoding(tail), wire.int_offset(tail),
-               wire.int_bits(tail))
-
-
-def _build_array(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    elem, index, nelems = tail
-    return Array(type_id, name, btf, elem, index, nelems)
-
-
-def _build_composite(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    name_offs, types, words = tail
-    names = btf._strings_at(name_offs, type_id)
-    kflag = bool(info >> 31)
-    if kflag:
-        members = tuple(Member(n, t, wire.member_bit_offset(w), wire.member_bitfield_size(w), btf)
-                        for n, t, w in zip(names, types, words))
-    else:
-        members = tuple(map(Member, names, types, words, repeat(0), repeat(btf)))
-    cls = Struct if (info >> 24) & 0x1F == _STRUCT else Union
-    return cls(type_id, name, btf, st, members, kflag)
-
-
-def _build_enum(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    values = tuple(map(EnumValue, btf._strings_at(tail[0], type_id), tail[1]))
-    return Enum(type_id, name, btf, st, bool(info >> 31), values, False)
-
-
-def _build_enum64(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    kflag = bool(info >> 31)
-    values = []
-    for v_name, lo, hi in zip(btf._strings_at(tail[0], type_id), tail[1], tail[2]):
-        v = hi << 32 | lo
-        if kflag and v >> 63:
-            v -= 1 << 64
-        values.append(EnumValue(v_name, v))
-    return Enum(type_id, name, btf, st, kflag, tuple(values), True)
-
-
-def _build_fwd(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    return Fwd(type_id, name, btf, bool(info >> 31))
-
-
-def _build_func(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    vlen = info & 0xFFFF
-    if vlen > Linkage.EXTERN:
-        raise btf._error(btf._offset_of(type_id), f"type {type_id} (FUNC '{name}'): unknown "
-                                                  f"linkage {vlen}")
-    return Func(type_id, name, btf, st, _LINKAGES[vlen])
-
-
-def _build_func_proto(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    n_offs, types = tail
-    params = list(map(Param, btf._strings_at(n_offs, type_id), types, repeat(btf)))
-    variadic = bool(params) and params[-1].type_id == 0
-    if variadic:
-        params.pop()
-    if 0 in types[:len(params)]:
-        i = list(types).index(0)
-        raise btf._error(btf._offset_of(type_id), f"type {type_id} (FUNC_PROTO): parameter {i} "
-                                                  f"is void")
-    return FuncProto(type_id, name, btf, st, tuple(params), variadic)
-
-
-def _build_var(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    return Var(type_id, name, btf, st, tail)
-
-
-def _build_datasec(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    return Datasec(type_id, name, btf, st, tuple(map(VarSecinfo, *tail)))
-
-
-def _build_float(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    return Float(type_id, name, btf, st)
-
-
-def _build_decl_tag(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    return DeclTag(type_id, name, btf, st, tail)
-
-
-_BUILDERS = tuple({
-    Kind.INT: _build_int, Kind.PTR: _simple_ref(Ptr), Kind.ARRAY: _build_array,
-    Kind.STRUCT: _build_composite, Kind.UNION: _build_composite, Kind.ENUM: _build_enum,
-    Kind.FWD: _build_fwd, Kind.TYPEDEF: _simple_ref(Typedef), Kind.VOLATILE: _simple_ref(Volatile),
-    Kind.CONST: _simple_ref(Const), Kind.RESTRICT: _simple_ref(Restrict), Kind.FUNC: _build_func,
-    Kind.FUNC_PROTO: _build_func_proto, Kind.VAR: _build_var, Kind.DATASEC: _build_datasec,
-    Kind.FLOAT: _build_float, Kind.DECL_TAG: _build_decl_tag, Kind.TYPE_TAG: _simple_ref(TypeTag),
-    Kind.ENUM64: _build_enum64,
-}.get(code) for code in range(32))  # None: a kind the scan already refused

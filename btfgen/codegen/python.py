@@ -4,8 +4,8 @@ name from BTF can end a literal), shared type descriptors printed once, the runt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from btfgen.codegen import embed
 from btfgen.decoder import runtime, spec_format
 
 # Exact classes, looked up in a set: the descriptors are made by describe.py, never subclassed,
@@ -86,11 +86,5 @@ class ModuleView:
 
 
 def runtime_source() -> str:
-    """The code of spec_format (the record header the runtime reads) and of the runtime, each
-    after its `from __future__` line (the module docstrings stay behind)."""
-    marker = "from __future__ import annotations\n"
-    parts = []
-    for module in (spec_format, runtime):
-        src = Path(module.__file__).read_text().split(marker, 1)[1]
-        parts.append(src.split('\nif __name__ == "__main__":', 1)[0].strip("\n") + "\n")
-    return "\n\n".join(parts)
+    """The runtime's code, spec_format's (the record header it reads) first, as one text."""
+    return embed.source(runtime)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from btfgen.abi.dsl import Convention
+from btfgen.abi.convention import Convention
 from btfgen.btf import measure
 from btfgen.btf import types as T
 from btfgen.layout import FunctionLayout, RegPiece, StackPiece, ValueLayout

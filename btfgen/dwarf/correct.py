@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from btfgen.abi.dsl import Convention
+from btfgen.abi.convention import Convention
 from btfgen.layout import (
     ArchLayout,
     CtxRegister,

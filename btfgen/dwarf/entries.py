@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-from btfgen.abi.dsl import SymbolEntry
+from btfgen.abi.convention import SymbolEntry
 from btfgen.errors import DwarfError
 
 # How far into a symbol no-ops are looked through: a patchable entry is a few instructions.

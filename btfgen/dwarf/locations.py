@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from btfgen.abi.dsl import DwarfFacts
+from btfgen.abi.convention import DwarfFacts
 
 _REG_OPS = {f"DW_OP_reg{i}": i for i in range(32)}
 _BREG_OPS = {f"DW_OP_breg{i}": i for i in range(32)}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from btfgen.abi.dsl import Convention, DwarfFacts
+from btfgen.abi.convention import Convention, DwarfFacts
 from btfgen.errors import DwarfError
 
 from . import entries, scan

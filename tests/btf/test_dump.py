@@ -120,7 +120,7 @@ def test_hand_built_split_on_hand_built_base(tmp_path):
     base = tmp_path / "base.btf"
     base.write_bytes(rawbtf.every_kind("little"))
     n = len(open_btf(str(base)))
-    strings = len(open_btf(str(base))._strings)
+    strings = len(open_btf(str(base)).strings.data)
     w = rawbtf.BtfWriter("little", base_str_len=strings, first_id=n)
     # Names both new and shared with the base (offset 1 is the base's "int").
     s = w.composite("STRUCT", "split_struct", 16, [("a", 1, 0, 0), ("b", n + 1, 64, 0)])

@@ -14,7 +14,7 @@ import pytest
 import toolchains
 
 from btfgen.abi.arches import load_arch
-from btfgen.abi.dsl import SymbolEntry
+from btfgen.abi.convention import SymbolEntry
 from btfgen.btf.reader import open_btf
 from btfgen.commands.check import check, summarize
 from btfgen.dwarf.compare import AGREE, NO_PARAMETERS

@@ -174,17 +174,6 @@ def trace_header() -> str:
             "#endif /* BTFGEN_TRACE_EVENT_H */\n")
 
 
-import struct
-from typing import NamedTuple
-
-if "RECORD_HEAD" not in globals():  # a generated module holds spec_format's text above this
-    from .spec_format import CAPTURE_HEAD, RECORD_HEAD, size_of, structs
-
-__all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
-           "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",
-           "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS", "CaptureDesc",
-           "CapturedString"]
-
 # struct btfgen_record's header as the target wrote it: in the target's byte order, whatever
 # the machine decoding it.
 RECORD_HEADERS = structs(RECORD_HEAD)
@@ -202,7 +191,9 @@ class DecodeError(ValueError):
     pass
 
 
-# -- descriptors, each with its check ----------------------------------------------------------
+import struct
+from typing import NamedTuple
+
 # `check` takes a descriptor as a generated module spells it or as JSON gives it back (lists for
 # tuples) and returns it rebuilt, or raises DecodeError saying what is wrong. `limit` bounds
 # sizes and nesting: a recording is untrusted, and a crafted one must not make the decoder build
@@ -564,18 +555,6 @@ class CaptureDesc(NamedTuple):
                    tuple(_str(p, f"{what}: pointer") for p in pointers))
 
 
-class CapturedString(str):
-    """A string read from the traced process or the kernel: `truncated` when it went on past
-    the limit (the text is its first characters), `space` the memory it was read from."""
-
-    def __new__(cls, text: str, truncated: bool, space: str):
-        self = str.__new__(cls, text)
-        self.truncated, self.space = truncated, space
-        return self
-
-    def __reduce__(self):
-        return (CapturedString, (str(self), self.truncated, self.space))
-
 
 class FunctionDesc(NamedTuple):
     name: str
@@ -622,8 +601,6 @@ def _captures(caps, what: str, limit: Limit) -> tuple:
         _malformed(f"{what}: captures are not a list")
     return tuple(CaptureDesc.check(c, f"{what}: capture", limit) for c in caps)
 
-
-# -- values --------------------------------------------------------------------------------------
 
 class Enumerator(int):
     """An enum value: compares and computes as its number; `name` is its enumerator or None."""
@@ -674,7 +651,84 @@ class Unread:
     __hash__ = None  # type: ignore[assignment]
 
 
-# -- readers: a type descriptor turned once into a function of (bytes, offset) ----------------
+class CapturedString(str):
+    """A string read from the traced process or the kernel: `truncated` when it went on past
+    the limit (the text is its first characters), `space` the memory it was read from."""
+
+    def __new__(cls, text: str, truncated: bool, space: str):
+        self = str.__new__(cls, text)
+        self.truncated, self.space = truncated, space
+        return self
+
+    def __reduce__(self):
+        return (CapturedString, (str(self), self.truncated, self.space))
+
+
+def capture_reader(c: CaptureDesc, read, head, order: str):
+    """A function (record data, failed bits) -> the capture's value: a whole string, the
+    commonest capture, with its descriptor read here once; anything else by _captured."""
+    if c.kind != "str" or c.head < 0:
+        return lambda data, failed: _captured(c, read, data, failed, head, order)
+    at, size, root_mask, unpack = c.head, c.size, c.root_mask, head.unpack_from
+    first = at + CAPTURE_HEAD_SIZE
+
+    def string(data, failed):
+        status, _hop, space, _pad, n, _pad2, _ptr = unpack(data, at)
+        if status != CAPTURE_OK or failed & root_mask:
+            return _captured(c, read, data, failed, head, order)
+        # n counts the NUL; one character past the limit was read to tell truncation apart.
+        text = bytes(data[first:first + n - 1]) if n > 1 else b""
+        truncated = len(text) > size
+        if truncated:
+            text = text[:size]
+        if b"\0" in text:
+            text = text.split(b"\0", 1)[0]
+        return CapturedString(text.decode("utf-8", "backslashreplace"), truncated,
+                              SPACES[space] if space < len(SPACES) else f"space {space}")
+
+    return string
+
+
+def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
+    if c.head < 0:
+        return Unavailable("no room in the record")
+    if failed & c.root_mask:
+        return Unavailable(f"{c.pointers[0]} could not be read")
+    status, hop, space, _pad, n, _pad2, _ptr = head.unpack_from(data, c.head)
+    at = c.head + CAPTURE_HEAD_SIZE
+    where = SPACES[space] if space < len(SPACES) else f"space {space}"
+    if status == CAPTURE_NULL:
+        return Unavailable(f"{_pointer(c, hop)} is NULL")
+    if status == CAPTURE_FAULT:
+        return Unavailable(f"reading through {_pointer(c, hop)} faulted ({where} memory)")
+    if status != CAPTURE_OK:
+        return Unavailable(f"not captured (status {status})")
+    # (A string read whole is capture_reader's: it comes here only when it was not.)
+    if not c.bit_size:
+        return read(data, at)
+    whole = int.from_bytes(data[at:at + c.size], order)
+    shift = c.bit_offset if order == "little" else 8 * c.size - c.bit_offset - c.bit_size
+    raw = (whole >> shift) & ((1 << c.bit_size) - 1)
+    if c.type.tag == "bool":
+        return bool(raw)
+    if c.type.signed and raw >> (c.bit_size - 1):
+        raw -= 1 << c.bit_size
+    return Enumerator(raw, c.type.names.get(raw)) if c.type.tag == "enum" else raw
+
+
+def _pointer(c: CaptureDesc, hop: int) -> str:
+    return c.pointers[hop] if hop < len(c.pointers) else f"pointer {hop}"
+
+
+def captures_end(caps: tuple) -> int:
+    """The furthest record data byte the captures read."""
+    return max((c.head + CAPTURE_HEAD_SIZE + (c.size + 2 if c.kind == "str" else c.size)
+                for c, _ in caps if c.head >= 0), default=0)
+
+
+import struct
+
+
 
 def reader(t: tuple, order: str, memo: dict | None = None, readers: dict | None = None):
     """A function (data, offset) -> the value of type `t` held in `data[offset:]`, target byte
@@ -790,6 +844,10 @@ def _read_chars_text(t, order, memo):
 TEXT_READERS = dict(_READERS, chars=_read_chars_text)
 
 
+import struct
+
+
+
 def gather(pieces: tuple, size: int, ctx, stack):
     """The value bytes the pieces describe, assembled from the ctx and stack images."""
     buf = bytearray(size)
@@ -831,12 +889,12 @@ class Function:
             tuple((c, reader(c.type, self.order, text_memo, TEXT_READERS))
                   for c in d.captures if c.at_exit == bool(kind)) for kind in (0, 1))
         self._needs = tuple(max(_record_end(values, plans, d.pointer_size),
-                                _captures_end(self._captures[kind]))
+                                captures_end(self._captures[kind]))
                             for kind, (values, plans) in enumerate(((d.args, d.record.entry),
                                                                     (rets, d.record.exit))))
         self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
         head = CAPTURE_HEADS[self.order]
-        self._capture_reads = tuple(tuple((c.name, _capture_reader(c, read, head, self.order))
+        self._capture_reads = tuple(tuple((c.name, capture_reader(c, read, head, self.order))
                                           for c, read in caps) for caps in self._captures)
         self._record_fast = tuple(_record_struct(values, plans, self.order)
                                   for values, plans in ((d.args, d.record.entry),
@@ -985,31 +1043,6 @@ class Function:
         return {name: read(data, failed) for name, read in caps}
 
 
-def _capture_reader(c: CaptureDesc, read, head, order: str):
-    """A function (record data, failed bits) -> the capture's value: a whole string, the
-    commonest capture, with its descriptor read here once; anything else by _captured."""
-    if c.kind != "str" or c.head < 0:
-        return lambda data, failed: _captured(c, read, data, failed, head, order)
-    at, size, root_mask, unpack = c.head, c.size, c.root_mask, head.unpack_from
-    first = at + CAPTURE_HEAD_SIZE
-
-    def string(data, failed):
-        status, _hop, space, _pad, n, _pad2, _ptr = unpack(data, at)
-        if status != CAPTURE_OK or failed & root_mask:
-            return _captured(c, read, data, failed, head, order)
-        # n counts the NUL; one character past the limit was read to tell truncation apart.
-        text = bytes(data[first:first + n - 1]) if n > 1 else b""
-        truncated = len(text) > size
-        if truncated:
-            text = text[:size]
-        if b"\0" in text:
-            text = text.split(b"\0", 1)[0]
-        return CapturedString(text.decode("utf-8", "backslashreplace"), truncated,
-                              SPACES[space] if space < len(SPACES) else f"space {space}")
-
-    return string
-
-
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 
 
@@ -1034,42 +1067,6 @@ def _record_struct(values: tuple, plans: tuple, order: str):
     return unpack, mask, RECORD_HEADER_SIZE + at
 
 
-def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
-    if c.head < 0:
-        return Unavailable("no room in the record")
-    if failed & c.root_mask:
-        return Unavailable(f"{c.pointers[0]} could not be read")
-    status, hop, space, _pad, n, _pad2, _ptr = head.unpack_from(data, c.head)
-    at = c.head + CAPTURE_HEAD_SIZE
-    where = SPACES[space] if space < len(SPACES) else f"space {space}"
-    if status == CAPTURE_NULL:
-        return Unavailable(f"{_pointer(c, hop)} is NULL")
-    if status == CAPTURE_FAULT:
-        return Unavailable(f"reading through {_pointer(c, hop)} faulted ({where} memory)")
-    if status != CAPTURE_OK:
-        return Unavailable(f"not captured (status {status})")
-    # (A string read whole is _capture_reader's: it comes here only when it was not.)
-    if not c.bit_size:
-        return read(data, at)
-    whole = int.from_bytes(data[at:at + c.size], order)
-    shift = c.bit_offset if order == "little" else 8 * c.size - c.bit_offset - c.bit_size
-    raw = (whole >> shift) & ((1 << c.bit_size) - 1)
-    if c.type.tag == "bool":
-        return bool(raw)
-    if c.type.signed and raw >> (c.bit_size - 1):
-        raw -= 1 << c.bit_size
-    return Enumerator(raw, c.type.names.get(raw)) if c.type.tag == "enum" else raw
-
-
-def _pointer(c: CaptureDesc, hop: int) -> str:
-    return c.pointers[hop] if hop < len(c.pointers) else f"pointer {hop}"
-
-
-def _captures_end(caps: tuple) -> int:
-    """The furthest record data byte the captures read."""
-    return max((c.head + CAPTURE_HEAD_SIZE + (c.size + 2 if c.kind == "str" else c.size)
-                for c, _ in caps if c.head >= 0), default=0)
-
 
 def _record_end(values: tuple, plans: tuple, pointer_size: int) -> int:
     """The furthest record data byte the plans of `values` read."""
@@ -1079,6 +1076,16 @@ def _record_end(values: tuple, plans: tuple, pointer_size: int) -> int:
             end = max(end, plan.data_off + v.size if plan.data_off >= 0 else
                       plan.ptr_off + pointer_size)
     return end
+
+
+__all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
+           "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",
+           "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS", "CaptureDesc",
+           "CapturedString",
+           "ArrayType", "BoolType", "BytesType", "CharsType", "CompositeType", "EnumType",
+           "FloatType", "IntType", "PtrType", "Limit", "TRUSTED", "check_type", "type_size",
+           "reader", "convert", "text_of", "TEXT_READERS", "CAPTURE_HEADS", "CAPTURE_HEAD_SIZE",
+           "CAPTURE_OK", "CAPTURE_NULL", "CAPTURE_FAULT", "CARRY_MISSING", "SPACES"]
 
 
 ARCH = 'mips64el'
