@@ -108,7 +108,7 @@ def test_installed_decode_reads_a_recording(installed, tmp_path):
     import io
 
     from btfgen.decoder.runtime import Function
-    from btfgen.trace import output
+    from btfgen.probe import output
 
     for arch in ("x86_64", "s390x"):  # both byte orders
         mod = synth.module(arch)

@@ -33,7 +33,7 @@ import struct
 from typing import NamedTuple
 
 if "RECORD_HEAD" not in globals():  # a generated module holds spec_format's text above this
-    from .spec_format import CAPTURE_HEAD, RECORD_HEAD, size_of, structs
+    from ..probe.spec_format import CAPTURE_HEAD, RECORD_HEAD, size_of, structs
 
 __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
            "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",

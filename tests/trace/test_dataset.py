@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 np = pytest.importorskip("numpy")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-columnar = pytest.importorskip("btfgen.trace.columnar")
-dataset = pytest.importorskip("btfgen.trace.dataset")
+columnar = pytest.importorskip("btfgen.recordings.columnar")
+dataset = pytest.importorskip("btfgen.recordings.dataset")
 
 DECODE = [sys.executable, "-m", "btfgen", "decode", "--format", "parquet"]
 

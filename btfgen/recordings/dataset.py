@@ -33,7 +33,8 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from btfgen.errors import BtfgenError
-from btfgen.trace import columnar, recording, replay
+from btfgen.probe import recording
+from btfgen.recordings import columnar, replay
 
 import numpy as np  # noqa: I001 (after columnar: its import says which extra is missing)
 import pyarrow as pa
@@ -138,7 +139,7 @@ def _write(path: str, directory: str, rid: str) -> int:
     doc = {"recording": rid, "source": os.path.abspath(path), "host": source.host,
            "kernel": source.kernel, "arch": source.arch, "events": events, "lost": lost,
            "rows": files.rows, "files": written, "functions": files.functions()}
-    # One line of JSON: Spark reads the directory as a table (btfgen/trace/spark.py).
+    # One line of JSON: Spark reads the directory as a table (btfgen/recordings/spark.py).
     _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
     return files.rows
 
