@@ -81,12 +81,14 @@ class BpfObject:
             fd = libbpf().bpf_program__fd(self.program(name))
             info = syscall.info(self.bpf_syscall, fd, syscall.PROG_INFO_SIZE) if fd >= 0 else None
             if info:
-                total += int.from_bytes(info[syscall.PROG_RECURSION_MISSES:][:8], syscall.BYTE_ORDER)
+                total += int.from_bytes(info[syscall.PROG_RECURSION_MISSES:][:8],
+                                        syscall.BYTE_ORDER)
         for link in self.links:
             if isinstance(link, FdLink) and link.kprobe_multi and link.fd >= 0:
                 info = syscall.info(self.bpf_syscall, link.fd, syscall.LINK_INFO_SIZE)
                 if info:
-                    total += int.from_bytes(info[syscall.KPROBE_MULTI_MISSED:][:8], syscall.BYTE_ORDER)
+                    total += int.from_bytes(info[syscall.KPROBE_MULTI_MISSED:][:8],
+                                            syscall.BYTE_ORDER)
         return total
 
     def load(self) -> None:

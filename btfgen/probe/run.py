@@ -176,8 +176,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
 
 
 def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
-                     opts: Options, keep: list[int], only: int, fork_offset: int | None, following: bool,
-                     timings: Timings, decoders) -> int:
+                     opts: Options, keep: list[int], only: int, fork_offset: int | None,
+                     following: bool, timings: Timings, decoders) -> int:
     """Load `obj` for `mode` and attach it; -> how many links it had before the function
     probes (what _detaching detaches, timed). `decoders`: the generated module (its pointer
     size, and its copy of spec_format for the cookies)."""

@@ -171,8 +171,9 @@ class _Keys:
 
 
 def pair_calls(ts, tid, kind, base: int = 0):
-    """Entries (kind 0) paired with exits (1) of one function, as `btfgen decode` pairs them:
-    per thread, an exit closes the innermost open call (its nesting level is the entry's).
+    """Entries (kind 0) paired with exits (1) of one function, as `btfgen decode` pairs them
+    (btfgen.probe.calls.OpenCalls, the rule, which the tests hold this to), over arrays: per
+    thread, an exit closes the innermost open call (its nesting level is the entry's).
     Returns (call ids from `base`, durations, pairs), -1 where unpaired."""
     n = len(ts)
     call = np.full(n, -1, np.int64)

@@ -28,10 +28,11 @@ SEC("kprobe") int empty(void *ctx) { return 0; }
 char LICENSE[] SEC("license") = "GPL";
 """
 
-# Run in the guest beside a trace directory's run side (/btfgen_probe): attach the empty program to the names of /names-N for
-# each N asked, then detach, timing both (the same clock as run.py's --timings): one link
-# ("floor": one kprobe_multi link, or one kprobe each), and an entry and a return link ("pair":
-# what btfgen attaches without kprobe.session, or a kprobe and a kretprobe each).
+# Run in the guest beside a trace directory's run side (/btfgen_probe): attach the empty
+# program to the names of /names-N for each N asked, then detach, timing both (the same clock
+# as --timings): one link ("floor": one kprobe_multi link, or one kprobe each), and an entry
+# and a return link ("pair": what btfgen attaches without kprobe.session, or a kprobe and a
+# kretprobe each).
 FLOOR_PY = """\
 import sys, time
 from btfgen_probe import bpf_object

@@ -17,6 +17,8 @@ import synth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from btfgen.probe.calls import OpenCalls
+
 np = pytest.importorskip("numpy")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -101,16 +103,15 @@ def test_enums_are_their_names():
 
 
 def _reference_pairs(events):
-    """`btfgen decode`'s pairing (output.Printer) for one function: per thread, in time order,
-    an exit closes the innermost open entry."""
-    stacks, pairs = {}, []
-    for i in sorted(range(len(events)), key=lambda i: (events[i][1], events[i][0])):
+    """`btfgen decode`'s pairing (probe.calls.OpenCalls, as output.Printer runs it) for one
+    function's events, taken in time order."""
+    fn, open_calls, pairs = object(), OpenCalls(max_depth=None), []
+    for i in sorted(range(len(events)), key=lambda i: events[i][0]):
         _ts, tid, kind = events[i]
-        stack = stacks.setdefault(tid, [])
         if kind == 0:
-            stack.append(i)
-        elif stack:
-            pairs.append((stack.pop(), i))
+            open_calls.enter(tid, fn, i)
+        elif (entry := open_calls.exit(tid, fn)) is not None:
+            pairs.append((entry, i))
     return sorted(pairs)
 
 
