@@ -1,8 +1,9 @@
 """Entries paired with their exits, the one rule: per thread, an exit closes the innermost
 open call of its function, and the calls opened after that one are dropped (their exits were
 lost); an exit with no open call of its function had its entry lost. `btfgen trace` and
-`btfgen decode` pair this way as events come (output.Printer); the dataset's columns are
-checked against this (btfgen.recordings.dataset.pair_calls does the same over arrays).
+`btfgen decode` pair this way as events come (output.Printer), and so does the dataset
+(btfgen.recordings.dataset.pair_calls) for what is left once the calls with nothing inside
+them are taken out over arrays.
 """
 
 from __future__ import annotations

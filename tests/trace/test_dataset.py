@@ -137,6 +137,20 @@ def test_pairing_is_decodes(events, rnd):
     assert all(took[i] == -1 for i in range(len(evs)) if call[i] < 0)
 
 
+@pytest.mark.parametrize("rounds", [0, 1, dataset.PAIRING_ROUNDS])
+def test_pairing_by_rounds_or_by_the_rule_alone_agree(monkeypatch, rounds):
+    # Nesting, a lost exit, a lost entry, two threads: each round takes out a level of
+    # calls with nothing inside them, and the rule pairs what is left.
+    kinds = [0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1]
+    evs = [(10 * (i + 1), 1 + i % 2 * (i > 9), k) for i, k in enumerate(kinds)]
+    ts, tid, kind = (np.array([e[j] for e in evs], dtype=t)
+                     for j, t in ((0, np.int64), (1, np.int64), (2, np.int8)))
+    monkeypatch.setattr(dataset, "PAIRING_ROUNDS", rounds)
+    call, took, n = dataset.pair_calls(ts, tid, kind)
+    got = sorted(tuple(np.flatnonzero(call == c)) for c in range(n))
+    assert got == _reference_pairs(evs)
+
+
 def test_join_of_entries_and_exits(tmp_path):
     rec = tmp_path / "r.btfrec"
     datasets.write(rec, "x86_64", 300, 2)
