@@ -22,7 +22,9 @@ One concept a module:
     recording.py    the --record file: writing, and reading it back
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)
+    options.py      what a run is asked to do
     timings.py      --timings
+    errors.py       what goes wrong, each in one line
     prog.py         how the tool names itself
     run.py          a trace run, from the directory to the last line
     tool.py         the command line (`btfgen trace`, a trace directory's btfgen_trace.py)

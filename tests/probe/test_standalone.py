@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,9 @@ def test_the_copy_is_the_whole_package(tmp_path):
     assert copied == sorted(p.name for p in PROBE.glob("*.py"))
     assert (tmp_path / "btfgen_trace.py").read_text() == \
         (PROBE.parent / "trace" / "launcher.py").read_text()
+
+
+def test_the_package_map_names_every_module():
+    """The package's docstring says which module holds which concept: it names them all."""
+    listed = set(re.findall(r"^ {4}(\w+)\.py ", (PROBE / "__init__.py").read_text(), re.M))
+    assert listed == set(MODULES)
