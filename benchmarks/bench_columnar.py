@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Columnar decoding of a recording (`btfgen trace --record`): records/s of one scalar-only
-function's entries into Arrow record batches (btfgen.trace.columnar), against the per-record
+function's entries into Arrow record batches (btfgen.recordings.columnar), against the per-record
 path (the generated decoder's decode_record, one Python call per record) and a bare
 numpy.frombuffer of the same bytes (no file framing, no checksum, no Arrow); then the peak
 memory of the columnar path over files of growing size: bounded by one batch of the file, not
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "trace"))
 
 import synth  # noqa: E402
 
-from btfgen.trace import recording  # noqa: E402
+from btfgen.probe import recording  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 20_000_000))
 FUNCTION = "scalars"
@@ -65,7 +65,7 @@ def make(path: Path, records: int) -> None:
 
 
 def columnar_rate(path: Path) -> tuple[float, int]:
-    from btfgen.trace import columnar
+    from btfgen.recordings import columnar
 
     t = time.perf_counter()
     rows = sum(b.num_rows for b in columnar.record_batches(str(path), FUNCTION, "entry"))
@@ -94,10 +94,10 @@ def frombuffer_rate(path: Path) -> float:
     floor of what reading these bytes costs."""
     import numpy as np
 
-    from btfgen.trace import columnar
+    from btfgen.recordings import columnar
 
     with recording.Reader(str(path)) as r:
-        from btfgen.trace import replay
+        from btfgen.recordings import replay
 
         fn = replay.functions(r)[0]
         layout = columnar.Layout(fn, 0, r.strides[0], r.order)
@@ -115,7 +115,7 @@ def frombuffer_rate(path: Path) -> float:
 PEAK = """
 import sys
 sys.path.insert(0, {root!r})
-from btfgen.trace import columnar
+from btfgen.recordings import columnar
 rows = 0
 for b in columnar.record_batches({path!r}, "scalars", "entry"):
     rows += b.num_rows

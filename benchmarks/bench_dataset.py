@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "trace"))
 import datasets  # noqa: E402
 import synth  # noqa: E402
 
-from btfgen.trace import recording  # noqa: E402
+from btfgen.probe import recording  # noqa: E402
 
 RECORDINGS = int(os.environ.get("BENCH_RECORDINGS", 16))
 EVENTS = int(os.environ.get("BENCH_EVENTS", 4 * recording.MAX_BATCH_EVENTS))
@@ -78,7 +78,7 @@ def cpus() -> int:
 
 
 def dataset_rate(paths: list[Path], out: Path, jobs: int) -> float:
-    from btfgen.trace import dataset
+    from btfgen.recordings import dataset
 
     t = time.perf_counter()
     results = dataset.add_all([str(p) for p in paths], str(out), jobs)

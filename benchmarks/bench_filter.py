@@ -172,7 +172,7 @@ def measure(repeat: int, runs: int) -> dict:
     from bench_generic import ns_per_run
     from bpfrun import BpfObject
 
-    from btfgen.trace.bpfload import RingBuffer
+    from btfgen.probe.ringbuf import RingBuffer
 
     names = ["empty", "no_filter"] + [f"{k}_{c}" for c in CASES for k in ("generated", "hand")]
     best = {n: float("inf") for n in names}

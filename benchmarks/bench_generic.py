@@ -392,7 +392,7 @@ MIX = 256  # the running kernel's functions the mix decodes in turn
 
 
 def entry_plan(spec: bytes) -> int:
-    from btfgen.decoder.spec_format import read_head
+    from btfgen.probe.spec_format import read_head
 
     return read_head(spec, "little")["entry_plan"]
 
@@ -427,7 +427,7 @@ def build(tmp: Path, batch: int, kernel):
     from btfgen.cheader import load_headers
     from btfgen.codegen import straight
     from btfgen.codegen.outputs import generate, plan_table, plans, python_module
-    from btfgen.decoder import spec_format
+    from btfgen.probe import spec_format
     from btfgen.place import place_functions
     from btfgen.typed.capture import for_options
 

@@ -8,7 +8,7 @@ to load and to attach each way, and what each adds to a traced call.
 The trace directory is built here for the guest kernel's BTF with __x64_sys_umask (the traced
 call) and every vfs_* function (so that attaching has some work to do); in the guest, a child
 Python process calls umask() N times and times its loop, once untraced and once under each
-mode, round after round, the modes alternating. The tool's own run.py and bpfload.py do the
+mode, round after round, the modes alternating. The tool's own run side (btfgen/probe) does the
 loading and attaching, exactly as `btfgen_trace.py --run` does; the ring buffer is read after
 the loop (64 MiB: room for every record), so the added cost is the probes' and the BPF program's,
 not the reader's.
@@ -43,43 +43,43 @@ GUEST = r'''
 import json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, "/trace")
-import bpfload, run
+from btfgen_probe import attach, bpf_object, losses, manifest, processes, ringbuf, run, tracefs
 
 calls, rounds = int(sys.argv[1]), int(sys.argv[2])
-manifest = run.load_manifest(Path("/trace"))
-decoders = run.load_decoders(Path("/trace"), manifest)
-bpfload.mount_tracefs()
-keep, _ = run.traceable(manifest["functions"])
+trace = manifest.load_manifest(Path("/trace"))
+decoders = manifest.load_decoders(Path("/trace"), trace)
+tracefs.mount_tracefs()
+keep, _ = tracefs.traceable(trace["functions"])
 LOOP = ("import os, time\nn = int(os.environ['CALLS'])\nt = time.perf_counter_ns()\n"
         "for _ in range(n): os.umask(0o22)\n"
         "open('/tmp/loop', 'w').write(str(time.perf_counter_ns() - t))\n")
 os.environ["CALLS"] = str(calls)
 timed = {}
-attach = run._attach
+attach_functions = attach.attach_functions
 
 
 def timed_attach(*args):
     start = time.perf_counter()
-    attach(*args)
+    attach_functions(*args)
     timed["attach_s"] = time.perf_counter() - start
 
 
-run._attach = timed_attach
+attach.attach_functions = timed_attach
 
 
 def once(kind):
-    child = run.Gated([sys.executable, "-c", LOOP])
+    child = processes.Gated([sys.executable, "-c", LOOP])
     obj, events, row = None, [0], {"mode": kind}
     if kind != "none":
-        mode = run.attach_modes(kind, True, manifest)[0]
-        obj = bpfload.BpfObject(f"/trace/{mode.object}", bpf_syscall=manifest["bpf_syscall"])
+        mode = attach.attach_modes(kind, True, trace)[0]
+        obj = bpf_object.BpfObject(f"/trace/{mode.object}", bpf_syscall=trace["bpf_syscall"])
         start = time.perf_counter()
-        run._load_and_attach(obj, mode, manifest, decoders, run.Options([], attach=kind, ring_mib=64), keep,
+        run._load_and_attach(obj, mode, trace, decoders, run.Options([], attach=kind, ring_mib=64), keep,
                              child.pid, None, False)
         row["load_and_attach_s"] = time.perf_counter() - start
         row["attach_s"] = timed["attach_s"]
         row["links"] = len(obj.links)
-        rb = bpfload.RingBuffer(obj.map_fd("events"),
+        rb = ringbuf.RingBuffer(obj.map_fd("events"),
                                 lambda raw: events.__setitem__(0, events[0] + 1))
     child.start()
     os.waitpid(child.pid, 0)
@@ -90,7 +90,7 @@ def once(kind):
         rb.drain()
         rb.close()
         row["events"] = events[0]
-        row["lost"] = run._lost(obj)
+        row["lost"] = losses.lost(obj)
         row["missed"] = obj.missed(mode.programs)
         start = time.perf_counter()
         obj.close()

@@ -49,7 +49,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from btfgen.trace import bpfload  # noqa: E402 (after the path insert above)
+from btfgen.probe import features, tracefs  # noqa: E402 (after the path insert above)
 
 TRACEE = ROOT / "benchmarks" / "tracee.c"
 FUNCTION = "traced"
@@ -280,11 +280,11 @@ def checks() -> str | None:
         missing.append("clang")
     if missing:
         return f"not installed: {', '.join(missing)}"
-    reason = bpfload.bpf_unavailable()
+    reason = features.bpf_unavailable()
     if reason:
         return f"BPF unavailable: {reason}"
     try:
-        bpfload.mount_tracefs()
+        tracefs.mount_tracefs()
     except Exception as e:  # noqa: BLE001 (any way the mount fails is a reason to stop)
         return f"tracefs unavailable: {e}"
     return None

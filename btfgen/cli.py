@@ -21,7 +21,7 @@ SUBCOMMANDS = {
 }
 # Commands with their own command line (`btfgen trace` splits off `-- COMMAND` before parsing,
 # and its run side must stay importable without the rest of btfgen): module -> its main(argv).
-OWN_MAIN = {"trace": "btfgen.trace.tool"}
+OWN_MAIN = {"trace": "btfgen.trace.command"}
 DEFAULT_COMMAND = "generate"
 
 

@@ -52,6 +52,10 @@ def test_wheel_carries_data(installed):
     assert {f"btfgen/abi/arches/{n}" for n in shipped if n.endswith((".abi", ".inc"))} <= files
     assert "btfgen/trace/trace.bpf.c" in files, files
     assert "btfgen/trace/deny.txt" in files, files  # the kernel deny list the build reads
+    # What a trace directory gets: the run side whole, and its launcher.
+    probe = {p.name for p in (ROOT / "btfgen/probe").glob("*.py")}
+    assert {f"btfgen/probe/{n}" for n in probe} <= files, files
+    assert "btfgen/trace/launcher.py" in files, files
 
 
 def test_installed_package_finds_its_data_from_elsewhere(installed):
@@ -97,6 +101,17 @@ def test_installed_trace_command(installed):
     assert out.stderr.startswith("btfgen trace: name the kernel functions"), out.stderr
 
 
+def test_installed_run_side_runs_alone(installed, tmp_path):
+    """The run side the installed package copies into a trace directory starts in a Python
+    that cannot import btfgen (-I -S)."""
+    _run_installed(installed, "from pathlib import Path; from btfgen.trace import build; "
+                              f"build._copy_run_side(Path({str(tmp_path)!r}))")
+    out = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "btfgen_trace.py"),
+                          "--help"], cwd="/", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: btfgen_trace ") and "--run DIR" in out.stdout
+
+
 def test_installed_decode_reads_a_recording(installed, tmp_path):
     """A recording made with this tree decodes with the installed package, from elsewhere and
     with no BTF or BPF at hand, to what the live tracer prints (text and JSON lines)."""
@@ -108,7 +123,7 @@ def test_installed_decode_reads_a_recording(installed, tmp_path):
     import io
 
     from btfgen.decoder.runtime import Function
-    from btfgen.trace import output
+    from btfgen.probe import output
 
     for arch in ("x86_64", "s390x"):  # both byte orders
         mod = synth.module(arch)

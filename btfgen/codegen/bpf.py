@@ -11,7 +11,8 @@ from btfgen.codegen.bpf_captures import CaptureView, capture_views
 from btfgen.codegen import straight
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
-from btfgen.decoder import generic, spec_format
+from btfgen.decoder import generic
+from btfgen.probe import spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout, by_prototype
 
 RETPTR_FIELD = "btfgen_retptr"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from btfgen.codegen import embed
-from btfgen.decoder import runtime, spec_format
+from btfgen.decoder import runtime
+from btfgen.probe import spec_format
 
 # Exact classes, looked up in a set: the descriptors are made by describe.py, never subclassed,
 # and a kernel's module asks this of about a million tuples.

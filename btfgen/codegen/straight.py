@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from btfgen.decoder import spec_format
+from btfgen.probe import spec_format
 from btfgen.decoder.generic import (CAP_COPY, CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK,
                                     GenericPlan, Op)
 

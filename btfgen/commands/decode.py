@@ -3,7 +3,7 @@ gather many recordings into one Parquet dataset.
 
 Text is what `btfgen trace` prints; jsonl what `btfgen trace --json` prints (one FILE, to
 stdout). parquet adds every recording named (FILE, or every file of a DIR) to the Hive-
-partitioned dataset at -o DIR (host=/kernel=/function=; see btfgen/trace/dataset.py), in
+partitioned dataset at -o DIR (host=/kernel=/function=; see btfgen/recordings/dataset.py), in
 parallel over the CPUs; a recording already there is not added again (needs the
 `btfgen[arrow]` extra: numpy and pyarrow).
 
@@ -58,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
     if len(args.inputs) != 1:
         raise BtfgenError(f"--format {args.format} prints one recording (several go into a "
                           f"dataset: --format parquet -o DIR)")
+    from btfgen.probe import recording
     from btfgen.progress import Progress
-    from btfgen.trace import recording, replay
+    from btfgen.recordings import replay
 
     path = args.inputs[0]
     # The bar shares the terminal with what is printed only when that goes elsewhere.
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dataset(args: argparse.Namespace) -> int:
     from btfgen.progress import Progress
-    from btfgen.trace import dataset
+    from btfgen.recordings import dataset
 
     paths = dataset.inputs(args.inputs)
     if not paths:

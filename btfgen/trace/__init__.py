@@ -1,3 +1,4 @@
-"""`btfgen trace`: build a trace directory (build.py: btfgen and clang), then load, attach and
-print with Python's standard library and libbpf only (tool.py, run.py, bpfload.py, which are
-copied into the directory and import nothing else of btfgen)."""
+"""`btfgen trace`: the command (command.py) and the build side (build.py: btfgen and clang),
+which writes a trace directory: the generated decoders, the BPF objects, the manifest, a copy
+of the run side (btfgen.probe, which imports nothing of btfgen) and its launcher
+(launcher.py, as btfgen_trace.py)."""

@@ -1,10 +1,10 @@
 """`btfgen trace`'s build step: everything that needs btfgen and clang, written to a directory
-that run.py loads on the target with only the standard library and libbpf.
+that the run side (btfgen.probe) loads on the target with only the standard library and libbpf.
 
 The directory holds the generated decoder module (btfgen_<arch>.py), the compiled BPF object
 (trace.bpf.o), the manifest (trace.json: the functions in cookie order and what they were built
-for) and copies of the run-side modules (btfgen_trace.py is tool.py), so copying it to the target
-is the whole install.
+for), a copy of the run side (btfgen/probe, as btfgen_probe/) and its launcher (launcher.py, as
+btfgen_trace.py), so copying it to the target is the whole install.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ from pathlib import Path
 from btfgen.abi.arches import run_side_facts
 from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs, straight
-from btfgen.decoder import spec_format
-from btfgen.trace import deny
-from btfgen.trace import run as trace_run
-from btfgen.trace import symbols
+from btfgen.probe import manifest as trace_manifest
+from btfgen.probe import prog, spec_format
+from btfgen.probe.timings import Timings
+from btfgen.trace import deny, symbols
 
 HERE = Path(__file__).resolve().parent
-# The run side, as the trace directory names it: module in this package -> file there.
-RUNTIME = {"tool.py": "btfgen_trace.py", "bpfload.py": "bpfload.py", "run.py": "run.py",
-           "output.py": "output.py", "recording.py": "recording.py",
-           "../decoder/spec_format.py": "spec_format.py"}
+# The run side, as the trace directory holds it: the package copied whole (its modules only),
+# and the launcher that runs it.
+PROBE = HERE.parent / "probe"
+RUNTIME = {"launcher.py": "btfgen_trace.py"}
+PROBE_COPY = "btfgen_probe"
 MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
 # The one-link session program, by the kernel's prototype of the session kfuncs (run.py picks by
@@ -98,7 +99,7 @@ def build(req: Request, out: Path) -> dict:
     parsed = typed_filter.parse_options(req.filters)  # syntax first: no BTF read for a typo
     if not req.kernel:
         req = replace(req, program=_locate(req.program))
-    timings = trace_run.Timings(req.timings)
+    timings = Timings(req.timings)
     with timings.stage("build: BTF load"):
         target = open_target(req)
     source = req.headers[0] if req.headers else target.input
@@ -123,18 +124,17 @@ def build(req: Request, out: Path) -> dict:
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
                  wanted=_filtered_names(bound, layout))
-    for module, name in RUNTIME.items():
-        shutil.copyfile(HERE / module, out / name)
+    _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
-        decoders = trace_run.load_decoders(out, {"module": outputs.file_name("python",
-                                                                             layout.arch)})
+        decoders = trace_manifest.load_decoders(out, {"module": outputs.file_name(
+            "python", layout.arch)})
         specs = [decoders.spec(n) for n in names]
         (out / SPECS).write_bytes(b"".join(specs))
     if line := _interpreted(specs, conv.byte_order):
         print(f"btfgen trace: {line}", file=sys.stderr)
     manifest = {
-        "format": trace_run.FORMAT,
+        "format": trace_manifest.FORMAT,
         "kind": "kernel" if req.kernel else "user",
         "arch": layout.arch,
         # the run side has no arch descriptions: uname spellings, byte order, bpf() number
@@ -159,9 +159,18 @@ def build(req: Request, out: Path) -> dict:
         manifest["offsets"] = [offsets[n] for n in names]
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if req.timings:
-        print(f"{trace_run.PROG}: time: build: total: {sum(timings.seconds.values()):.6f} s",
+        print(f"{prog.NAME}: time: build: total: {sum(timings.seconds.values()):.6f} s",
               file=sys.stderr)
     return manifest
+
+
+def _copy_run_side(out: Path) -> None:
+    """The run side into `out`: the probe package whole (a directory built again gets it
+    afresh, no module of an older layout left behind) and the launcher."""
+    shutil.rmtree(out / PROBE_COPY, ignore_errors=True)
+    shutil.copytree(PROBE, out / PROBE_COPY, ignore=shutil.ignore_patterns("__pycache__"))
+    for module, name in RUNTIME.items():
+        shutil.copyfile(HERE / module, out / name)
 
 
 def _interpreted(specs: list[bytes], byte_order: str) -> str | None:
@@ -259,9 +268,7 @@ def _select(target, req: Request, source: str) -> list:
         by_name.setdefault(f.name, []).append(f)
     ambiguous = [n for n, fs in by_name.items() if len({f.type_id for f in fs}) > 1]
     if ambiguous:
-        from btfgen.trace import run
-
-        print(f"{run.PROG}: left out, several static functions of that name with different "
+        print(f"{prog.NAME}: left out, several static functions of that name with different "
               f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
     funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
     if req.kernel and req.deny:
@@ -283,7 +290,7 @@ def _without_denied(funcs: list, asked: list[str]) -> list:
     groups = "; ".join(f"{why}: {len(names)} ({', '.join(names[:3])}"
                        f"{', ...' if len(names) > 3 else ''})"
                        for why, names in denied.left_out.items())
-    print(f"{trace_run.PROG}: left out {len(out)} functions btfgen's own probes and run side "
+    print(f"{prog.NAME}: left out {len(out)} functions btfgen's own probes and run side "
           f"call (deny list; --no-deny keeps them): {groups}", file=sys.stderr)
     return [f for f in funcs if f.name not in out]
 

@@ -1,5 +1,5 @@
-/* Generated from btfgen/decoder/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by
- * `python -m btfgen.decoder.spec_format`. DO NOT EDIT. */
+/* Generated from btfgen/probe/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by
+ * `python -m btfgen.probe.spec_format`. DO NOT EDIT. */
 #ifndef BTFGEN_TRACE_EVENT_H
 #define BTFGEN_TRACE_EVENT_H
 #define BTFGEN_TRACE_MAX_FUNCTIONS 4096

@@ -17,7 +17,7 @@ from btfgen.codegen.names import function_keys
 from btfgen.codegen.outputs import generate, plan_table
 from btfgen.codegen.outputs import plans as outputs_plans
 from btfgen.decode import function
-from btfgen.decoder import spec_format
+from btfgen.probe import spec_format
 from btfgen.decoder.describe import type_desc
 from btfgen.decoder.runtime import RECORD_HEADER_SIZE, Unavailable, convert
 

@@ -106,13 +106,13 @@ def _records(work: Path, exe: Path, gen: Path, user: bool):
 
     from btfgen.abi.arches import host_bpf_syscall
     from btfgen.btf.reader import open_btf
-    from btfgen.trace import bpfload
+    from btfgen.probe import bpf_object
 
     name = "user" if user else "kernel"
     src = work / f"{name}.bpf.c"
     src.write_text(PROGRAM % {"user": "#define BTFGEN_USER" if user else ""})
     obj_path = harness.compile_bpf(src, work / f"{name}.bpf.o", include_dirs=[gen])
-    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
+    with bpf_object.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.load()
         obj.attach_uprobe("on_open", str(exe), "open_file")
         obj.attach_uprobe("on_follow", str(exe), "follow", retprobe=True)

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from btfgen.codegen import embed
-from btfgen.decoder import runtime, spec_format
+from btfgen.decoder import runtime
+from btfgen.probe import spec_format
 
 RUNTIME = Path(runtime.__file__).parent
 FUTURE = "from __future__ import annotations\n"

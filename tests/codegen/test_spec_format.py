@@ -1,4 +1,4 @@
-"""The generic decoder's wire structs have one definition (btfgen.decoder.spec_format): the
+"""The generic decoder's wire structs have one definition (btfgen.probe.spec_format): the
 runtime, which is copied into generated modules after spec_format's own text, reads the record
 header's format from it."""
 
@@ -8,7 +8,8 @@ import struct
 
 import pytest
 
-from btfgen.decoder import runtime, spec_format
+from btfgen.decoder import runtime
+from btfgen.probe import spec_format
 
 
 def test_runtime_record_header_is_the_definition():

@@ -28,15 +28,16 @@ SEC("kprobe") int empty(void *ctx) { return 0; }
 char LICENSE[] SEC("license") = "GPL";
 """
 
-# Run in the guest beside bpfload.py: attach the empty program to the names of /names-N for
-# each N asked, then detach, timing both (the same clock as run.py's --timings): one link
-# ("floor": one kprobe_multi link, or one kprobe each), and an entry and a return link ("pair":
-# what btfgen attaches without kprobe.session, or a kprobe and a kretprobe each).
+# Run in the guest beside a trace directory's run side (/btfgen_probe): attach the empty
+# program to the names of /names-N for each N asked, then detach, timing both (the same clock
+# as --timings): one link ("floor": one kprobe_multi link, or one kprobe each), and an entry
+# and a return link ("pair": what btfgen attaches without kprobe.session, or a kprobe and a
+# kretprobe each).
 FLOOR_PY = """\
 import sys, time
-import bpfload
+from btfgen_probe import bpf_object
 mode, syscall, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-obj = bpfload.BpfObject("/empty.bpf.o", bpf_syscall=syscall)
+obj = bpf_object.BpfObject("/empty.bpf.o", bpf_syscall=syscall)
 if mode == "multi":
     obj.expect_kprobe_multi("empty")
 obj.load()
@@ -125,15 +126,16 @@ def empty_object(out: Path) -> Path:
 
 def guest_with(kernel: Kernel, directories: dict[str, Path]) -> tuple[Guest, python_guest.Files]:
     """A guest with Debian's python3 and libbpf, each trace directory at /NAME (its run-side
-    files only) and bpfload.py at /."""
+    files only) and the run side's package at / too (floor.py's)."""
     py = python_guest.files(kernel.target)
     g = Guest(files=dict(py.files), links=dict(py.links))
     for name, directory in directories.items():
-        for f in directory.iterdir():
-            if f.is_file() and RUN_FILES.search(f.name):
-                g.file(f"{name}/{f.name}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
+        for rel, f in python_guest.directory_files(directory):
+            if RUN_FILES.search(f.name):
+                g.file(f"{name}/{rel}", f.read_bytes(), 0o755 if f.suffix == ".py" else 0o644)
     first = next(iter(directories.values()))
-    g.file("bpfload.py", (first / "bpfload.py").read_bytes())
+    for rel, f in python_guest.directory_files(first / trace_build.PROBE_COPY):
+        g.file(f"{trace_build.PROBE_COPY}/{rel}", f.read_bytes())
     g.file("floor.py", FLOOR_PY.encode(), 0o755)
     return g, py
 

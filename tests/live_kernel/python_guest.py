@@ -155,16 +155,23 @@ def trace_guest(target: Target, directory: Path) -> tuple[Guest, Files]:
     return g, py
 
 
+def directory_files(directory: Path):
+    """A trace directory's files as (path relative to it, file), its run-side package's
+    included (bytecode this machine made left out)."""
+    for f in sorted(directory.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            yield f.relative_to(directory).as_posix(), f
+
+
 def add_directory(g: Guest, target: Target, directory: Path, at: str) -> None:
     """A `btfgen trace --build` directory's files at /AT in the guest, with the bytecode of its
     modules (pyc.py): what a first run compiled under TCG."""
     sources = {}
-    for f in directory.iterdir():
-        if f.is_file():
-            data = f.read_bytes()
-            g.file(f"{at}/{f.name}", data, 0o755 if f.suffix == ".py" else 0o644)
-            if f.suffix == ".py":
-                sources[f"{at}/{f.name}"] = data
+    for rel, f in directory_files(directory):
+        data = f.read_bytes()
+        g.file(f"{at}/{rel}", data, 0o755 if f.suffix == ".py" else 0o644)
+        if f.suffix == ".py":
+            sources[f"{at}/{rel}"] = data
     c = compiler(target)
     if c and sources:
         for path, data in pyc.compiled(c, sources).items():

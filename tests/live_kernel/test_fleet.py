@@ -130,7 +130,7 @@ def test_spark_gives_duckdbs_answers(fleet):
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
         unavailable("no Java runtime (.ci/install installs one)")
-    from btfgen.trace.spark import local_session, read_function
+    from btfgen.recordings.spark import local_session, read_function
 
     spark = local_session("btfgen-fleet-test")
     try:

@@ -46,3 +46,35 @@ def test_the_guest_python_runs_the_bytecode_made_here(name, tmp_path):
     out = compiler.run(["-B", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'm')!r}); "
                                     "import probe; print(probe.VALUE, probe.__cached__)"])
     assert out.split()[0] == "compiled", out
+
+
+@pytest.mark.skipif(not pyc.available(), reason="the suites' amd64 interpreters run only on x86_64")
+def test_a_trace_directorys_run_side_is_compiled_as_a_package(tmp_path):
+    """The trace directory's run side is a package (btfgen_probe/): its bytecode goes in the
+    package's own __pycache__, and the guest's Python imports it, relative imports and all,
+    with the standard library it has."""
+    from btfgen.trace import build
+
+    target = TARGETS["unstable-amd64"]
+    try:
+        files = python_guest.files(target)
+    except debian.PackageError as e:
+        unavailable(f"{target.name}: Debian's python3 cannot be had: {e}")
+    compiler = python_guest.compiler(target)
+    version = re.search(r"python(\d)\.(\d+)$", files.python)
+    tag = f"cpython-{version.group(1)}{version.group(2)}"
+    trace = tmp_path / "trace"
+    build._copy_run_side(trace)
+    sources = {f"trace/{rel}": f.read_bytes() for rel, f in python_guest.directory_files(trace)
+               if f.suffix == ".py"}
+    made = pyc.compiled(compiler, sources)
+    package = f"trace/{build.PROBE_COPY}"
+    modules = sorted(p.rsplit("/", 1)[1][:-3] for p in sources if p.startswith(package + "/"))
+    assert modules and {f"{package}/__pycache__/{m}.{tag}.pyc" for m in modules} <= set(made)
+    for path, data in made.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    out = compiler.run(["-B", "-c", f"import sys; sys.path.insert(0, {str(trace)!r}); "
+                                    f"from {build.PROBE_COPY} import tool; "
+                                    "print(tool.__cached__)"])
+    assert out.strip() == str(trace / build.PROBE_COPY / "__pycache__" / f"tool.{tag}.pyc")

@@ -11,10 +11,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-
 import pytest
 
-from btfgen.trace import bpfload
+from btfgen.probe import bpf_object, features, ringbuf, tracefs
+from btfgen.trace import symbols
 
 HERE = Path(__file__).parent
 CLANG = "clang-19"
@@ -33,7 +33,13 @@ def skip_reason() -> str | None:
     missing = [t for t in ("gcc", CLANG, "pahole") if shutil.which(t) is None]
     if missing:
         return f"not installed: {', '.join(missing)}"
-    return bpfload.bpf_unavailable()
+    return features.bpf_unavailable()
+
+
+def offsets(exe: Path, names: list[str]) -> list[int]:
+    """The file offsets of `names` in `exe`, as the trace build gives them to the run side
+    (uprobe_multi links attach by offset)."""
+    return [f.offset for f in symbols.functions(str(exe), names)]
 
 
 def run(cmd: list[str], what: str) -> None:
@@ -59,10 +65,10 @@ def compile_bpf(source: Path, out: Path, include_dirs=()) -> Path:
     return out
 
 
-def run_traced(obj: bpfload.BpfObject, exe: Path, ring: str = "events") -> list[bytes]:
+def run_traced(obj: bpf_object.BpfObject, exe: Path, ring: str = "events") -> list[bytes]:
     """Run `exe` to completion with `obj`'s probes attached; its records, in order."""
     records: list[bytes] = []
-    with bpfload.RingBuffer(obj.map_fd(ring), records.append) as rb:
+    with ringbuf.RingBuffer(obj.map_fd(ring), records.append) as rb:
         proc = subprocess.run([str(exe)], capture_output=True)
         assert proc.returncode == 0, proc.stderr
         while rb.poll(50) > 0:
@@ -75,4 +81,4 @@ def require_live():
     reason = skip_reason()
     if reason:
         pytest.skip(f"live uprobes unavailable: {reason}")
-    bpfload.mount_tracefs()
+    tracefs.mount_tracefs()

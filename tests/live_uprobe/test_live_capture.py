@@ -13,7 +13,7 @@ import live_harness as harness
 import pytest
 
 from btfgen.abi.arches import host_bpf_syscall
-from btfgen.trace import bpfload
+from btfgen.probe import bpf_object
 from live_expected import ARGS, FUNCS, RETURNS
 
 from btfgen.btf.reader import open_btf
@@ -86,7 +86,7 @@ def _check(records, layout, cookie_base):
 
 def test_one_link_per_function(built):
     exe, obj_path, layout = built
-    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
+    with bpf_object.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.load()
         for i, name in enumerate(FUNCS):
             obj.attach_uprobe("on_entry", str(exe), name, cookie=100 + i)
@@ -99,12 +99,13 @@ def test_one_link_per_function(built):
 def test_uprobe_multi(built):
     exe, obj_path, layout = built
     cookies = [7 + i for i in range(len(FUNCS))]
-    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
+    with bpf_object.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.expect_uprobe_multi("on_entry")
         obj.expect_uprobe_multi("on_exit")
         obj.load()
-        obj.attach_uprobe_multi("on_entry", str(exe), FUNCS, cookies)
-        obj.attach_uprobe_multi("on_exit", str(exe), FUNCS, cookies, retprobe=True)
+        at = harness.offsets(exe, FUNCS)
+        obj.attach_uprobe_multi("on_entry", str(exe), FUNCS, cookies, offsets=at)
+        obj.attach_uprobe_multi("on_exit", str(exe), FUNCS, cookies, offsets=at, retprobe=True)
         records = harness.run_traced(obj, exe)
     assert len(records) == 2 * len(FUNCS)
     _check(records, layout, 7)

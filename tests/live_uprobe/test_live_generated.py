@@ -13,7 +13,7 @@ import live_harness as harness
 import pytest
 
 from btfgen.abi.arches import host_bpf_syscall
-from btfgen.trace import bpfload
+from btfgen.probe import bpf_object
 from live_expected import ARGS, FUNCS, RETURNS
 
 from btfgen.btf import types as T
@@ -122,7 +122,7 @@ def check_typed_decoders(work, exe, target_btf, layout) -> None:
     src.write_text(_typed_program(layout))
     obj_path = harness.compile_bpf(src, work / "typed.bpf.o", include_dirs=[work])
     bpf_btf = open_btf(str(obj_path))
-    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
+    with bpf_object.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.load()
         for f in layout.functions:
             obj.attach_uprobe(f"entry_{f.name}", str(exe), f.name)
@@ -195,14 +195,16 @@ def test_generic_decoder_with_uprobe_multi(generated):
     decoders = _load_module(work / names["python"])
     funcs = [f.name for f in layout.functions]
     cookies = [3 + i for i in range(len(funcs))]  # any index into the specs map
-    with bpfload.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
+    with bpf_object.BpfObject(str(obj_path), bpf_syscall=host_bpf_syscall()) as obj:
         obj.expect_uprobe_multi("generic_entry")
         obj.expect_uprobe_multi("generic_exit")
         obj.load()
         for name, cookie in zip(funcs, cookies):
             obj.update("specs", struct.pack("<I", cookie), decoders.spec(name))
-        obj.attach_uprobe_multi("generic_entry", str(exe), funcs, cookies)
-        obj.attach_uprobe_multi("generic_exit", str(exe), funcs, cookies, retprobe=True)
+        at = harness.offsets(exe, funcs)
+        obj.attach_uprobe_multi("generic_entry", str(exe), funcs, cookies, offsets=at)
+        obj.attach_uprobe_multi("generic_exit", str(exe), funcs, cookies, offsets=at,
+                                retprobe=True)
         records = harness.run_traced(obj, exe)
     by_id = {f.btf_id: f.name for f in layout.functions}
     seen = {}

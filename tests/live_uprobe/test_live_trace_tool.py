@@ -15,7 +15,7 @@ import live_harness as harness
 import pytest
 
 from btfgen.abi.arches import host_bpf_syscall
-from btfgen.trace import bpfload
+from btfgen.probe import features
 
 TOOL = ["-m", "btfgen", "trace"]
 
@@ -83,8 +83,9 @@ def test_unknown_function_is_one_line(tmp_path):
 
 
 def test_build_here_run_with_bare_python(tmp_path):
-    """The two steps: --build needs btfgen and clang; --run only Python's standard library (no
-    site-packages at all, -S) and libbpf, from the copied directory alone."""
+    """The two steps: --build needs btfgen and clang; --run only Python's standard library and
+    libbpf, from the copied directory alone: a Python that cannot import btfgen (-I: no
+    PYTHONPATH, no current directory; -S: no site-packages), elsewhere than the tree."""
     harness.require_live()
     exe, _ = harness.build_target(tmp_path)
     built = tmp_path / "built"
@@ -92,11 +93,27 @@ def test_build_here_run_with_bare_python(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
-    bare = shutil.which("python3", path="/usr/bin") or sys.executable
-    proc = subprocess.run([bare, "-S", str(built / "btfgen_trace.py"), "--run", str(built)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    bare = [sys.executable, "-I", "-S"]
+    proc = subprocess.run([*bare, "-c", "import importlib.util as u; "
+                           "print(u.find_spec('btfgen'))"], capture_output=True, text=True,
+                          cwd=elsewhere)
+    assert proc.stdout == "None\n", proc.stdout + proc.stderr  # btfgen is out of reach
+    proc = subprocess.run([*bare, str(built / "btfgen_trace.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: btfgen_trace ") and "--run DIR" in proc.stdout
+    proc = subprocess.run([*bare, str(built / "btfgen_trace.py"), "--run", str(built)],
+                          capture_output=True, text=True, timeout=300, cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr
     assert untimed(proc.stdout) == EXPECTED
+    # Building is btfgen's: the directory's own copy says so in one line.
+    proc = subprocess.run([*bare, str(built / "btfgen_trace.py"), "--build", str(tmp_path / "b"),
+                           str(exe), *FUNCS], capture_output=True, text=True, cwd=elsewhere)
+    assert proc.returncode == 1
+    assert proc.stderr == ("btfgen_trace: building needs btfgen (`btfgen trace`); build "
+                           "elsewhere and use --run here\n"), proc.stderr
 
 
 def test_kernel_functions_on_this_kernel():
@@ -104,8 +121,8 @@ def test_kernel_functions_on_this_kernel():
     tests/live_kernel run the tool on kernels that do): the tool must say so in one line,
     after probing for both."""
     harness.require_live()
-    multi = bpfload.kprobe_multi_unavailable(host_bpf_syscall())
-    single = bpfload.kprobes_unavailable()
+    multi = features.kprobe_multi_unavailable(host_bpf_syscall())
+    single = features.kprobes_unavailable()
     proc = subprocess.run([sys.executable, *TOOL, "--kernel", "make_kuid", "--", "true"],
                           capture_output=True, text=True, timeout=300)
     if multi is None or single is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import synth
 
-from btfgen.trace import recording
+from btfgen.probe import recording
 
 CLOCK_OFFSET = 1_700_000_000 * 10**9  # wall clock minus CLOCK_MONOTONIC: November 2023
 

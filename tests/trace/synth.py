@@ -9,9 +9,9 @@ import random
 import sys
 from pathlib import Path
 
-from btfgen.decoder import spec_format
+from btfgen.probe import spec_format
 from btfgen.decoder.generic import DATA_SIZE  # the ring buffer's events are this long past
-from btfgen.trace import output, recording  # the record header
+from btfgen.probe import output, recording  # the record header
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)

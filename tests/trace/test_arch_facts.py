@@ -1,7 +1,7 @@
 """`btfgen trace` on every arch: what the run side needs to know of the arch it was built for
 (the `uname -m` spellings, the byte order, the bpf() syscall's number) comes from the arch's
-description through the manifest the build writes; run.py and bpfload.py keep no table of their
-own, so adding an arch is adding a file here too."""
+description through the manifest the build writes; the run side (btfgen/probe) keeps no table
+of its own, so adding an arch is adding a file here too."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from btfgen.abi.arches import conventions, host_bpf_syscall, load_arch
-from btfgen.trace import run
+from btfgen.probe import errors
+from btfgen.probe import manifest as trace_manifest
 from btfgen.trace.build import Request, build
 
 # tests/toolchains.py and tests/abi/abi_corpus.py, importable by plain name.
@@ -44,8 +45,8 @@ def test_the_host_number_comes_from_the_host_description():
 
 
 def _on(monkeypatch, machine: str, byteorder: str) -> None:
-    monkeypatch.setattr(run.platform, "machine", lambda: machine)
-    monkeypatch.setattr(run.sys, "byteorder", byteorder)
+    monkeypatch.setattr(trace_manifest.platform, "machine", lambda: machine)
+    monkeypatch.setattr(trace_manifest.sys, "byteorder", byteorder)
 
 
 @pytest.mark.parametrize("arch", ARCHES)
@@ -59,7 +60,7 @@ def test_the_manifest_carries_the_arch_facts_and_the_run_side_checks_them(arch, 
         (tmp_path / "types.btf").write_bytes(ELFFile(f).get_section_by_name(".BTF").data())
     out = tmp_path / "trace"
     build(Request(["f_ll"], kernel=True, btf=str(tmp_path / "types.btf"), arch=arch), out)
-    manifest = run.load_manifest(out)
+    manifest = trace_manifest.load_manifest(out)
     assert manifest == json.loads((out / "trace.json").read_text())
     conv = load_arch(arch)
     assert manifest["bpf_syscall"] == BPF_SYSCALL[arch]
@@ -67,19 +68,19 @@ def test_the_manifest_carries_the_arch_facts_and_the_run_side_checks_them(arch, 
     assert manifest["byte_order"] == conv.byte_order
 
     _on(monkeypatch, UNAME[arch], conv.byte_order)
-    run.check_target(manifest)  # accepted (a warning at most: not this kernel's BTF)
+    trace_manifest.check_target(manifest)  # accepted (a warning at most: not this kernel's BTF)
     for other, machine in UNAME.items():
         if machine not in conv.names:
             _on(monkeypatch, machine, conv.byte_order)
-            with pytest.raises(run.RunError, match=f"^built for {arch} "):
-                run.check_target(manifest)
+            with pytest.raises(errors.RunError, match=f"^built for {arch} "):
+                trace_manifest.check_target(manifest)
     # The right name in the other byte order: a big-endian mips64 is not mips64el.
     _on(monkeypatch, UNAME[arch], "big" if conv.byte_order == "little" else "little")
-    with pytest.raises(run.RunError, match="-endian"):
-        run.check_target(manifest)
+    with pytest.raises(errors.RunError, match="-endian"):
+        trace_manifest.check_target(manifest)
 
 
 def test_a_manifest_without_the_facts_is_refused(tmp_path):
     (tmp_path / "trace.json").write_text(json.dumps({"format": 1, "arch": "x86_64"}))
-    with pytest.raises(run.RunError, match="format 1, this btfgen trace reads 3: build"):
-        run.load_manifest(tmp_path)
+    with pytest.raises(errors.RunError, match="format 1, this btfgen trace reads 3: build"):
+        trace_manifest.load_manifest(tmp_path)

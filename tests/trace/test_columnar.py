@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from btfgen.decoder import runtime
 from btfgen.decoder.runtime import Function
-from btfgen.trace import output, recording
+from btfgen.probe import output, recording
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-columnar = pytest.importorskip("btfgen.trace.columnar")
+columnar = pytest.importorskip("btfgen.recordings.columnar")
 
 ARCHES = ["x86_64", "s390x", "i386", "arm", "ppc64le", "riscv64"]
 MODULES = {a: synth.module(a) for a in ARCHES}

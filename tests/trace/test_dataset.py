@@ -17,11 +17,13 @@ import synth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from btfgen.probe.calls import OpenCalls
+
 np = pytest.importorskip("numpy")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-columnar = pytest.importorskip("btfgen.trace.columnar")
-dataset = pytest.importorskip("btfgen.trace.dataset")
+columnar = pytest.importorskip("btfgen.recordings.columnar")
+dataset = pytest.importorskip("btfgen.recordings.dataset")
 
 DECODE = [sys.executable, "-m", "btfgen", "decode", "--format", "parquet"]
 
@@ -101,16 +103,15 @@ def test_enums_are_their_names():
 
 
 def _reference_pairs(events):
-    """`btfgen decode`'s pairing (output.Printer) for one function: per thread, in time order,
-    an exit closes the innermost open entry."""
-    stacks, pairs = {}, []
-    for i in sorted(range(len(events)), key=lambda i: (events[i][1], events[i][0])):
+    """`btfgen decode`'s pairing (probe.calls.OpenCalls, as output.Printer runs it) for one
+    function's events, taken in time order."""
+    fn, open_calls, pairs = object(), OpenCalls(max_depth=None), []
+    for i in sorted(range(len(events)), key=lambda i: events[i][0]):
         _ts, tid, kind = events[i]
-        stack = stacks.setdefault(tid, [])
         if kind == 0:
-            stack.append(i)
-        elif stack:
-            pairs.append((stack.pop(), i))
+            open_calls.enter(tid, fn, i)
+        elif (entry := open_calls.exit(tid, fn)) is not None:
+            pairs.append((entry, i))
     return sorted(pairs)
 
 
@@ -134,6 +135,20 @@ def test_pairing_is_decodes(events, rnd):
     for e, x in pairs:
         assert took[e] == took[x] == ts[x] - ts[e]
     assert all(took[i] == -1 for i in range(len(evs)) if call[i] < 0)
+
+
+@pytest.mark.parametrize("rounds", [0, 1, dataset.PAIRING_ROUNDS])
+def test_pairing_by_rounds_or_by_the_rule_alone_agree(monkeypatch, rounds):
+    # Nesting, a lost exit, a lost entry, two threads: each round takes out a level of
+    # calls with nothing inside them, and the rule pairs what is left.
+    kinds = [0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1]
+    evs = [(10 * (i + 1), 1 + i % 2 * (i > 9), k) for i, k in enumerate(kinds)]
+    ts, tid, kind = (np.array([e[j] for e in evs], dtype=t)
+                     for j, t in ((0, np.int64), (1, np.int64), (2, np.int8)))
+    monkeypatch.setattr(dataset, "PAIRING_ROUNDS", rounds)
+    call, took, n = dataset.pair_calls(ts, tid, kind)
+    got = sorted(tuple(np.flatnonzero(call == c)) for c in range(n))
+    assert got == _reference_pairs(evs)
 
 
 def test_join_of_entries_and_exits(tmp_path):

@@ -35,7 +35,7 @@ def _real_x86_64(tmp: Path) -> list[Path]:
         sys.path.remove(str(LIVE))
     if harness.skip_reason():
         return []
-    harness.bpfload.mount_tracefs()
+    harness.tracefs.mount_tracefs()
     exe, _ = harness.build_target(tmp)
     recs = [tmp / f"x86_64-{i}.btfrec" for i in range(RUNS)]
     for rec in recs:
@@ -64,7 +64,7 @@ def fleet(tmp_path_factory):
 
 def _function(con_or_spark, root: Path, function: str | None, engine: str):
     """One function's rows, or (None) every row's event columns."""
-    from btfgen.trace import spark as btfgen_spark
+    from btfgen.recordings import spark as btfgen_spark
 
     if engine == "duckdb" and function is None:
         return con_or_spark.sql(
@@ -164,7 +164,7 @@ def spark():
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
         pytest.skip("no Java runtime (.ci/install installs one)")
-    from btfgen.trace.spark import local_session
+    from btfgen.recordings.spark import local_session
 
     session = local_session("btfgen-dataset-test")
     yield session

@@ -12,7 +12,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from btfgen.trace import deny
-from btfgen.trace.tool import main
+from btfgen.trace.command import main
 
 # Names as a kernel has them: the hash map lookup the program does per event (which drowned an
 # earlier `lookup_*` run), helpers, the fprobe/ftrace machinery, RCU; and ordinary functions.

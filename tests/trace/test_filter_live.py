@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from btfgen.trace import bpfload
+from btfgen.probe import bpf_object, features, tracefs
 
 HERE = Path(__file__).parent
 FUNCS = ["f_int", "f_node", "f_str", "f_ret"]
@@ -26,10 +26,10 @@ def _require_live() -> None:
     missing = [t for t in ("gcc", "clang-19", "pahole") if shutil.which(t) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)}")
-    reason = bpfload.bpf_unavailable()
+    reason = features.bpf_unavailable()
     if reason:
         pytest.skip(f"live uprobes unavailable: {reason}")
-    bpfload.mount_tracefs()
+    tracefs.mount_tracefs()
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_kernel_object_with_filters_passes_the_verifier(tmp_path):
          "vfs_read", "do_sys_openat2"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "btfgen_trace_wanted" in (out / "trace_filter.h").read_text()
-    obj = bpfload.BpfObject(str(out / "trace.bpf.o"), bpf_syscall=host_bpf_syscall())
+    obj = bpf_object.BpfObject(str(out / "trace.bpf.o"), bpf_syscall=host_bpf_syscall())
     try:
         for prog in ("trace_entry", "trace_exit"):
             obj.expect_kprobe_multi(prog)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from btfgen.trace import bpfload, symbols, tool
+from btfgen.probe import features, tracefs
+from btfgen.trace import command, symbols
 
 FCNTL = "/usr/include/fcntl.h"
 O_RDWR_CREAT = 0o102  # what the shell's `<>` opens with
@@ -34,7 +35,7 @@ def _skip_reason() -> str | None:
         return "no clang"
     if symbols.locate("libc.so.6")[1] is None:
         return "no libc.so.6 in ldconfig's cache"
-    return bpfload.bpf_unavailable()
+    return features.bpf_unavailable()
 
 
 pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
@@ -44,9 +45,9 @@ pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reas
 def directory(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("libc") / "trace"
     # a bare name, found as bpftrace finds it
-    assert tool.main(["--build", str(out), "--header", FCNTL, "libc.so.6", "open",
+    assert command.main(["--build", str(out), "--header", FCNTL, "libc.so.6", "open",
                       "openat"]) == 0
-    bpfload.mount_tracefs()
+    tracefs.mount_tracefs()
     return out
 
 

@@ -1,6 +1,6 @@
 """A shared library as `btfgen trace`'s target, short of BPF: what the build writes for it (the
 manifest says it is a library; aliases traced once, versions and IFUNCs said) and which
-processes the run side then runs and reports (btfgen.trace.run.processes)."""
+processes the run side then runs and reports (btfgen.probe.processes)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import shutil
 import elf_samples
 import pytest
 
-from btfgen.trace import run as trace_run
-from btfgen.trace import tool
+from btfgen.probe import processes, run
+from btfgen.trace import command
 
 needs_tools = pytest.mark.skipif(
     bool(elf_samples.skip_reason()) or not (shutil.which("clang-19") or shutil.which("clang")),
@@ -25,7 +25,7 @@ def built(tmp_path_factory):
 
 def _build(built, tmp_path, target: str, *funcs: str) -> tuple[int, dict | None]:
     out = tmp_path / "dir"
-    status = tool.main(["--build", str(out), "--header", str(built["header"]),
+    status = command.main(["--build", str(out), "--header", str(built["header"]),
                         str(built[target]), *funcs])
     manifest = json.loads((out / "trace.json").read_text()) if status == 0 else None
     return status, manifest
@@ -69,14 +69,14 @@ def test_a_function_with_a_prototype_but_no_symbol(built, tmp_path, capsys):
 
 
 def _opts(command=(), pid=0):
-    return trace_run.Options(list(command), pid)
+    return run.Options(list(command), pid)
 
 
 LIB = {"kind": "user", "program": "/lib/libc.so.6", "library": True}
 PROGRAM = {"kind": "user", "program": "/usr/bin/prog", "library": False}
 OLD_PROGRAM = {"kind": "user", "program": "/usr/bin/prog"}  # a manifest from before libraries
 KERNEL = {"kind": "kernel"}
-P = trace_run.Processes
+P = processes.Processes
 
 
 @pytest.mark.parametrize("manifest, opts, expected", [
@@ -94,15 +94,15 @@ P = trace_run.Processes
     (KERNEL, _opts(), P(None, 0)),
 ])
 def test_which_processes(manifest, opts, expected):
-    choice = trace_run.processes(manifest, opts)
+    choice = processes.processes(manifest, opts)
     assert choice == expected
-    assert trace_run.everyone(choice) == (expected == P(None, 0))
+    assert processes.everyone(choice) == (expected == P(None, 0))
 
 
 @needs_tools
 def test_a_file_of_another_machine_than_the_arch_is_refused(built, tmp_path, capsys):
     out = tmp_path / "dir"
-    status = tool.main(["--build", str(out), "--arch", "riscv64", "--header",
+    status = command.main(["--build", str(out), "--arch", "riscv64", "--header",
                         str(built["header"]), str(built["lib"]), "plain"])
     assert status == 2
     assert capsys.readouterr().err == (

@@ -5,36 +5,36 @@ from __future__ import annotations
 
 import time
 
-from btfgen.trace import output, run
+from btfgen.probe import losses, output
 
 
-def _said(capsys, now: run.Losses, said: run.Losses) -> tuple[run.Losses, str]:
-    back = run.say_losses(now, said)
+def _said(capsys, now: losses.Losses, said: losses.Losses) -> tuple[losses.Losses, str]:
+    back = losses.say_losses(now, said)
     return back, capsys.readouterr().err
 
 
 def test_missed_calls_are_said_while_running_not_only_lost_records(capsys):
-    quiet = run.Losses(0, 0, 0.0)
-    back, err = _said(capsys, run.Losses(0, 7, 0.0), quiet)
+    quiet = losses.Losses(0, 0, 0.0)
+    back, err = _said(capsys, losses.Losses(0, 7, 0.0), quiet)
     assert "0 records lost so far" in err and "7 calls missed by the kernel" in err
     assert back.missed == 7
     # Said again only when it grows.
-    back, err = _said(capsys, run.Losses(0, 7, 0.0), back)
+    back, err = _said(capsys, losses.Losses(0, 7, 0.0), back)
     assert err == ""
-    back, err = _said(capsys, run.Losses(3, 7, 0.0), back)
+    back, err = _said(capsys, losses.Losses(3, 7, 0.0), back)
     assert "3 records lost so far" in err and "7 calls missed" in err
 
 
 def test_a_reader_behind_the_calls_says_how_far(capsys):
-    _, err = _said(capsys, run.Losses(0, 0, 2.5), run.Losses(0, 0, 0.0))
+    _, err = _said(capsys, losses.Losses(0, 0, 2.5), losses.Losses(0, 0, 0.0))
     assert "the reader is 2.5s behind the calls" in err
-    _, err = _said(capsys, run.Losses(0, 0, 0.2), run.Losses(0, 0, 0.0))
+    _, err = _said(capsys, losses.Losses(0, 0, 0.2), losses.Losses(0, 0, 0.0))
     assert err == ""
 
 
 def test_behind_is_the_age_of_the_oldest_event_handed_on():
     got = []
-    behind = run.Behind(got.append, "little")
+    behind = losses.Behind(got.append, "little")
     head = output.HEADS["little"]
     old = time.monotonic_ns() - 3_000_000_000
     event = head.pack(1, 2, b"comm", old, 0, 0) + bytes(8)

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from btfgen.decoder.spec_format import MAX_FUNCTIONS
-from btfgen.trace import bpfload
+from btfgen.probe import bpf_object, errors, features, libbpf
+from btfgen.probe.spec_format import MAX_FUNCTIONS
+from btfgen.trace import symbols
 
 N = MAX_FUNCTIONS + 4
 
@@ -32,10 +33,10 @@ def program(tmp_path_factory):
 
 def test_offsets_in_one_reading_agree_with_one_by_one(program):
     names = [f"f{i}" for i in (0, 1, N // 2, N - 1)]
-    assert bpfload.function_file_offsets(str(program / "m"), names) == \
-        [bpfload.function_file_offset(str(program / "m"), n) for n in names]
-    with pytest.raises(bpfload.BpfLoadError, match="no function symbol 'nope'"):
-        bpfload.function_file_offsets(str(program / "m"), ["f0", "nope"])
+    assert [f.offset for f in symbols.functions(str(program / "m"), names)] == \
+        [symbols.function_file_offset(str(program / "m"), n) for n in names]
+    with pytest.raises(symbols.SymbolError, match="no function symbol 'nope'"):
+        symbols.functions(str(program / "m"), ["f0", "nope"])
 
 
 def test_more_functions_than_the_compiled_map_size(program, tmp_path):
@@ -43,7 +44,7 @@ def test_more_functions_than_the_compiled_map_size(program, tmp_path):
     built = subprocess.run([*cmd, "--build", str(tmp_path / "t"), str(program / "m"), "f*"],
                            capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr
-    why = bpfload.bpf_unavailable()
+    why = features.bpf_unavailable()
     if why:
         pytest.skip(f"BPF unavailable: {why}")
     ran = subprocess.run([*cmd[:4], "--run", str(tmp_path / "t")], capture_output=True,
@@ -53,19 +54,19 @@ def test_more_functions_than_the_compiled_map_size(program, tmp_path):
 
 
 def test_the_spec_table_is_every_spec_in_cookie_order(program, tmp_path):
-    from btfgen.trace import run
+    from btfgen.probe import manifest as trace_manifest
 
     subprocess.run([sys.executable, "-m", "btfgen", "trace", "--header", str(program / "m.h"),
                     "--build", str(tmp_path / "t"), str(program / "m"), "f1", "f0", "f4099"],
                    check=True, capture_output=True, timeout=120)
-    manifest = run.load_manifest(tmp_path / "t")
-    decoders = run.load_decoders(tmp_path / "t", manifest)
+    manifest = trace_manifest.load_manifest(tmp_path / "t")
+    decoders = trace_manifest.load_decoders(tmp_path / "t", manifest)
     table = (tmp_path / "t" / manifest["specs"]).read_bytes()
     assert table == b"".join(decoders.spec(n) for n in manifest["functions"])
     assert manifest["btf_ids"] == [decoders.function(n).btf_id for n in manifest["functions"]]
     # A function's decoder is made at its first event, not for every function up front.
     made = []
-    lazy = run.LazyFunctions(_Counting(decoders, made), manifest["functions"],
+    lazy = trace_manifest.LazyFunctions(_Counting(decoders, made), manifest["functions"],
                              manifest["btf_ids"])
     assert made == [] and lazy.get(12345) is None
     last = manifest["btf_ids"][-1]
@@ -85,7 +86,7 @@ class _Counting:
 def test_a_kernel_without_batch_updates_is_filled_one_by_one(program, tmp_path, monkeypatch):
     """Before 5.6 (or with a libbpf without it), bpf_map_update_batch fails with EINVAL: the
     map is filled an entry a call."""
-    if bpfload.bpf_unavailable():
+    if features.bpf_unavailable():
         pytest.skip("BPF unavailable")
     import ctypes
     import errno
@@ -96,7 +97,7 @@ def test_a_kernel_without_batch_updates_is_filled_one_by_one(program, tmp_path, 
                     "--build", str(tmp_path / "t"), str(program / "m"), "f0", "f1", "f2"],
                    check=True, capture_output=True, timeout=120)
     table = (tmp_path / "t" / "specs.bin").read_bytes()
-    lib = bpfload.libbpf()
+    lib = libbpf.libbpf()
 
     refused = []
 
@@ -106,7 +107,7 @@ def test_a_kernel_without_batch_updates_is_filled_one_by_one(program, tmp_path, 
         return -errno.EINVAL
 
     monkeypatch.setattr(lib, "bpf_map_update_batch", refuse)
-    with bpfload.BpfObject(str(tmp_path / "t" / "trace.bpf.o"),
+    with bpf_object.BpfObject(str(tmp_path / "t" / "trace.bpf.o"),
                            bpf_syscall=host_bpf_syscall()) as obj:
         obj.expect_uprobe_multi("trace_entry")
         obj.expect_uprobe_multi("trace_exit")
@@ -121,8 +122,8 @@ def test_a_kernel_without_batch_updates_is_filled_one_by_one(program, tmp_path, 
 
 def test_a_directory_of_the_previous_format_is_refused_in_one_line(tmp_path):
     """Format 2 had no spec table: running one must say to build again, not fail on a key."""
-    from btfgen.trace import run
+    from btfgen.probe import manifest as trace_manifest
 
     (tmp_path / "trace.json").write_text('{"format": 2}')
-    with pytest.raises(run.InputError, match="format 2, this btfgen trace reads 3: build"):
-        run.load_manifest(tmp_path)
+    with pytest.raises(errors.InputError, match="format 2, this btfgen trace reads 3: build"):
+        trace_manifest.load_manifest(tmp_path)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from btfgen.decoder.runtime import CapturedString, Enumerator, Unavailable, Unread
-from btfgen.trace import output
+from btfgen.probe import output
 
 VALUES = [0, -1, 2**64 - 1, True, False, None, Enumerator(7, "BLUE"), Enumerator(9, None),
           1.5, float("nan"), float("inf"), "plain", "é\n\x01\"\\\u2028",

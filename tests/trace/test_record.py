@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from btfgen.decoder.runtime import Function
-from btfgen.trace import replay, output, recording
+from btfgen.probe import output, recording
+from btfgen.recordings import replay
 
 ARCHES = ["x86_64", "s390x", "i386", "arm64"]  # both byte orders, both pointer sizes
 MODULES = {a: synth.module(a) for a in ARCHES}

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from btfgen.cli import main
 from btfgen.decoder.runtime import DecodeError, Function, FunctionDesc
-from btfgen.trace import output, recording, replay
+from btfgen.probe import output, recording
+from btfgen.recordings import replay
 
 ARCHES = ["x86_64", "s390x", "i386"]  # both byte orders, both pointer sizes
 MODULES = {a: synth.module(a) for a in ARCHES}

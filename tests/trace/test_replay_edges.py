@@ -8,7 +8,8 @@ import io
 import pytest
 import synth
 
-from btfgen.trace import output, recording, replay
+from btfgen.probe import output, recording
+from btfgen.recordings import replay
 
 MODULE = synth.module("x86_64")
 
@@ -60,7 +61,7 @@ def test_an_event_that_is_not_its_functions_is_a_corrupt_event(path):
     with pytest.raises(recording.RecordError, match="holds other events"):
         replay.print_recording(str(path), out)
     assert out.getvalue() == ""
-    columnar = pytest.importorskip("btfgen.trace.columnar")
+    columnar = pytest.importorskip("btfgen.recordings.columnar")
     name = fns[j].name
     with pytest.raises(recording.RecordError, match="holds other events"):
         for kind in ("entry", "exit"):

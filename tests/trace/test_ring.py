@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from btfgen.trace import run
+from btfgen.probe import attach, run
 
 
 def test_ring_size_grows_with_the_functions_and_stays_a_power_of_two():
@@ -22,7 +22,7 @@ def test_single_kprobes_get_the_files_they_need():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
-        run._enough_files(2 * 1000 + 64)  # a kprobe and a kretprobe a function: 2,064 files
+        attach.enough_files(2 * 1000 + 64)  # a kprobe and a kretprobe a function: 2,064 files
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 2064
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -30,7 +30,7 @@ def test_single_kprobes_get_the_files_they_need():
 
 _SINGLY = """
 import resource, sys
-from btfgen.trace import run
+from btfgen.probe import attach, errors
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
 try:
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 8192))
@@ -39,9 +39,9 @@ try:
 except (OSError, ValueError):
     may_raise = False
 try:
-    run._enough_files(int(sys.argv[1]))
+    attach.enough_files(int(sys.argv[1]))
     print(may_raise, resource.getrlimit(resource.RLIMIT_NOFILE))
-except run.RunError as e:
+except errors.RunError as e:
     print(may_raise, e)
 """
 

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from btfgen.abi.arches import host_bpf_syscall
-from btfgen.trace import bpfload
-from btfgen.trace import run as trace_run
-from btfgen.trace import tool as trace_tool
+from btfgen.probe import attach, bpf_object, errors, features, ringbuf, run, tracefs
+from btfgen.trace import command, symbols
 
 CLANG = "clang-19"
 
@@ -63,10 +62,10 @@ def _live_reason() -> str | None:
     missing = [t for t in ("gcc", CLANG, "pahole") if shutil.which(t) is None]
     if missing:
         return f"not installed: {', '.join(missing)}"
-    reason = bpfload.bpf_unavailable()
+    reason = features.bpf_unavailable()
     if reason:
         return reason
-    return bpfload.session_unavailable(host_bpf_syscall(), kernel=False)
+    return features.session_unavailable(host_bpf_syscall(), kernel=False)
 
 
 @pytest.fixture
@@ -74,7 +73,7 @@ def live():
     reason = _live_reason()
     if reason:
         pytest.skip(f"uprobe.session unavailable: {reason}")
-    bpfload.mount_tracefs()
+    tracefs.mount_tracefs()
 
 
 @pytest.fixture
@@ -93,9 +92,9 @@ def links(monkeypatch) -> list[list[str]]:
     """For each BPF object the run closes: what its links were (the attach type of each link
     the bpf() syscall made, "libbpf" for the others)."""
     seen: list[list[str]] = []
-    close = bpfload.BpfObject.close
+    close = bpf_object.BpfObject.close
     made: dict[int, str] = {}
-    multi = bpfload.BpfObject.attach_uprobe_multi
+    multi = bpf_object.BpfObject.attach_uprobe_multi
 
     def attach_uprobe_multi(self, prog, *args, session=False, retprobe=False, **kw):
         link = multi(self, prog, *args, session=session, retprobe=retprobe, **kw)
@@ -107,8 +106,8 @@ def links(monkeypatch) -> list[list[str]]:
             seen.append([made.get(id(link), "libbpf") for link in self.links])
         close(self)
 
-    monkeypatch.setattr(bpfload.BpfObject, "attach_uprobe_multi", attach_uprobe_multi)
-    monkeypatch.setattr(bpfload.BpfObject, "close", recording_close)
+    monkeypatch.setattr(bpf_object.BpfObject, "attach_uprobe_multi", attach_uprobe_multi)
+    monkeypatch.setattr(bpf_object.BpfObject, "close", recording_close)
     return seen
 
 
@@ -124,10 +123,10 @@ def _trace(capfd, program: Path, *, attach: str = "auto") -> tuple[int, str, str
     (so the links can be looked at): (exit status, what it printed, its messages)."""
     directory = program.parent / "dir"
     if not directory.exists():
-        assert trace_tool.main(["--build", str(directory), str(program), "nest"]) == 0
+        assert command.main(["--build", str(directory), str(program), "nest"]) == 0
     capfd.readouterr()
     out = io.StringIO()
-    status = trace_run.run(directory, trace_run.Options([], attach=attach), out=out)
+    status = run.run(directory, run.Options([], attach=attach), out=out)
     return status, out.getvalue(), capfd.readouterr().err
 
 
@@ -152,14 +151,14 @@ def test_multi_pair_when_asked(live, program, links, capfd):
 def test_refused_session_link_falls_back_to_the_pair(live, program, links, capfd, monkeypatch):
     # A kernel whose probe said yes but which refuses the real link (one function it cannot
     # put a return probe on, say): auto goes on with the pair instead of failing.
-    multi = bpfload.BpfObject.attach_uprobe_multi
+    multi = bpf_object.BpfObject.attach_uprobe_multi
 
     def refuse_sessions(self, prog, *args, session=False, **kw):
         if session:
-            raise bpfload.BpfLoadError("uprobe_session link for trace_session: refused here")
+            raise errors.BpfLoadError("uprobe_session link for trace_session: refused here")
         return multi(self, prog, *args, session=session, **kw)
 
-    monkeypatch.setattr(bpfload.BpfObject, "attach_uprobe_multi", refuse_sessions)
+    monkeypatch.setattr(bpf_object.BpfObject, "attach_uprobe_multi", refuse_sessions)
     status, out, err = _trace(capfd, program)
     assert status == 0, err
     assert ("btfgen trace: the one uprobe.session link was refused (uprobe_session link for "
@@ -170,11 +169,11 @@ def test_refused_session_link_falls_back_to_the_pair(live, program, links, capfd
 
 def test_session_asked_where_the_directory_has_none(live, program, capfd):
     directory = program.parent / "dir"
-    assert trace_tool.main(["--build", str(directory), str(program), "nest"]) == 0
+    assert command.main(["--build", str(directory), str(program), "nest"]) == 0
     manifest = (directory / "trace.json").read_text()
     (directory / "trace.json").write_text(manifest.replace('"session_objects"', '"x"'))
     capfd.readouterr()
-    status = trace_tool.main(["--run", str(directory), "--attach", "session"])
+    status = command.main(["--run", str(directory), "--attach", "session"])
     assert status == 1
     assert capfd.readouterr().err == (
         "btfgen trace: --attach session: this trace directory has no session program (built by "
@@ -240,18 +239,21 @@ def test_generated_session_slots_keep_each_calls_arguments(live, program, tmp_pa
                                        self_contained=True).items():
         (tmp_path / name).write_text(text)
     (tmp_path / "slots.bpf.c").write_text(SESSION_SLOTS)
-    variant, _ = bpfload.session_kfuncs()
+    variant, _ = features.session_kfuncs()
     proc = subprocess.run([CLANG, "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86",
                            *(["-DBTFGEN_SESSION_KFUNC_CTX"] if variant == "ctx" else []),
                            "-Wall", "-Werror", "-c", str(tmp_path / "slots.bpf.c"), "-o",
                            str(tmp_path / "slots.o")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     records: list[bytes] = []
-    with bpfload.BpfObject(str(tmp_path / "slots.o"), bpf_syscall=host_bpf_syscall()) as obj:
+    with bpf_object.BpfObject(str(tmp_path / "slots.o"), bpf_syscall=host_bpf_syscall()) as obj:
         obj.expect_uprobe_multi("one_link", session=True)
         obj.load()
-        obj.attach_uprobe_multi("one_link", str(program), ["nest"], [0], session=True)
-        with bpfload.RingBuffer(obj.map_fd("seen"), records.append) as rb:
+        # The file offset as the build gives it to the run side.
+        offsets = [f.offset for f in symbols.functions(str(program), ["nest"])]
+        obj.attach_uprobe_multi("one_link", str(program), ["nest"], [0], offsets=offsets,
+                                session=True)
+        with ringbuf.RingBuffer(obj.map_fd("seen"), records.append) as rb:
             done = subprocess.run([str(program)], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr
             while rb.poll(50) > 0:
@@ -273,52 +275,52 @@ MANIFEST = {"bpf_syscall": 321, "object": "trace.bpf.o",
 def probes(monkeypatch):
     """Set what the fake kernel has: session support (variant or None, why), kprobe_multi."""
     state = {"session": ("ctx", ""), "multi": None, "kprobes": None, "umulti": None}
-    monkeypatch.setattr(bpfload, "session_support", lambda _n, _k: state["session"])
-    monkeypatch.setattr(bpfload, "kprobe_multi_unavailable", lambda _n: state["multi"])
-    monkeypatch.setattr(bpfload, "kprobes_unavailable", lambda: state["kprobes"])
-    monkeypatch.setattr(bpfload, "uprobe_multi_unavailable", lambda _n: state["umulti"])
+    monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
+    monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: state["multi"])
+    monkeypatch.setattr(features, "kprobes_unavailable", lambda: state["kprobes"])
+    monkeypatch.setattr(features, "uprobe_multi_unavailable", lambda _n: state["umulti"])
     return state
 
 
 def test_auto_takes_session_first_with_the_pair_behind(probes, capsys):
-    modes = trace_run.attach_modes("auto", True, MANIFEST)
+    modes = attach.attach_modes("auto", True, MANIFEST)
     assert [(m.kind, m.object, m.programs) for m in modes] == [
         ("session", "s-ctx.o", ("trace_session",)),
         ("multi", "trace.bpf.o", ("trace_entry", "trace_exit"))]
     assert capsys.readouterr().err == ("btfgen trace: attaching one kprobe.session link "
                                        "(entry and exit on one link)\n")
     probes["session"] = ("no_ctx", "")
-    assert trace_run.attach_modes("auto", False, MANIFEST)[0].object == "s.o"
+    assert attach.attach_modes("auto", False, MANIFEST)[0].object == "s.o"
 
 
 def test_auto_without_session_says_why(probes, capsys):
     probes["session"] = (None, "this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
-    modes = trace_run.attach_modes("auto", True, MANIFEST)
+    modes = attach.attach_modes("auto", True, MANIFEST)
     assert [m.kind for m in modes] == ["multi"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching kprobe_multi links (this kernel has no bpf_session_cookie "
         "kfunc (Linux 6.10+))\n")
     probes["multi"] = "this kernel has no kprobe_multi links (built without CONFIG_FPROBE)"
-    assert [m.kind for m in trace_run.attach_modes("auto", True, MANIFEST)] == ["single"]
+    assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["single"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one kprobe and kretprobe per function (this kernel has no "
         "kprobe_multi links (built without CONFIG_FPROBE))\n")
 
 
 def test_forced_modes(probes, capsys):
-    assert [m.kind for m in trace_run.attach_modes("session", True, MANIFEST)] == ["session"]
-    assert [m.kind for m in trace_run.attach_modes("multi", True, MANIFEST)] == ["multi"]
-    assert [m.kind for m in trace_run.attach_modes("single", True, MANIFEST)] == ["single"]
+    assert [m.kind for m in attach.attach_modes("session", True, MANIFEST)] == ["session"]
+    assert [m.kind for m in attach.attach_modes("multi", True, MANIFEST)] == ["multi"]
+    assert [m.kind for m in attach.attach_modes("single", True, MANIFEST)] == ["single"]
     assert capsys.readouterr().err.splitlines() == [
         "btfgen trace: attaching one kprobe.session link (as asked)",
         "btfgen trace: attaching kprobe_multi links (as asked)",
         "btfgen trace: attaching one kprobe and kretprobe per function (as asked)"]
     probes["session"] = (None, "this kernel has no kprobe.session links (Linux 6.10+): "
                                "Invalid argument")
-    with pytest.raises(trace_run.RunError, match=r"^--attach session: this kernel has no "
+    with pytest.raises(errors.RunError, match=r"^--attach session: this kernel has no "
                                                  r"kprobe.session links"):
-        trace_run.attach_modes("session", True, MANIFEST)
-    assert [m.kind for m in trace_run.attach_modes("single", False, MANIFEST)] == ["single"]
+        attach.attach_modes("session", True, MANIFEST)
+    assert [m.kind for m in attach.attach_modes("single", False, MANIFEST)] == ["single"]
     assert capsys.readouterr().err == ("btfgen trace: attaching one uprobe and uretprobe per "
                                        "function (as asked)\n")
 
@@ -326,19 +328,19 @@ def test_forced_modes(probes, capsys):
 def test_auto_for_a_program_without_uprobe_multi_takes_single_uprobes(probes, capsys):
     # Debian 12's 6.1: no uprobe.session (6.13+), no uprobe_multi (6.6+).
     probes["session"] = (None, "this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
-    assert [m.kind for m in trace_run.attach_modes("auto", False, MANIFEST)] == ["multi"]
+    assert [m.kind for m in attach.attach_modes("auto", False, MANIFEST)] == ["multi"]
     capsys.readouterr()
     probes["umulti"] = "this kernel has no uprobe_multi links (Linux 6.6+): Invalid argument"
-    assert [m.kind for m in trace_run.attach_modes("auto", False, MANIFEST)] == ["single"]
+    assert [m.kind for m in attach.attach_modes("auto", False, MANIFEST)] == ["single"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one uprobe and uretprobe per function (this kernel has no "
         "uprobe_multi links (Linux 6.6+): Invalid argument)\n")
 
 
 def test_session_kfuncs_match_this_kernels_version():
-    if bpfload.bpf_unavailable():
-        pytest.skip(f"BPF unavailable: {bpfload.bpf_unavailable()}")
-    variant, why = bpfload.session_kfuncs()
+    if features.bpf_unavailable():
+        pytest.skip(f"BPF unavailable: {features.bpf_unavailable()}")
+    variant, why = features.session_kfuncs()
     release = tuple(int(x) for x in platform.release().split(".")[:2])
     if release < (6, 10):
         assert variant is None and "bpf_session_cookie" in why

@@ -10,7 +10,7 @@ import errno
 
 import pytest
 
-from btfgen.trace import bpfload, run
+from btfgen.probe import attach, errors
 
 
 class Kernel:
@@ -19,18 +19,18 @@ class Kernel:
 
     def attach_kprobe(self, prog, name, cookie, *, retprobe=False):
         if name in self.refuse:
-            raise bpfload.BpfLoadError(f"kprobe on {name}: refused", self.refuse[name])
+            raise errors.BpfLoadError(f"kprobe on {name}: refused", self.refuse[name])
         self.attached.append((prog, name, cookie, retprobe))
 
 
 MANIFEST = {"kind": "kernel", "functions": ["a", "shared_name", "b", "blacklisted"]}
-SINGLE = run.AttachMode("single", "trace.bpf.o", ("trace_entry", "trace_exit"), "kprobes")
+SINGLE = attach.AttachMode("single", "trace.bpf.o", ("trace_entry", "trace_exit"), "kprobes")
 COOKIES = [10, 11, 1 << 63 | 7 << 32 | 12, 13]  # spec_format.Cookie: "b" on the image
 
 
 def test_refused_names_are_left_out_and_said(capsys):
     k = Kernel({"shared_name": errno.EADDRNOTAVAIL, "blacklisted": errno.EINVAL})
-    run._attach(k, MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
+    attach.attach_functions(k, MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
     b = COOKIES[2]  # each function's own cookie
     assert k.attached == [("trace_entry", "a", 10, False), ("trace_entry", "b", b, False),
                           ("trace_exit", "a", 10, True), ("trace_exit", "b", b, True)]
@@ -39,11 +39,11 @@ def test_refused_names_are_left_out_and_said(capsys):
 
 
 def test_another_refusal_stops_the_run():
-    with pytest.raises(bpfload.BpfLoadError):
-        run._attach(Kernel({"b": errno.EPERM}), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
+    with pytest.raises(errors.BpfLoadError):
+        attach.attach_functions(Kernel({"b": errno.EPERM}), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
 
 
 def test_nothing_attachable_is_an_error():
     every = {n: errno.EINVAL for n in MANIFEST["functions"]}
-    with pytest.raises(run.RunError, match="no function could take a kprobe by name"):
-        run._attach(Kernel(every), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)
+    with pytest.raises(errors.RunError, match="no function could take a kprobe by name"):
+        attach.attach_functions(Kernel(every), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)

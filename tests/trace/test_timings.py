@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from btfgen.trace import bpfload
-from btfgen.trace.run import Timings
+from btfgen.probe import features
+from btfgen.probe.timings import Timings
 
 TOOL = [sys.executable, "-m", "btfgen", "trace"]
 LINE = re.compile(r"^btfgen trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d{6}) s$")
@@ -69,7 +69,7 @@ def test_build_stages(program, tmp_path):
 
 
 def test_run_stages(program):
-    why = bpfload.bpf_unavailable()
+    why = features.bpf_unavailable()
     if why:
         pytest.skip(f"BPF unavailable: {why}")
     proc = subprocess.run([*TOOL, "--timings", "--header", str(program / "f.h"),

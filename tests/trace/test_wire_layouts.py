@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from btfgen.decoder import runtime, spec_format
-from btfgen.trace import columnar, output, recording
+from btfgen.decoder import runtime
+from btfgen.probe import output, recording, spec_format
+from btfgen.recordings import columnar
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "btfgen" / "trace"
@@ -20,7 +21,7 @@ CLANG = shutil.which("clang-19") or shutil.which("clang")
 
 
 def test_trace_event_header_is_the_table():
-    """trace_event.h is printed from the table (`python -m btfgen.decoder.spec_format`)."""
+    """trace_event.h is printed from the table (`python -m btfgen.probe.spec_format`)."""
     assert (TRACE / spec_format.TRACE_HEADER).read_text() == spec_format.trace_header()
     source = (TRACE / "trace.bpf.c").read_text()
     assert f'#include "{spec_format.TRACE_HEADER}"' in source
@@ -88,17 +89,15 @@ def test_python_sides_take_the_table():
 
 
 def test_the_run_side_carries_the_tables(tmp_path):
-    """In a trace directory (no btfgen) the run-side modules find spec_format.py beside them:
-    build.RUNTIME must copy it there (btfgen/decoder/spec_format.py -> spec_format.py)."""
+    """In a trace directory (no btfgen) the run side finds the tables in its own copy of the
+    probe package (btfgen/probe/spec_format.py), which the build copies whole."""
     import sys
 
     from btfgen.trace import build
 
-    for module, name in build.RUNTIME.items():
-        shutil.copyfile(TRACE / module, tmp_path / name)
-    shutil.copyfile(Path(spec_format.__file__), tmp_path / "spec_format.py")
+    build._copy_run_side(tmp_path)
     script = ("import sys\nsys.modules['btfgen'] = None\n"
-              "import output, recording, run\n"
+              f"from {build.PROBE_COPY} import output, recording, run\n"
               "print(output.EVENT_HEADER, recording.RECORD_HEADER, output.HEADS['big'].format)\n")
     proc = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True,
                           cwd=tmp_path)

@@ -3,7 +3,7 @@ error every decoding step raises."""
 
 from __future__ import annotations
 
-from ..spec_format import CAPTURE_HEAD, RECORD_HEAD, size_of, structs
+from ...probe.spec_format import CAPTURE_HEAD, RECORD_HEAD, size_of, structs
 
 # struct btfgen_record's header as the target wrote it: in the target's byte order, whatever
 # the machine decoding it.

@@ -166,8 +166,8 @@ def trace_header() -> str:
     """btfgen/trace/trace_event.h: the tracer's event struct and map size for trace.bpf.c."""
     body = "".join(f"\t{f.declaration};" + (f" /* {f.comment} */" if f.comment else "") + "\n"
                    for f in EVENT_HEAD)
-    return ("/* Generated from btfgen/decoder/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by\n"
-            " * `python -m btfgen.decoder.spec_format`. DO NOT EDIT. */\n"
+    return ("/* Generated from btfgen/probe/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by\n"
+            " * `python -m btfgen.probe.spec_format`. DO NOT EDIT. */\n"
             "#ifndef BTFGEN_TRACE_EVENT_H\n#define BTFGEN_TRACE_EVENT_H\n"
             f"#define BTFGEN_TRACE_MAX_FUNCTIONS {MAX_FUNCTIONS}\n\n"
             "struct trace_event {\n" + body + "\tstruct btfgen_record rec;\n};\n"

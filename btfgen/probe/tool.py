@@ -18,11 +18,10 @@ Build on one machine, run on another (the target needs only Python and libbpf):
 
 Types come from a program's DWARF (turned into BTF by pahole, as the kernel build does), its C
 headers (--header, parsed by libclang), or the kernel's BTF. btfgen places the values for the
-arch's calling convention and generates the BPF and Python decoders; this module only builds
-(build.py: btfgen and clang), then loads, attaches one session link (or one multi link per
-direction, or a kprobe per function) and prints (run.py: standard library and libbpf). It is
-copied into every trace directory as btfgen_trace.py, so it imports nothing of btfgen but its
-siblings there.
+arch's calling convention and generates the BPF and Python decoders. This module is the
+command line: it runs a trace (run.py: standard library and libbpf), and builds one through
+the builder `btfgen trace` hands it (btfgen.trace.command: btfgen and clang). A trace
+directory's btfgen_trace.py runs it with no builder, so it imports nothing of btfgen.
 """
 
 from __future__ import annotations
@@ -30,14 +29,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-try:  # in the package, or copied into a trace directory beside its siblings
-    from . import bpfload
-    from . import run as trace_run
-except ImportError:
-    import bpfload
-    import run as trace_run
+from . import prog as tool_name
+from . import run as trace_run
+from .errors import BadInput, BpfLoadError, InputError, RunError
+from .options import Options
 
 USAGE = """\
 %(prog)s [options] PROGRAM FUNC... [-- ARGS...]
@@ -49,7 +47,7 @@ USAGE = """\
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not usage + message
-        self.exit(2, f"{trace_run.PROG}: {message} (see --help)\n")
+        self.exit(2, f"{tool_name.NAME}: {message} (see --help)\n")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -132,33 +130,29 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None, prog: str = "btfgen trace") -> int:
+# Builds a trace directory from the parsed options (`btfgen trace` gives one; a trace
+# directory's launcher has none: it only runs).
+Builder = Callable[[argparse.Namespace, Path], None]
+
+
+def main(argv=None, prog: str = "btfgen trace", build: Builder | None = None) -> int:
     """The tool's exit status: the traced command's, 1 when tracing failed or a function is
     missing, 2 on bad usage or input."""
-    trace_run.PROG = prog
+    tool_name.NAME = prog
     try:
-        return _main(sys.argv[1:] if argv is None else argv, prog)
-    except _BadInput as e:
+        return _main(sys.argv[1:] if argv is None else argv, prog, build)
+    except BadInput as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return e.status
-    except trace_run.InputError as e:
+    except InputError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
-    except (trace_run.RunError, bpfload.BpfLoadError) as e:  # one line, plus libbpf's log
+    except (RunError, BpfLoadError) as e:  # one line, plus libbpf's log
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
 
 
-class _BadInput(Exception):
-    """What the build refused: bad usage or input (2, as every btfgen command), or a function
-    that is not there (1, as `btfgen` and `btfgen layout` say it)."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
-
-
-def _main(argv: list[str], prog: str) -> int:
+def _main(argv: list[str], prog: str, build: Builder | None) -> int:
     command: list[str] = []
     if "--" in argv:
         at = argv.index("--")
@@ -166,16 +160,19 @@ def _main(argv: list[str], prog: str) -> int:
     p = _parser(prog)
     args = p.parse_args(argv)
     _check(p, args, command)
-    opts = trace_run.Options(command, args.pid, args.duration, errors=args.errors,
-                             as_json=args.json, record=args.record, attach=args.attach,
-                             ring_mib=args.ring_mib, timings=args.timings)
+    opts = Options(command, args.pid, args.duration, errors=args.errors, as_json=args.json,
+                   record=args.record, attach=args.attach, ring_mib=args.ring_mib,
+                   timings=args.timings)
     if args.run:
         return trace_run.run(args.run, opts)
+    if build is None:
+        raise RunError("building needs btfgen (`btfgen trace`); build elsewhere and use "
+                       "--run here")
     if args.build:
-        _build(args, args.build)
+        build(args, args.build)
         return 0
     with tempfile.TemporaryDirectory(prefix="btfgen-trace-") as tmp:
-        _build(args, Path(tmp))
+        build(args, Path(tmp))
         return trace_run.run(Path(tmp), opts)
 
 
@@ -211,31 +208,3 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if not args.kernel and len(args.names) < 2:
         p.error("name the program or library and at least one of its functions (or use "
                 "--kernel)")
-
-
-def _build(args, out: Path) -> None:
-    try:
-        from btfgen.errors import BtfgenError
-        from btfgen.trace import build as trace_build
-    except ImportError as e:
-        raise trace_run.RunError(f"building needs btfgen ({e.name} is missing); build "
-                                 "elsewhere and use --run here") from None
-    req = trace_build.Request(
-        functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
-        btf=args.btf, dwarf=args.dwarf, arch=args.arch,
-        program=None if args.kernel else args.names[0],
-        headers=args.header, include=args.include, define=args.define, filters=args.filter,
-        captures=args.capture, strings=args.strings, string_size=args.string_size,
-        deny=not args.no_deny, timings=args.timings)
-    try:
-        trace_build.build(req, out)
-    except trace_build.BuildError as e:
-        raise _BadInput(str(e), e.status) from None
-    except BtfgenError as e:
-        raise _BadInput(str(e), 2) from None
-    except OSError as e:
-        raise _BadInput(f"{e.filename or out}: {e.strerror}", 2) from None
-
-
-if __name__ == "__main__":  # a trace directory's btfgen_trace.py
-    sys.exit(main(prog="btfgen_trace"))

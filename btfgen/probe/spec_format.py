@@ -5,13 +5,14 @@
 trace_event` (its `btfgen_record` follows), and the size of the tracer's specs map. The BPF
 header prints the generic structs from these fields (templates/bpf_common.h.j2); the tracer's
 event struct is printed from them into btfgen/trace/trace_event.h (`python -m
-btfgen.decoder.spec_format` writes it; a test checks the copy and compiles it); the Python side
+btfgen.probe.spec_format` writes it; a test checks the copy and compiles it); the Python side
 packs and unpacks with the `struct` formats derived from them (the generated module's `spec()`,
 the runtime's record header, the trace run side and `btfgen decode`). Byte order is the
 target's, so the formats carry none.
 
 Standard library only and importing nothing of btfgen: a generated module embeds this file's
-text before the runtime's, and the trace run side carries a copy.
+text before the runtime's, and it travels with the rest of the run side (btfgen.probe) into
+every trace directory; btfgen.decoder and btfgen.codegen import it from there.
 """
 
 from __future__ import annotations
@@ -173,8 +174,8 @@ def trace_header() -> str:
     """btfgen/trace/trace_event.h: the tracer's event struct and map size for trace.bpf.c."""
     body = "".join(f"\t{f.declaration};" + (f" /* {f.comment} */" if f.comment else "") + "\n"
                    for f in EVENT_HEAD)
-    return ("/* Generated from btfgen/decoder/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by\n"
-            " * `python -m btfgen.decoder.spec_format`. DO NOT EDIT. */\n"
+    return ("/* Generated from btfgen/probe/spec_format.py (EVENT_HEAD, MAX_FUNCTIONS) by\n"
+            " * `python -m btfgen.probe.spec_format`. DO NOT EDIT. */\n"
             "#ifndef BTFGEN_TRACE_EVENT_H\n#define BTFGEN_TRACE_EVENT_H\n"
             f"#define BTFGEN_TRACE_MAX_FUNCTIONS {MAX_FUNCTIONS}\n\n"
             "struct trace_event {\n" + body + "\tstruct btfgen_record rec;\n};\n"

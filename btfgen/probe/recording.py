@@ -31,10 +31,7 @@ import os
 import struct
 import zlib
 
-try:  # in the package, or copied into a trace directory beside its siblings
-    from ..decoder import spec_format
-except ImportError:
-    import spec_format
+from . import spec_format
 
 MAGIC = b"BTFGREC\n"
 VERSION = 1
@@ -324,6 +321,5 @@ class Reader:
         indexes = memoryview(order)[:n * 2].cast("H") if _LITTLE else \
             [int.from_bytes(order[i:i + 2], "little") for i in range(0, n * 2, 2)]
         return Batch(out, indexes)
-
 
 

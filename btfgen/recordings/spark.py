@@ -1,4 +1,4 @@
-"""A btfgen dataset's rows (btfgen/trace/dataset.py) as one Spark DataFrame,
+"""A btfgen dataset's rows (btfgen/recordings/dataset.py) as one Spark DataFrame,
 as Spark DataFrames (one function's, or every function's event columns), wherever the dataset
 lives (a local directory, s3a://, abfss://, hdfs://): needs pyspark only.
 

@@ -3,8 +3,9 @@ at a time, entries and exits paired per thread, as text lines or JSON lines, or 
 that failed (--errors).
 
 Standard library only: copied into every trace directory, and used by `btfgen decode` on
-records read back from a file (recording.py). A decoder here is anything with btfgen's generated
-`Function` interface (decode_record, as_dict, args, ret, name, btf_id, pointer_size).
+records read back from a file (btfgen.recordings.replay). A decoder here is anything with
+btfgen's generated `Function` interface (decode_record, as_dict, args, ret, name, btf_id,
+pointer_size).
 """
 
 from __future__ import annotations
@@ -15,19 +16,14 @@ import math
 import struct
 import sys
 
-try:  # in the package, or copied into a trace directory beside its siblings
-    from ..decoder import spec_format
-except ImportError:
-    import spec_format
+from . import spec_format
+from .calls import OpenCalls
 
 # struct trace_event before its btfgen_record, and the record's own header.
 EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)
 RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
 HEADS = spec_format.structs(spec_format.EVENT_HEAD)
 RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
-# Calls a thread may have open at once before the oldest are dropped (exits lost with a full
-# ring buffer, or a thread that died inside a call, must not grow memory without bound).
-MAX_DEPTH = 256
 MAX_ERRNO = 4095  # the kernel's: -4095..-1 are errors, and so are pointers in that range
 BATCH_LINES = 512  # lines a batching Printer holds before it writes them
 
@@ -47,15 +43,15 @@ class Printer:
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
                  errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
                  flush: bool = True, batch: bool = False) -> None:
-        # A mapping already keyed by BTF id is taken as it is (run.py's makes each decoder at
-        # its function's first event).
+        # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
+        # decoder at its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
         self.head, self.record_head = HEADS[order], RECORD_HEADS[order]
         # The event's head and its record's, read at once.
         self.heads = struct.Struct(self.head.format + self.record_head.format.lstrip("<>!=@"))
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
-        self.open: dict[int, list] = {}  # thread id -> [(function, ns, args), ...]
+        self.open = OpenCalls()  # what each call's entry keeps: (ns, args, captures)
         # With `batch`, lines wait for flush_lines() (the run side calls it after each drain
         # of the ring buffer): one write a batch costs a tenth of a print a line.
         self.batch = batch
@@ -92,20 +88,13 @@ class Printer:
             text = comm.split(b"\0")[0].decode(errors="replace")
             named = self._comms[comm] = (text, _ENCODE(text))
         who = Who(tgid, tid, named, ns, cpu)
-        stack = self.open.get(tid)
-        if stack is None:
-            stack = self.open[tid] = []
         if kind == 0:
-            stack.append((fn, ns, value, caps))
-            if len(stack) > MAX_DEPTH:
-                del stack[0]
+            self.open.enter(tid, fn, (ns, value, caps))
             if not self.errors:
                 self._write(self._entry(fn, who, value, caps))
             return
-        entry = _pop(stack, fn)
-        if not stack:
-            del self.open[tid]
-        took = None if entry is None else ns - entry[1]
+        entry = self.open.exit(tid, fn)
+        took = None if entry is None else ns - entry[0]
         if not self.errors:
             self._write(self._exit(fn, who, value, took, None, caps))
         elif failed(fn, value):
@@ -138,9 +127,9 @@ class Printer:
             if took is not None:
                 line.append(f', "duration_ns": {took}')
             if self.errors:
-                line += [', "args": ', "null" if entry is None else shape.json_args(entry[2])]
-                if entry is not None and entry[3]:
-                    line += [', "entry_captures": ', _json_captures(entry[3])]
+                line += [', "args": ', "null" if entry is None else shape.json_args(entry[1])]
+                if entry is not None and entry[2]:
+                    line += [', "entry_captures": ', _json_captures(entry[2])]
             line.append("}")
             return "".join(line)
         text = show(value, shape.ret_pointer)
@@ -150,7 +139,7 @@ class Printer:
             name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
             if name:
                 text += f" {name}"
-            args = "?" if entry is None else shape.shown(entry[2], entry[3])  # entry lost
+            args = "?" if entry is None else shape.shown(entry[1], entry[2])  # entry lost
             head = f"{fn.name}({args})"
         else:
             head = fn.name
@@ -190,17 +179,6 @@ class Who:
 
     def __init__(self, tgid, tid, comm, ns, cpu) -> None:
         self.tgid, self.tid, self.comm, self.ns, self.cpu = tgid, tid, comm, ns, cpu
-
-
-def _pop(stack: list, fn):
-    """The innermost open call of `fn` on this thread, dropping the calls opened after it
-    (their exits were lost); None when it has none (its entry was lost)."""
-    for at in range(len(stack) - 1, -1, -1):
-        if stack[at][0] is fn:
-            entry = stack[at]
-            del stack[at:]
-            return entry
-    return None
 
 
 def failed(fn, value) -> bool:

@@ -1,14 +1,13 @@
-"""`btfgen decode`'s reading side: a recording (recording.py) back into the lines `btfgen trace`
-prints, with the decoders the file carries (no BPF, no BTF, no generated module)."""
+"""`btfgen decode`'s reading side: a recording (btfgen.probe.recording) back into the lines
+`btfgen trace` prints, with the decoders the file carries (no BPF, no BTF, no generated module)."""
 
 from __future__ import annotations
 
 import sys
 
 from btfgen.btf.walk import MAX_DEPTH  # describe() nests no deeper
-from btfgen.decoder import spec_format
 from btfgen.decoder.runtime import DecodeError, Function, FunctionDesc, Limit
-from btfgen.trace import output, recording
+from btfgen.probe import output, recording, spec_format
 
 # No value the generic record holds is larger (BTFGEN_DATA_SIZE is 1024).
 LIMIT = Limit(size=1 << 16, depth=MAX_DEPTH)

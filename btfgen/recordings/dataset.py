@@ -33,7 +33,9 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from btfgen.errors import BtfgenError
-from btfgen.trace import columnar, recording, replay
+from btfgen.probe import recording
+from btfgen.probe.calls import OpenCalls
+from btfgen.recordings import columnar, replay
 
 import numpy as np  # noqa: I001 (after columnar: its import says which extra is missing)
 import pyarrow as pa
@@ -138,7 +140,7 @@ def _write(path: str, directory: str, rid: str) -> int:
     doc = {"recording": rid, "source": os.path.abspath(path), "host": source.host,
            "kernel": source.kernel, "arch": source.arch, "events": events, "lost": lost,
            "rows": files.rows, "files": written, "functions": files.functions()}
-    # One line of JSON: Spark reads the directory as a table (btfgen/trace/spark.py).
+    # One line of JSON: Spark reads the directory as a table (btfgen/recordings/spark.py).
     _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
     return files.rows
 
@@ -169,31 +171,49 @@ class _Keys:
         return out
 
 
+# Rounds of taking out the calls with nothing inside them before what is left is paired one
+# event at a time: a call nested this deep is rare, and a round costs a pass over what is left.
+PAIRING_ROUNDS = 64
+
+
 def pair_calls(ts, tid, kind, base: int = 0):
     """Entries (kind 0) paired with exits (1) of one function, as `btfgen decode` pairs them:
-    per thread, an exit closes the innermost open call (its nesting level is the entry's).
-    Returns (call ids from `base`, durations, pairs), -1 where unpaired."""
+    by the one rule, btfgen.probe.calls.OpenCalls, in each thread's time order. An entry that
+    its thread's next event exits is one call (the innermost open one), and taking such a pair
+    out changes no other pairing: so, round after round, those are found over arrays at once
+    (nearly every call in the first round, a level of nesting in each next), and only what is
+    left (deeper nesting, lost events) goes through the rule an event at a time. Returns (call
+    ids from `base`, durations, pairs), -1 where unpaired."""
     n = len(ts)
     call = np.full(n, -1, np.int64)
     took = np.full(n, -1, np.int64)
     if n == 0:
         return call, took, 0
-    by_time = np.lexsort((kind, ts, tid))
-    t_tid, t_kind = tid[by_time], kind[by_time]
-    step = np.where(t_kind == 0, 1, -1)
-    depth = np.cumsum(step)
-    first = np.flatnonzero(np.r_[True, t_tid[1:] != t_tid[:-1]])
-    depth -= np.repeat((depth - step)[first], np.diff(np.r_[first, n]))
-    level = np.where(t_kind == 0, depth, depth + 1)
-    # Within a thread and a level, in time order, an entry followed by an exit is one call.
-    by_level = np.lexsort((np.arange(n), level, t_tid))
-    at, lv = by_time[by_level], level[by_level]
-    k, th = kind[at], tid[at]
-    pairs = (k[:-1] == 0) & (k[1:] == 1) & (th[:-1] == th[1:]) & (lv[:-1] == lv[1:])
-    entries, exits = at[:-1][pairs], at[1:][pairs]
+    order = np.lexsort((kind, ts, tid))  # per thread, in time order; an entry first at a tie
+    o_tid, o_kind = tid[order], kind[order]
+    exit_at = np.full(n, -1, np.int64)  # by position in `order`: an entry's exit's position
+    left = np.arange(n)
+    for _ in range(PAIRING_ROUNDS):
+        k, t = o_kind[left], o_tid[left]
+        direct = np.flatnonzero((k[:-1] == 0) & (k[1:] == 1) & (t[:-1] == t[1:]))
+        if not len(direct):
+            break
+        exit_at[left[direct]] = left[direct + 1]
+        keep = np.ones(len(left), bool)
+        keep[direct] = keep[direct + 1] = False
+        left = left[keep]
+    if len(left):
+        fn, open_calls = object(), OpenCalls(max_depth=None)
+        for at, thread, k in zip(left.tolist(), o_tid[left].tolist(), o_kind[left].tolist()):
+            if k == 0:
+                open_calls.enter(thread, fn, at)
+            elif (entry := open_calls.exit(thread, fn)) is not None:
+                exit_at[entry] = at
+    entries = np.flatnonzero(exit_at >= 0)
+    e, x = order[entries], order[exit_at[entries]]
     ids = base + np.arange(len(entries), dtype=np.int64)
-    call[entries] = call[exits] = ids
-    took[entries] = took[exits] = ts[exits] - ts[entries]
+    call[e] = call[x] = ids
+    took[e] = took[x] = ts[x] - ts[e]
     return call, took, len(entries)
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from btfgen.decoder import spec_format
 from btfgen.decoder.runtime import DecodeError
 from btfgen.errors import BtfgenError
-from btfgen.trace import replay, recording
+from btfgen.probe import recording, spec_format
+from btfgen.recordings import replay
 
 try:
     import numpy as np

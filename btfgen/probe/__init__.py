@@ -1,0 +1,31 @@
+"""The tracer's run side: what runs on the target, with Python's standard library and libbpf
+(through ctypes) alone. `btfgen trace --build` copies this package whole into every trace
+directory (as btfgen_probe/, beside the launcher btfgen_trace.py), so its modules import only
+the standard library and each other, relatively; tests/probe checks it.
+
+One concept a module:
+
+    libbpf.py       libbpf through ctypes: loading it, its log, its errors
+    syscall.py      the bpf() syscall itself, for what libbpf 1.1 cannot do (multi links)
+    bpf_object.py   a BPF object: load, maps, and its links (uprobe, kprobe, multi, session)
+    links.py        the two kinds of link a BpfObject holds
+    features.py     what this kernel has: BPF at all, multi links, session links, kprobes
+    tracefs.py      tracefs: mounting it, what ftrace can attach to, the fork event's layout
+    ringbuf.py      the ring-buffer reader
+    manifest.py     a trace directory: its manifest, its decoders, whether it fits this machine
+    processes.py    which processes a trace runs and reports
+    attach.py       how functions are attached: session, multi or single, and the fallbacks
+    loop.py         the event loop
+    losses.py       what was lost or missed, and how far behind the reader is, said
+    calls.py        entries paired with their exits
+    output.py       what is printed: text or JSON lines, or only failed calls
+    recording.py    the --record file: writing, and reading it back
+    spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
+                    them too)
+    options.py      what a run is asked to do
+    timings.py      --timings
+    errors.py       what goes wrong, each in one line
+    prog.py         how the tool names itself
+    run.py          a trace run, from the directory to the last line
+    tool.py         the command line (`btfgen trace`, a trace directory's btfgen_trace.py)
+"""

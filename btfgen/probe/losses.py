@@ -1,0 +1,78 @@
+"""What a trace loses, never silently: records the ring buffer had no room for (counted per
+CPU by the BPF side), calls the kernel did not run the program for (its missed counts), and
+how far behind the calls the reader is; said once a second while running, and at the end."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+from dataclasses import dataclass
+
+from . import features, prog
+from .libbpf import possible_cpus
+from .output import HEADS
+
+
+# A reader this far behind the calls (seconds) says so while running.
+BEHIND_S = 1.0
+
+
+class Behind:
+    """How far the reader is behind the traced calls: each event's age as it is handed on (its
+    bpf_ktime_get_ns and time.monotonic_ns read one clock), the largest since last taken."""
+
+    def __init__(self, sink, order: str) -> None:
+        self._sink = sink
+        self._head = HEADS[order]
+        self._worst = 0
+
+    def record(self, raw) -> None:
+        if len(raw) >= self._head.size:  # else the sink says what is wrong with it
+            age = time.monotonic_ns() - self._head.unpack_from(raw)[3]
+            if age > self._worst:
+                self._worst = age
+        self._sink(raw)
+
+    def take(self) -> float:
+        """Seconds; 0 once taken, until the next event."""
+        worst, self._worst = self._worst, 0
+        return worst / 1e9
+
+
+@dataclass(frozen=True)
+class Losses:
+    lost: int  # records the ring buffer had no room for, since the start
+    missed: int  # calls the kernel did not run the program for (its missed counts), since the start
+    behind_s: float  # how old the oldest event handed on in the last second was
+
+
+def say_losses(now: Losses, said: Losses) -> Losses:
+    """Once a second while running: what was lost, when it grew, and how far behind the reader
+    is, when it is (a printing path slower than the calls). Returns what has been said."""
+    if now.lost > said.lost or now.missed > said.missed or now.behind_s >= BEHIND_S:
+        behind = (f"; the reader is {now.behind_s:.1f}s behind the calls"
+                  if now.behind_s >= BEHIND_S else "")
+        print(f"{prog.NAME}: {now.lost} records lost so far (ring buffer full: the reader is "
+              f"behind; a larger --ring-size may help), {now.missed} calls missed by the kernel"
+              f"{behind}", file=sys.stderr, flush=True)
+        return now
+    return said
+
+
+def lost(obj) -> int:
+    """Events the ring buffer had no room for so far (the BPF side counts them per CPU)."""
+    ncpu = possible_cpus()
+    counts = obj.lookup("lost", struct.pack("I", 0), 8 * ncpu)
+    return sum(struct.unpack(f"{ncpu}Q", counts))
+
+
+def say_missed(missed: int, kernel: bool) -> None:
+    """At the end: the calls that never reached the program (nothing of them is in the ring
+    buffer), always for the kernel."""
+    if missed or kernel:
+        counted = "" if features.counts_missed_calls() or not kernel else (
+            "; kernels before 6.7 do not count them all")
+        print(f"{prog.NAME}: {missed} calls missed by the kernel (the program did not run: "
+              f"another BPF program was running on that CPU, or the probe could not "
+              f"deliver the call{counted})", file=sys.stderr)

@@ -1,0 +1,20 @@
+"""What a trace run is asked to do: the options `--run` takes (tool.py parses them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Options:
+    command: list[str]  # run this and trace it while it runs (user mode: the program's args)
+    pid: int = 0  # or trace this running process
+    duration: float | None = None  # or stop after this many seconds
+    errors: bool = False  # print only the calls that returned an error, with their arguments
+    as_json: bool = False  # JSON lines instead of text
+    record: str | None = None  # write the raw events to this file instead of printing
+    attach: str = "auto"  # "session" (one kprobe.session/uprobe.session link), "multi"
+    # (kprobe_multi/uprobe_multi pairs), "single" (one kprobe or uprobe each, with its cookie),
+    # or "auto": the first of these the kernel has
+    ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
+    timings: bool = False  # say how long each stage took (Timings)

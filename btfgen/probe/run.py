@@ -1,0 +1,237 @@
+"""`btfgen trace`'s run step: load a trace directory (btfgen.trace.build wrote it), attach its
+functions, and print or record every traced call and return until the command exits. What it
+does at each step lives in its own module: manifest.py, features.py, attach.py, ringbuf.py,
+loop.py, losses.py, output.py, recording.py.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import attach, features, output, prog, recording, tracefs
+from .bpf_object import BpfObject
+from .errors import BpfLoadError, RunError
+from .losses import Behind, Losses, lost, say_missed
+from .loop import follow
+from .manifest import LazyFunctions, check_target, cookies, load_decoders, load_manifest
+from .options import Options
+from .processes import Gated, everyone, processes
+from .ringbuf import RingBuffer
+from .timings import Timings
+
+MIB = 1 << 20
+
+
+def ring_size(functions: int, pointer_size: int = 8) -> int:
+    """The ring buffer's default size in bytes: 16 MiB, and 256 KiB a function past 64
+    functions, up to 64 MiB (16 MiB on a 32-bit kernel, whose few hundred MiB of vmalloc space
+    refused 64 at load on i386). An event is about 1 KiB, and a program calling a traced
+    function in a loop makes one every few microseconds: 16 MiB holds a second or more of that
+    while the reader decodes."""
+    size = 16 * MIB
+    top = 64 * MIB if pointer_size == 8 else 16 * MIB
+    while size < functions * 256 * 1024 and size < top:
+        size *= 2
+    return size
+
+
+def run(directory: Path, opts: Options, out=sys.stdout) -> int:
+    timings = Timings(opts.timings)
+    manifest = load_manifest(directory)
+    with timings.stage("run: decoders load"):
+        decoders = load_decoders(directory, manifest)
+    for warning in check_target(manifest):
+        print(f"{prog.NAME}: warning: {warning}", file=sys.stderr)
+    reason = features.bpf_unavailable()
+    if reason:
+        raise RunError(f"BPF unavailable: {reason}")
+    kernel = manifest["kind"] == "kernel"
+    names = manifest["functions"]
+    tracefs.mount_tracefs()
+    if kernel:
+        with timings.stage("run: symbol check"):
+            keep, skipped = tracefs.traceable(names)
+        if skipped:
+            print(f"{prog.NAME}: not traceable here (not in available_filter_functions), "
+                  f"skipped: {', '.join(skipped)}", file=sys.stderr)
+        if not keep:
+            raise RunError("none of the functions can be traced on this kernel")
+    else:
+        keep = list(range(len(names)))
+    who = everyone(processes(manifest, opts))  # then each line says whose call it was
+    sink = writer = printer = None
+    with timings.stage("run: output setup"):
+        if opts.record:
+            writer = recorder(opts.record, manifest, decoders, who)
+            sink = writer.record
+        else:
+            printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
+                                     decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
+                                     as_json=opts.as_json, prog=prog.NAME, batch=True)
+            sink = printer.record
+    try:
+        status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
+                              printer.flush_lines if printer else None)
+    except BaseException:
+        if writer:
+            writer.abandon()
+        raise
+    finally:
+        if printer and not printer.flush_lines() and out is sys.stdout:
+            # Python flushes stdout again at exit: to nothing, not to the closed pipe.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if writer:
+        writer.close(lost)
+        print(f"{prog.NAME}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
+    # Never silent about what the ring buffer had no room for.
+    print(f"{prog.NAME}: {lost} records lost (ring buffer full)", file=sys.stderr)
+    return status
+
+
+def recorder(path: str, manifest: dict, decoders, who: bool):
+    header = {"format": "btfgen trace recording", "arch": manifest["arch"], "who": who,
+              "byte_order": decoders.BYTE_ORDER, "pointer_size": decoders.POINTER_SIZE,
+              "kernel_release": os.uname().release, "kind": manifest["kind"],
+              "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
+              "program": manifest.get("program"), "btf": manifest.get("btf"),
+              "btf_sha256": manifest.get("btf_sha256")}
+    descs = [decoders._descriptor(n)[0] for n in manifest["functions"]]
+    try:
+        return recording.Writer(path, header, descs, decoders.BYTE_ORDER)
+    except OSError as e:
+        raise RunError(f"{path}: {e.strerror}") from None
+
+
+def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
+           sink, timings: Timings | None = None, drained=None) -> tuple[int, int]:
+    """(the exit status, records lost); `drained()` after each drain of the ring buffer."""
+    kernel = manifest["kind"] == "kernel"
+    timings = timings or Timings(False)
+    fork_offset = tracefs.child_pid_offset()
+    choice = processes(manifest, opts)
+    following = not everyone(choice)
+    if following and fork_offset is None:
+        print(f"{prog.NAME}: warning: no sched_process_fork event here: child processes "
+              "are not traced", file=sys.stderr)
+    modes = attach.attach_modes(opts.attach, kernel, manifest)
+    child = Gated(list(choice.argv)) if choice.argv else None
+    only = child.pid if child else choice.pid
+    try:
+        for n, mode in enumerate(modes):
+            obj = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
+            try:
+                before = _load_and_attach(obj, directory, mode, manifest, opts, keep, only,
+                                          fork_offset, following, timings, decoders)
+                break
+            except BaseException as e:
+                obj.close()
+                if not isinstance(e, BpfLoadError) or n + 1 == len(modes):
+                    raise
+                # Auto: a session the probe let through may still be refused (a kernel that
+                # cannot put every function on the function-graph stack): the pair still works.
+                print(f"{prog.NAME}: the {mode.said} was refused ({str(e).splitlines()[0]}): "
+                      f"{modes[n + 1].announce()}", file=sys.stderr)
+    except BaseException:
+        if child:
+            child.cancel()
+        raise
+    with _detaching(obj, timings) as probes:
+        probes.append(before)
+        behind = Behind(sink, decoders.BYTE_ORDER)
+        with RingBuffer(obj.map_fd("events"), behind.record) as rb:
+            if child:
+                child.start()
+            else:
+                what = "kernel functions" if kernel else "functions"
+                if manifest.get("library"):
+                    what += f" of {Path(manifest['program']).name} in " + (
+                        f"process {only}" if only else
+                        "every process that maps it (this one excepted)")
+                until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
+                print(f"{prog.NAME}: tracing {len(keep)} {what} {until}", file=sys.stderr,
+                      flush=True)
+            with timings.stage("run: tracing"):
+                status = follow(rb, child, opts, lambda: Losses(
+                    lost(obj), obj.missed(mode.programs), behind.take()), drained)
+            missed = obj.missed(mode.programs)  # while the links that count it are there
+            # Then no call makes a record any more: what the ring buffer holds is all there
+            # is, drained to the end (a traced process that goes on calling, after a signal
+            # stopped the tracing, cannot keep the drain going).
+            _detach(obj, probes, timings)
+            while rb.poll(50) > 0:
+                pass
+            # The BPF side wakes the reader only at a quarter full: a poll that times out has
+            # not consumed what no wakeup announced.
+            while rb.drain() > 0:
+                pass
+            if drained:
+                drained()
+        say_missed(missed, kernel)
+        return status, lost(obj)
+
+
+def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
+                     opts: Options, keep: list[int], only: int, fork_offset: int | None,
+                     following: bool, timings: Timings, decoders) -> int:
+    """Load `obj` for `mode` and attach it; -> how many links it had before the function
+    probes (what _detaching detaches, timed). `decoders`: the generated module (its pointer
+    size, and its copy of spec_format for the cookies)."""
+    pointer_size = decoders.POINTER_SIZE
+    kernel = manifest["kind"] == "kernel"
+    names = manifest["functions"]
+    if mode.kind != "single":
+        for program in mode.programs:
+            (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
+                program, session=mode.kind == "session")
+    obj.set_autoload("follow_fork", following and fork_offset is not None)
+    obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
+                        ring_size(len(keep), pointer_size))
+    if mode.kind == "single":
+        attach.enough_files(2 * len(keep) + 64)
+    # One spec per function of the directory, however many (the object's own size is only a
+    # default).
+    obj.set_max_entries("specs", len(names))
+    with timings.stage("run: object load"):
+        obj.load()
+    specs = (directory / manifest["specs"]).read_bytes()
+    with timings.stage("run: spec map fill"):
+        obj.fill_array("specs", specs, len(names))
+    for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
+        obj.update("filter", struct.pack("I", at), struct.pack("I", value))
+    if only:
+        obj.update("followed", struct.pack("I", only), b"\x01")
+    if only and fork_offset is not None:
+        obj.attach("follow_fork")
+    before = len(obj.links)
+    with timings.stage("run: attach"):
+        attach.attach_functions(obj, manifest, keep, mode,
+                                cookies(decoders, specs, len(names), manifest["byte_order"]))
+    return before
+
+
+@contextmanager
+def _detaching(obj, timings: Timings):
+    """Detach the function probes on the way out, timed apart from the rest (the fork
+    tracepoint's link, the object): the other half of the attach stage, whose caller appends
+    to the list this yields how many links `obj` had before it."""
+    probes: list[int] = []
+    try:
+        yield probes
+    finally:
+        _detach(obj, probes, timings)
+        with timings.stage("run: object close"):
+            obj.close()
+
+
+def _detach(obj, probes: list[int], timings: Timings) -> None:
+    """Destroy the function probes' links (once: `probes` is emptied)."""
+    if probes:
+        with timings.stage("run: detach"):
+            for link in reversed(obj.links[probes[0]:]):
+                link.destroy()
+        probes.clear()

@@ -1,0 +1,87 @@
+"""The bpf() syscall itself, for what Debian's libbpf (libbpf1, 1.1) cannot do: it predates
+uprobe_multi links, so the multi and session links are made here, and so are the probes of
+features.py and the info a link or program gives back. The syscall's number, the one per-arch
+fact here, is the caller's: the trace manifest's `bpf_syscall`, which the arch's description
+gives (btfgen.abi.arches.host_bpf_syscall outside).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from ctypes import c_long, c_uint64, c_void_p
+
+from .libbpf import libc
+
+libc.syscall.restype = c_long
+libc.syscall.argtypes = [c_long, c_long, c_void_p, c_long]
+
+BYTE_ORDER = sys.byteorder  # the kernel's info structs are in this machine's order
+BPF_PROG_LOAD = 5
+BPF_PROG_TYPE_KPROBE = 2
+BPF_LINK_CREATE = 28
+BPF_TRACE_KPROBE_MULTI = 42  # enum bpf_attach_type (kernel ≥ 5.18)
+BPF_F_KPROBE_MULTI_RETURN = 1
+BPF_TRACE_UPROBE_MULTI = 48  # enum bpf_attach_type (kernel ≥ 6.6)
+BPF_F_UPROBE_MULTI_RETURN = 1
+# One link for entry and exit, the kprobe_multi and uprobe_multi links' attach arms with these
+# types (include/uapi/linux/bpf.h: the two after BPF_NETKIT_PEER).
+BPF_TRACE_KPROBE_SESSION = 56  # kernel ≥ 6.10
+BPF_TRACE_UPROBE_SESSION = 57  # kernel ≥ 6.13
+
+
+def sys_bpf(number: int, cmd: int, attr: ctypes.Structure) -> int:
+    """bpf(cmd, attr) by the syscall's `number`, which varies by arch: this side has no arch
+    descriptions, so the trace manifest says it."""
+    return libc.syscall(number, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+
+
+class LinkCreateUprobeMulti(ctypes.Structure):
+    # union bpf_attr, the link_create member with its uprobe_multi arm (include/uapi/linux/bpf.h)
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("path", c_uint64), ("offsets", c_uint64), ("ref_ctr_offsets", c_uint64),
+                ("cookies", c_uint64), ("cnt", ctypes.c_uint32), ("um_flags", ctypes.c_uint32),
+                ("pid", ctypes.c_uint32), ("_pad", ctypes.c_uint32)]
+
+
+class LinkCreateKprobeMulti(ctypes.Structure):
+    # the link_create member with its kprobe_multi arm
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("km_flags", ctypes.c_uint32), ("cnt", ctypes.c_uint32),
+                ("syms", c_uint64), ("addrs", c_uint64), ("cookies", c_uint64)]
+
+
+class InfoByFd(ctypes.Structure):
+    # union bpf_attr, the BPF_OBJ_GET_INFO_BY_FD member
+    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", c_uint64)]
+
+
+BPF_OBJ_GET_INFO_BY_FD = 15
+# Where the kernel keeps its count of calls a program or link missed, in the info it hands back
+# (the uapi structs are laid out alike on every arch: 8-aligned fields throughout).
+PROG_INFO_SIZE = 232  # struct bpf_prog_info as of 6.1; a newer kernel fills only this much
+PROG_RECURSION_MISSES = 208  # bpf_prog_info.recursion_misses (5.12+): the program did not run
+LINK_INFO_SIZE = 64
+KPROBE_MULTI_MISSED = 32  # bpf_link_info.kprobe_multi.missed (6.7+): fprobe missed the call
+
+
+def info(number: int, fd: int, size: int) -> bytes | None:
+    """The first `size` bytes of what BPF_OBJ_GET_INFO_BY_FD says of `fd` (a program or a
+    link), or None where the kernel refuses."""
+    buf = ctypes.create_string_buffer(size)
+    attr = InfoByFd(bpf_fd=fd, info_len=size, info=ctypes.addressof(buf))
+    if sys_bpf(number, BPF_OBJ_GET_INFO_BY_FD, attr) < 0:
+        return None
+    return buf.raw
+
+
+class ProgLoad(ctypes.Structure):
+    # union bpf_attr, the BPF_PROG_LOAD member up to expected_attach_type
+    _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32),
+                ("insns", c_uint64), ("license", c_uint64), ("log_level", ctypes.c_uint32),
+                ("log_size", ctypes.c_uint32), ("log_buf", c_uint64),
+                ("kern_version", ctypes.c_uint32), ("prog_flags", ctypes.c_uint32),
+                ("prog_name", ctypes.c_char * 16), ("prog_ifindex", ctypes.c_uint32),
+                ("expected_attach_type", ctypes.c_uint32)]

@@ -1,0 +1,45 @@
+"""`btfgen trace`: the run side's command line (btfgen.probe.tool) with a builder, so that one
+command builds a trace directory (build.py: btfgen and clang) and runs it; `--run DIR` only
+runs one, as a trace directory's own btfgen_trace.py does without btfgen.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from btfgen.probe import tool
+from btfgen.probe.errors import BadInput, RunError
+
+
+def main(argv=None, prog: str = "btfgen trace") -> int:
+    return tool.main(sys.argv[1:] if argv is None else argv, prog, build=_build)
+
+
+def _build(args, out: Path) -> None:
+    # Imported when building only: `--run` starts without the generator's modules.
+    try:
+        from btfgen.errors import BtfgenError
+        from btfgen.trace import build as trace_build
+    except ImportError as e:
+        raise RunError(f"building needs btfgen ({e.name} is missing); build elsewhere and "
+                       "use --run here") from None
+    req = trace_build.Request(
+        functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
+        btf=args.btf, dwarf=args.dwarf, arch=args.arch,
+        program=None if args.kernel else args.names[0],
+        headers=args.header, include=args.include, define=args.define, filters=args.filter,
+        captures=args.capture, strings=args.strings, string_size=args.string_size,
+        deny=not args.no_deny, timings=args.timings)
+    try:
+        trace_build.build(req, out)
+    except trace_build.BuildError as e:
+        raise BadInput(str(e), e.status) from None
+    except BtfgenError as e:
+        raise BadInput(str(e), 2) from None
+    except OSError as e:
+        raise BadInput(f"{e.filename or out}: {e.strerror}", 2) from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
