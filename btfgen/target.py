@@ -353,7 +353,9 @@ class Target:
         files = render(arch, self.types, langs, self_contained=self_contained,
                        specs_table=specs, jobs=jobs, captures=caught)
         if bound:
-            files[typed_filter.HEADER] = typed_filter.header(
+            from btfgen.codegen import filter_c
+
+            files[filter_c.HEADER] = filter_c.header(
                 bound, arch, self.types, self_contained=self_contained,
                 decoders=file_name("header", arch.arch))
         return files

@@ -216,9 +216,9 @@ def _probe_sites(program: str, funcs: list, conv):
 def _write_filter(out: Path, bound, layout, types) -> None:
     """trace_filter.h, which trace.bpf.c includes: the --filter predicates by cookie (always
     written, so a directory built again without --filter does not keep an old one)."""
-    from btfgen.typed import filter_trace
+    from btfgen.codegen import filter_c, filter_trace
 
-    (out / filter_trace.F.TRACE_HEADER).write_text(
+    (out / filter_c.TRACE_HEADER).write_text(
         filter_trace.trace_header(bound, layout, types))
 
 
@@ -290,12 +290,9 @@ def _without_denied(funcs: list, asked: list[str]) -> list:
 
 def _filtered_names(bound, layout) -> list[str]:
     """The C names of the functions a --filter decodes with their own decoders."""
-    from btfgen.codegen import bpf
+    from btfgen.codegen import filter_c
 
-    if not bound:
-        return []
-    cnames = bpf.function_names(layout.functions)
-    return sorted({cnames[b.index] for b in bound})
+    return filter_c.filtered_names(bound, layout)
 
 
 WANTED_HEADER = "trace_wanted.h"
