@@ -7,12 +7,16 @@ library start from.
     t.function("vfs_read").entry(ctx, stack)       # typed values
     sel = t.select(["vfs_*", "do_sys_open"])       # names and globs; sel.missing
     layout = t.place(sel.functions)                # placed, corrected by DWARF where it differs
+    plan = t.plan(sel.functions, captures=["vfs_read: file->f_flags"])   # what to generate
+    files = plan.files()                           # as `btfgen -o DIR` writes them
 
 A `Target` owns the decisions that used to be made in several places: where the types come
 from (BTF, an ELF's .BTF, a -g ELF's DWARF through pahole, or C headers), which calling
 convention applies (the one arch rule), which functions a list of names, globs and files means
-(the one selector), and when the compiler's DWARF overrides the description (the one DWARF
-policy).
+(the one selector), when the compiler's DWARF overrides the description (the one DWARF
+policy), and what is generated for a request (the one plan: `btfgen -o DIR` and `btfgen
+trace`'s build both render it). Every command opens its input through `open_options`, the
+library through `open` (`btfgen.open`, `btfgen.decode.load`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from btfgen.abi.arches import arch_for_elf_machine, load_arch
 from btfgen.abi.dsl import Convention
 from btfgen.btf import types as T
 from btfgen.btf.reader import DEFAULT_PATH
-from btfgen.errors import ArchError, BtfgenError, DwarfError
+from btfgen.errors import ArchError, BtfgenError, DwarfError, HeaderError
 from btfgen.layout import CTX_NAMES, ArchLayout, FunctionLayout
 
 if TYPE_CHECKING:  # the plan renders through codegen/, imported when something is generated
@@ -111,6 +115,32 @@ def open(input: str | None = None, *, base: str | None = None, headers: Sequence
         types = open_input(input, base=base)
         conv = _convention(arch, types, input, dwarf_path)
     return Target(types, conv, ctx, input, dwarf_path, dwarf_asked)
+
+
+def open_options(options, input: str | None = None, *,
+                 dwarf_default: str | None = None) -> Target:
+    """`open` with what a command's options say: the one way every command (and `btfgen
+    trace`'s build) opens its input. `options` has any of the attributes `btf` (the input,
+    unless `input` is given; dropped with headers, where it is only the default BTF), `base`,
+    `header` / `include_dirs` / `defines` (C headers instead of BTF), `arch`, `ctx`, `dwarf`
+    (a file) / `no_dwarf`. `dwarf_default`: the file whose DWARF is consulted when `dwarf`
+    names none (default: the input's own)."""
+    headers = getattr(options, "header", None) or []
+    include_dirs = getattr(options, "include_dirs", None) or ()
+    defines = getattr(options, "defines", None) or ()
+    if not headers and (include_dirs or defines):
+        raise HeaderError("-I/-D: only meaningful with --header")
+    if getattr(options, "dwarf", None):
+        dwarf = options.dwarf
+    elif getattr(options, "no_dwarf", False):
+        dwarf = None
+    else:
+        dwarf = dwarf_default or AUTO
+    if input is None and not headers:
+        input = getattr(options, "btf", None)
+    return open(input, base=getattr(options, "base", None), headers=headers,
+                include_dirs=include_dirs, defines=defines, arch=getattr(options, "arch", None),
+                ctx=getattr(options, "ctx", None) or "pt_regs", dwarf=dwarf)
 
 
 def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str | None, bool]:
@@ -302,9 +332,8 @@ class Target:
             if not funcs:
                 raise KeyError(f"{self.path}: no function {name!r}")
             arch = self.place(funcs)
-            from btfgen.decode import function
-
-            hit = self._by_name[name] = (arch, tuple(function(f, arch) for f in arch.functions))
+            hit = self._by_name[name] = (arch, tuple(function_decoder(f, arch)
+                                                     for f in arch.functions))
         return hit
 
     def layouts(self, name: str) -> tuple[FunctionLayout, ...]:
@@ -408,13 +437,21 @@ class Target:
     # -- decoding ----------------------------------------------------------------------------
 
     def functions(self, name: str) -> tuple:
-        """The decoders (`btfgen.decode.Function`) of every function of that name."""
+        """The decoders (`btfgen.decoder.runtime.Function`) of every function of that name."""
         return self._named(name)[1]
 
     def function(self, name: str):
         """The decoder of the first function of that name: `.entry(ctx, stack, read_memory)`,
         `.decode_exit(ctx)`, `.decode_record(record)`."""
         return self.functions(name)[0]
+
+
+def function_decoder(f: FunctionLayout, arch: ArchLayout):
+    """The decoders (`btfgen.decoder.runtime.Function`) of one placed function of `arch`."""
+    from btfgen.decoder.describe import function_desc
+    from btfgen.decoder.runtime import Function
+
+    return Function(function_desc(f, arch.byte_order, arch.pointer_size))
 
 
 def read_names(path: str) -> list[str]:

@@ -73,10 +73,12 @@ class Request:
 
 
 def open_target(req: Request):
-    """The request's input as `btfgen.open` opens it: the kernel's BTF (or --btf), the
-    program's own BTF or DWARF, or its C headers; the arch by the one rule."""
-    from btfgen.target import AUTO
-    from btfgen.target import open as open_target_
+    """The request's input as every command opens its own (`btfgen.target.open_options`): the
+    kernel's BTF (or --btf), the program's own BTF or DWARF, or its C headers; the arch by the
+    one rule."""
+    from types import SimpleNamespace
+
+    from btfgen.target import open_options
 
     if req.kernel:
         input = req.btf or DEFAULT_PATH
@@ -86,9 +88,12 @@ def open_target(req: Request):
         input = req.program
         if not Path(input).is_file():
             raise BuildError(f"{input}: no such file")
-    return open_target_(input, headers=req.headers, include_dirs=req.include,
-                        defines=req.define, arch=req.arch, ctx="pt_regs",
-                        dwarf=req.dwarf or AUTO)
+    # -I/-D without --header mean nothing to a trace, which has never refused them.
+    headers = req.headers
+    options = SimpleNamespace(header=headers, include_dirs=req.include if headers else (),
+                              defines=req.define if headers else (), arch=req.arch,
+                              dwarf=req.dwarf)
+    return open_options(options, input)
 
 
 def build(req: Request, out: Path) -> dict:
