@@ -138,6 +138,7 @@ SEC("tc") int no_filter(void *skb) { return unfiltered(); }
 
 def build(tmp: Path) -> Path:
     import btfgen
+    from btfgen.codegen import filter_c
     from btfgen.codegen.outputs import generate
     from btfgen.typed import filter as F
 
@@ -147,8 +148,8 @@ def build(tmp: Path) -> Path:
     layout = target.placement(funcs).layout
     files = generate(layout, target.types, ("bpf",), self_contained=True, specs_table=False)
     bound = F.bind(F.parse_options([FILTER]), layout, target.types)
-    files[F.HEADER] = F.header(bound, layout, target.types, self_contained=True,
-                               decoders="btfgen.bpf.h")
+    files[filter_c.HEADER] = filter_c.header(bound, layout, target.types, self_contained=True,
+                                             decoders="btfgen.bpf.h")
     for name, text in files.items():
         (tmp / name).write_text(text)
     (tmp / "b.bpf.c").write_text(PROGRAM)

@@ -17,7 +17,7 @@ byte/char arrays as bytes; other arrays as lists; by-reference values read with 
 
 from __future__ import annotations
 
-from btfgen.decoder.describe import function_desc
+from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.decoder.runtime import (
     DecodeError,
     Enumerator,
@@ -25,27 +25,22 @@ from btfgen.decoder.runtime import (
     Unavailable,
     Unread,
 )
-from btfgen.btf.reader import DEFAULT_PATH
-from btfgen.layout import ArchLayout, FunctionLayout
 from btfgen.target import Target
+from btfgen.target import function_decoder as function  # function(layout, arch): its decoders
+from btfgen.target import open as _open
 
 __all__ = [
-    "load", "Decoder", "Target", "Function", "function", "DecodeError", "Enumerator", "Unavailable", "Unread",
+    "load", "Decoder", "Target", "Function", "function", "DecodeError", "Enumerator",
+    "Unavailable", "Unread",
 ]
-
-
-def function(f: FunctionLayout, arch: ArchLayout) -> Function:
-    """The decoders of one placed function."""
-    return Function(function_desc(f, arch.byte_order, arch.pointer_size))
 
 
 def load(btf_path: str = DEFAULT_PATH, arch: str | None = None,
          ctx: str = "pt_regs", base: str | None = None) -> Target:
-    """`btfgen.open(btf_path, arch=arch, ctx=ctx, base=base)`: the decoders of that input's
-    functions are its `function(name)` and `functions(name)`."""
-    from btfgen.target import open as open_target
-
-    return open_target(btf_path, base=base, arch=arch, ctx=ctx)
+    """`btfgen.open(btf_path, arch=arch, ctx=ctx, base=base)`, the one front door under this
+    module's older name: the decoders of that input's functions are its `function(name)` and
+    `functions(name)`."""
+    return _open(btf_path, base=base, arch=arch, ctx=ctx)
 
 
 Decoder = Target  # the name this module gave it before `btfgen.open`

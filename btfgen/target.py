@@ -7,12 +7,16 @@ library start from.
     t.function("vfs_read").entry(ctx, stack)       # typed values
     sel = t.select(["vfs_*", "do_sys_open"])       # names and globs; sel.missing
     layout = t.place(sel.functions)                # placed, corrected by DWARF where it differs
+    plan = t.plan(sel.functions, captures=["vfs_read: file->f_flags"])   # what to generate
+    files = plan.files()                           # as `btfgen -o DIR` writes them
 
 A `Target` owns the decisions that used to be made in several places: where the types come
 from (BTF, an ELF's .BTF, a -g ELF's DWARF through pahole, or C headers), which calling
 convention applies (the one arch rule), which functions a list of names, globs and files means
-(the one selector), and when the compiler's DWARF overrides the description (the one DWARF
-policy).
+(the one selector), when the compiler's DWARF overrides the description (the one DWARF
+policy), and what is generated for a request (the one plan: `btfgen -o DIR` and `btfgen
+trace`'s build both render it). Every command opens its input through `open_options`, the
+library through `open` (`btfgen.open`, `btfgen.decode.load`).
 """
 
 from __future__ import annotations
@@ -24,14 +28,17 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from btfgen.abi.arches import arch_for_elf_machine, load_arch
-from btfgen.abi.dsl import Convention
+from btfgen.abi.convention import Convention
 from btfgen.btf import types as T
 from btfgen.btf.reader import DEFAULT_PATH
-from btfgen.errors import ArchError, BtfgenError, DwarfError
+from btfgen.errors import ArchError, BtfgenError, DwarfError, HeaderError
 from btfgen.layout import CTX_NAMES, ArchLayout, FunctionLayout
+
+if TYPE_CHECKING:  # the plan renders through codegen/, imported when something is generated
+    from btfgen.plan import Plan
 
 
 class _Auto:
@@ -108,6 +115,32 @@ def open(input: str | None = None, *, base: str | None = None, headers: Sequence
         types = open_input(input, base=base)
         conv = _convention(arch, types, input, dwarf_path)
     return Target(types, conv, ctx, input, dwarf_path, dwarf_asked)
+
+
+def open_options(options, input: str | None = None, *,
+                 dwarf_default: str | None = None) -> Target:
+    """`open` with what a command's options say: the one way every command (and `btfgen
+    trace`'s build) opens its input. `options` has any of the attributes `btf` (the input,
+    unless `input` is given; dropped with headers, where it is only the default BTF), `base`,
+    `header` / `include_dirs` / `defines` (C headers instead of BTF), `arch`, `ctx`, `dwarf`
+    (a file) / `no_dwarf`. `dwarf_default`: the file whose DWARF is consulted when `dwarf`
+    names none (default: the input's own)."""
+    headers = getattr(options, "header", None) or []
+    include_dirs = getattr(options, "include_dirs", None) or ()
+    defines = getattr(options, "defines", None) or ()
+    if not headers and (include_dirs or defines):
+        raise HeaderError("-I/-D: only meaningful with --header")
+    if getattr(options, "dwarf", None):
+        dwarf = options.dwarf
+    elif getattr(options, "no_dwarf", False):
+        dwarf = None
+    else:
+        dwarf = dwarf_default or AUTO
+    if input is None and not headers:
+        input = getattr(options, "btf", None)
+    return open(input, base=getattr(options, "base", None), headers=headers,
+                include_dirs=include_dirs, defines=defines, arch=getattr(options, "arch", None),
+                ctx=getattr(options, "ctx", None) or "pt_regs", dwarf=dwarf)
 
 
 def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str | None, bool]:
@@ -299,9 +332,8 @@ class Target:
             if not funcs:
                 raise KeyError(f"{self.path}: no function {name!r}")
             arch = self.place(funcs)
-            from btfgen.decode import function
-
-            hit = self._by_name[name] = (arch, tuple(function(f, arch) for f in arch.functions))
+            hit = self._by_name[name] = (arch, tuple(function_decoder(f, arch)
+                                                     for f in arch.functions))
         return hit
 
     def layouts(self, name: str) -> tuple[FunctionLayout, ...]:
@@ -316,47 +348,80 @@ class Target:
 
     # -- generating --------------------------------------------------------------------------
 
+    def plan(self, functions=None, *, captures: Iterable[str] = (), strings: bool = False,
+             string_size: int | None = None, filters: Iterable = (), kernel: bool = True,
+             self_contained: bool | None = None) -> Plan:
+        """What to generate for `functions`, worked out once (`btfgen.plan.Plan`): placed
+        (unless already), each function's captures resolved, the filters checked against the
+        placement. `Plan.files` renders it as `btfgen -o DIR`, `Plan.trace_files` as a trace
+        directory.
+
+        `functions`: None (every one), names and globs, FUNCs, or an `ArchLayout` placed by
+        this target (used as is). `captures`: `'FUNC: PATH, PATH'` texts (`btfgen --capture`);
+        `strings`: a string capture of every `char *` argument too, of at most `string_size`
+        characters. `filters`: `'FUNC: EXPR'` texts (or parsed filters). `kernel`: what is
+        generated may run in a kernel probe (`btfgen -o`'s header serves both kinds); False:
+        in uprobes only, which read user memory alone. `self_contained`: the BPF header defines
+        its types (default: only for 32-bit targets, which have no vmlinux.h of their own).
+
+        A capture or filter that does not fit raises `CaptureOptionError` /
+        `FilterOptionError` (one line naming the option and the column); a name that matches
+        nothing, `KeyError`."""
+        from btfgen.plan import Plan
+        from btfgen.typed import capture, filter as typed_filter
+
+        parsed = [typed_filter.parse_options([f])[0] if isinstance(f, str) else f
+                  for f in filters]
+        placed = functions if isinstance(functions, ArchLayout) else None
+        if placed is not None:
+            funcs = [self.types[f.btf_id] for f in placed.functions]
+        else:
+            funcs = None if functions is None else self._chosen(functions)
+        found, notes, left = {}, [], []
+        captures = list(captures)
+        if captures or strings:
+            funcs_caught = self.every_function() if funcs is None else funcs
+            # Where kernel and user addresses overlap, every load's memory must be known for
+            # a kernel probe (an untagged pointer is refused, or named with :user).
+            separate = (self.arch if kernel and self.convention.address_spaces == "separate"
+                        else None)
+            if separate and strings:
+                left = capture.unguessable_strings(funcs_caught)
+            found, notes = capture.for_options(
+                funcs_caught, captures, capture.STRING_SIZE if string_size is None else
+                string_size, strings, separate)
+        placement = Placement(placed, None, ()) if placed is not None else self.placement(funcs)
+        layout = placement.layout
+        bound = typed_filter.bind(parsed, layout, self.types, kernel=kernel)
+        return Plan(layout, self.types, found, tuple(bound),
+                    layout.pointer_size != 8 if self_contained is None else self_contained,
+                    tuple(placement.notes()), tuple(notes), tuple(left))
+
     def generate(self, functions=None, langs: Sequence[str] | None = None, *,
                  captures: Iterable[str] = (), strings: bool = False,
                  string_size: int | None = None, filters: Iterable = (),
                  self_contained: bool | None = None, specs: bool = True,
                  jobs: int = 1) -> dict[str, str]:
-        """The generated files, file name -> text, as `btfgen -o DIR` writes them.
-
-        `functions`: None (every one), names and globs, FUNCs, or an `ArchLayout` placed by
-        this target (used as is). `langs`: "bpf", "python", "json" (default: all).
-        `captures`: `'FUNC: PATH, PATH'` texts (`btfgen --capture`); `strings`: a string capture
-        of every `char *` argument too, of at most `string_size` characters. `filters`:
-        `'FUNC: EXPR'` texts (or parsed filters), written as btfgen_filter.h beside the BPF
-        header. `self_contained`: the BPF header defines its types (default: only for 32-bit
-        targets, which have no vmlinux.h of their own).
-
-        A capture or filter that does not fit raises `CaptureOptionError` /
-        `FilterOptionError` (one line naming the option and the column); a name that matches
-        nothing, `KeyError`."""
-        from btfgen.codegen.outputs import LANGS, file_name
-        from btfgen.codegen.outputs import generate as render
-        from btfgen.typed import capture, filter as typed_filter
+        """The generated files, file name -> text, as `btfgen -o DIR` writes them: `plan`'s
+        (same arguments, for kernel probes and uprobes alike) rendered for `langs`: "bpf",
+        "python", "json" (default: all); filters write btfgen_filter.h beside the BPF header;
+        `specs`: with the generic decoder's C table. What was not done (DWARF not consulted,
+        captures left out) is a `BtfgenWarning`."""
+        from btfgen.codegen.outputs import LANGS
+        from btfgen.typed import filter as typed_filter
 
         langs = tuple(langs or LANGS)
         parsed = [typed_filter.parse_options([f])[0] if isinstance(f, str) else f
                   for f in filters]
         if parsed and "bpf" not in langs:
             raise BtfgenError("filters are BPF C: generate them with the \"bpf\" language")
-        arch = functions if isinstance(functions, ArchLayout) else self.place(
-            None if functions is None else self._chosen(functions))
-        if self_contained is None:
-            self_contained = arch.pointer_size != 8
-        bound = typed_filter.bind(parsed, arch, self.types)  # type errors before the work
-        caught = self._captures(arch, list(captures), strings,
-                                capture.STRING_SIZE if string_size is None else string_size)
-        files = render(arch, self.types, langs, self_contained=self_contained,
-                       specs_table=specs, jobs=jobs, captures=caught)
-        if bound:
-            files[typed_filter.HEADER] = typed_filter.header(
-                bound, arch, self.types, self_contained=self_contained,
-                decoders=file_name("header", arch.arch))
-        return files
+        plan = self.plan(functions, captures=captures, strings=strings,
+                         string_size=string_size, filters=parsed, self_contained=self_contained)
+        said = [line[len("warning: "):] for line in plan.placement_notes
+                if line.startswith("warning: ")]
+        for line in said + [f"capture {line}" for line in plan.capture_notes]:
+            warnings.warn(line, BtfgenWarning, stacklevel=2)
+        return plan.files(langs, specs_table=specs, jobs=jobs)
 
     def _chosen(self, functions) -> list[T.Func]:
         """FUNCs as given; names and globs selected (one matching nothing: KeyError)."""
@@ -369,31 +434,24 @@ class Target:
             raise KeyError(selection.missing_line(self.path))
         return selection.functions + [f for f in given if not isinstance(f, str)]
 
-    def _captures(self, arch: ArchLayout, texts: list[str], strings: bool,
-                  string_size: int) -> dict:
-        from btfgen.typed import capture
-
-        if not texts and not strings:
-            return {}
-        funcs = [self.types[f.btf_id] for f in arch.functions]
-        # The header serves kernel probes too: where kernel and user addresses overlap, every
-        # load's memory must be known (an untagged pointer is refused, or named with :user).
-        separate = arch.arch if arch.address_spaces == "separate" else None
-        found, notes = capture.for_options(funcs, texts, string_size, strings, separate)
-        for line in notes:
-            warnings.warn(f"capture {line}", BtfgenWarning, stacklevel=3)
-        return found
-
     # -- decoding ----------------------------------------------------------------------------
 
     def functions(self, name: str) -> tuple:
-        """The decoders (`btfgen.decode.Function`) of every function of that name."""
+        """The decoders (`btfgen.decoder.runtime.Function`) of every function of that name."""
         return self._named(name)[1]
 
     def function(self, name: str):
         """The decoder of the first function of that name: `.entry(ctx, stack, read_memory)`,
         `.decode_exit(ctx)`, `.decode_record(record)`."""
         return self.functions(name)[0]
+
+
+def function_decoder(f: FunctionLayout, arch: ArchLayout):
+    """The decoders (`btfgen.decoder.runtime.Function`) of one placed function of `arch`."""
+    from btfgen.decoder.describe import function_desc
+    from btfgen.decoder.runtime import Function
+
+    return Function(function_desc(f, arch.byte_order, arch.pointer_size))
 
 
 def read_names(path: str) -> list[str]:

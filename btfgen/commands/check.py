@@ -54,14 +54,6 @@ def _percent(text: str) -> float:
     return value
 
 
-def check(elf: str, btf, conv, names: list[str] | None) -> list[FunctionVerdict]:
-    """Every BTF function (or those named) against the DWARF of `elf`."""
-    from btfgen.target import Target
-
-    target = Target(btf, conv, dwarf=elf, dwarf_asked=True)
-    return target.check(target.select(names).functions if names else None)
-
-
 def summarize(verdicts: list[FunctionVerdict]) -> dict:
     kinds = Counter(v.verdict for v in verdicts)
     params = Counter(p.verdict for v in verdicts if v.verdict in (AGREE, DISAGREE)
@@ -95,10 +87,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, progress) -> int:
-    from btfgen.target import open as open_target
+    from btfgen.target import open_options
 
     progress("reading BTF")
-    target = open_target(args.btf or args.elf, base=args.base, arch=args.arch, dwarf=args.elf)
+    # The ELF's DWARF is what is checked: named, so that failing to read it is an error.
+    target = open_options(args, args.btf or args.elf, dwarf_default=args.elf)
     conv, btf = target.convention, target.types
     selection = target.select(args.func)
     funcs = selection.functions

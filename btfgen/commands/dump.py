@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The BTF as it is in the file, nothing placed: the one command that needs no arch, so it
+    # opens with open_btf rather than btfgen.target.open_options (commands/options.py).
     btf = open_btf(args.btf, base=args.base)
     text = dump_raw(btf)  # all of it before the first byte goes out: no partial dump on error
     out = sys.stdout.buffer

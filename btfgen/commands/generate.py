@@ -118,7 +118,8 @@ class _Stages:
 
 def _run(args: argparse.Namespace, progress) -> int:
     langs = parse_langs(args.lang)
-    from btfgen.commands.options import open_target, print_notes
+    from btfgen.commands.options import print_notes
+    from btfgen.target import open_options
 
     from btfgen.typed import filter as typed_filter
 
@@ -127,7 +128,7 @@ def _run(args: argparse.Namespace, progress) -> int:
         raise BtfgenError("--filter writes BPF C: give it with --lang bpf")
     stage = _Stages(progress, 4)
     stage("reading BTF")
-    target = open_target(args)
+    target = open_options(args)
     selection = target.select(args.func, files=[args.funcs_file] if args.funcs_file else [])
     funcs, missing = selection
     stage(f"placing {len(funcs)} functions")

@@ -16,11 +16,11 @@ from btfgen.commands.options import (
     add_ctx_argument,
     add_dwarf_arguments,
     add_header_arguments,
-    open_target,
     print_notes,
 )
 from btfgen.layout import ArchLayout, RegPiece, ValueLayout
 from btfgen.layout_json import to_json
+from btfgen.target import open_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = open_target(args)
+    target = open_options(args)
     selection = target.select(args.func)
     funcs = selection.functions
     if selection.missing:

@@ -6,11 +6,13 @@
         add_header_arguments(parser)
 
     def run(args):
-        target = open_target(args)
+        target = btfgen.target.open_options(args)
 
-Every command opens its input the one way, `btfgen.open` (btfgen/target.py), through
-`open_target(args)`: with --header the headers replace the BTF as the source of types, parsed
-for --arch (any name btfgen.abi.arches accepts), or for the machine btfgen runs on.
+Every command opens its input the one way, `btfgen.target.open_options(args)`: `btfgen.open`
+(the library's front door) with what these options say. With --header the headers replace the
+BTF as the source of types, parsed for --arch (any name btfgen.abi.arches accepts), or for the
+machine btfgen runs on. `btfgen dump` alone reads the BTF as it is (`btfgen.btf.reader.open_btf`):
+it places nothing, so it needs no arch, and prints the file's types, never pahole's or headers'.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import argparse
 import sys
 
 from btfgen.btf.reader import DEFAULT_PATH
-from btfgen.errors import HeaderError
 from btfgen.layout import CTX_NAMES
 
 
@@ -70,30 +71,6 @@ def add_dwarf_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default: the input itself when it has .debug_info)")
     group.add_argument("--no-dwarf", action="store_true",
                        help="do not consult the input's own DWARF")
-
-
-def open_target(args: argparse.Namespace, input: str | None = None, *,
-                dwarf_default: str | None = None):
-    """`btfgen.open` with what the options say: --header/-I/-D, --base, --arch, --ctx,
-    --dwarf/--no-dwarf. `input` defaults to the positional BTF; `dwarf_default` is the file
-    whose DWARF is consulted when --dwarf names none (default: the input's own)."""
-    from btfgen.target import AUTO
-    from btfgen.target import open as open_target_
-
-    headers = getattr(args, "header", None) or []
-    if not headers and (getattr(args, "include_dirs", None) or getattr(args, "defines", None)):
-        raise HeaderError("-I/-D: only meaningful with --header")
-    if getattr(args, "dwarf", None):
-        dwarf = args.dwarf
-    elif getattr(args, "no_dwarf", False):
-        dwarf = None
-    else:
-        dwarf = dwarf_default or AUTO
-    input = input if input is not None else getattr(args, "btf", None)
-    return open_target_(None if headers else input, base=getattr(args, "base", None),
-                        headers=headers, include_dirs=getattr(args, "include_dirs", ()),
-                        defines=getattr(args, "defines", ()), arch=getattr(args, "arch", None),
-                        ctx=getattr(args, "ctx", "pt_regs"), dwarf=dwarf)
 
 
 def print_notes(placement, prog: str = "btfgen", quiet: bool = False) -> None:

@@ -74,10 +74,12 @@ class Request:
 
 
 def open_target(req: Request):
-    """The request's input as `btfgen.open` opens it: the kernel's BTF (or --btf), the
-    program's own BTF or DWARF, or its C headers; the arch by the one rule."""
-    from btfgen.target import AUTO
-    from btfgen.target import open as open_target_
+    """The request's input as every command opens its own (`btfgen.target.open_options`): the
+    kernel's BTF (or --btf), the program's own BTF or DWARF, or its C headers; the arch by the
+    one rule."""
+    from types import SimpleNamespace
+
+    from btfgen.target import open_options
 
     if req.kernel:
         input = req.btf or DEFAULT_PATH
@@ -87,9 +89,12 @@ def open_target(req: Request):
         input = req.program
         if not Path(input).is_file():
             raise BuildError(f"{input}: no such file")
-    return open_target_(input, headers=req.headers, include_dirs=req.include,
-                        defines=req.define, arch=req.arch, ctx="pt_regs",
-                        dwarf=req.dwarf or AUTO)
+    # -I/-D without --header mean nothing to a trace, which has never refused them.
+    headers = req.headers
+    options = SimpleNamespace(header=headers, include_dirs=req.include if headers else (),
+                              defines=req.define if headers else (), arch=req.arch,
+                              dwarf=req.dwarf)
+    return open_options(options, input)
 
 
 def build(req: Request, out: Path) -> dict:
@@ -108,22 +113,18 @@ def build(req: Request, out: Path) -> dict:
     if not req.kernel:
         with timings.stage("build: symbol resolution"):
             kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
-    caps = _captures(funcs, req, target.convention)
     with timings.stage("build: placement"):
-        placement = target.placement(funcs)
-        layout, conv, types = placement.layout, target.convention, target.types
-    for line in placement.notes():
+        plan = _plan(target, funcs, req, parsed)
+    layout, conv = plan.layout, target.convention
+    for line in plan.placement_notes:
         print(f"btfgen trace: {line}", file=sys.stderr)
-    bound = typed_filter.bind(parsed, layout, types, kernel=req.kernel)
     out.mkdir(parents=True, exist_ok=True)
     with timings.stage("build: generation"):
-        _write_filter(out, bound, layout, types)
-        for name, text in outputs.generate(layout, types, ("bpf", "python"),
-                                           self_contained=True, captures=caps).items():
+        for name, text in plan.trace_files().items():
             (out / name).write_text(text)
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
-                 wanted=_filtered_names(bound, layout))
+                 wanted=plan.filtered_names())
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
@@ -222,37 +223,27 @@ def _probe_sites(program: str, funcs: list, conv):
     return kind, {fn.name: fn.offset for fn in found}, [f for f in funcs if f.name not in same]
 
 
-def _write_filter(out: Path, bound, layout, types) -> None:
-    """trace_filter.h, which trace.bpf.c includes: the --filter predicates by cookie (always
-    written, so a directory built again without --filter does not keep an old one)."""
-    from btfgen.typed import filter_trace
-
-    (out / filter_trace.F.TRACE_HEADER).write_text(
-        filter_trace.trace_header(bound, layout, types))
-
-
-def _captures(funcs, req: Request, conv) -> dict:
-    """Each function's captures, or a BuildError naming the option and the column."""
+def _plan(target, funcs: list, req: Request, filters: list):
+    """`Target.plan` for a trace directory (self-contained, for uprobes alone unless the
+    kernel is traced); what it has to say about captures on stderr, a capture that does not fit
+    a BuildError naming the option and the column."""
     from btfgen.typed import capture
 
-    # A uprobe reads user memory only; a kernel probe where the two overlap cannot guess.
-    separate = conv.name if req.kernel and conv.address_spaces == "separate" else None
-    if separate and req.strings:
-        left = capture.unguessable_strings(funcs)
-        if left:
-            print(f"btfgen trace: {separate}: strings not captured by default (kernel and user "
-                  f"addresses overlap, and the BTF has no __user tags to say which a pointer "
-                  f"is; name it: --capture 'FUNC: ARG:user'): "
-                  f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
-
     try:
-        found, notes = capture.for_options(funcs, req.captures, req.string_size, req.strings,
-                                           separate)
+        plan = target.plan(funcs, captures=req.captures, strings=req.strings,
+                           string_size=req.string_size, filters=filters, kernel=req.kernel,
+                           self_contained=True)
     except capture.CaptureOptionError as e:
         raise BuildError(str(e)) from None
-    for line in notes:
+    left = plan.unguessable
+    if left:
+        print(f"btfgen trace: {target.arch}: strings not captured by default (kernel and user "
+              f"addresses overlap, and the BTF has no __user tags to say which a pointer "
+              f"is; name it: --capture 'FUNC: ARG:user'): "
+              f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
+    for line in plan.capture_notes:
         print(f"btfgen trace: --capture {line}", file=sys.stderr)
-    return found
+    return plan
 
 
 def _select(target, req: Request, source: str) -> list:
@@ -293,16 +284,6 @@ def _without_denied(funcs: list, asked: list[str]) -> list:
     print(f"{prog.NAME}: left out {len(out)} functions btfgen's own probes and run side "
           f"call (deny list; --no-deny keeps them): {groups}", file=sys.stderr)
     return [f for f in funcs if f.name not in out]
-
-
-def _filtered_names(bound, layout) -> list[str]:
-    """The C names of the functions a --filter decodes with their own decoders."""
-    from btfgen.codegen import bpf
-
-    if not bound:
-        return []
-    cnames = bpf.function_names(layout.functions)
-    return sorted({cnames[b.index] for b in bound})
 
 
 WANTED_HEADER = "trace_wanted.h"

@@ -148,7 +148,8 @@ def test_command_line_options(tmp_path):
     import argparse
 
     from btfgen.cheader import HeaderTypes
-    from btfgen.commands.options import add_header_arguments, open_target
+    from btfgen.commands.options import add_header_arguments
+    from btfgen.target import open_options
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--arch")
@@ -156,12 +157,12 @@ def test_command_line_options(tmp_path):
     path = _write(tmp_path, "#ifdef WIDE\ntypedef long long n_t;\n#else\ntypedef int n_t;\n"
                   "#endif\nn_t f(n_t x);\n")
     args = parser.parse_args(["--header", path, "--arch", "arm", "-D", "WIDE", "-I", "/none"])
-    target = open_target(args)
+    target = open_options(args)
     table = target.types
     assert isinstance(table, HeaderTypes) and target.arch == "arm"
     assert table.arch == "arm" and measure.size_of(table.find_funcs("f")[0].proto.ret) == 8
     with pytest.raises(HeaderError, match="only meaningful with --header"):
-        open_target(parser.parse_args(["-D", "X"]))
+        open_options(parser.parse_args(["-D", "X"]))
 
 
 def test_kernel_style_annotations_are_seen_through(tmp_path):

@@ -16,7 +16,7 @@ from toolchains import ARCHES, TOOLCHAINS
 
 from btfgen.abi.arches import load_arch
 from btfgen.btf import types as T
-from btfgen.codegen import bpf_captures
+from btfgen.codegen import bpf_captures, filter_c
 from btfgen.codegen.outputs import file_name, generate
 from btfgen.typed import capture
 from btfgen.typed import filter as typed_filter
@@ -69,8 +69,8 @@ def test_captures_and_filters_compile(arch, tmp_path):
     files = generate(layout, btf, ("bpf",), self_contained=True, captures=caps)
     named = NAMED if layout.address_spaces == "separate" else FILTERS
     bound = typed_filter.bind(typed_filter.parse_options(named), layout, btf)
-    files[typed_filter.HEADER] = typed_filter.header(bound, layout, btf, self_contained=True,
-                                                     decoders=file_name("header", arch))
+    files[filter_c.HEADER] = filter_c.header(bound, layout, btf, self_contained=True,
+                                             decoders=file_name("header", arch))
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     header = files[file_name("header", arch)]

@@ -10,9 +10,8 @@ import sys
 import pytest
 import toolchains
 
-from btfgen.abi.arches import load_arch
-from btfgen.btf.reader import open_btf
-from btfgen.commands.check import check, summarize
+import btfgen
+from btfgen.commands.check import summarize
 from btfgen.dwarf.compare import AGREE, DISAGREE
 
 REGPARM = """
@@ -37,8 +36,7 @@ def test_conformance_objects_agree_with_dwarf(arch):
     if not (toolchains.TOOLCHAINS[arch].available() and toolchains.have("pahole")):
         pytest.skip(f"no toolchain for {arch}")
     obj, exe = _conformance_exe(arch)
-    btf = open_btf(str(obj))
-    verdicts = check(str(exe), btf, load_arch(arch), None)
+    verdicts = btfgen.open(str(obj), arch=arch, dwarf=str(exe)).check()
     s = summarize(verdicts)
     bad = [f"{v.name}: " + "; ".join(f"{p.name} btfgen {p.btfgen} DWARF {p.dwarf}"
                                      for p in v.params if p.verdict == DISAGREE)
@@ -52,7 +50,7 @@ def test_regparm0_divergence_is_found():
     if not toolchains.TOOLCHAINS["i386"].available() or not toolchains.have("pahole"):
         pytest.skip("no i386 toolchain")
     obj = toolchains.compile_c(REGPARM, "i386")
-    verdicts = {v.name: v for v in check(str(obj), open_btf(str(obj)), load_arch("i386"), None)}
+    verdicts = {v.name: v for v in btfgen.open(str(obj), arch="i386", dwarf=str(obj)).check()}
     asml = verdicts["asml"]
     assert asml.verdict == DISAGREE
     assert [(p.name, p.btfgen, p.dwarf) for p in asml.params] == [

@@ -13,10 +13,10 @@ import sys
 import pytest
 import toolchains
 
+import btfgen
 from btfgen.abi.arches import load_arch
 from btfgen.abi.convention import SymbolEntry
-from btfgen.btf.reader import open_btf
-from btfgen.commands.check import check, summarize
+from btfgen.commands.check import summarize
 from btfgen.dwarf.compare import AGREE, NO_PARAMETERS
 from btfgen.dwarf.entries import FunctionSymbol, by_entry
 from btfgen.dwarf.reader import DwarfFile
@@ -69,7 +69,7 @@ def test_every_function_is_tied_and_compared(arch, extra):
                   .iter_symbols()}
     # The layout under test: DWARF's first instruction is not the symbol's value.
     assert any(defs[n].address != values[n] for n in WITH_PARAMS), (defs, values)
-    verdicts = {v.name: v for v in check(str(exe), open_btf(str(obj)), conv, None)}
+    verdicts = {v.name: v for v in btfgen.open(str(obj), arch=arch, dwarf=str(exe)).check()}
     assert {n: verdicts[n].verdict for n in WITH_PARAMS} == {n: AGREE for n in WITH_PARAMS}
     s = summarize(list(verdicts.values()))
     assert (s["compared"], s["comparable"], s["coverage_percent"]) == (6, 6, 100.0), s
@@ -89,7 +89,7 @@ def test_ppc64le_global_entry_is_the_tie():
         starts = {n: a for a, ns in dwarf.symbols().items() for n in ns}
     assert any(local[n] > 1 for n in WITH_PARAMS), local  # a local entry past the global one
     assert {n: defs[n].address for n in WITH_PARAMS} == {n: starts[n] for n in WITH_PARAMS}
-    verdicts = {v.name: v for v in check(str(exe), open_btf(str(obj)), conv, None)}
+    verdicts = {v.name: v for v in btfgen.open(str(obj), arch="ppc64le", dwarf=str(exe)).check()}
     assert {verdicts[n].verdict for n in WITH_PARAMS} == {AGREE}
 
 
@@ -142,8 +142,8 @@ def test_a_function_without_symbol_is_not_tied_to_its_neighbour(tmp_path):
     before it, though no-ops lie between."""
     obj, exe = _compile("riscv64", LAYOUTS[0][1])
     stripped = _strip(exe, tmp_path, "helper")
-    verdicts = {v.name: v for v in check(str(stripped), open_btf(str(obj)),
-                                         load_arch("riscv64"), None)}
+    verdicts = {v.name: v for v in btfgen.open(str(obj), arch="riscv64",
+                                                     dwarf=str(stripped)).check()}
     assert verdicts["helper"].verdict == "no ELF symbol"
     assert {verdicts[n].verdict for n in WITH_PARAMS - {"helper"}} == {AGREE}
 
@@ -179,7 +179,7 @@ def test_low_coverage_exits_3(tmp_path):
 
 def test_a_function_without_parameters_is_not_comparable(tmp_path):
     obj, exe = _compile("riscv64", LAYOUTS[0][1])
-    s = summarize(check(str(exe), open_btf(str(obj)), load_arch("riscv64"), None))
+    s = summarize(btfgen.open(str(obj), arch="riscv64", dwarf=str(exe)).check())
     assert (s["functions"], s["compared"], s["comparable"]) == (7, 6, 6), s  # _start: none
     assert s["not_comparable"] == {NO_PARAMETERS: 1}
 

@@ -15,9 +15,10 @@ import random
 
 import pytest
 
+import btfgen
 from btfgen.abi.arches import load_arch
 from btfgen.btf.reader import open_btf
-from btfgen.commands.check import check, summarize
+from btfgen.commands.check import summarize
 from btfgen.dwarf.compare import AGREE, DISAGREE
 
 pytestmark = pytest.mark.live
@@ -68,6 +69,12 @@ def _sample(vmlinux: str, names: list[str], conv) -> list[str]:
     return sorted(out)
 
 
+def _check(vmlinux, btf_path, arch: str, names: list[str]) -> list:
+    """`btfgen check`'s verdicts on the functions named: the kernel's BTF, its vmlinux's DWARF."""
+    target = btfgen.open(str(btf_path), arch=arch, dwarf=str(vmlinux))
+    return target.check(target.select(names).functions)
+
+
 @pytest.fixture(scope="module")
 def i386_kernel():
     return _kernel("bookworm-i386")
@@ -75,8 +82,7 @@ def i386_kernel():
 
 def test_asmlinkage_functions_disagree(i386_kernel):
     vmlinux, btf_path = i386_kernel
-    btf = open_btf(str(btf_path))
-    verdicts = {v.name: v for v in check(str(vmlinux), btf, load_arch("i386"), sorted(ASMLINKAGE))}
+    verdicts = {v.name: v for v in _check(vmlinux, btf_path, "i386", sorted(ASMLINKAGE))}
     for name in ASMLINKAGE:
         v = verdicts[name]
         assert v.verdict == DISAGREE, v
@@ -93,7 +99,7 @@ def test_seeded_sample_agrees(name):
     names = sorted({f.name for f in btf.funcs()})
     if os.environ.get("BTFGEN_DWARF_WHOLE_KERNEL") != "1":
         names = sorted(set(_sample(str(vmlinux), names, load_arch(arch))) | divergent)
-    verdicts = check(str(vmlinux), btf, load_arch(arch), names)
+    verdicts = _check(vmlinux, btf_path, arch, names)
     assert {v.name for v in verdicts if v.verdict == DISAGREE} >= divergent
     bad = [v for v in verdicts if v.verdict == DISAGREE and v.name not in divergent]
     assert not bad, "\n".join(f"{v.name}: {v.params}" for v in bad[:10])

@@ -12,7 +12,7 @@ import pytest
 import btfgen
 from btfgen.typed import filter as F
 from btfgen.typed import filter_check as C
-from btfgen.typed import filter_trace
+from btfgen.codegen import filter_c, filter_trace
 
 HEADER = r"""
 struct qstr { unsigned int hash; unsigned int len; const unsigned char *name; };
@@ -166,8 +166,8 @@ def test_generated_predicates_compile_for_bpf(target, layout, tmp_path):
 
     bound = bind(target, layout, FULL, "vfs_write: $retval < 0")
     files = outputs.generate(layout, target.types, ("bpf",), self_contained=True)
-    files[F.HEADER] = F.header(bound, layout, target.types, self_contained=True,
-                               decoders="btfgen.bpf.h")
+    files[filter_c.HEADER] = filter_c.header(bound, layout, target.types, self_contained=True,
+                                             decoders="btfgen.bpf.h")
     for user in ("", "#define BTFGEN_USER\n"):
         _compile(tmp_path, files, user + """\
 #include "btfgen_filter.h"
@@ -199,8 +199,8 @@ def test_trace_header_compiles_into_trace_bpf_c(target, layout, tmp_path):
 
 
 def test_output_is_deterministic(target, layout):
-    texts = {F.header(bind(target, layout, FULL), layout, target.types, self_contained=True,
-                      decoders="btfgen.bpf.h") for _ in range(2)}
+    texts = {filter_c.header(bind(target, layout, FULL), layout, target.types,
+                             self_contained=True, decoders="btfgen.bpf.h") for _ in range(2)}
     assert len(texts) == 1
     assert filter_trace.trace_header([], layout, target.types) == filter_trace.NO_FILTER
 
@@ -214,7 +214,7 @@ def test_generator_option_writes_the_header(header, tmp_path):
     proc = _cli("--header", str(header), "--arch", "x86_64", "--func", "vfs_read", "-q",
                 "-o", str(tmp_path), "--filter", "vfs_read: count > 4096")
     assert proc.returncode == 0, proc.stderr
-    text = (tmp_path / F.HEADER).read_text()
+    text = (tmp_path / filter_c.HEADER).read_text()
     assert "btfgen_filter_vfs_read(const struct btfgen_args_vfs_read *a)" in text
     assert '#include "btfgen.bpf.h"' in text
 
