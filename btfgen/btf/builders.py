@@ -5,7 +5,7 @@ ids already checked in range by the table."""
 from __future__ import annotations
 
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from btfgen.btf import wire
 from btfgen.btf.types import (
@@ -28,6 +28,7 @@ from btfgen.btf.types import (
     Restrict,
     Struct,
     Type,
+    TypeSource,
     Typedef,
     TypeTag,
     Union,
@@ -36,8 +37,15 @@ from btfgen.btf.types import (
     Volatile,
 )
 
-if TYPE_CHECKING:
-    from btfgen.btf.reader import Btf
+
+class Btf(TypeSource, Protocol):
+    """What a builder asks of the table it builds for (reader.Btf): names by string offset, and
+    errors that name the record's offset. A protocol, so this module sits below the reader."""
+
+    def strings_at(self, offsets, type_id: int) -> list[str]: ...
+    def offset_of(self, type_id: int) -> int | None: ...
+    def error(self, offset: int | None, what: str) -> Exception: ...
+
 
 _STRUCT = int(Kind.STRUCT)
 _LINKAGES = tuple(Linkage)
