@@ -26,5 +26,10 @@ def environment() -> jinja2.Environment:
         )
         env.filters["c"] = c_ident
         env.filters["py"] = py_ident
+        # `a.b` in a template is a call of env.getattr (3 million a whole kernel): jinja's is a
+        # Python function trying the attribute, then an item, then Undefined. Every template
+        # reads attributes of view objects that have them all, so the builtin does (a missing
+        # one is an AttributeError, as loud as StrictUndefined), with no Python frame a read.
+        env.getattr = getattr  # type: ignore[method-assign]
         _ENV = env
     return _ENV
