@@ -112,12 +112,20 @@ class PlanTable:
     exit: tuple[Straight, ...]
     interpreted: tuple[str, ...]  # why each list left on the interpreter is (one per list)
     _ids: dict = field(repr=False, compare=False)
+    # id(plan) -> (plan, its ids): a key hashes every Op of the list (a Python call each, half a
+    # million for a whole kernel's specs and module), where the plans are a few shared objects.
+    _by_plan: dict = field(default_factory=dict, repr=False, compare=False)
 
     def ids(self, p: GenericPlan) -> tuple[int, int]:
         """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops, 1 the register
         image (IMAGE)."""
-        return (self._ids.get((0, 0, p.entry_ops), 0),
-                self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
+        known = self._by_plan.get(id(p))
+        if known is not None and known[0] is p:
+            return known[1]
+        ids = (self._ids.get((0, 0, p.entry_ops), 0),
+               self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
+        self._by_plan[id(p)] = (p, ids)  # the plan kept alive: its id stays its own
+        return ids
 
     def on_image(self, p: GenericPlan) -> tuple[bool, bool]:
         """Whether the register image decodes the function's entry, its exit."""
