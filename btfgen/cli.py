@@ -40,6 +40,7 @@ def _build_parser(command: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    ends_process = argv is None  # the program (`btfgen`, `python -m btfgen`), not a caller
     argv = sys.argv[1:] if argv is None else argv
     command = DEFAULT_COMMAND
     if argv and argv[0] in SUBCOMMANDS:
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"btfgen {name}: {text}" for name, text in SUBCOMMANDS.items()
             )
         args = parser.parse_args(argv)
+        args._ends_process = ends_process
         return args._run(args)
     except BtfgenError as e:
         print(f"btfgen: error: {e}", file=sys.stderr)

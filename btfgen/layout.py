@@ -101,10 +101,24 @@ class FunctionLayout:
         return self.proto.variadic
 
 
-def by_prototype(functions) -> tuple[list[int], list[int]]:
+def by_prototype(functions) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """How `functions` share prototypes, for work done once per ProtoLayout: the position of each
     distinct prototype's first function, in order, and for every function the index of its
     prototype in that list."""
+    last = _LAST_GROUPING
+    if type(functions) is tuple and last and last[0] is functions:
+        return last[1]  # the same ArchLayout's functions: every output asks (a whole kernel's
+        # outputs asked six times, 12 ms each)
+    grouping = _group(functions)
+    if type(functions) is tuple:  # immutable: the answer cannot go stale while it is held
+        _LAST_GROUPING[:] = (functions, grouping)
+    return grouping
+
+
+_LAST_GROUPING: list = []  # [functions, their grouping], the last tuple asked about
+
+
+def _group(functions) -> tuple[tuple[int, ...], tuple[int, ...]]:
     index: dict[ProtoLayout, int] = {}
     firsts: list[int] = []
     at = []
@@ -114,7 +128,7 @@ def by_prototype(functions) -> tuple[list[int], list[int]]:
             k = index[f.proto] = len(firsts)
             firsts.append(i)
         at.append(k)
-    return firsts, at
+    return tuple(firsts), tuple(at)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ class Literals:
 
     def __init__(self):
         self.entries: list[str] = []
-        self._text: dict[int, str] = {}  # id of a type descriptor -> its text
+        self._text: dict[int, str] = {}  # id of a type or value descriptor -> its text
         self._keep: list[object] = []  # keeps those ids from being reused
 
     def type_text(self, desc: tuple) -> str:
@@ -39,9 +39,16 @@ class Literals:
         return hit
 
     def value_text(self, v: runtime.ValueDesc) -> str:
-        """A value descriptor, as the tuple literal `runtime.ValueDesc.check` rebuilds."""
-        return (f"({v.name!r}, {self.type_text(v.type)}, {v.size!r}, {v.pieces!r}, "
+        """A value descriptor, as the tuple literal `runtime.ValueDesc.check` rebuilds
+        (memoised: describe.py hands a value that recurs across prototypes one descriptor, and a
+        kernel's 89,000 arguments and returns are 28,000 of them)."""
+        hit = self._text.get(id(v))
+        if hit is None:
+            hit = self._text[id(v)] = (
+                f"({v.name!r}, {self.type_text(v.type)}, {v.size!r}, {v.pieces!r}, "
                 f"{v.by_ref!r}, {v.unavailable!r})")  # Piece reprs as a plain tuple
+            self._keep.append(v)
+        return hit
 
     def capture_text(self, c: runtime.CaptureDesc) -> str:
         """A capture descriptor, as the tuple literal `runtime.CaptureDesc.check` rebuilds."""

@@ -112,12 +112,21 @@ class PlanTable:
     exit: tuple[Straight, ...]
     interpreted: tuple[str, ...]  # why each list left on the interpreter is (one per list)
     _ids: dict = field(repr=False, compare=False)
+    # id(plan) -> (plan, its ids), filled by plan_table for its plans and by ids() for others: a
+    # key hashes every Op of the list (a Python call each, half a million for a whole kernel's
+    # specs and module), where the plans are a few shared objects.
+    _by_plan: dict = field(default_factory=dict, repr=False, compare=False)
 
     def ids(self, p: GenericPlan) -> tuple[int, int]:
         """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops, 1 the register
         image (IMAGE)."""
-        return (self._ids.get((0, 0, p.entry_ops), 0),
-                self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
+        known = self._by_plan.get(id(p))
+        if known is not None and known[0] is p:
+            return known[1]
+        ids = (self._ids.get((0, 0, p.entry_ops), 0),
+               self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
+        self._by_plan[id(p)] = (p, ids)  # the plan kept alive: its id stays its own
+        return ids
 
     def on_image(self, p: GenericPlan) -> tuple[bool, bool]:
         """Whether the register image decodes the function's entry, its exit."""
@@ -210,7 +219,11 @@ def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS,
     other functions' decoders it holds too)."""
     ids: dict = {}
     lists: dict[int, list] = {0: [], 1: []}
-    users: dict = {}
+    # key -> [its users, its number]: one lookup a plan and kind, since a key hashes and compares
+    # each Op of its list in Python (a whole kernel's 25,000 plans share a thousand lists); each
+    # plan keeps its two slots, so its numbers need no lookup afterwards.
+    slots: dict = {}
+    planned: list = []  # (plan, entry slot, exit slot), each plan once
     why: dict = {}
     seen: set[int] = set()
     mine: set = set()
@@ -218,26 +231,34 @@ def plan_table(plans, win: CtxWindow | None, limit: int = MAX_DECODERS,
         if id(p) in seen:
             continue
         seen.add(id(p))
+        got = []
         # Keyed with the kind too: a function with no argument and no return value has the
         # same empty list, from bit 0, at entry and at exit, and each switch numbers its own.
         for kind, key in ((0, (0, 0, p.entry_ops)), (1, (1, len(p.entry_ops), p.exit_ops))):
             if own is not None and at < own:
                 mine.add(key)
-            if key in ids or key in why:
-                users[key] = users.get(key, 0) + 1
-                continue
-            made = _steps(key[2], key[1], win)
-            if isinstance(made, str):
-                why[key] = made
-                continue
-            lists[kind].append((key, made))
-            ids[key] = len(lists[kind])
-            users[key] = 1
+            slot = slots.get(key)
+            if slot is not None:
+                slot[0] += 1
+            else:
+                slot = slots[key] = [1, 0]
+                made = _steps(key[2], key[1], win)
+                if isinstance(made, str):
+                    why[key] = made
+                else:
+                    lists[kind].append((key, made))
+                    ids[key] = len(lists[kind])
+            got.append(slot)
+        planned.append((p, got[0], got[1]))
+    users = {key: slot[0] for key, slot in slots.items()}
     word = win.word if win else 0
     entry, exit_ = (_numbered(lists[k], users, mine, word, limit, why, ids) for k in (0, 1))
     for key in why:
         ids.pop(key, None)
-    return PlanTable(entry, exit_, tuple(why.values()), ids)
+    for key, slot in slots.items():
+        slot[1] = ids.get(key, 0)
+    by_plan = {id(p): (p, (e[1], x[1])) for p, e, x in planned}
+    return PlanTable(entry, exit_, tuple(why.values()), ids, by_plan)
 
 
 def _numbered(lists: list, users: dict, mine: set, word: int, limit: int, why: dict,
