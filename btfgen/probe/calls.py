@@ -1,6 +1,8 @@
 """Entries paired with their exits, the one rule: per thread, an exit closes the innermost
 open call of its function, and the calls opened after that one are dropped (their exits were
-lost); an exit with no open call of its function had its entry lost. `btfgen trace` and
+lost); an exit with no open call of its function had its entry lost. A thread whose records were lost
+(the BPF side flags its next one: spec_format.EVENT_THREAD_LOST) has its open calls forgotten
+first: the lost record may be an exit, and pairing past it would close the wrong call. `btfgen trace` and
 `btfgen decode` pair this way as events come (output.Printer), and so does the dataset
 (btfgen.recordings.dataset.pair_calls) for what is left once the calls with nothing inside
 them are taken out over arrays.
@@ -45,3 +47,11 @@ class OpenCalls:
                     del self.threads[tid]
                 return entry
         return None
+
+    def forget(self, tid: int) -> None:
+        """Thread `tid` lost records: none of its open calls can be paired any more."""
+        self.threads.pop(tid, None)
+
+    def forget_all(self) -> None:
+        """Some thread lost records, which one unknown."""
+        self.threads.clear()

@@ -59,6 +59,7 @@ class Printer:
         self._lines: list[str] = []
         self._shapes: dict = {}  # function -> its _Shape
         self._comms: dict = {}  # comm bytes -> (text, as JSON)
+        self._said_unnoted = False
 
     def record(self, raw) -> None:
         """For libbpf's ring-buffer callback, which must not raise: a bad record is one line on
@@ -76,7 +77,9 @@ class Printer:
     def event(self, raw) -> None:
         if len(raw) < EVENT_HEADER + RECORD_HEADER:
             raise BadEvent(f"an event of {len(raw)} bytes")
-        tgid, tid, comm, ns, cpu, _pad, btf_id, kind, _failed = self.heads.unpack_from(raw)
+        tgid, tid, comm, ns, cpu, flags, btf_id, kind, _failed = self.heads.unpack_from(raw)
+        if flags:
+            self._lost_before(tid, flags)
         rec = memoryview(raw)[EVENT_HEADER:]
         fn = self.by_id.get(btf_id)
         if fn is None or kind > 1:
@@ -99,6 +102,20 @@ class Printer:
             self._write(self._exit(fn, who, value, took, None, caps))
         elif failed(fn, value):
             self._write(self._exit(fn, who, value, took, entry, caps))
+
+    def _lost_before(self, tid: int, flags: int) -> None:
+        """The thread (or, unknown which, any thread) lost records before this one: its open
+        calls are forgotten, so an exit after the loss shows no duration rather than one
+        measured from another call's entry."""
+        if flags & spec_format.EVENT_SOME_LOST:
+            if not self._said_unnoted:
+                self._said_unnoted = True
+                print(f"{self.prog}: records were lost faster than the threads losing them "
+                      "could be noted: exits are not paired with entries from here on (no "
+                      "durations)", file=sys.stderr, flush=True)
+            self.open.forget_all()
+        else:
+            self.open.forget(tid)
 
     def _shape(self, fn) -> "_Shape":
         shape = self._shapes.get(fn)

@@ -78,6 +78,61 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Threads that lost a record since their last one (struct trace_event's flags; spec_format.py's
+ * EVENT_THREAD_LOST says why): noted at the loss, taken by the thread's next record. */
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u32);
+	__type(value, __u8);
+} lost_threads SEC(".maps");
+
+/* [0]: EVENT_THREAD_LOST once any thread has lost a record (until then no record looks up
+ * lost_threads), EVENT_SOME_LOST as well once a loss could not be noted (lost_threads full).
+ * Only ever set, with plain stores: racing setters store the same bits. */
+struct {
+	__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} losses SEC(".maps");
+
+#define EVENT_THREAD_LOST 1
+#define EVENT_SOME_LOST 2
+
+static __always_inline void note_loss(__u32 pid)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	__u32 *seen = bpf_map_lookup_elem(&losses, &zero);
+	__u8 yes = 1;
+
+	if (n)
+		*n += 1;
+	if (!seen)
+		return;
+	if (bpf_map_update_elem(&lost_threads, &pid, &yes, 0 /* BPF_ANY */))
+		*seen |= EVENT_THREAD_LOST | EVENT_SOME_LOST;
+	else if (!(*seen & EVENT_THREAD_LOST))
+		*seen |= EVENT_THREAD_LOST;
+}
+
+/* The flags of this thread's record: what it lost since its last one (taken), and whether any
+ * loss went unnoted. */
+static __always_inline __u32 loss_flags(__u32 pid)
+{
+	__u32 zero = 0, *seen = bpf_map_lookup_elem(&losses, &zero), flags;
+
+	if (!seen || !*seen)
+		return 0;
+	flags = *seen & EVENT_SOME_LOST;
+	if (bpf_map_lookup_elem(&lost_threads, &pid)) {
+		bpf_map_delete_elem(&lost_threads, &pid);
+		flags |= EVENT_THREAD_LOST;
+	}
+	return flags;
+}
+
 /* struct trace_event (trace_event.h): who made the call and when, then the record. Kernel
  * functions run on behalf of any process; entry and exit are paired per thread (pid) by user
  * space, which also prints the time between them. */
@@ -144,18 +199,13 @@ static __always_inline int record(void *ctx, __u32 kind)
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-
-		if (n)
-			*n += 1;
+		note_loss((__u32)id);
 		return 0;
 	}
 	e->tgid = id >> 32;
 	e->pid = (__u32)id;
 	e->ns = bpf_ktime_get_ns();
 	e->cpu = bpf_get_smp_processor_id();
-	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	/* On the image, the exit needs nothing of the entry (the cookie says so only then). A */
 	/* cookie naming an image this program lacks (not made with its specs) sends nothing. */
@@ -176,6 +226,8 @@ static __always_inline int record(void *ctx, __u32 kind)
 	else
 		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #endif
+	/* Taken last: a discarded record must not take the thread's loss with it. */
+	e->flags = loss_flags((__u32)id);
 	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }

@@ -10,7 +10,7 @@ struct trace_event {
 	char comm[16];
 	__u64 ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
 	__u32 cpu;
-	__u32 pad; /* keeps the record 8-byte aligned; always 0 */
+	__u32 flags; /* EVENT_* bits: losses this thread's pairing must know of */
 	struct btfgen_record rec;
 };
 #endif /* BTFGEN_TRACE_EVENT_H */

@@ -36,8 +36,8 @@ def descriptors(mod) -> list:
 
 
 def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int = 0,
-          failed: int = 0, order: str = "little") -> bytes:
-    head = output.HEADS[order].pack(42, tid, b"synth", ns, cpu, 0)
+          failed: int = 0, order: str = "little", flags: int = 0) -> bytes:
+    head = output.HEADS[order].pack(42, tid, b"synth", ns, cpu, flags)
     rec = RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
     return head + rec + rng.randbytes(DATA_SIZE)
 

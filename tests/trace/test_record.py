@@ -54,6 +54,32 @@ def test_decoded_file_prints_what_the_tracer_prints(tmp_path, arch, n, seed, bat
         assert r.header["kernel_release"] == "synthetic" and r.header["arch"] == mod.ARCH
 
 
+def test_an_exit_after_its_threads_loss_is_not_paired_across_it():
+    """Call 1's exit and call 2's entry were lost to a full ring buffer: the thread's next
+    record (call 2's exit) carries EVENT_THREAD_LOST, and is shown without a duration instead
+    of one measured from call 1's entry; the other thread's open call is untouched, and a loss
+    of an unknown thread forgets every thread's."""
+    import random
+
+    from btfgen.probe import spec_format
+
+    mod = MODULES["x86_64"]
+    d = synth.descriptors(mod)[0]
+    rng = random.Random(1)
+
+    def ev(kind, ns, tid, flags=0):
+        return synth.event(d, kind, rng, ns, tid, 0, 0, mod.BYTE_ORDER, flags)
+
+    lost = spec_format.EVENT_THREAD_LOST
+    evs = [ev(0, 1000, 7), ev(0, 1500, 8), ev(1, 9000, 7, lost), ev(1, 9500, 8)]
+    lines = _live(mod, evs).splitlines()
+    assert not lines[2].endswith(" us)") and lines[3].endswith("(8.000 us)"), lines
+    unknown = spec_format.EVENT_SOME_LOST
+    evs = [ev(0, 1000, 7), ev(0, 1500, 8), ev(0, 2000, 9, unknown), ev(1, 9500, 8, unknown)]
+    lines = _live(mod, evs).splitlines()
+    assert not lines[3].endswith(" us)"), lines
+
+
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> bytes:
     mod = MODULES["s390x"]
