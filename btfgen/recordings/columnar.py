@@ -47,8 +47,9 @@ EVENT_FIELDS = [(column, *_field(spec_format.EVENT_HEAD, field))
 _ID_KIND = spec_format.RECORD_HEAD[:2]
 assert [f.name for f in _ID_KIND] == ["btf_id", "kind"]
 # Named with a space, which no C identifier has: an argument called `failed` keeps its name.
-FAILED, ID_KIND = " failed", " id_kind"
+FAILED, ID_KIND, FLAGS = " failed", " id_kind", " flags"
 RECORD_FIELDS = [
+    (FLAGS, *_field(spec_format.EVENT_HEAD, "flags")),  # the losses pairing must know of
     (FAILED, *_field(spec_format.RECORD_HEAD, "failed", recording.EVENT_HEADER)),
     (ID_KIND, f"u{spec_format.size_of(_ID_KIND)}", recording.EVENT_HEADER),
 ]

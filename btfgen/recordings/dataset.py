@@ -33,7 +33,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from btfgen.errors import BtfgenError
-from btfgen.probe import recording
+from btfgen.probe import recording, spec_format
 from btfgen.probe.calls import OpenCalls
 from btfgen.recordings import columnar, replay
 
@@ -150,10 +150,16 @@ class _Keys:
 
     def __init__(self, nfuncs: int) -> None:
         self.parts: list[list] = [[] for _ in range(nfuncs)]
+        self.losses: list[tuple] = []  # (times, threads, flags) of events marked with a loss
 
     def add(self, fi: int, kind: int, events) -> None:
         self.parts[fi].append((events["timestamp"].astype(np.int64),
                                events["tid"].astype(np.int64), kind))
+        flagged = np.flatnonzero(events[columnar.FLAGS])
+        if len(flagged):
+            self.losses.append((events["timestamp"][flagged].astype(np.int64),
+                                events["tid"][flagged].astype(np.int64),
+                                events[columnar.FLAGS][flagged].astype(np.int64)))
 
     def pair(self) -> list[tuple]:
         """Per function, (call, duration_ns) for every event: -1 where unpaired."""
@@ -166,9 +172,46 @@ class _Keys:
             tid = np.concatenate([p[1] for p in parts])
             kind = np.concatenate([np.full(len(p[0]), p[2], np.int8) for p in parts])
             call, took, n = pair_calls(ts, tid, kind, base)
+            unpair_across_losses(call, took, ts, tid, kind, self.losses)
             out.append((call, took))
             base += n
         return out
+
+
+def unpair_across_losses(call, took, ts, tid, kind, losses) -> None:
+    """Takes back the pairs (in place: call and took -1) that a record marked with a loss
+    (spec_format.EVENT_THREAD_LOST, EVENT_SOME_LOST) falls inside of, in (entry, exit]: the
+    tracer forgets a thread's open calls at such a record (probe/calls.py), so these are the
+    pairs it does not make. Call ids left unused are harmless gaps."""
+    if not losses:
+        return
+    l_ts = np.concatenate([x[0] for x in losses])
+    l_tid = np.concatenate([x[1] for x in losses])
+    l_flags = np.concatenate([x[2] for x in losses])
+    exits = np.flatnonzero((kind == 1) & (call >= 0))
+    if not len(exits):
+        return
+    t_exit = ts[exits]
+    t_entry = t_exit - took[exits]
+    bad = np.zeros(len(exits), bool)
+    some = l_ts[(l_flags & spec_format.EVENT_SOME_LOST) != 0]
+    if len(some):
+        bad |= t_exit >= some.min()  # every record after the first such one is marked too
+    thread = (l_flags & spec_format.EVENT_THREAD_LOST) != 0
+    order = np.lexsort((l_ts[thread], l_tid[thread]))
+    f_tid, f_ts = l_tid[thread][order], l_ts[thread][order]
+    by_thread = np.argsort(tid[exits], kind="stable")
+    e_tid = tid[exits][by_thread]
+    for t in np.unique(f_tid):
+        lo, hi = np.searchsorted(f_tid, t, "left"), np.searchsorted(f_tid, t, "right")
+        mine = by_thread[np.searchsorted(e_tid, t, "left"):np.searchsorted(e_tid, t, "right")]
+        times = f_ts[lo:hi]
+        inside = (np.searchsorted(times, t_exit[mine], "right") -
+                  np.searchsorted(times, t_entry[mine], "right"))
+        bad[mine[inside > 0]] = True
+    dropped = np.isin(call, call[exits[bad]])
+    call[dropped] = -1
+    took[dropped] = -1
 
 
 # Rounds of taking out the calls with nothing inside them before what is left is paired one

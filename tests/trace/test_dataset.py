@@ -137,6 +137,45 @@ def test_pairing_is_decodes(events, rnd):
     assert all(took[i] == -1 for i in range(len(evs)) if call[i] < 0)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2), st.integers(0, 7)),
+                max_size=60), st.randoms())
+def test_pairing_across_losses_is_decodes(events, rnd):
+    """Records marked with a loss (of this function or another one, kind 2 here) make the
+    tracer forget the thread's open calls (or every thread's): the dataset's pairs are then
+    the tracer's."""
+    from btfgen.probe import spec_format
+
+    flags = {0: spec_format.EVENT_THREAD_LOST, 1: spec_format.EVENT_SOME_LOST}
+    evs = [(10 * (i + 1), tid, kind, flags.get(f, 0)) for i, (tid, kind, f) in enumerate(events)]
+    some = min((e[0] for e in evs if e[3] & spec_format.EVENT_SOME_LOST), default=None)
+    # As the BPF side marks them: every record after the first unnoted loss is marked too.
+    evs = [(t, tid, k, f | (spec_format.EVENT_SOME_LOST if some and t > some else 0))
+           for t, tid, k, f in evs]
+    fn, open_calls, pairs = object(), OpenCalls(max_depth=None), []
+    for i, (_ts, tid, kind, f) in enumerate(evs):
+        if f & spec_format.EVENT_SOME_LOST:
+            open_calls.forget_all()
+        elif f:
+            open_calls.forget(tid)
+        if kind == 0:
+            open_calls.enter(tid, fn, i)
+        elif kind == 1 and (entry := open_calls.exit(tid, fn)) is not None:
+            pairs.append((entry, i))
+    mine = [i for i, e in enumerate(evs) if e[2] < 2]
+    rnd.shuffle(mine)
+    ts, tid, kind = (np.array([evs[i][j] for i in mine], dtype=t)
+                     for j, t in ((0, np.int64), (1, np.int64), (2, np.int8)))
+    call, took, _n = dataset.pair_calls(ts, tid, kind)
+    losses = [tuple(np.array([e[j] for e in evs if e[3]], np.int64) for j in (0, 1, 3))]
+    dataset.unpair_across_losses(call, took, ts, tid, kind, losses)
+    got = sorted(tuple(sorted((mine[i] for i in np.flatnonzero(call == c)),
+                              key=lambda i: evs[i][2]))
+                 for c in set(call.tolist()) - {-1})
+    assert got == sorted(pairs)
+    assert all(took[i] == -1 for i in range(len(mine)) if call[i] < 0)
+
+
 @pytest.mark.parametrize("rounds", [0, 1, dataset.PAIRING_ROUNDS])
 def test_pairing_by_rounds_or_by_the_rule_alone_agree(monkeypatch, rounds):
     # Nesting, a lost exit, a lost entry, two threads: each round takes out a level of
