@@ -317,3 +317,18 @@ def test_the_bpf_header_of_such_a_function_compiles(tmp_path):
                            "-D__TARGET_ARCH_x86", "-c", str(src), "-o", str(tmp_path / "t.o")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+@pytest.mark.parametrize("option, kind", [
+    ("f:*p", "capture"), ("f:p->x", "capture"), ("f:p[0]", "capture"),
+    ("f: p->x == 1", "filter"), ("f: h.n == 1", "filter")])
+def test_a_capture_or_filter_through_an_unknown_kind_is_refused_with_the_reason(option, kind):
+    """Not a TypeWalkError's traceback: the one-line error every bad option gets."""
+    from btfgen.errors import BtfgenError
+
+    w, ids = with_new_kind()
+    btf, _ = load(w.bytes(new_layout()))
+    target = btfgen.Target(btf, load_arch("x86_64"))
+    given = {"captures": [option]} if kind == "capture" else {"filters": [option]}
+    with pytest.raises(BtfgenError, match=f"BTF kind {NEW_KIND} unknown to btfgen"):
+        target.generate([btf[ids["f"]]], ("bpf", "python"), **given)
