@@ -143,9 +143,11 @@ def layout_with(extra: dict[int, tuple[int, int]]) -> list[tuple[int, int]]:
             for code in range(top + 1)]
 
 
-def every_kind(byte_order: str = "little", odd: bool = True) -> bytes:
+def every_kind(byte_order: str = "little", odd: bool = True, new_kinds: bool = False) -> bytes:
     """One of each kind and kind_flag meaning, with values at the edges of their fields; `odd`:
-    with a FUNC linkage (7) that bpftool prints but the type model refuses."""
+    with a FUNC linkage (7) that bpftool prints but the type model refuses; `new_kinds`: in
+    the 2026 format, with records of kinds 25 and 40 (unknown to btfgen) that its layout
+    section steps over, and types referring to them."""
     w = BtfWriter(byte_order)
     i32 = w.int_("int", 4, 1)
     u8 = w.int_("unsigned char", 1, 0)
@@ -189,4 +191,10 @@ def every_kind(byte_order: str = "little", odd: bool = True) -> bytes:
     w.decl_tag("tag_member", s, 2)
     w.ref("PTR", w.type_tag("user", i32))
     w.func_proto(ptr, [])
-    return w.bytes()
+    if not new_kinds:
+        return w.bytes()
+    k25 = w.add(25, "k25", 0, i32)
+    k40 = w.add(40, "k40", 2, 8, w.u32(0x40000002, 1, 2, 3, 0x0D000001))
+    w.func("takes_new", w.func_proto(k25, [("a", k40), ("b", w.ref("PTR", k40))]))
+    w.composite("STRUCT", "holds_new", 8, [("n", k40, 0, 0), ("i", i32, 32, 0)])
+    return w.bytes(layout_with({25: (0, 0), 40: (4, 8)}))
