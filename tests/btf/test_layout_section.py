@@ -332,3 +332,21 @@ def test_a_capture_or_filter_through_an_unknown_kind_is_refused_with_the_reason(
     given = {"captures": [option]} if kind == "capture" else {"filters": [option]}
     with pytest.raises(BtfgenError, match=f"BTF kind {NEW_KIND} unknown to btfgen"):
         target.generate([btf[ids["f"]]], ("bpf", "python"), **given)
+
+
+VMLINUX = Path("/sys/kernel/btf/vmlinux")
+
+
+@pytest.mark.skipif(not VMLINUX.exists(), reason="no kernel BTF here")
+def test_the_running_kernels_btf_reads_the_same_with_a_layout_section():
+    """A whole vmlinux, as it is and rewritten in the 2026 format with the layout section an
+    encoder writes: the same dump, line for line (the dump is checked against bpftool
+    elsewhere), and no warning."""
+    import struct
+
+    data = VMLINUX.read_bytes()
+    order = "little" if struct.unpack_from("<H", data)[0] == 0xEB9F else "big"
+    old, said_old = load(data)
+    new, said_new = load(_rewrite(data, order, rawbtf.KNOWN_LAYOUT))
+    assert not said_old and not said_new and new.layout is not None
+    assert dump_raw(old) == dump_raw(new)
