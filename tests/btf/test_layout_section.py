@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import warnings
@@ -94,8 +95,6 @@ def test_a_layout_section_changes_nothing_for_known_kinds(order):
 
 def _rewrite(blob: bytes, order: str, layout, **fields) -> bytes:
     """`blob` (24-byte header) again with a 32-byte header and `layout` after its types."""
-    import struct
-
     p = "<" if order == "little" else ">"
     _, _, _, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from(
         f"{p}HBBIIIII", blob)
@@ -342,8 +341,6 @@ def test_the_running_kernels_btf_reads_the_same_with_a_layout_section():
     """A whole vmlinux, as it is and rewritten in the 2026 format with the layout section an
     encoder writes: the same dump, line for line (the dump is checked against bpftool
     elsewhere), and no warning."""
-    import struct
-
     data = VMLINUX.read_bytes()
     order = "little" if struct.unpack_from("<H", data)[0] == 0xEB9F else "big"
     old, said_old = load(data)
