@@ -290,6 +290,12 @@ def test_an_argument_of_an_unknown_kind_is_unavailable_with_the_reason():
     # The decoders' descriptors say so too, and keep the others.
     descs = [describe.value_desc(v, "little") for v in f.args]
     assert [d.unavailable for d in descs] == [reason, None, reason, None]
+    # Decoded from a call's registers (pt_regs: di at 14 words, si at 13): never a guess.
+    ctx = bytearray(8 * 21)
+    ctx[14 * 8:15 * 8] = (0x1234).to_bytes(8, "little")
+    ctx[13 * 8:14 * 8] = (7).to_bytes(8, "little")
+    values = target.function("f").entry(bytes(ctx), b"")
+    assert [getattr(v, "reason", v) for v in values] == [reason, 0x1234, reason, 7]
     # Every output generates; the C declarations spell no type of the unknown kind.
     files = target.generate([btf[ids["f"]], btf[ids["g"]]], ("bpf", "python"))
     assert "newthing" not in files["btfgen.bpf.h"]
