@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
-from btfgen.errors import BtfgenError
+from btfgen.errors import BtfgenError, BtfgenWarning
 
 SUBCOMMANDS = {
     "dump": "print BTF as `bpftool btf dump ... format raw` does",
@@ -40,6 +41,22 @@ def _build_parser(command: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # What the library did not do (BtfgenWarning) is one line, as errors are; Python's own
+    # format would add the file and source line of the warn() call.
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, BtfgenWarning):
+                print(f"btfgen: warning: {message}", file=sys.stderr)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     ends_process = argv is None  # the program (`btfgen`, `python -m btfgen`), not a caller
     argv = sys.argv[1:] if argv is None else argv
     command = DEFAULT_COMMAND

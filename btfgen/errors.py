@@ -5,6 +5,11 @@ class BtfgenError(Exception):
     """Anything the CLI reports as a one-line error with exit status 2."""
 
 
+class BtfgenWarning(UserWarning):
+    """Something the library did not do, and why (DWARF it could not read, BTF kinds it does
+    not know); the CLI prints each as one `btfgen: warning:` line."""
+
+
 class BtfError(BtfgenError):
     """Malformed or unreadable BTF: the message names the file, byte offset and type id."""
 

@@ -34,7 +34,7 @@ from btfgen.abi.arches import arch_for_elf_machine, load_arch
 from btfgen.abi.convention import Convention
 from btfgen.btf import types as T
 from btfgen.btf.reader import DEFAULT_PATH
-from btfgen.errors import ArchError, BtfgenError, DwarfError, HeaderError
+from btfgen.errors import ArchError, BtfgenError, BtfgenWarning, DwarfError, HeaderError
 from btfgen.layout import CTX_NAMES, ArchLayout, FunctionLayout
 
 if TYPE_CHECKING:  # the plan renders through codegen/, imported when something is generated
@@ -47,10 +47,6 @@ class _Auto:
 
 
 AUTO = _Auto()  # dwarf=AUTO: the input's own DWARF when it has some
-
-
-class BtfgenWarning(UserWarning):
-    """Something the library did not do, and why (DWARF it could not read, say)."""
 
 
 class Selection(NamedTuple):

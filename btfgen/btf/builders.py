@@ -32,6 +32,7 @@ from btfgen.btf.types import (
     Typedef,
     TypeTag,
     Union,
+    Unknown,
     Var,
     VarSecinfo,
     Volatile,
@@ -76,7 +77,7 @@ def _build_composite(btf: Btf, type_id: int, name: str, info: int, st: int, tail
                         for n, t, w in zip(names, types, words))
     else:
         members = tuple(map(Member, names, types, words, repeat(0), repeat(btf)))
-    cls = Struct if (info >> 24) & 0x1F == _STRUCT else Union
+    cls = Struct if wire.info_kind(info) == _STRUCT else Union
     return cls(type_id, name, btf, st, members, kflag)
 
 
@@ -101,7 +102,7 @@ def _build_fwd(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> T
 
 
 def _build_func(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
-    vlen = info & 0xFFFF
+    vlen = wire.info_vlen(info)
     if vlen > Linkage.EXTERN:
         raise btf.error(btf.offset_of(type_id), f"type {type_id} (FUNC '{name}'): unknown "
                                                 f"linkage {vlen}")
@@ -133,6 +134,12 @@ def _build_float(btf: Btf, type_id: int, name: str, info: int, st: int, tail) ->
     return Float(type_id, name, btf, st)
 
 
+def _build_unknown(code: int):
+    def build(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
+        return Unknown(type_id, name, btf, code)
+    return build
+
+
 def _build_decl_tag(btf: Btf, type_id: int, name: str, info: int, st: int, tail) -> Type:
     return DeclTag(type_id, name, btf, st, tail)
 
@@ -146,4 +153,4 @@ BUILDERS = tuple({
     Kind.FUNC_PROTO: _build_func_proto, Kind.VAR: _build_var, Kind.DATASEC: _build_datasec,
     Kind.FLOAT: _build_float, Kind.DECL_TAG: _build_decl_tag, Kind.TYPE_TAG: _simple_ref(TypeTag),
     Kind.ENUM64: _build_enum64,
-}.get(code) for code in range(32))  # None: a kind the scan already refused
+}.get(code) or _build_unknown(code) for code in range(wire.KIND_CODES))

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from itertools import accumulate, repeat
 from operator import add, and_, itemgetter, rshift
 
+from btfgen.btf import wire
 from btfgen.btf.reader import Btf
 from btfgen.btf.types import Kind
 
@@ -79,6 +80,10 @@ def dump_raw(btf: Btf) -> str:
     starts = list(accumulate((n for _, n in counts), initial=0))
     for (code, _), lo, hi in zip(counts, starts, starts[1:]):
         positions = order[lo:hi]
+        if wire.TAIL_BY_CODE[code] is None:  # stepped over by the layout section: one line
+            for i in positions:
+                blocks[i] = _unknown(first + i, code, names[i], infos[i], sizes[i])
+            continue
         kind = Kind(code)
         fmt = _WHOLE_KIND.get(kind)
         if fmt is not None:
@@ -100,7 +105,7 @@ def dump_raw(btf: Btf) -> str:
 def _whole_kind(kind: Kind, fmt: str, positions: list[int], first: int, names: list[str],
                 infos, sizes) -> Iterable[str]:
     """The lines of every record of a kind whose line is its fixed part alone."""
-    vlens = map(and_, _pick(infos, positions), repeat(0xFFFF))
+    vlens = map(and_, _pick(infos, positions), repeat(wire.VLEN_MASK))
     if kind is Kind.FUNC:  # the most numerous kind: an f-string is cheaper than the format
         return [f"[{i}] FUNC '{n}' type_id={t} linkage={linkage}"
                 for i, n, t, linkage in zip(map(add, positions, repeat(first)),
@@ -135,7 +140,7 @@ def _items_kind(btf: Btf, kind: Kind, positions: list[int], names: list[str], in
     else:
         items = [f"\n\t'{n}' type_id={t} bits_offset={o}"
                  for n, t, o in zip(item_names, columns[1], columns[2])]
-    vlens = list(map(and_, my_infos, repeat(0xFFFF)))
+    vlens = list(map(and_, my_infos, repeat(wire.VLEN_MASK)))
     bounds = list(accumulate(vlens, initial=0))
     if kind is not Kind.FUNC_PROTO:
         # kind_flag set (a few hundred structs in a kernel): the offset words of its members
@@ -157,7 +162,7 @@ def _member_with_bitfield(name: str, type_id: int, word: int) -> str:
 
 def _block(btf: Btf, type_id: int, kind: Kind, name: str, info: int, st: int, column) -> str:
     """The lines of one type whose dump needs more than its fixed part."""
-    vlen = info & 0xFFFF
+    vlen = info & wire.VLEN_MASK
     kflag = info >> 31
     tail = btf.tail(type_id, kind, vlen)
     head = f"[{type_id}] {_KIND_NAME[kind]} '{name}'"
@@ -210,6 +215,18 @@ def _block(btf: Btf, type_id: int, kind: Kind, name: str, info: int, st: int, co
     return "\n".join(lines)
 
 
+def _unknown(type_id: int, code: int, name: str, info: int, st: int) -> str:
+    """The one line of a type of a kind btfgen does not know: what every record has (bpftool
+    7.1 predates such kinds, so there is no line of its to match)."""
+    kflag = " kind_flag=1" if info >> 31 else ""
+    return (f"[{type_id}] KIND_{code} '{name}' size_or_type={st} "
+            f"vlen={info & wire.VLEN_MASK}{kflag} (a kind btfgen does not know)")
+
+
+def _kind_name(kind: Kind | int) -> str:
+    return _KIND_NAME[kind] if isinstance(kind, Kind) else f"KIND_{kind}"
+
+
 def _describe(btf: Btf, type_id: int) -> str:
     """"KIND 'name'" of any type id, the base's included (bpftool's DATASEC annotation)."""
     if type_id == 0:
@@ -219,4 +236,4 @@ def _describe(btf: Btf, type_id: int) -> str:
         table = table.base
     r = table.record(type_id)
     name = table.string(r.name_off, type_id) if r.name_off else "(anon)"
-    return f"{_KIND_NAME[r.kind]} '{name}'"
+    return f"{_kind_name(r.kind)} '{name}'"

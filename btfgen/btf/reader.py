@@ -16,7 +16,9 @@ object per member of a whole vmlinux would cost seconds.
 from __future__ import annotations
 
 import io
+import warnings
 from array import array
+from collections import Counter
 from collections.abc import Iterator
 from itertools import chain, compress, repeat
 from operator import add, and_, eq, mul, ne, rshift, sub
@@ -26,7 +28,7 @@ from btfgen.btf import elf, wire
 from btfgen.btf.builders import BUILDERS
 from btfgen.btf.strings import StringSection
 from btfgen.btf.types import Func, Kind, Type, Void
-from btfgen.errors import BtfError
+from btfgen.errors import BtfError, BtfgenWarning
 
 DEFAULT_PATH = "/sys/kernel/btf/vmlinux"
 
@@ -50,13 +52,16 @@ _CHAIN_KINDS = frozenset({
 })
 _REF_CODES = frozenset(int(k) for k in _REF_KINDS)
 _CHAIN_CODES = frozenset(int(k) for k in _CHAIN_KINDS)
-_KINDS = tuple(Kind(c) if c in Kind._value2member_map_ else None for c in range(32))
+# A kind btfgen does not know stays its number (`Record.kind`).
+_KINDS = tuple(Kind(c) if wire.TAIL_BY_CODE[c] is not None else c for c in range(wire.KIND_CODES))
 # Plain ints: compared once per record in the hot loop.
 _INT, _ARRAY, _STRUCT, _UNION, _ENUM = 1, 3, 4, 5, 6
 _FUNC, _FUNC_PROTO, _VAR, _DATASEC, _DECL_TAG, _ENUM64 = 12, 13, 14, 15, 17, 19
 # Kinds with vlen items: words per item (= columns); which column holds type ids.
 _COLUMNS = tuple(t[1] if t else 0 for t in wire.TAIL_WORDS_BY_CODE)
-_ID_COLUMN = tuple({_STRUCT: 1, _UNION: 1, _FUNC_PROTO: 1, _DATASEC: 0}.get(c) for c in range(32))
+_ID_COLUMN = tuple({_STRUCT: 1, _UNION: 1, _FUNC_PROTO: 1, _DATASEC: 0}.get(c)
+                   for c in range(wire.KIND_CODES))
+_VLEN = wire.VLEN_MASK
 
 
 def _as_signed(values: array) -> array:
@@ -68,7 +73,7 @@ class Record(NamedTuple):
 
     type_id: int
     offset: int  # in .BTF
-    kind: Kind
+    kind: Kind | int  # the kind's number when btfgen does not know it (stepped over by layout)
     name_off: int
     kflag: bool
     vlen: int
@@ -77,7 +82,7 @@ class Record(NamedTuple):
     # index (signed); the vlen items as columns (equal-length u32 arrays): STRUCT/UNION:
     # (name_offs, types, offset words); ENUM: (name_offs, values) with values i32 if kflag else
     # u32; ENUM64: (name_offs, lo32s, hi32s); FUNC_PROTO: (name_offs, types);
-    # DATASEC: (types, offsets, sizes); other kinds: None.
+    # DATASEC: (types, offsets, sizes); other kinds (and kinds btfgen does not know): None.
     tail: object
 
 
@@ -120,12 +125,20 @@ class Btf:
         self._words = wire.type_words(data, h)
         self._types_start = h.types_start
         try:
-            self._offsets = wire.scan_types(self._words, h, self.first_id)
+            own_layout = wire.parse_layout(data, h)
+            # Split BTF without a layout section of its own shares its base's (as libbpf).
+            self.layout = own_layout if own_layout is not None or base is None else base.layout
+            self._offsets = wire.scan_types(self._words, h, self.first_id,
+                                            wire.record_words(self.layout),
+                                            self.layout is not None)
         except wire.WireError as e:
             raise self.error(e.offset, e.what) from None
         self._len = self.first_id + len(self._offsets)
         self.columns = self._columns()
         self._name_offs, self._infos, self._size_types, self._codes = self.columns
+        self.unknown_kinds = self._unknown_kinds()
+        if self.unknown_kinds:
+            warnings.warn(self.unknown_kinds_line(), BtfgenWarning, stacklevel=2)
         self._cache: dict[int, Type] = {0: Void(0, "", self)} if base is None else {}
         self._str_cache = self.strings.cache  # read first by the hot paths
         self._chain_ok: set[int] = set()
@@ -245,7 +258,8 @@ class Btf:
         name_offs = tuple(map(at, starts))
         infos = tuple(map(at, map(add, starts, repeat(1))))
         size_types = tuple(map(at, map(add, starts, repeat(2))))
-        codes = bytes(map(and_, map(rshift, infos, repeat(24)), repeat(0x1F)))
+        codes = bytes(map(and_, map(rshift, infos, repeat(wire.KIND_SHIFT)),
+                          repeat(wire.KIND_MASK)))
         n = self._len
         is_ref = map(_REF_CODES.__contains__, codes)
         if max(compress(size_types, is_ref), default=0) >= n:  # find the first culprit
@@ -256,6 +270,19 @@ class Btf:
                                      f"type {type_id} ({_KINDS[codes[i]].name}): refers to "
                                      f"type id {size_types[i]}, past the last ({n - 1})")
         return Columns(name_offs, infos, size_types, codes)
+
+    def _unknown_kinds(self) -> dict[int, int]:
+        """{kind number: how many of this table's own types} of the kinds btfgen does not know
+        (only a layout section lets the scan step over them); one C-level pass when none."""
+        rest = self._codes.translate(None, wire.KNOWN_CODES)
+        return dict(sorted(Counter(rest).items())) if rest else {}
+
+    def unknown_kinds_line(self) -> str:
+        """The one warning about the kinds btfgen does not know, naming each and its count."""
+        kinds = ", ".join(f"kind {code} ({n} type{'s' if n != 1 else ''})"
+                          for code, n in self.unknown_kinds.items())
+        return (f"{self.path}: BTF {kinds} unknown to btfgen: stepped over by the layout "
+                f"section; what refers to them is unavailable")
 
     def _items(self, type_id: int, code: int, vlen: int) -> list[array]:
         """The vlen items of one record as columns (one u32 array per field, `Record.tail`)."""
@@ -285,7 +312,7 @@ class Btf:
         ncols = _COLUMNS[code]
         where = list(map(sub, type_ids, repeat(self.first_id)))
         starts = list(map(add, map(self._offsets.__getitem__, where), repeat(3)))
-        vlens = map(and_, map(self._infos.__getitem__, where), repeat(0xFFFF))
+        vlens = map(and_, map(self._infos.__getitem__, where), repeat(_VLEN))
         ends = map(add, starts, map(mul, vlens, repeat(ncols)))
         # The word index of each item's first field, then one C-level gather per column.
         at = self._words.__getitem__
@@ -336,8 +363,8 @@ class Btf:
             code = self._codes[i]
             info = self._infos[i]
             yield new(Record, (type_id, self._types_start + 4 * self._offsets[i], _KINDS[code],
-                               self._name_offs[i], info >> 31 == 1, info & 0xFFFF,
-                               self._size_types[i], self.tail(type_id, code, info & 0xFFFF)))
+                               self._name_offs[i], info >> 31 == 1, info & _VLEN,
+                               self._size_types[i], self.tail(type_id, code, info & _VLEN)))
 
     # -- decoding ----------------------------------------------------------------------------------
 
@@ -350,7 +377,7 @@ class Btf:
         i = type_id - first
         code = self._codes[i]
         info = self._infos[i]
-        tail = self.tail(type_id, code, info & 0xFFFF)
+        tail = self.tail(type_id, code, info & _VLEN)
         name = self.string(self._name_offs[i], type_id)
         if code in _CHAIN_CODES:
             self._check_chain(type_id)

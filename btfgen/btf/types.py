@@ -297,3 +297,17 @@ class Float(Type):
 class DeclTag(_Ref):
     component_idx: int  # -1: the tag applies to the type itself
     kind = Kind.DECL_TAG
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown(Type):
+    """A type of a kind btfgen does not know (BTF from a newer encoder), stepped over by the
+    blob's layout section: nothing of it can be measured, spelled or decoded, so every walk
+    refuses it (`walk.TypeWalk.visit_unknown`) and what has it as its type is unavailable."""
+
+    code: int  # the kind's number
+    kind = Kind.UNKN
+
+    @property
+    def reason(self) -> str:
+        return f"BTF kind {self.code} unknown to btfgen"

@@ -58,7 +58,7 @@ _METHOD = {
     T.Typedef: "visit_typedef", T.Volatile: "visit_volatile", T.Const: "visit_const",
     T.Restrict: "visit_restrict", T.TypeTag: "visit_type_tag", T.Func: "visit_func",
     T.FuncProto: "visit_func_proto", T.Var: "visit_var", T.Datasec: "visit_datasec",
-    T.Float: "visit_float", T.DeclTag: "visit_decl_tag",
+    T.Float: "visit_float", T.DeclTag: "visit_decl_tag", T.Unknown: "visit_unknown",
 }
 _GROUP = {
     "visit_struct": "visit_composite", "visit_union": "visit_composite",
@@ -98,6 +98,11 @@ class TypeWalk:
 
     def visit_other(self, t: T.Type, depth: int, *args: Any) -> Any:
         raise T.TypeWalkError(f"type {t.id} ({t.name or t.kind.name}): has no {self.what}")
+
+    def visit_unknown(self, t: T.Unknown, depth: int, *args: Any) -> Any:
+        # Every walk, whatever it computes: a kind btfgen does not know has no size, spelling
+        # or meaning it could stand behind, and its reason is what the user must read.
+        raise T.TypeWalkError(f"{t.reason} (type {t.id})")
 
 
 def named_members(t: T.Type, depth: int = 0) -> Iterator[tuple[T.Member, int]]:

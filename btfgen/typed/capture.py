@@ -273,6 +273,9 @@ def expand(func: T.Func, syntax: paths.Syntax, at_exit: bool = False,
         if isinstance(target, T.Fwd):
             left.append(f"{text}: its type is only declared in this BTF, not defined")
             return
+        if isinstance(target, T.Unknown):
+            left.append(f"{text}: its type is of {target.reason}")
+            return
         member = paths.parse(("" if is_string_pointer(ptr, plain_char=True) else "*") + text)
         member = replace(member, memory=syntax.memory)
         if member.star:

@@ -243,6 +243,9 @@ class _Walk:
         if isinstance(target, T.Fwd):
             raise PathError(f"{_spell(ptr.type)} is only declared in this BTF, not defined",
                             column)
+        if isinstance(target, T.Unknown):  # nothing of it can be measured or read
+            raise PathError(f"{_spell(self.t)} points to type {target.id}, of "
+                            f"{target.reason}", column)
         if self.through is None:
             self.within = self.pending  # the pointer is (part of) the root's own value
         else:
@@ -251,6 +254,8 @@ class _Walk:
 
     def _member(self, name: str, column: int, how: str) -> None:
         outer = strip(self.t)
+        if isinstance(outer, T.Unknown):
+            raise PathError(f"type {outer.id} is of {outer.reason}", column)
         if not isinstance(outer, T.Composite):
             what = "a pointer: use ->" if isinstance(outer, T.Ptr) and how == "." else \
                 "not a struct or union"

@@ -33,9 +33,11 @@ class BtfWriter:
     def u32(self, *values: int) -> bytes:
         return struct.pack(f"{self.p}{len(values)}I", *[v & 0xFFFFFFFF for v in values])
 
-    def add(self, kind: str, name: str, vlen: int, size_type: int, tail: bytes = b"",
+    def add(self, kind: str | int, name: str, vlen: int, size_type: int, tail: bytes = b"",
             kflag: bool = False) -> int:
-        info = (kflag << 31) | (KIND[kind] << 24) | vlen
+        """A record; `kind` by name, or by number for kinds this writer has no name for."""
+        code = KIND[kind] if isinstance(kind, str) else kind
+        info = (kflag << 31) | (code << 24) | vlen  # vlen: bits 0-23, kind: bits 24-30
         self.records.append(self.u32(self.s(name), info, size_type) + tail)
         return self.first_id + len(self.records) - 1
 
@@ -97,16 +99,55 @@ class BtfWriter:
         return self.add("TYPE_TAG", name, 0, target)
 
     # -- the blob ---------------------------------------------------------------------------------
-    def bytes(self) -> bytes:
+    def bytes(self, layout: list[tuple[int, int]] | None = None, *, hdr_len: int | None = None,
+              **fields: int) -> bytes:
+        """The blob. `layout`: a layout section, one (info_sz, elem_sz) per kind number from 0,
+        after the types and before the strings, with the 32-byte header; `hdr_len` (24 or 32
+        and up) and any header field (`layout_off=...`) may be given to damage it."""
         types = b"".join(self.records)
-        header = struct.pack(f"{self.p}HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types),
-                             len(self.strings))
-        return header + types + bytes(self.strings)
+        section = b"".join(struct.pack(f"{self.p}BBH", info_sz, elem_sz, 0)
+                           for info_sz, elem_sz in layout or ())
+        if hdr_len is None:
+            hdr_len = 24 if layout is None else 32
+        values = {"magic": 0xEB9F, "version": 1, "flags": 0, "hdr_len": hdr_len,
+                  "type_off": 0, "type_len": len(types),
+                  "str_off": len(types) + len(section), "str_len": len(self.strings),
+                  "layout_off": len(types), "layout_len": len(section)}
+        values.update(fields)
+        header = struct.pack(f"{self.p}HBBIIIIIII", *values.values())[:24]
+        if hdr_len >= 32:
+            header += struct.pack(f"{self.p}II", values["layout_off"], values["layout_len"])
+            header += bytes(hdr_len - 32)
+        else:
+            header += bytes(hdr_len - 24)
+        return header + types + section + bytes(self.strings)
 
 
-def every_kind(byte_order: str = "little", odd: bool = True) -> bytes:
+# The layout section as an encoder of 2026 writes it for the kinds of include/uapi/linux/btf.h
+# (struct btf_layout: bytes after struct btf_type, bytes per vlen item), from kind 0 (UNKN).
+KNOWN_LAYOUT = [
+    (0, 0),  # UNKN
+    (4, 0),  # INT: the encoding word
+    (0, 0), (12, 0),  # PTR, ARRAY (struct btf_array)
+    (0, 12), (0, 12), (0, 8),  # STRUCT, UNION (struct btf_member), ENUM (struct btf_enum)
+    (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0),  # FWD TYPEDEF VOLATILE CONST RESTRICT FUNC
+    (0, 8), (4, 0), (0, 12),  # FUNC_PROTO (struct btf_param), VAR, DATASEC (btf_var_secinfo)
+    (0, 0), (4, 0), (0, 0), (0, 12),  # FLOAT, DECL_TAG, TYPE_TAG, ENUM64 (struct btf_enum64)
+]
+
+
+def layout_with(extra: dict[int, tuple[int, int]]) -> list[tuple[int, int]]:
+    """KNOWN_LAYOUT and entries for kind numbers past it (zeros between)."""
+    top = max([len(KNOWN_LAYOUT) - 1, *extra])
+    return [extra.get(code, KNOWN_LAYOUT[code] if code < len(KNOWN_LAYOUT) else (0, 0))
+            for code in range(top + 1)]
+
+
+def every_kind(byte_order: str = "little", odd: bool = True, new_kinds: bool = False) -> bytes:
     """One of each kind and kind_flag meaning, with values at the edges of their fields; `odd`:
-    with a FUNC linkage (7) that bpftool prints but the type model refuses."""
+    with a FUNC linkage (7) that bpftool prints but the type model refuses; `new_kinds`: in
+    the 2026 format, with records of kinds 25 and 40 (unknown to btfgen) that its layout
+    section steps over, and types referring to them."""
     w = BtfWriter(byte_order)
     i32 = w.int_("int", 4, 1)
     u8 = w.int_("unsigned char", 1, 0)
@@ -150,4 +191,10 @@ def every_kind(byte_order: str = "little", odd: bool = True) -> bytes:
     w.decl_tag("tag_member", s, 2)
     w.ref("PTR", w.type_tag("user", i32))
     w.func_proto(ptr, [])
-    return w.bytes()
+    if not new_kinds:
+        return w.bytes()
+    k25 = w.add(25, "k25", 0, i32)
+    k40 = w.add(40, "k40", 2, 8, w.u32(0x40000002, 1, 2, 3, 0x0D000001))
+    w.func("takes_new", w.func_proto(k25, [("a", k40), ("b", w.ref("PTR", k40))]))
+    w.composite("STRUCT", "holds_new", 8, [("n", k40, 0, 0), ("i", i32, 32, 0)])
+    return w.bytes(layout_with({25: (0, 0), 40: (4, 8)}))
