@@ -129,10 +129,10 @@ def session_kfuncs() -> tuple[str | None, str]:
             if func <= 0:
                 return None, f"this kernel has no {name} kfunc (Linux 6.10+)"
             # struct btf_type {name_off, info, type}: a FUNC's type is its prototype, whose
-            # info holds its parameter count in the low 16 bits.
+            # info holds its parameter count in the low 24 bits (16 before the BTF of 2026).
             proto = ctypes.cast(lib.btf__type_by_id(btf, func), POINTER(ctypes.c_uint32))[2]
             arity.add(ctypes.cast(lib.btf__type_by_id(btf, proto),
-                                  POINTER(ctypes.c_uint32))[1] & 0xFFFF)
+                                  POINTER(ctypes.c_uint32))[1] & 0xFFFFFF)
     finally:
         lib.btf__free(btf)
     if arity == {0}:
