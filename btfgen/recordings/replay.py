@@ -98,6 +98,7 @@ def group():
         data = np.frombuffer(batch.data, dtype=np.uint8)
         ids, fns = sorted_ids(reader)
         strides = reader.strides
+        head_min = recording.EVENT_HEADER + recording.RECORD_HEADER
 
         def corrupt(what):
             return recording.RecordError(f"{reader.path}: corrupt span ({what})")
@@ -106,16 +107,31 @@ def group():
             return np.ndarray((count,), dtype, data, first, (step,))
 
         def keys_of(btf_id, kind):
+            if len(btf_id) > 1 and (btf_id == btf_id[0]).all() and (kind == kind[0]).all():
+                btf_id, kind, n = btf_id[:1], kind[:1], len(btf_id)  # one function: once
+            else:
+                n = 0
             where = np.searchsorted(ids, btf_id).clip(0, max(len(ids) - 1, 0))
             if not len(ids) or not ((ids[where] == btf_id) & (kind <= 1)).all():
                 raise corrupt("an event of no recorded function")
-            return fns[where] * 2 + kind
+            key = fns[where] * 2 + kind
+            return np.repeat(key, n) if n else key
 
-        # Long runs' phases: (arrival of the first, arrival step, byte of the first record's
-        # bytes, byte step, count, length, key). Short runs: their records one by one.
-        views, g_at, g_word, g_arrival = [], [], [], []
+        def rows(firsts, width):
+            """Each record's first `width` bytes (all in the span), a row each: a view of
+            the span with a row starting every 8 bytes, gathered."""
+            view = np.lib.stride_tricks.as_strided(data, shape=(len(data) // 8, width),
+                                                   strides=(8, 1), writeable=False)
+            return view[firsts // 8]
+
+        # parts: key -> [(arrivals, payload rows or a view, records' lengths or None)]
+        parts: dict[int, list] = {}
+
+        def add(k, arrivals, payload, lengths=None):
+            parts.setdefault(k, []).append((arrivals, payload, lengths))
+
+        g_at, g_word, g_arrival = [], [], []  # short runs' records, one by one
         arrival = at = 0
-        head_min = recording.EVENT_HEADER + recording.RECORD_HEADER
         for count, pattern in batch.runs:
             sizes = [ringspan.record_size(w) for w in pattern]
             period = sum(sizes)
@@ -126,37 +142,34 @@ def group():
                         g_word.append(w)
                         g_arrival.append(arrival + i * len(pattern) + j)
                         at += size
-            else:
-                phase = at
-                for j, (w, size) in enumerate(zip(pattern, sizes)):
-                    if not (strided(phase, period, count) == w).all():
-                        raise corrupt("a record header is not the one its runs say")
-                    if not w & ringspan.DISCARD:
-                        length = w & ringspan.LENGTH
-                        if length < head_min:
-                            raise corrupt(f"an event of {length} bytes")
-                        first = phase + ringspan.HEADER
-                        rec = first + recording.EVENT_HEADER
-                        key = keys_of(strided(rec, period, count).astype(np.int64),
-                                      strided(rec + 4, period, count).astype(np.int64))
-                        views.append((arrival + j, len(pattern), first, period, count, length,
-                                      key))
-                    phase += size
-                at += count * period
-            arrival += count * len(pattern)
-        parts: dict[int, list] = {}  # key -> [(arrivals, byte of each record, lengths)]
-        order_of: dict[int, int] = {}  # key -> its first arrival
-        for first_arrival, step, first, period, count, length, key in views:
-            if (key == key[0]).all():
-                k = int(key[0])
-                parts.setdefault(k, []).append((first_arrival, step, first, period, count,
-                                                 length))
-                order_of[k] = min(order_of.get(k, first_arrival), first_arrival)
+                arrival += count * len(pattern)
                 continue
-            # Calls of several functions, alike in length: their records one by one.
-            g_at.extend((first - ringspan.HEADER + period * np.arange(count)).tolist())
-            g_word.extend([length] * count)
-            g_arrival.extend((first_arrival + step * np.arange(count)).tolist())
+            phase = at
+            for j, (w, size) in enumerate(zip(pattern, sizes)):
+                if not (strided(phase, period, count) == w).all():
+                    raise corrupt("a record header is not the one its runs say")
+                if not w & ringspan.DISCARD:
+                    length = w & ringspan.LENGTH
+                    if length < head_min:
+                        raise corrupt(f"an event of {length} bytes")
+                    first = phase + ringspan.HEADER
+                    rec = first + recording.EVENT_HEADER
+                    key = keys_of(strided(rec, period, count).astype(np.int64),
+                                  strided(rec + 4, period, count).astype(np.int64))
+                    arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
+                    lengths = np.full(count, length, dtype=np.int64)
+                    for k in np.unique(key).tolist():
+                        stride = strides[k // 2]
+                        void = np.dtype((np.void, min(stride, length)))
+                        items = strided(first, period, count, void)
+                        if len(key) == 1 or key[0] == key[-1] and (key == k).all():
+                            add(k, arrivals, items, lengths)  # a view of the span
+                        else:
+                            mine = key == k
+                            add(k, arrivals[mine], items[mine], lengths[mine])
+                phase += size
+            at += count * period
+            arrival += count * len(pattern)
         if g_at:
             starts = np.array(g_at, dtype=np.int64)
             words = np.array(g_word, dtype=np.uint32)
@@ -176,50 +189,43 @@ def group():
                 keys, firsts = np.unique(key[order], return_index=True)
                 bounds = firsts[1:].tolist() + [len(order)]
                 for k, lo, hi in zip(keys.tolist(), firsts.tolist(), bounds):
-                    rows = order[lo:hi]
-                    parts.setdefault(k, []).append(
-                        (arrivals[rows], starts[rows] + ringspan.HEADER, lengths[rows]))
-                    order_of[k] = min(order_of.get(k, int(arrivals[rows[0]])),
-                                      int(arrivals[rows[0]]))
+                    mine = order[lo:hi]
+                    add(k, arrivals[mine], starts[mine] + ringspan.HEADER, lengths[mine])
         out = []
-        for k in sorted(parts, key=order_of.get):
+        for k, pieces in parts.items():
             fn, kind = divmod(k, 2)
             stride = strides[fn]
             void = np.dtype((np.void, stride))
-            pieces = parts[k]
-            if len(pieces) == 1 and len(pieces[0]) == 6 and pieces[0][5] >= stride:
-                _a, _s, first, period, count, _length = pieces[0]
-                # Evenly spaced in the span: a view of it, each item its record's first
-                # `stride` bytes.
-                out.append((fn, kind, count, strided(first, period, count, void)))
+            if len(pieces) == 1 and isinstance(pieces[0][1], np.ndarray) \
+                    and pieces[0][1].dtype.itemsize == stride:
+                arrivals, items, _ = pieces[0]
+                # A view of the span (a loop's calls) or one copy of its items: each item
+                # its record's first `stride` bytes.
+                out.append((int(arrivals[0]), fn, kind, len(items), items))
                 continue
-            arrivals, firsts, lengths = [], [], []
-            for piece in pieces:
-                if len(piece) == 6:
-                    first_arrival, step, first, period, count, length = piece
-                    arrivals.append(first_arrival + step * np.arange(count, dtype=np.int64))
-                    firsts.append(first + period * np.arange(count, dtype=np.int64))
-                    lengths.append(np.full(count, length, dtype=np.int64))
-                else:
-                    arrivals.append(piece[0])
-                    firsts.append(piece[1])
-                    lengths.append(piece[2])
-            arrivals = np.concatenate(arrivals)
-            rank = np.argsort(arrivals, kind="stable")  # arrival order within the section
-            firsts = np.concatenate(firsts)[rank]
-            width = np.minimum(np.concatenate(lengths)[rank], stride)
-            payload = (np.empty if width.min() == stride else np.zeros)(
-                (len(firsts), stride), dtype=np.uint8)
-            # Each record's bytes up to its stride (zeros past a shorter record's end): rows of
-            # a view of the span starting every 8 bytes, a width at a time; only rows whose
-            # bytes lie in the span are taken.
-            for w in np.unique(width).tolist():
-                sel = np.flatnonzero(width == w)
-                rows = np.lib.stride_tricks.as_strided(data, shape=(len(data) // 8, w),
-                                                       strides=(8, 1), writeable=False)
-                payload[sel, :w] = rows[firsts[sel] // 8]
-            out.append((fn, kind, len(firsts), payload.view(void).reshape(-1)))
-        return out
+            arrivals = np.concatenate([p[0] for p in pieces])
+            payload = np.zeros((len(arrivals), stride), dtype=np.uint8)
+            done = 0
+            for _arrivals, got, lengths in pieces:
+                n = len(_arrivals)
+                if got.dtype == np.int64:  # the records' first bytes: gathered from the span
+                    width = np.minimum(lengths, stride)
+                    for w in np.unique(width).tolist():
+                        sel = np.flatnonzero(width == w)
+                        payload[done + sel, :w] = rows(got[sel], w)
+                else:  # items of the record's length, shorter than the stride
+                    w = got.dtype.itemsize
+                    payload[done:done + n, :w] = np.ascontiguousarray(got).view(
+                        np.uint8).reshape(n, w)
+                done += n
+            if len(pieces) > 1 and (np.diff(arrivals) < 0).any():
+                rank = np.argsort(arrivals, kind="stable")  # arrival order, across runs
+                payload, arrivals = payload[rank], arrivals[rank]
+            out.append((int(arrivals[0]), fn, kind, len(arrivals),
+                        payload.view(void).reshape(-1)))
+        # In the order the sections first appear (as the writer of version 1 had them).
+        out.sort(key=lambda s: s[0])
+        return [s[1:] for s in out]
 
     return by_numpy
 
