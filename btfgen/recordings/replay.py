@@ -95,6 +95,7 @@ def group():
     def by_numpy(batch, reader):
         bo = "<" if reader.order == "little" else ">"
         u4 = np.dtype(bo + "u4")
+        u8 = np.dtype(bo + "u8")
         data = np.frombuffer(batch.data, dtype=np.uint8)
         ids, fns = sorted_ids(reader)
         strides = reader.strides
@@ -107,15 +108,11 @@ def group():
             return np.ndarray((count,), dtype, data, first, (step,))
 
         def keys_of(btf_id, kind):
-            if len(btf_id) > 1 and (btf_id == btf_id[0]).all() and (kind == kind[0]).all():
-                btf_id, kind, n = btf_id[:1], kind[:1], len(btf_id)  # one function: once
-            else:
-                n = 0
+            """function * 2 + kind of each record, by its BTF id and kind."""
             where = np.searchsorted(ids, btf_id).clip(0, max(len(ids) - 1, 0))
             if not len(ids) or not ((ids[where] == btf_id) & (kind <= 1)).all():
                 raise corrupt("an event of no recorded function")
-            key = fns[where] * 2 + kind
-            return np.repeat(key, n) if n else key
+            return fns[where] * 2 + kind
 
         def rows(firsts, width):
             """Each record's first `width` bytes (all in the span), a row each: a view of
@@ -124,7 +121,8 @@ def group():
                                                    strides=(8, 1), writeable=False)
             return view[firsts // 8]
 
-        # parts: key -> [(arrivals, payload rows or a view, records' lengths or None)]
+        # parts: key -> [(arrivals or (first, step, count), items of the span or the byte of
+        # each record's bytes, records' lengths or their one length)]
         parts: dict[int, list] = {}
 
         def add(k, arrivals, payload, lengths=None):
@@ -154,19 +152,25 @@ def group():
                         raise corrupt(f"an event of {length} bytes")
                     first = phase + ringspan.HEADER
                     rec = first + recording.EVENT_HEADER
-                    key = keys_of(strided(rec, period, count).astype(np.int64),
-                                  strided(rec + 4, period, count).astype(np.int64))
-                    arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
-                    lengths = np.full(count, length, dtype=np.int64)
-                    for k in np.unique(key).tolist():
-                        stride = strides[k // 2]
-                        void = np.dtype((np.void, min(stride, length)))
-                        items = strided(first, period, count, void)
-                        if len(key) == 1 or key[0] == key[-1] and (key == k).all():
-                            add(k, arrivals, items, lengths)  # a view of the span
-                        else:
+                    # BTF id and kind read as one word: one pass over the span, not two.
+                    both = strided(rec, period, count, u8)
+                    if (both == both[0]).all():
+                        # One function's calls (a loop): its items are a view of the span;
+                        # arrivals and lengths made only if they are merged with others.
+                        one = np.frombuffer(both[:1].tobytes(), u4).astype(np.int64)
+                        k = int(keys_of(one[:1], one[1:])[0])
+                        void = np.dtype((np.void, min(strides[k // 2], length)))
+                        add(k, (arrival + j, len(pattern), count),
+                            strided(first, period, count, void), length)
+                    else:
+                        key = keys_of(strided(rec, period, count).astype(np.int64),
+                                      strided(rec + 4, period, count).astype(np.int64))
+                        arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
+                        for k in np.unique(key).tolist():
+                            void = np.dtype((np.void, min(strides[k // 2], length)))
                             mine = key == k
-                            add(k, arrivals[mine], items[mine], lengths[mine])
+                            add(k, arrivals[mine], strided(first, period, count, void)[mine],
+                                length)
                 phase += size
             at += count * period
             arrival += count * len(pattern)
@@ -191,38 +195,49 @@ def group():
                 for k, lo, hi in zip(keys.tolist(), firsts.tolist(), bounds):
                     mine = order[lo:hi]
                     add(k, arrivals[mine], starts[mine] + ringspan.HEADER, lengths[mine])
+        def arrivals_of(piece):
+            got = piece[0]
+            if isinstance(got, tuple):  # (first, step, count): a run's phase
+                start, step, count = got
+                return start + step * np.arange(count, dtype=np.int64)
+            return got
+
+        def first_arrival(piece):
+            got = piece[0]
+            return got[0] if isinstance(got, tuple) else int(got[0])
+
         out = []
         for k, pieces in parts.items():
             fn, kind = divmod(k, 2)
             stride = strides[fn]
             void = np.dtype((np.void, stride))
-            if len(pieces) == 1 and isinstance(pieces[0][1], np.ndarray) \
-                    and pieces[0][1].dtype.itemsize == stride:
-                arrivals, items, _ = pieces[0]
-                # A view of the span (a loop's calls) or one copy of its items: each item
-                # its record's first `stride` bytes.
-                out.append((int(arrivals[0]), fn, kind, len(items), items))
+            first = min(first_arrival(p) for p in pieces)
+            if len(pieces) == 1 and pieces[0][1].dtype == void:
+                # A view of the span (a loop's calls) or one copy of its items: each item its
+                # record's first `stride` bytes.
+                items = pieces[0][1]
+                out.append((first, fn, kind, len(items), items))
                 continue
-            arrivals = np.concatenate([p[0] for p in pieces])
+            arrivals = np.concatenate([arrivals_of(p) for p in pieces])
             payload = np.zeros((len(arrivals), stride), dtype=np.uint8)
             done = 0
-            for _arrivals, got, lengths in pieces:
-                n = len(_arrivals)
+            for piece in pieces:
+                got, lengths = piece[1], piece[2]
+                n = len(got)
                 if got.dtype == np.int64:  # the records' first bytes: gathered from the span
                     width = np.minimum(lengths, stride)
                     for w in np.unique(width).tolist():
                         sel = np.flatnonzero(width == w)
                         payload[done + sel, :w] = rows(got[sel], w)
-                else:  # items of the record's length, shorter than the stride
+                else:  # items of the record's length or the stride, the shorter
                     w = got.dtype.itemsize
                     payload[done:done + n, :w] = np.ascontiguousarray(got).view(
                         np.uint8).reshape(n, w)
                 done += n
             if len(pieces) > 1 and (np.diff(arrivals) < 0).any():
                 rank = np.argsort(arrivals, kind="stable")  # arrival order, across runs
-                payload, arrivals = payload[rank], arrivals[rank]
-            out.append((int(arrivals[0]), fn, kind, len(arrivals),
-                        payload.view(void).reshape(-1)))
+                payload = payload[rank]
+            out.append((first, fn, kind, len(arrivals), payload.view(void).reshape(-1)))
         # In the order the sections first appear (as the writer of version 1 had them).
         out.sort(key=lambda s: s[0])
         return [s[1:] for s in out]
