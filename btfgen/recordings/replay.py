@@ -70,6 +70,9 @@ def record_bytes(payload, i: int, stride: int):
 # Runs shorter than this go the gather way (their records' places in one array), longer
 # ones are read through strided views of the span, a phase of a run at a time.
 SHORT_RUN = 16
+# A long run mixing up to this many functions and kinds (records of one length: today's fixed
+# size) is split by a mask each, more by one sort.
+MASKS = 16
 
 
 def group():
@@ -83,13 +86,16 @@ def group():
         return recording.group
     from btfgen.probe import ringspan
 
-    def sorted_ids(reader):
-        """The recording's BTF ids sorted, and the function of each (once a reader)."""
-        got = getattr(reader, "_sorted_ids", None)
+    def lookup(reader):
+        """BTF id -> function, as an array indexed by id (-1: none), once a reader."""
+        got = getattr(reader, "_by_id", None)
         if got is None:
-            ids = np.array(sorted(reader.index), dtype=np.int64)
-            got = reader._sorted_ids = (
-                ids, np.array([reader.index[i] for i in ids.tolist()], dtype=np.int64))
+            top = max(reader.index, default=0)
+            if top >= 1 << 24:  # a crafted header: the dict is the only way
+                raise recording.RecordError(f"{reader.path}: corrupt header (a BTF id of "
+                                            f"{top})")
+            got = reader._by_id = np.full(top + 1, -1, dtype=np.int64)
+            got[list(reader.index)] = list(reader.index.values())
         return got
 
     def by_numpy(batch, reader):
@@ -97,7 +103,7 @@ def group():
         u4 = np.dtype(bo + "u4")
         u8 = np.dtype(bo + "u8")
         data = np.frombuffer(batch.data, dtype=np.uint8)
-        ids, fns = sorted_ids(reader)
+        by_id = lookup(reader)
         strides = reader.strides
         head_min = recording.EVENT_HEADER + recording.RECORD_HEADER
 
@@ -108,11 +114,17 @@ def group():
             return np.ndarray((count,), dtype, data, first, (step,))
 
         def keys_of(btf_id, kind):
-            """function * 2 + kind of each record, by its BTF id and kind."""
-            where = np.searchsorted(ids, btf_id).clip(0, max(len(ids) - 1, 0))
-            if not len(ids) or not ((ids[where] == btf_id) & (kind <= 1)).all():
+            """function * 2 + kind of each record, by its BTF id and kind (int64 arrays)."""
+            fn = by_id[btf_id.clip(0, len(by_id) - 1)]
+            if not ((fn >= 0) & (btf_id < len(by_id)) & (kind <= 1)).all():
                 raise corrupt("an event of no recorded function")
-            return fns[where] * 2 + kind
+            return fn * 2 + kind
+
+        def present(key):
+            """The distinct keys, ascending."""
+            if len(key) and key.max() < 1 << 20:
+                return np.flatnonzero(np.bincount(key)).tolist()
+            return np.unique(key).tolist()
 
         def rows(firsts, width):
             """Each record's first `width` bytes (all in the span), a row each: a view of
@@ -166,9 +178,16 @@ def group():
                         key = keys_of(strided(rec, period, count).astype(np.int64),
                                       strided(rec + 4, period, count).astype(np.int64))
                         arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
-                        for k in np.unique(key).tolist():
+                        keys = present(key)
+                        if len(keys) <= MASKS:  # a mask a function: each a pass
+                            groups = ((k, key == k) for k in keys)
+                        else:  # many: one stable sort, then each its slice
+                            order = np.argsort(key, kind="stable")
+                            bounds = np.searchsorted(key[order], keys + [keys[-1] + 1])
+                            groups = ((k, order[lo:hi]) for k, lo, hi
+                                      in zip(keys, bounds[:-1], bounds[1:]))
+                        for k, mine in groups:
                             void = np.dtype((np.void, min(strides[k // 2], length)))
-                            mine = key == k
                             add(k, arrivals[mine], strided(first, period, count, void)[mine],
                                 length)
                 phase += size
@@ -245,8 +264,9 @@ def group():
     return by_numpy
 
 
-def verify(path: str) -> None:
-    """Every check of the file, before a line is printed: a bad file prints nothing."""
+def verify(path: str) -> int:
+    """Every check of the file, before a line is printed: a bad file prints nothing. Returns
+    how far its spans were checked (recording.Reader's `trust` for the pass that prints)."""
     with recording.Reader(path, word_sum(), group=group()) as r:
         ids = [f.btf_id for f in functions(r)]
         only = _only(r.order)
@@ -257,6 +277,7 @@ def verify(path: str) -> None:
                     # decoded by another function's decoder (columns) or not at all (text).
                     raise recording.RecordError(f"{path}: corrupt batch (a section of function "
                                                 f"{fn} holds other events)")
+        return r.checked
 
 
 def _only(order: str):
@@ -294,8 +315,8 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
                     errors: bool = False) -> int:
     """Print every event as `btfgen trace` would have; the number of records the ring buffer
     lost goes to stderr, as the tracer says it."""
-    verify(path)
-    with recording.Reader(path, word_sum(), group=group()) as r:
+    checked = verify(path)
+    with recording.Reader(path, word_sum(), group=group(), trust=checked) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
                                  errors=errors, as_json=as_json, flush=False, batch=True)
         try:
