@@ -8,8 +8,9 @@ of a batch at once, never a Python call per event. Other values (structs, arrays
 a pointer) go through the per-record decoder, one event at a time. A value the BPF side failed
 to read (its bit in the record's `failed` mask), or one the trace cannot hold, is null.
 
-Memory is bounded by one batch of the file (at most recording.MAX_BATCH_EVENTS events), whatever
-the file's size.
+Memory is bounded by one batch of the file (format 1: at most recording.MAX_BATCH_EVENTS
+events; format 2: a span of the ring, at most ringspan.MAX_SPAN bytes, two while the next is
+read), whatever the file's size.
 """
 
 from __future__ import annotations
