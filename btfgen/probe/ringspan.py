@@ -39,6 +39,11 @@ read of span N (release). So each call of `take()` makes one fence, and hands ov
 walked before that fence (a pipeline one span deep): span N is handed over while span N+1 is
 walked. From idle, a call makes two (nothing is walked ahead yet).
 
+Positions and header words are read and written through memoryview items: CPython copies an
+item with a memcpy of its size, which compilers make one aligned load or store (an unsigned
+long, a u32). Even a header read in pieces could not be misread: committing changes only its
+flag bits (the length was written at reserve, before producer_pos moved past it).
+
 Every header is read, but not one at a time where it can be helped: a Python walk of headers
 costs a few hundred ns a record, a strided slice compare a few ns. Once the last header words
 walked repeat with a short period (1 to 4: a function called in a loop, its entry and exit),
