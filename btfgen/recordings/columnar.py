@@ -8,8 +8,9 @@ of a batch at once, never a Python call per event. Other values (structs, arrays
 a pointer) go through the per-record decoder, one event at a time. A value the BPF side failed
 to read (its bit in the record's `failed` mask), or one the trace cannot hold, is null.
 
-Memory is bounded by one batch of the file (at most recording.MAX_BATCH_EVENTS events), whatever
-the file's size.
+Memory is bounded by one batch of the file (format 1: at most recording.MAX_BATCH_EVENTS
+events; format 2: a span of the ring, at most ringspan.MAX_SPAN bytes, two while the next is
+read), whatever the file's size.
 """
 
 from __future__ import annotations
@@ -148,13 +149,14 @@ SCALAR_TAGS = ("int", "enum", "ptr", "bool", "float")
 
 
 word_sum = replay.word_sum()
+group = replay.group()
 
 
 def arrays(path: str, function: str, kind: str = "entry"):
     """numpy structured arrays, one per batch of the file: the events of `function` (its
     entries or exits), every in-place scalar a field; zero-copy views of the batch read."""
     for layout, batch in _sections(path, function, kind):
-        yield np.frombuffer(batch, dtype=layout.dtype)
+        yield replay.records(batch, layout.dtype)
 
 
 def record_batches(path: str, function: str, kind: str = "entry"):
@@ -179,7 +181,7 @@ def dataframe(path: str, function: str, kind: str = "entry"):
 
 
 def _empty(path: str, function: str, kind: str):
-    with recording.Reader(path, word_sum) as r:
+    with recording.Reader(path, word_sum, group=group) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
     return _to_arrow(layout, b"").schema.empty_table()
@@ -198,7 +200,7 @@ def _function(reader: recording.Reader, function: str):
 def _sections(path: str, function: str, kind: str, reuse: bool = False):
     if kind not in KINDS:
         raise BtfgenError(f"kind is entry or exit, not {kind!r}")
-    with recording.Reader(path, word_sum, reuse) as r:
+    with recording.Reader(path, word_sum, reuse, group=group) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
         for batch in r.batches():
@@ -208,7 +210,7 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
 
 
 def _to_arrow(layout: Layout, payload):
-    a = np.frombuffer(payload, dtype=layout.dtype)
+    a = replay.records(payload, layout.dtype)
     if len(a) and (a[ID_KIND] != np.uint64(layout.id_kind)).any():
         # A section's events are its function's, of its kind: else each would be misread.
         raise recording.RecordError(f"corrupt batch (a section of {layout.fn.name} "
@@ -230,8 +232,8 @@ def _to_arrow(layout: Layout, payload):
     if layout.others:
         stride = layout.dtype.itemsize
         try:
-            rows = [layout.fn.decode_record(payload[i * stride + recording.EVENT_HEADER:
-                                                    (i + 1) * stride])
+            rows = [layout.fn.decode_record(
+                        replay.record_bytes(payload, i, stride)[recording.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:  # what a damaged file can cause
             raise recording.RecordError(f"corrupt event ({e})") from None
@@ -242,8 +244,8 @@ def _to_arrow(layout: Layout, payload):
     if layout.captures:
         stride = layout.dtype.itemsize
         try:
-            caps = [layout.fn.decode_captures(payload[i * stride + recording.EVENT_HEADER:
-                                                      (i + 1) * stride])
+            caps = [layout.fn.decode_captures(
+                        replay.record_bytes(payload, i, stride)[recording.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:
             raise recording.RecordError(f"corrupt event ({e})") from None
@@ -321,10 +323,10 @@ def write_parquet(path: str, directory: str) -> int:
     written batch by batch (bounded memory) to FILE.part, renamed when whole."""
     import pyarrow.parquet as pq
 
-    replay.verify(path)  # a bad file writes nothing
+    checked = replay.verify(path)  # a bad file writes nothing
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with recording.Reader(path, word_sum, reuse=True) as r:
+    with recording.Reader(path, word_sum, reuse=True, group=group, trust=checked) as r:
         fns = replay.functions(r)
         names = [f.name for f in fns]
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)
