@@ -31,8 +31,10 @@ CAPTURE_HEADER = spec_format.size_of(spec_format.CAPTURE_HEAD)
 CAPTURE_STATUS = spec_format.offset_of(spec_format.CAPTURE_HEAD, "status")
 CAPTURE_LEN = spec_format.offset_of(spec_format.CAPTURE_HEAD, "len")
 CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decoder's CAPTURE_OK)
+MAX_ERRNO = 4095  # output.MAX_ERRNO: -4095..-1 are errors, and so are pointers in that range
 # The head's items in the struct's tuple: EVENT_HEAD's then RECORD_HEAD's, in field order.
 _HEAD_ITEMS = [f.name for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD]
+HEAD_FORMAT = spec_format.struct_format(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
 TGID, TID, COMM, NS, CPU = (_HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
 FAILED = _HEAD_ITEMS.index("failed")
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
@@ -102,8 +104,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         mask |= c.root_mask
         end = max(end, c.head + CAPTURE_HEADER + c.size + 2)
     # One struct over the event: its heads, then the fields by offset (none may overlap).
-    head = spec_format.struct_format(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
-    fmt, at, item = [("<" if order == "little" else ">") + head], DATA, {}
+    fmt, at, item = [("<" if order == "little" else ">") + HEAD_FORMAT], DATA, {}
     for f in sorted(fields, key=lambda f: f.offset):
         if f.offset < at:
             return None
@@ -114,6 +115,72 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
     return _source(fn, kind, shape, names, values, strings, item, mask, DATA + end, env,
                    as_json=as_json, who=who)
+
+
+def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls, **_):
+    """compile_handler's for --errors, where most calls print nothing: an entry is kept as
+    its bytes, decoded only if its call fails (checked whole first: a record too short goes
+    the general way, which refuses it, as at any entry); an exit whose return is a whole
+    integer, pointer, bool or enum is tested as read, and only a failed call goes the general
+    way (which prints it). None: every event the general way."""
+    desc = getattr(fn, "desc", None)
+    if desc is None:
+        return None
+    head = ("<" if order == "little" else ">") + HEAD_FORMAT
+    env = {"general": general, "fn": fn, "enter": open_calls.enter, "exit_": open_calls.exit,
+           "unpack": struct.Struct(head).unpack_from}
+    body = [f"    if len(raw) < {DATA + _needs(desc, kind)}:", "        return general(raw)"]
+    if kind == 0:
+        body += ["    t = unpack(raw)", f"    enter(t[{TID}], fn, (t[{NS}], bytes(raw)))",
+                 "    return None"]
+        return _compiled(body, env, "errors, entry")
+    ret = desc.ret.value if desc.ret else None
+    if ret is not None:
+        t, plan = ret.type, desc.record.exit[0]
+        code = _INT_CODES.get(t.size) if t.tag in ("int", "ptr", "bool", "enum") else None
+        if code is None or plan is None or ret.unavailable is not None or ret.by_ref \
+                or plan.data_off < 0:
+            return None
+        signed = t.tag in ("int", "enum") and t.signed
+        env["unpack"] = struct.Struct(head + (f"{plan.data_off}x" if plan.data_off else "")
+                                      + (code if signed else code.upper())).unpack_from
+        value = f"t[{len(_HEAD_ITEMS)}]"
+        body += ["    t = unpack(raw)", f"    if t[{FAILED}] & {plan.op_mask}:",
+                 "        return general(raw)"]
+        # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer.
+        if t.tag == "ptr":
+            body += [f"    if {value} == 0 or {value} >= {(1 << 8 * t.size) - MAX_ERRNO}:",
+                     "        return general(raw)"]
+        elif t.tag == "int" and t.signed:
+            body += [f"    if {-MAX_ERRNO} <= {value} <= -1:", "        return general(raw)"]
+    else:
+        body.append("    t = unpack(raw)")
+    body += [f"    exit_(t[{TID}], fn)", "    return None"]
+    return _compiled(body, env, "errors, exit")
+
+
+def _needs(desc, kind: int) -> int:
+    """The record data bytes the decoder reads of `kind` (the runtime's Function._needs):
+    a record shorter than that is refused, never misread."""
+    if kind == 0:
+        values, plans = desc.args, desc.record.entry
+    else:
+        values, plans = ((desc.ret.value,) if desc.ret else ()), desc.record.exit
+    end = 0
+    for v, plan in zip(values, plans):
+        if plan is not None and v.unavailable is None:
+            end = max(end, plan.data_off + v.size if plan.data_off >= 0 else
+                      plan.ptr_off + desc.pointer_size)
+    for c in getattr(desc, "captures", ()):
+        if c.at_exit == bool(kind) and c.head >= 0:
+            end = max(end, c.head + CAPTURE_HEADER + (c.size + 2 if c.kind == "str" else c.size))
+    return end
+
+
+def _compiled(body: list, env: dict, what: str):
+    source = "def handler(raw):\n" + "\n".join(body) + "\n"
+    exec(compile(source, f"<btfgen line handler: {what}>", "exec"), env)  # noqa: S102
+    return env["handler"]
 
 
 def _value(t, n: int, as_json: bool, env: dict) -> tuple[str, str]:
@@ -171,18 +238,16 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
         body += [f"    c = comms_get(t[{COMM}])", "    if c is None:",
                  f"        c = comm(t[{COMM}])"]
     if kind == 0:
-        body.append(f"    enter(t[{TID}], fn, (t[{NS}],))")
+        body.append(f"    enter(t[{TID}], fn, t[{NS}])")
         template, args = _entry(fn, shape, names, caps, values, as_json, who)
         body.append(f"    return {_const(env, template)} % ({_items(args)})")
     else:
         body.append(f"    e = exit_(t[{TID}], fn)")
         plain, timed, args = _exit(fn, shape, caps, values, as_json, who)
-        took = f"(t[{NS}] - e[0])" + ("" if as_json else " / 1000")
+        took = f"(t[{NS}] - e)" + ("" if as_json else " / 1000")
         body += ["    if e is None:", f"        return {_const(env, plain)} % ({_items(args)})",
                  f"    return {_const(env, timed)} % ({_items(args + [took])})"]
-    source = "def handler(raw):\n" + "\n".join(body) + "\n"
-    exec(compile(source, f"<btfgen line handler: {kind}>", "exec"), env)  # noqa: S102
-    return env["handler"]
+    return _compiled(body, env, "entry" if kind == 0 else "exit")
 
 
 def _items(exprs: list) -> str:

@@ -61,7 +61,9 @@ class Printer:
         self._key = struct.Struct(("<" if order == "little" else ">") + "Q").unpack_from
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
-        self.open = OpenCalls()  # what each call's entry keeps: (ns, args, captures)
+        # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
+        # (ns, the entry's bytes) to be decoded only if the call fails (lines.py).
+        self.open = OpenCalls()
         # With `batch`, lines wait for flush_lines() (the run side calls it after each drain
         # of the ring buffer; records() and events() at the end of their batch): one write a
         # batch costs a tenth of a print a line.
@@ -142,11 +144,9 @@ class Printer:
         def general(raw, _line=self._general, _fn=fn):
             return _line(raw, _fn)
 
-        handler = None
-        if not self.errors:
-            handler = lines.compile_handler(
-                fn, kind, self.order, self._shape(fn), general, as_json=self.as_json,
-                who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open)
+        make = lines.compile_errors_handler if self.errors else lines.compile_handler
+        handler = make(fn, kind, self.order, self._shape(fn), general, as_json=self.as_json,
+                       who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open)
         handler = self._handlers[self._key(raw, EVENT_HEADER)[0]] = handler or general
         return handler
 
@@ -165,15 +165,21 @@ class Printer:
         caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
         who = Who(tgid, tid, self._comm(comm), ns, cpu)
         if kind == 0:
+            if not self.errors:
+                self.open.enter(tid, fn, ns)
+                return self._entry(fn, who, value, caps)
             self.open.enter(tid, fn, (ns, value, caps))
-            return None if self.errors else self._entry(fn, who, value, caps)
+            return None
         entry = self.open.exit(tid, fn)
-        took = None if entry is None else ns - entry[0]
         if not self.errors:
-            return self._exit(fn, who, value, took, None, caps)
-        if failed(fn, value):
-            return self._exit(fn, who, value, took, entry, caps)
-        return None
+            return self._exit(fn, who, value, None if entry is None else ns - entry, None, caps)
+        if not failed(fn, value):
+            return None
+        if entry is not None and len(entry) == 2:  # kept undecoded (lines.py)
+            rec = memoryview(entry[1])[EVENT_HEADER:]
+            entry = (entry[0], fn.decode_record(rec),
+                     fn.decode_captures(rec) if getattr(fn, "captures", ()) else {})
+        return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps)
 
     def _shape(self, fn) -> "_Shape":
         shape = self._shapes.get(fn)

@@ -86,6 +86,12 @@ def _data(desc, kind: int, rng: random.Random, order: str) -> bytearray:
                              rng.choice(list(t.names)))
         elif t.tag == "bool":
             data[plan.data_off] = rng.choice((0, 1, 0x80))
+        elif kind == 1 and t.tag in ("int", "ptr") and t.size >= 4 and rng.random() < 0.4:
+            # A failed call, or one at the edge of failing.
+            top, signed = 1 << 8 * t.size, t.tag == "int" and t.signed
+            value = rng.choice((-1, -2, -4095, -4096, 0, 1))
+            struct.pack_into(bo + INT[t.size, signed], data, plan.data_off,
+                             value if signed else value % top)
     for c in desc.captures:
         if c.at_exit != bool(kind):
             continue
@@ -136,7 +142,8 @@ def events(descs, n: int, seed: int, order: str) -> list[bytes]:
 def _general(monkeypatch, functions, order, evs, capsys, **kw) -> tuple[str, str]:
     """One event at a time, every line by the general path."""
     with monkeypatch.context() as m:
-        m.setattr(lines, "compile_handler", lambda *a, **k: None)
+        for name in ("compile_handler", "compile_errors_handler"):
+            m.setattr(lines, name, lambda *a, **k: None)
         out = io.StringIO()
         p = output.Printer(functions, order, out, flush=False, **kw)
         for e in evs:
