@@ -1,18 +1,20 @@
 """An event's line at the rate events come: made by a handler compiled once per function and
-kind (entry or exit) and output mode (text or JSON, with or without who made the call).
+kind (entry or exit) and output mode (text or JSON, with or without who made the call, or
+--errors).
 
-Where every value of the kind is a whole integer or pointer at its own place in the record and
-every capture a string read whole, one precompiled struct reads the event's head, its record's
-head, the values and each capture's status head at once, and one format string makes the line.
-The handler is Python source made here and compiled (as collections.namedtuple does): per event
-it runs only what depends on the event, with no loop over values, no lookup of what a value is
-and no dict of arguments.
+Where every value of the kind is a whole integer, pointer, bool or enum at its own place in
+the record and every capture a string read whole, one precompiled struct reads the event's
+head, its record's head, the values and each capture's status and length at once, and one
+format string makes the line. The handler is Python source made here and compiled (as
+collections.namedtuple does): per event it runs only what depends on the event, with no loop
+over values, no lookup of what a value is and no dict of arguments. With --errors, an entry is
+kept as its bytes and an exit that did not fail prints nothing: neither is decoded.
 
 Anything the handler does not make as output.Printer's general path would -- a value a failed
 read left out, a capture that was not read, a record shorter than its decoder reads, names that
-repeat -- it hands back to that general path (`general(raw)`) before doing anything else (no
-call opened or closed), so the lines are the general path's, byte for byte
-(tests/trace/test_batch_lines.py compares them).
+repeat, a failed call under --errors -- it hands back to that general path (`general(raw)`)
+before doing anything else (no call opened or closed), so the lines are the general path's,
+byte for byte (tests/trace/test_batch_lines.py compares them).
 
 Standard library only: part of the run side, copied into every trace directory.
 """
@@ -64,7 +66,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
     repeat). `shape`: output's _Shape of `fn`; `general(raw)`: the line the general path makes;
     `comm(bytes)`: a comm's (text, JSON text), kept in `comms`; `open_calls`: the printer's
     calls.OpenCalls."""
-    desc = getattr(fn, "desc", None)  # a generated Function's checked FunctionDesc
+    desc = _desc(fn)
     if desc is None:
         return None
     if kind == 0:
@@ -81,7 +83,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         return None
     env = {"general": general, "fn": fn, "comms_get": comms.get, "comm": comm,
            "enter": open_calls.enter, "exit_": open_calls.exit}
-    fields, mask, end, shown = [], 0, 0, []
+    fields, mask, shown = [], 0, []
     for n, (v, plan) in enumerate(zip(values, plans)):
         t = v.type
         code = _INT_CODES.get(t.size) if t.tag in ("int", "ptr", "bool", "enum") else None
@@ -92,7 +94,6 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         fields.append(_Field(DATA + plan.data_off, code if signed else code.upper()))
         shown.append(_value(t, n, as_json, env))
         mask |= plan.op_mask
-        end = max(end, plan.data_off + v.size)
     strings = []
     for c in caps:
         if c.kind != "str" or c.head < 0:
@@ -102,7 +103,6 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         fields += [status, length]
         strings.append((c, status, length))
         mask |= c.root_mask
-        end = max(end, c.head + CAPTURE_HEADER + c.size + 2)
     # One struct over the event: its heads, then the fields by offset (none may overlap).
     fmt, at, item = [("<" if order == "little" else ">") + HEAD_FORMAT], DATA, {}
     for f in sorted(fields, key=lambda f: f.offset):
@@ -113,7 +113,9 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         item[id(f)] = len(_HEAD_ITEMS) + len(item)
     env["unpack"] = struct.Struct("".join(fmt)).unpack_from
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
-    return _source(fn, kind, shape, names, values, strings, item, mask, DATA + end, env,
+    # What the struct reads is within what the decoder needs (the plans' and captures' ends).
+    need = max(at, DATA + fn._needs[kind])
+    return _source(fn, kind, shape, names, values, strings, item, mask, need, env,
                    as_json=as_json, who=who)
 
 
@@ -123,13 +125,13 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
     the general way, which refuses it, as at any entry); an exit whose return is a whole
     integer, pointer, bool or enum is tested as read, and only a failed call goes the general
     way (which prints it). None: every event the general way."""
-    desc = getattr(fn, "desc", None)
+    desc = _desc(fn)
     if desc is None:
         return None
     head = ("<" if order == "little" else ">") + HEAD_FORMAT
     env = {"general": general, "fn": fn, "enter": open_calls.enter, "exit_": open_calls.exit,
            "unpack": struct.Struct(head).unpack_from}
-    body = [f"    if len(raw) < {DATA + _needs(desc, kind)}:", "        return general(raw)"]
+    body = [f"    if len(raw) < {DATA + fn._needs[kind]}:", "        return general(raw)"]
     if kind == 0:
         body += ["    t = unpack(raw)", f"    enter(t[{TID}], fn, (t[{NS}], bytes(raw)))",
                  "    return None"]
@@ -159,22 +161,12 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
     return _compiled(body, env, "errors, exit")
 
 
-def _needs(desc, kind: int) -> int:
-    """The record data bytes the decoder reads of `kind` (the runtime's Function._needs):
-    a record shorter than that is refused, never misread."""
-    if kind == 0:
-        values, plans = desc.args, desc.record.entry
-    else:
-        values, plans = ((desc.ret.value,) if desc.ret else ()), desc.record.exit
-    end = 0
-    for v, plan in zip(values, plans):
-        if plan is not None and v.unavailable is None:
-            end = max(end, plan.data_off + v.size if plan.data_off >= 0 else
-                      plan.ptr_off + desc.pointer_size)
-    for c in getattr(desc, "captures", ()):
-        if c.at_exit == bool(kind) and c.head >= 0:
-            end = max(end, c.head + CAPTURE_HEADER + (c.size + 2 if c.kind == "str" else c.size))
-    return end
+def _desc(fn):
+    """A generated Function's checked FunctionDesc, where it has one and says how many record
+    bytes it reads of each kind (its _needs: a record shorter than that it refuses, never
+    misreads, and so do the handlers, leaving it to the general path); else None."""
+    desc = getattr(fn, "desc", None)
+    return desc if desc is not None and hasattr(fn, "_needs") else None
 
 
 def _compiled(body: list, env: dict, what: str):
