@@ -77,8 +77,9 @@ class Printer:
     def records(self, batch) -> bool:
         """Print a batch of records (an iterable of each one's bytes: a span of the ring buffer),
         their lines in one write. For the ring-buffer reader, which must not stop: a bad record
-        is one line on stderr, and tracing goes on. False once the reader of `out` has gone
-        away."""
+        is one line on stderr, and tracing goes on. No record's memory is held past the call
+        (a span's pages go back to the kernel): what is kept is copied. False once the reader
+        of `out` has gone away."""
         if not self.gone:
             event = self.event
             for raw in batch:
