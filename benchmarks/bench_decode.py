@@ -13,8 +13,8 @@ arguments are all whole scalars in registers), else a hand-made x86_64 set.
 captured), its trace directory built as bench_tracers builds it (gcc, clang, pahole), and
 BENCH_RECORDS calls of it as records of the ring buffer's format (an entry and an exit each,
 values as tracee.c makes them). Prints the rate of output.Printer over them (text, text with
-who, JSON), one record a call (event()) and a ring-buffer batch a call (records(), where this
-tree has it), in CPU time of this process; and of `btfgen decode` (text, jsonl) over a recording
+who, JSON, --errors), one record a call (record()) and a ring-buffer batch a call (records(),
+where this tree has it), in CPU time of this process; and of `btfgen decode` (text, jsonl) over a recording
 of them, its wall and CPU time less its time over a one-call recording (its start-up), as
 bench_tracers.py counts it. Each figure is the best of BENCH_ROUNDS runs.
 """
