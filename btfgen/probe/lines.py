@@ -44,6 +44,10 @@ _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 # many the memo starts again, so that a stream of distinct strings costs no more memory.
 STRING_MEMO = 4096
 
+# Compiled handler code kept by its source (_compiled).
+CODE_MEMO = 4096
+_CODE: dict = {}
+
 _STRING = json.encoder.encode_basestring_ascii  # output._STRING: what json.dumps writes
 _QUOTED = json.encoder.encode_basestring  # output._QUOTED: the same, non-ASCII kept
 
@@ -170,8 +174,16 @@ def _desc(fn):
 
 
 def _compiled(body: list, env: dict, what: str):
+    """The handler whose body is `body`, run in `env`. Functions of one layout (a whole kernel
+    has tens of thousands, and a few thousand layouts) share its compiled code: compile()
+    took 0.1 ms a handler, twice a function's first events."""
     source = "def handler(raw):\n" + "\n".join(body) + "\n"
-    exec(compile(source, f"<btfgen line handler: {what}>", "exec"), env)  # noqa: S102
+    code = _CODE.get(source)
+    if code is None:
+        if len(_CODE) >= CODE_MEMO:
+            _CODE.clear()
+        code = _CODE[source] = compile(source, f"<btfgen line handler: {what}>", "exec")
+    exec(code, env)  # noqa: S102 (integers only in the source: see _source)
     return env["handler"]
 
 
