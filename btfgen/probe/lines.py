@@ -142,22 +142,23 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
         return _compiled(body, env, "errors, entry")
     ret = desc.ret.value if desc.ret else None
     if ret is not None:
-        t, plan = ret.type, desc.record.exit[0]
-        code = _INT_CODES.get(t.size) if t.tag in ("int", "ptr", "bool", "enum") else None
+        rtype, plan = ret.type, desc.record.exit[0]
+        code = _INT_CODES.get(rtype.size) if rtype.tag in ("int", "ptr", "bool", "enum") \
+            else None
         if code is None or plan is None or ret.unavailable is not None or ret.by_ref \
                 or plan.data_off < 0:
             return None
-        signed = t.tag in ("int", "enum") and t.signed
+        signed = rtype.tag in ("int", "enum") and rtype.signed
         env["unpack"] = struct.Struct(head + (f"{plan.data_off}x" if plan.data_off else "")
                                       + (code if signed else code.upper())).unpack_from
         value = f"t[{len(_HEAD_ITEMS)}]"
         body += ["    t = unpack(raw)", f"    if t[{FAILED}] & {plan.op_mask}:",
                  "        return general(raw)"]
         # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer.
-        if t.tag == "ptr":
-            body += [f"    if {value} == 0 or {value} >= {(1 << 8 * t.size) - MAX_ERRNO}:",
+        if rtype.tag == "ptr":
+            body += [f"    if {value} == 0 or {value} >= {(1 << 8 * rtype.size) - MAX_ERRNO}:",
                      "        return general(raw)"]
-        elif t.tag == "int" and t.signed:
+        elif rtype.tag == "int" and rtype.signed:
             body += [f"    if {-MAX_ERRNO} <= {value} <= -1:", "        return general(raw)"]
     else:
         body.append("    t = unpack(raw)")
