@@ -28,6 +28,7 @@ MAX_ERRNO = 4095  # the kernel's: -4095..-1 are errors, and so are pointers in t
 # Lines a batching Printer holds before it writes them: a drain of the ring buffer's (its
 # BATCH records) goes in one write.
 BATCH_LINES = 4096
+_HEADS = EVENT_HEADER + RECORD_HEADER
 
 
 class BadEvent(ValueError):
@@ -73,6 +74,8 @@ class Printer:
         self._shapes: dict = {}  # function -> its _Shape
         self._comms: dict = {}  # comm bytes -> (text, as JSON)
         self._handlers: dict = {}  # _key of an event -> the function making its line
+        self._handler_of = self._handlers.get
+        self._kept = self._lines if batch else None  # where event() puts a line
 
     def records(self, batch) -> bool:
         """Print a batch of records (an iterable of each one's bytes: a span of the ring buffer),
@@ -119,18 +122,18 @@ class Printer:
 
     def event(self, raw) -> None:
         """One event: its line written (or kept, with `batch`), its call opened or closed."""
-        if len(raw) < EVENT_HEADER + RECORD_HEADER:
+        if len(raw) < _HEADS:
             raise BadEvent(f"an event of {len(raw)} bytes")
-        handler = self._handlers.get(self._key(raw, EVENT_HEADER)[0])
+        handler = self._handler_of(self._key(raw, EVENT_HEADER)[0])
         if handler is None:
             handler = self._handler(raw)
         line = handler(raw)
         if line is None:
             return
-        if not self.batch:
+        kept = self._kept
+        if kept is None:
             print(line, file=self.out, flush=self.flush)
             return
-        kept = self._lines
         kept.append(line)
         if len(kept) >= BATCH_LINES:
             self.flush_lines()
