@@ -224,3 +224,17 @@ def test_a_batch_is_one_write():
     p = output.Printer([Function(d) for d in descs], order, out, batch=True, flush=False)
     assert p.records(evs)
     assert out.writes == 1 and out.getvalue().count("\n") > 100
+
+
+def test_a_reader_gone_ends_the_batches():
+    """`| head` went away: records() says so (False), and prints nothing more."""
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError
+
+    order = "little"
+    descs = [FunctionDesc.check(d) for d in descriptors(order)]
+    evs = [e for e in events(descs, 300, 2, order) if len(e) >= DATA]
+    p = output.Printer([Function(d) for d in descs], order, Gone(), batch=True, flush=False)
+    assert p.records(evs) is False and p.gone
+    assert p.records(evs) is False and not p._lines
