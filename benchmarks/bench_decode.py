@@ -14,9 +14,9 @@ captured), its trace directory built as bench_tracers builds it (gcc, clang, pah
 BENCH_RECORDS calls of it as records of the ring buffer's format (an entry and an exit each,
 values as tracee.c makes them). Prints the rate of output.Printer over them (text, text with
 who, JSON, --errors), one record a call (record()) and a ring-buffer batch a call (records(),
-where this tree has it), in CPU time of this process; and of `btfgen decode` (text, jsonl) over a recording
-of them, its wall and CPU time less its time over a one-call recording (its start-up), as
-bench_tracers.py counts it. Each figure is the best of BENCH_ROUNDS runs.
+where this tree has it), in CPU time of this process; and of `btfgen decode` (text, jsonl)
+over a recording of them, its wall and CPU time less its time over a one-call recording (its
+start-up), as bench_tracers.py counts it. Each figure is the best of BENCH_ROUNDS runs.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def lines() -> None:
 
     import bench_tracers
 
-    from btfgen.probe import manifest, output, recording
+    from btfgen.probe import manifest, output
     from btfgen.probe.run import recorder
 
     calls = RECORDS // 2
@@ -149,7 +149,7 @@ def lines() -> None:
         size = len(records[0])
         print(f"{bench_tracers.FUNCTION}: {calls:,} calls, {len(records):,} records of "
               f"{size} bytes; best of {ROUNDS}")
-        print("| Printer | one a call (event) | a batch a call (records) |")
+        print("| Printer | one a call (record) | a batch a call (records) |")
         print("|---|---|---|")
         batched = hasattr(output.Printer, "records")
         for label, kw in (("text", {}), ("text, who", {"who": True}), ("JSON", {"as_json": True}),
