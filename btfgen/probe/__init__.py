@@ -20,6 +20,7 @@ One concept a module:
     losses.py       what was lost or missed, and how far behind the reader is, said
     calls.py        entries paired with their exits
     output.py       what is printed: text or JSON lines, or only failed calls
+    lines.py        a function's lines made by one struct and one format (output's fast path)
     recording.py    the --record file: writing, and reading it back
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)

@@ -39,7 +39,14 @@ class OpenCalls:
         stack = self.threads.get(tid)
         if not stack:
             return None
-        for at in range(len(stack) - 1, -1, -1):
+        top = stack[-1]
+        if top[0] is fn:  # the innermost call: the common case, taken without the loop
+            if len(stack) == 1:
+                del self.threads[tid]
+            else:
+                del stack[-1]
+            return top[1]
+        for at in range(len(stack) - 2, -1, -1):
             if stack[at][0] is fn:
                 entry = stack[at][1]
                 del stack[at:]

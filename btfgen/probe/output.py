@@ -1,6 +1,6 @@
-"""What `btfgen trace` and `btfgen decode` print: one event (trace.bpf.c's struct trace_event)
-at a time, entries and exits paired per thread, as text lines or JSON lines, or only the calls
-that failed (--errors).
+"""What `btfgen trace` and `btfgen decode` print: events (trace.bpf.c's struct trace_event) a
+batch at a time, entries and exits paired per thread, as text lines or JSON lines, or only the
+calls that failed (--errors).
 
 Standard library only: copied into every trace directory, and used by `btfgen decode` on
 records read back from a file (btfgen.recordings.replay). A decoder here is anything with
@@ -16,7 +16,7 @@ import math
 import struct
 import sys
 
-from . import spec_format
+from . import lines, spec_format
 from .calls import OpenCalls
 
 # struct trace_event before its btfgen_record, and the record's own header.
@@ -25,7 +25,14 @@ RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
 HEADS = spec_format.structs(spec_format.EVENT_HEAD)
 RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
 MAX_ERRNO = 4095  # the kernel's: -4095..-1 are errors, and so are pointers in that range
-BATCH_LINES = 512  # lines a batching Printer holds before it writes them
+# Lines a batching Printer holds before it writes them: a drain of the ring buffer's (its
+# BATCH records) goes in one write.
+BATCH_LINES = 4096
+_HEADS = EVENT_HEADER + RECORD_HEADER
+_FLAGS_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "flags")
+_TID_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "pid")
+# The handler's key (flags, then btf_id and kind) is read as one struct: they must be adjacent.
+assert _FLAGS_AT + 4 == EVENT_HEADER
 
 
 class BadEvent(ValueError):
@@ -38,7 +45,12 @@ class Printer:
     Text: `func(arg=value, ...)` at entry, `func -> value (D us)` at exit, D the time since the
     same thread entered it; with `who`, each line starts with `comm[tgid] `. JSON: one object a
     line. `errors`: nothing at entry; at an exit returning -1..-4095 or a NULL/error pointer,
-    the call with the arguments it was entered with."""
+    the call with the arguments it was entered with.
+
+    Events come a batch at a time (records(): a span of the ring buffer, events(): a batch of a
+    recording), or one at a time (record(), event()). Each function's entries and exits are
+    made by a handler compiled at its first event (lines.py: one struct, one format string);
+    what that handler does not make goes the general way (_general), the same text."""
 
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
                  errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
@@ -46,24 +58,62 @@ class Printer:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
+        self.order = order
         self.head, self.record_head = HEADS[order], RECORD_HEADS[order]
         # The event's head and its record's, read at once.
         self.heads = struct.Struct(self.head.format + self.record_head.format.lstrip("<>!=@"))
+        # The record head's btf_id and kind as one number: the key of their event's handler.
+        # trace_event's flags, then the record's btf_id and kind as one word: the handler's key.
+        self._key = struct.Struct(("<" if order == "little" else ">") + "IQ").unpack_from
+        self._tid = struct.Struct(("<" if order == "little" else ">") + "I").unpack_from
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
-        self.open = OpenCalls()  # what each call's entry keeps: (ns, args, captures)
+        # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
+        # (ns, the entry's bytes) to be decoded only if the call fails (lines.py).
+        self.open = OpenCalls()
         # With `batch`, lines wait for flush_lines() (the run side calls it after each drain
-        # of the ring buffer): one write a batch costs a tenth of a print a line.
+        # of the ring buffer; records() and events() at the end of their batch): one write a
+        # batch costs a tenth of a print a line.
         self.batch = batch
         self.gone = False  # the reader of `out` went away (a broken pipe)
         self._lines: list[str] = []
         self._shapes: dict = {}  # function -> its _Shape
         self._comms: dict = {}  # comm bytes -> (text, as JSON)
         self._said_unnoted = False
+        self._handlers: dict = {}  # _key of an event -> the function making its line
+        self._handler_of = self._handlers.get
+        self._kept = self._lines if batch else None  # where event() puts a line
+
+    def records(self, batch) -> bool:
+        """Print a batch of records (an iterable of each one's bytes: a span of the ring buffer),
+        their lines in one write. For the ring-buffer reader, which must not stop: a bad record
+        is one line on stderr, and tracing goes on. No record's memory is held past the call
+        (a span's pages go back to the kernel): what is kept is copied. False once the reader
+        of `out` has gone away."""
+        if not self.gone:
+            event = self.event
+            for raw in batch:
+                try:
+                    event(raw)
+                except BrokenPipeError:
+                    self.gone = True
+                    break
+                except Exception as e:
+                    self._bad(e)
+        return self.flush_lines()
+
+    def events(self, batch) -> None:
+        """Print a batch of events (an iterable of each one's bytes: a recording's), their lines
+        in one write; a bad one raises BadEvent or the decoder's error, the lines before it
+        kept for flush_lines()."""
+        event = self.event
+        for raw in batch:
+            event(raw)
+        self.flush_lines()
 
     def record(self, raw) -> None:
-        """For libbpf's ring-buffer callback, which must not raise: a bad record is one line on
-        stderr, and tracing goes on."""
+        """One record, for libbpf's ring-buffer callback, which must not raise: a bad record is
+        one line on stderr, and tracing goes on."""
         if self.gone:
             return
         try:
@@ -71,37 +121,79 @@ class Printer:
         except BrokenPipeError:
             self.gone = True  # `| head` went away: nothing to print to; tracing should end
         except Exception as e:
-            print(f"{self.prog}: a record could not be decoded: {e!r}", file=sys.stderr,
-                  flush=True)
+            self._bad(e)
+
+    def _bad(self, e: Exception) -> None:
+        print(f"{self.prog}: a record could not be decoded: {e!r}", file=sys.stderr,
+              flush=True)
 
     def event(self, raw) -> None:
-        if len(raw) < EVENT_HEADER + RECORD_HEADER:
+        """One event: its line written (or kept, with `batch`), its call opened or closed."""
+        if len(raw) < _HEADS:
             raise BadEvent(f"an event of {len(raw)} bytes")
-        tgid, tid, comm, ns, cpu, flags, btf_id, kind, _failed = self.heads.unpack_from(raw)
+        flags, key = self._key(raw, _FLAGS_AT)
         if flags:
-            self._lost_before(tid, flags)
-        rec = memoryview(raw)[EVENT_HEADER:]
+            self._lost_before(self._tid(raw, _TID_AT)[0], flags)
+        handler = self._handler_of(key)
+        if handler is None:
+            handler = self._handler(raw)
+        line = handler(raw)
+        if line is None:
+            return
+        kept = self._kept
+        if kept is None:
+            print(line, file=self.out, flush=self.flush)
+            return
+        kept.append(line)
+        if len(kept) >= BATCH_LINES:
+            self.flush_lines()
+
+    def _handler(self, raw):
+        """The handler of events with `raw`'s function and kind, made and kept."""
+        *_head, btf_id, kind, _failed = self.heads.unpack_from(raw)
         fn = self.by_id.get(btf_id)
         if fn is None or kind > 1:
             raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
-        value = fn.decode_record(rec)
-        caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
+
+        def general(raw, _line=self._general, _fn=fn):
+            return _line(raw, _fn)
+
+        make = lines.compile_errors_handler if self.errors else lines.compile_handler
+        handler = make(fn, kind, self.order, self._shape(fn), general, as_json=self.as_json,
+                       who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open)
+        handler = self._handlers[self._key(raw, _FLAGS_AT)[1]] = handler or general
+        return handler
+
+    def _comm(self, comm: bytes) -> tuple:
         named = self._comms.get(comm)
         if named is None:
             text = comm.split(b"\0")[0].decode(errors="replace")
             named = self._comms[comm] = (text, _ENCODE(text))
-        who = Who(tgid, tid, named, ns, cpu)
+        return named
+
+    def _general(self, raw, fn):
+        """The line of an event of `fn` (or None), decoded value by value by the decoder."""
+        tgid, tid, comm, ns, cpu, _flags, _btf_id, kind, _failed = self.heads.unpack_from(raw)
+        rec = memoryview(raw)[EVENT_HEADER:]
+        value = fn.decode_record(rec)
+        caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
+        who = Who(tgid, tid, self._comm(comm), ns, cpu)
         if kind == 0:
-            self.open.enter(tid, fn, (ns, value, caps))
             if not self.errors:
-                self._write(self._entry(fn, who, value, caps))
-            return
+                self.open.enter(tid, fn, ns)
+                return self._entry(fn, who, value, caps)
+            self.open.enter(tid, fn, (ns, value, caps))
+            return None
         entry = self.open.exit(tid, fn)
-        took = None if entry is None else ns - entry[0]
         if not self.errors:
-            self._write(self._exit(fn, who, value, took, None, caps))
-        elif failed(fn, value):
-            self._write(self._exit(fn, who, value, took, entry, caps))
+            return self._exit(fn, who, value, None if entry is None else ns - entry, None, caps)
+        if not failed(fn, value):
+            return None
+        if entry is not None and len(entry) == 2:  # kept undecoded (lines.py)
+            rec = memoryview(entry[1])[EVENT_HEADER:]
+            entry = (entry[0], fn.decode_record(rec),
+                     fn.decode_captures(rec) if getattr(fn, "captures", ()) else {})
+        return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps)
 
     def _lost_before(self, tid: int, flags: int) -> None:
         """The thread (or, unknown which, any thread) lost records before this one: its open
@@ -165,14 +257,6 @@ class Printer:
 
     def _prefix(self, who) -> str:
         return f"{who.comm[0]}[{who.tgid}] " if self.who else ""
-
-    def _write(self, line: str) -> None:
-        if not self.batch:
-            print(line, file=self.out, flush=self.flush)
-            return
-        self._lines.append(line)
-        if len(self._lines) >= BATCH_LINES:
-            self.flush_lines()
 
     def flush_lines(self) -> bool:
         """Write the lines batched so far (and flush `out` where lines are live); False once

@@ -73,11 +73,9 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
                                      decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
                                      as_json=opts.as_json, prog=prog.NAME, batch=True)
-
-            def sink(span, record=printer.record):
-                for raw in span:
-                    # A copy: the ring's bytes are the producer's again after the span.
-                    record(bytes(raw))
+            # Formats the span's records, their lines in one write, keeping no view of the ring
+            # (its bytes are the producer's again after the span).
+            sink = printer.records
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
                               printer.flush_lines if printer else None)

@@ -321,11 +321,10 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
                                  errors=errors, as_json=as_json, flush=False, batch=True)
         try:
             for batch in r.batches():
-                for raw in batch.events(r.strides):
-                    try:
-                        printer.event(raw)
-                    except (output.BadEvent, DecodeError) as e:  # what a damaged file causes
-                        raise recording.RecordError(f"{path}: corrupt event ({e})") from None
+                try:
+                    printer.events(batch.events(r.strides))
+                except (output.BadEvent, DecodeError) as e:  # what a damaged file causes
+                    raise recording.RecordError(f"{path}: corrupt event ({e})") from None
                 if printer.gone:
                     break
         finally:

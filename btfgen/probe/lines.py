@@ -1,0 +1,364 @@
+"""An event's line at the rate events come: made by a handler compiled once per function and
+kind (entry or exit) and output mode (text or JSON, with or without who made the call, or
+--errors).
+
+Where every value of the kind is a whole integer, pointer, bool or enum at its own place in
+the record and every capture a string read whole, one precompiled struct reads the event's
+head, its record's head, the values and each capture's status and length at once, and one
+format string makes the line. The handler is Python source made here and compiled (as
+collections.namedtuple does): per event it runs only what depends on the event, with no loop
+over values, no lookup of what a value is and no dict of arguments. With --errors, an entry is
+kept as its bytes and an exit that did not fail prints nothing: neither is decoded.
+
+Anything the handler does not make as output.Printer's general path would -- a value a failed
+read left out, a capture that was not read, a record shorter than its decoder reads, names that
+repeat, a failed call under --errors -- it hands back to that general path (`general(raw)`)
+before doing anything else (no call opened or closed), so the lines are the general path's,
+byte for byte (tests/trace/test_batch_lines.py compares them).
+
+Standard library only: part of the run side, copied into every trace directory.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+from . import spec_format
+
+EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)
+RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
+DATA = EVENT_HEADER + RECORD_HEADER  # where the record's data starts in an event
+CAPTURE_HEADER = spec_format.size_of(spec_format.CAPTURE_HEAD)
+CAPTURE_STATUS = spec_format.offset_of(spec_format.CAPTURE_HEAD, "status")
+CAPTURE_LEN = spec_format.offset_of(spec_format.CAPTURE_HEAD, "len")
+CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decoder's CAPTURE_OK)
+MAX_ERRNO = 4095  # output.MAX_ERRNO: -4095..-1 are errors, and so are pointers in that range
+# The head's items in the struct's tuple: EVENT_HEAD's then RECORD_HEAD's, in field order.
+_HEAD_ITEMS = [f.name for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD]
+HEAD_FORMAT = spec_format.struct_format(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
+TGID, TID, COMM, NS, CPU = (_HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
+FAILED = _HEAD_ITEMS.index("failed")
+_INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
+# Distinct strings a capture keeps its line text of (a path, a name: most repeat); past this
+# many the memo starts again, so that a stream of distinct strings costs no more memory.
+STRING_MEMO = 4096
+
+# Compiled handler code kept by its source (_compiled).
+CODE_MEMO = 4096
+_CODE: dict = {}
+
+_STRING = json.encoder.encode_basestring_ascii  # output._STRING: what json.dumps writes
+_QUOTED = json.encoder.encode_basestring  # output._QUOTED: the same, non-ASCII kept
+
+
+class _Field:
+    """One item the struct reads: a value, or a capture's status or length."""
+
+    __slots__ = ("offset", "code", "size")
+
+    def __init__(self, offset: int, code: str) -> None:
+        self.offset, self.code = offset, code
+        self.size = struct.calcsize("<" + code)
+
+
+def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool, who: bool,
+                    comm, comms: dict, open_calls):
+    """A function (event bytes) -> its line, for events of `fn` of `kind` (0 entry, 1 exit);
+    None where this function's events all go the general way (a value that is not a whole
+    integer, pointer, bool or enum in the record, a capture that is not a string, names that
+    repeat). `shape`: output's _Shape of `fn`; `general(raw)`: the line the general path makes;
+    `comm(bytes)`: a comm's (text, JSON text), kept in `comms`; `open_calls`: the printer's
+    calls.OpenCalls."""
+    desc = _desc(fn)
+    if desc is None:
+        return None
+    if kind == 0:
+        values, plans, names = desc.args, desc.record.entry, shape.names
+    else:
+        values = (desc.ret.value,) if desc.ret else ()
+        plans, names = desc.record.exit, ()
+    if len(plans) != len(values):
+        return None
+    caps = tuple(c for c in getattr(desc, "captures", ()) if c.at_exit == bool(kind))
+    if len({c.name for c in caps}) != len(caps):
+        return None  # the general path's dict keeps one of them
+    if as_json and kind == 0 and shape.json_keys is None:
+        return None
+    env = {"general": general, "fn": fn, "comms_get": comms.get, "comm": comm,
+           "enter": open_calls.enter, "exit_": open_calls.exit}
+    fields, mask, shown = [], 0, []
+    for n, (v, plan) in enumerate(zip(values, plans)):
+        t = v.type
+        code = _INT_CODES.get(t.size) if t.tag in ("int", "ptr", "bool", "enum") else None
+        if code is None or plan is None or v.unavailable is not None or v.by_ref \
+                or plan.data_off < 0:
+            return None
+        signed = t.tag in ("int", "enum") and t.signed
+        fields.append(_Field(DATA + plan.data_off, code if signed else code.upper()))
+        shown.append(_value(t, n, as_json, env))
+        mask |= plan.op_mask
+    strings = []
+    for c in caps:
+        if c.kind != "str" or c.head < 0:
+            return None
+        status = _Field(DATA + c.head + CAPTURE_STATUS, "B")
+        length = _Field(DATA + c.head + CAPTURE_LEN, "H")
+        fields += [status, length]
+        strings.append((c, status, length))
+        mask |= c.root_mask
+    # One struct over the event: its heads, then the fields by offset (none may overlap).
+    fmt, at, item = [("<" if order == "little" else ">") + HEAD_FORMAT], DATA, {}
+    for f in sorted(fields, key=lambda f: f.offset):
+        if f.offset < at:
+            return None
+        fmt.append(f"{f.offset - at}x{f.code}" if f.offset > at else f.code)
+        at = f.offset + f.size
+        item[id(f)] = len(_HEAD_ITEMS) + len(item)
+    env["unpack"] = struct.Struct("".join(fmt)).unpack_from
+    values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
+    # What the struct reads is within what the decoder needs (the plans' and captures' ends).
+    need = max(at, DATA + fn._needs[kind])
+    return _source(fn, kind, shape, names, values, strings, item, mask, need, env,
+                   as_json=as_json, who=who)
+
+
+def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls, **_):
+    """compile_handler's for --errors, where most calls print nothing: an entry is kept as
+    its bytes, decoded only if its call fails (checked whole first: a record too short goes
+    the general way, which refuses it, as at any entry); an exit whose return is a whole
+    integer, pointer, bool or enum is tested as read, and only a failed call goes the general
+    way (which prints it). None: every event the general way."""
+    desc = _desc(fn)
+    if desc is None:
+        return None
+    head = ("<" if order == "little" else ">") + HEAD_FORMAT
+    env = {"general": general, "fn": fn, "enter": open_calls.enter, "exit_": open_calls.exit,
+           "unpack": struct.Struct(head).unpack_from}
+    body = [f"    if len(raw) < {DATA + fn._needs[kind]}:", "        return general(raw)"]
+    if kind == 0:
+        body += ["    t = unpack(raw)", f"    enter(t[{TID}], fn, (t[{NS}], bytes(raw)))",
+                 "    return None"]
+        return _compiled(body, env, "errors, entry")
+    ret = desc.ret.value if desc.ret else None
+    if ret is not None:
+        rtype, plan = ret.type, desc.record.exit[0]
+        code = _INT_CODES.get(rtype.size) if rtype.tag in ("int", "ptr", "bool", "enum") \
+            else None
+        if code is None or plan is None or ret.unavailable is not None or ret.by_ref \
+                or plan.data_off < 0:
+            return None
+        signed = rtype.tag in ("int", "enum") and rtype.signed
+        env["unpack"] = struct.Struct(head + (f"{plan.data_off}x" if plan.data_off else "")
+                                      + (code if signed else code.upper())).unpack_from
+        value = f"t[{len(_HEAD_ITEMS)}]"
+        body += ["    t = unpack(raw)", f"    if t[{FAILED}] & {plan.op_mask}:",
+                 "        return general(raw)"]
+        # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer.
+        if rtype.tag == "ptr":
+            body += [f"    if {value} == 0 or {value} >= {(1 << 8 * rtype.size) - MAX_ERRNO}:",
+                     "        return general(raw)"]
+        elif rtype.tag == "int" and rtype.signed:
+            body += [f"    if {-MAX_ERRNO} <= {value} <= -1:", "        return general(raw)"]
+    else:
+        body.append("    t = unpack(raw)")
+    body += [f"    exit_(t[{TID}], fn)", "    return None"]
+    return _compiled(body, env, "errors, exit")
+
+
+def _desc(fn):
+    """A generated Function's checked FunctionDesc, where it has one and says how many record
+    bytes it reads of each kind (its _needs: a record shorter than that it refuses, never
+    misreads, and so do the handlers, leaving it to the general path); else None."""
+    desc = getattr(fn, "desc", None)
+    return desc if desc is not None and hasattr(fn, "_needs") else None
+
+
+def _compiled(body: list, env: dict, what: str):
+    """The handler whose body is `body`, run in `env`. Functions of one layout (a whole kernel
+    has tens of thousands, and a few thousand layouts) share its compiled code: compile()
+    took 0.1 ms a handler, twice a function's first events."""
+    source = "def handler(raw):\n" + "\n".join(body) + "\n"
+    code = _CODE.get(source)
+    if code is None:
+        if len(_CODE) >= CODE_MEMO:
+            _CODE.clear()
+        code = _CODE[source] = compile(source, f"<btfgen line handler: {what}>", "exec")
+    exec(code, env)  # noqa: S102 (integers only in the source: see _source)
+    return env["handler"]
+
+
+def _value(t, n: int, as_json: bool, env: dict) -> tuple[str, str]:
+    """(its % conversion, its argument: an expression of {} -- the struct's item) for a value
+    of type `t`: what output prints of what the decoder gives (runtime/readers.py)."""
+    if t.tag == "int" or (t.tag == "ptr" and as_json):
+        return "%d", "{}"
+    if t.tag == "ptr":
+        return "%#x", "{}"  # hex(v)
+    if t.tag == "bool":  # any of its bytes set: True
+        return "%s", ('("false", "true")' if as_json else '("False", "True")') + "[{} != 0]"
+    env[f"enum{n}"] = _Enum(t.names, as_json)
+    return "%s", f"enum{n}[{{}}]"
+
+
+class _Enum(dict):
+    """An enum's value -> its text: output.typed's {"value", "name"} object in JSON, the
+    decoder's Enumerator's repr in text. Kept for named values (a bounded set)."""
+
+    __slots__ = ("names", "as_json")
+
+    def __init__(self, names: dict, as_json: bool) -> None:
+        super().__init__()
+        self.names, self.as_json = names, as_json
+
+    def __missing__(self, value: int) -> str:
+        name = self.names.get(value)
+        if self.as_json:
+            text = '{"value": %d, "name": %s}' % (value, "null" if name is None else
+                                                   _STRING(name))
+        else:
+            text = f"{name}({value})" if name else f"<enum {value}>"
+        if name is not None:
+            self[value] = text
+        return text
+
+
+def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, as_json, who):
+    """The handler as Python source: only integers (indexes, offsets, masks) and constants of
+    this module are written into it; every text of the function (names, which a recording
+    brings and could make anything) is in the format strings, passed to it as values, each %
+    of them doubled."""
+    body = [f"    if len(raw) < {need}:", "        return general(raw)",
+            "    t = unpack(raw)", f"    if t[{FAILED}] & {mask}:", "        return general(raw)"]
+    caps = []  # the line's capture texts, by variable
+    for n, (c, status, length) in enumerate(strings):
+        first = DATA + c.head + CAPTURE_HEADER
+        env[f"memo{n}_get"], env[f"string{n}"] = _string(c.size, as_json)
+        body += [f"    if t[{item[id(status)]}] != {CAPTURE_READ}:", "        return general(raw)",
+                 f"    b = bytes(raw[{first}:{first} + t[{item[id(length)]}] - 1])",
+                 f"    s{n} = memo{n}_get(b)", f"    if s{n} is None:",
+                 f"        s{n} = string{n}(b)"]
+        caps.append((c.name, f"s{n}"))
+    if as_json or who:
+        body += [f"    c = comms_get(t[{COMM}])", "    if c is None:",
+                 f"        c = comm(t[{COMM}])"]
+    if kind == 0:
+        body.append(f"    enter(t[{TID}], fn, t[{NS}])")
+        template, args = _entry(fn, shape, names, caps, values, as_json, who)
+        body.append(f"    return {_const(env, template)} % ({_items(args)})")
+    else:
+        body.append(f"    e = exit_(t[{TID}], fn)")
+        plain, timed, args = _exit(fn, shape, caps, values, as_json, who)
+        took = f"(t[{NS}] - e)" + ("" if as_json else " / 1000")
+        body += ["    if e is None:", f"        return {_const(env, plain)} % ({_items(args)})",
+                 f"    return {_const(env, timed)} % ({_items(args + [took])})"]
+    return _compiled(body, env, "entry" if kind == 0 else "exit")
+
+
+def _items(exprs: list) -> str:
+    """A tuple's items as source (a 1-tuple's comma too)."""
+    return "".join(e + ", " for e in exprs)
+
+
+def _const(env: dict, text: str) -> str:
+    """A name in the handler's globals for `text`."""
+    name = f"T{sum(k.startswith('T') for k in env)}"
+    env[name] = text
+    return name
+
+
+def _lit(text: str) -> str:
+    """Text of a format string as itself."""
+    return text.replace("%", "%%")
+
+
+def _json_head(shape, kind: str) -> tuple[str, str]:
+    """output._json_head's text as a format, and its arguments."""
+    return ('{"timestamp": %d, "cpu": %d, "pid": %d, "tid": %d, "comm": %s, "function": '
+            + _lit(shape.json_name) + f', "kind": "{kind}"',
+            f"t[{NS}], t[{CPU}], t[{TGID}], t[{TID}], c[1]")
+
+
+def _who(who: bool) -> tuple[str, list]:
+    """output.Printer._prefix as a format and its arguments."""
+    return ("%s[%d] ", ["c[0]", f"t[{TGID}]"]) if who else ("", [])
+
+
+def _entry(fn, shape, names, caps, values, as_json, who):
+    captured = dict(caps)
+    if as_json:
+        text, head = _json_head(shape, "entry")
+        text += ', "args": {' + ", ".join(_lit(k) + spec for k, (spec, _) in
+                                          zip(shape.json_keys, values)) + "}"
+        args = [head] + [expr for _, expr in values]
+        if caps:
+            text += ', "captures": {' + ", ".join(_lit(_STRING(p)) + ": %s" for p, _ in caps) \
+                + "}"
+            args += [v for _, v in caps]
+        return text + "}", args
+    text, args = _who(who)
+    # output._Shape.shown: a captured argument shows its capture, the other captures follow.
+    shown = []
+    for name, (spec, expr) in zip(names, values):
+        if name in captured:
+            shown.append(_lit(name) + "=%s")
+            args.append(captured[name])
+        else:
+            shown.append(_lit(name) + "=" + spec)
+            args.append(expr)
+    for path, v in caps:
+        if path not in names:
+            shown.append(_lit(path) + "=%s")
+            args.append(v)
+    return text + _lit(fn.name) + "(" + ", ".join(shown) + ")", args
+
+
+def _exit(fn, shape, caps, values, as_json, who):
+    """(the format without a duration, the one with, their arguments but the duration)."""
+    if values:
+        spec, args = values[0][0], [values[0][1]]
+    else:  # void: the decoder's None
+        spec, args = ("null" if as_json else "None"), []
+    if as_json:
+        text, head = _json_head(shape, "exit")
+        text += ', "return": ' + spec
+        args = [head] + args
+        if caps:
+            text += ', "captures": {' + ", ".join(_lit(_STRING(p)) + ": %s" for p, _ in caps) \
+                + "}"
+            args += [v for _, v in caps]
+        return text + "}", text + ', "duration_ns": %d}', args
+    text, prefix = _who(who)
+    text += _lit(fn.name) + " -> " + spec
+    args = prefix + args
+    if caps:
+        text += " " + ", ".join(_lit(p) + "=%s" for p, _ in caps)
+        args += [v for _, v in caps]
+    # "%.3f" % (took / 1000): the digits of output's f"{took / 1000:.3f}".
+    return text, text + " (%.3f us)", args
+
+
+def _string(size: int, as_json: bool):
+    """(the memo's get, a function making and keeping a capture's text) for a whole string of
+    at most `size` characters: its bytes as read (the NUL-counting length less one) to what
+    output prints of the decoder's CapturedString (decoder/runtime/captures.py)."""
+    memo: dict = {}
+
+    def string(b: bytes) -> str:
+        text, truncated = b, len(b) > size
+        if truncated:
+            text = text[:size]
+        if b"\0" in text:
+            text = text.split(b"\0", 1)[0]
+        s = text.decode("utf-8", "backslashreplace")
+        if as_json:
+            out = '{"string": ' + _STRING(s) + ', "truncated": true}' if truncated else \
+                _STRING(s)
+        else:
+            out = _QUOTED(s) + ("..." if truncated else "")
+        if len(memo) >= STRING_MEMO:
+            memo.clear()
+        memo[b] = out
+        return out
+
+    return memo.get, string
