@@ -1,0 +1,73 @@
+"""benchmarks/bench_reader.py run small: its table has a row per reader, and every reader, in
+every round, handed on exactly the records the producer put in the ring (counted where they
+land: the C reader's callback, the recording's events, the printed lines). Its speed is a
+figure, not checked here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "bench_reader.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_reader", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+RECORDS, ROUNDS = 2_000, 2
+
+
+def test_small_run_has_every_row_and_every_reader_takes_every_record(tmp_path):
+    reason = bench.checks()
+    if reason:
+        pytest.skip(f"the producer cannot run here: {reason}")
+    figures = tmp_path / "figures.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--records", str(RECORDS), "--rounds",
+                           str(ROUNDS), "--json", str(figures)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(figures.read_text())["rows"]
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    labels = [line.split(" | ")[0][2:] for line in table[1:]]
+    c_rows = [rows[k]["label"] for k in bench.C_READERS if "unavailable" not in rows[k]]
+    assert labels == [label for _, label, _ in bench.READERS] + [
+        f"--record / {label}" for label in c_rows]
+    for key, label, _ in bench.READERS:
+        row = rows[key]
+        if "unavailable" in row:  # only the C reader may be, and only for libbpf's headers
+            assert key in bench.C_READERS, key
+            assert row["unavailable"].startswith("libbpf's headers are not installed")
+            assert f"| {label} | unavailable: {row['unavailable']} |" in proc.stdout
+            continue
+        for name, _ in bench.SIZES:
+            figure = row[name]
+            assert figure["made"] == [RECORDS] * ROUNDS, (key, name)
+            assert figure["read"] == figure["made"], (key, name)
+            assert figure["records_s"] > 0 and figure["mb_s"] > 0, (key, name)
+
+
+def test_bad_options_are_refused_in_one_line(capsys):
+    assert bench.main(["--records", "3"]) == 2
+    assert bench.main(["--rounds", "0"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["bench_reader: --records must be even and >= 2, --rounds >= 1"] * 2
+
+
+def test_the_ring_holds_the_records_with_their_headers():
+    page = bench.os.sysconf("SC_PAGE_SIZE")
+    assert bench.ring_bytes(1, 1080) == 16 * page  # at least 16 pages
+    size = bench.ring_bytes(100_000, 1080)  # 1,088 bytes a record: 108.8 MB
+    assert size == 128 << 20
+    assert bench.ring_bytes(100_000, 1081) == 128 << 20  # 1,096: still fits
+    assert bench.ring_bytes(123_362, 1080) == 256 << 20  # past 128 MiB
