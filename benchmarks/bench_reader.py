@@ -225,13 +225,19 @@ def checks() -> str | None:
 
 def record_sizes(decoders, name: str) -> tuple[tuple[int, int], str]:
     """The bytes of `name`'s entry and exit records in the ring, as the tracer writes them,
-    and where that figure comes from. Today every record is a whole struct trace_event (its
-    head, the record's head and the generic record's data), whatever its function holds."""
+    and where that figure comes from: the run side's spec_format.event_size (from the
+    function's descriptor) where this tree has it, else a whole struct trace_event (its head,
+    the record's head and the generic record's data), every record's length before records
+    took the size of what they hold."""
+    sized = getattr(spec_format, "event_size", None)
+    if sized is not None:
+        desc = decoders._descriptor(name)[0]  # what run.recorder hands the writer
+        return (sized(desc, 0), sized(desc, 1)), "spec_format.event_size (the descriptor's)"
     from btfgen.decoder.generic import DATA_SIZE
 
     whole = (spec_format.size_of(spec_format.EVENT_HEAD)
              + spec_format.size_of(spec_format.RECORD_HEAD) + DATA_SIZE)
-    return (whole, whole), "sizeof(struct trace_event): every record's length today"
+    return (whole, whole), "sizeof(struct trace_event), every record's length in this tree"
 
 
 def _check(argv: list, what: str) -> None:
@@ -508,7 +514,12 @@ def measure(setup: Setup, records: int, rounds: int, progress=lambda _: None) ->
         for r in range(rounds):
             for key, label, read in (readers if r % 2 == 0 else readers[::-1]):
                 made = fill(setup, name, records)
-                got = read(setup, fd, made)
+                try:
+                    got = read(setup, fd, made)
+                except Failed:
+                    raise
+                except Exception as e:  # a reader that fails says so in one line, as itself
+                    raise Failed(f"{label} ({name}): {type(e).__name__}: {e}") from e
                 runs[name][key].append((made, got.records, got.seconds))
                 progress(f"{name} round {r + 1}/{rounds}: {label}")
     return runs
@@ -533,9 +544,12 @@ def summary(setup: Setup, runs: dict) -> dict:
 
 
 def table(setup: Setup, rows: dict) -> str:
-    head = "| reader | " + " | ".join(
-        f"{what} ({'/'.join(str(s) for s in set(setup.sizes[n]))} B): records/s | MB/s"
-        for n, what in SIZES) + " |"
+    def sized(name: str) -> str:
+        entry, exit_ = setup.sizes[name]
+        return f"{entry:,} B" if entry == exit_ else f"entry {entry:,} B, exit {exit_:,} B"
+
+    head = "| reader | " + " | ".join(f"{what} ({sized(n)}): records/s | MB/s"
+                                      for n, what in SIZES) + " |"
     lines = [head, "|---" * (1 + 2 * len(SIZES)) + "|"]
     for key, label, _ in READERS:
         row = rows[key]
