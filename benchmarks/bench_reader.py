@@ -382,7 +382,12 @@ def _counts(obj) -> tuple[int, int]:
     return made, lost
 
 
-def fill(setup: Setup, name: str, records: int) -> int:
+class Made(NamedTuple):
+    records: int
+    run_ns: float  # the producer's mean time a run (a call: two records), as the kernel says
+
+
+def fill(setup: Setup, name: str, records: int) -> Made:
     """Put `records` records of `name` in the ring (a call's entry and exit, records/2 times):
     the records made, which must be all of them."""
     from btfgen.probe.libbpf import libbpf
@@ -402,7 +407,7 @@ def fill(setup: Setup, name: str, records: int) -> int:
     if lost or made != records // 2 * 2:
         raise Failed(f"the producer made {made} of {records // 2 * 2} records ({lost} found no "
                      "room in the ring)")
-    return made
+    return Made(made, float(opts.duration))
 
 
 # -- the readers ------------------------------------------------------------------------------
@@ -506,14 +511,18 @@ C_READERS = ("c", "c_null")
 # -- the rounds and the table -----------------------------------------------------------------
 
 def measure(setup: Setup, records: int, rounds: int, progress=lambda _: None) -> dict:
-    """Per size, per reader: each round's (records made, records read, seconds)."""
+    """Per size, per reader: each round's (records made, records read, seconds); and per
+    size, "producer": each fill's ns a call."""
     fd = setup.obj.map_fd("events")
     readers = [r for r in READERS if r[0] not in C_READERS or setup.c_reader]
     runs: dict = {name: {key: [] for key, _, _ in readers} for name, _ in SIZES}
     for name, _ in SIZES:
+        runs[name]["producer"] = []
+    for name, _ in SIZES:
         for r in range(rounds):
             for key, label, read in (readers if r % 2 == 0 else readers[::-1]):
-                made = fill(setup, name, records)
+                made, run_ns = fill(setup, name, records)
+                runs[name]["producer"].append(run_ns)
                 try:
                     got = read(setup, fd, made)
                 except Failed:
@@ -611,13 +620,17 @@ def main(argv=None) -> int:
           f"median of {args.rounds} rounds, the readers alternating; record lengths: "
           f"{setup.size_source}")
     print(table(setup, rows))
+    print("the producer (BPF_PROG_TEST_RUN, its mean a run): " + ", ".join(
+        f"{what} {2e3 / max(statistics.median(runs[n]['producer']), 1):,.1f} M records/s"
+        for n, what in SIZES))
     print("libbpf (C): ring_buffer__consume, each record copied into a 1 MiB buffer written to "
           "a file whenever full (or to /dev/null); --record: the recording written to a file "
           "(each record cut to what its decoder reads); text: lines to /dev/null")
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"records": args.records, "rounds": args.rounds, "sizes": setup.sizes,
-             "size_source": setup.size_source, "rows": rows}, indent=1))
+             "size_source": setup.size_source, "rows": rows,
+             "producer_run_ns": {n: runs[n]["producer"] for n, _ in SIZES}}, indent=1))
     return 0
 
 
