@@ -1,0 +1,411 @@
+"""The ring buffer read in place: a BPF_MAP_TYPE_RINGBUF map's pages mapped into this process
+and its committed records handed over as SPANS (contiguous runs of the ring's bytes, many
+records each), with no Python call per record unless a sink wants one.
+
+The ring (kernel/bpf/ringbuf.c) as mapped here, as libbpf maps it:
+
+    offset 0          the consumer page, read-write: consumer_pos (unsigned long)
+    offset PAGE       the producer page, read-only: producer_pos (unsigned long)
+    offset 2 * PAGE   the data, SIZE bytes, mapped twice in a row (read-only): a record that
+                      wraps past the end is contiguous in the mapping, so a span is one slice
+
+A record is an 8-byte header (u32 length with BUSY bit 31 and DISCARD bit 30, u32 page
+offset), then its bytes, the whole padded to 8. Positions are unsigned long: 64 bits on a
+64-bit kernel, 32 on a 32-bit one (i386, arm, riscv32), where they wrap: every difference of
+positions is taken modulo 2**bits.
+
+The protocol, kept by construction:
+- producer_pos is read with acquire ordering before the headers below it (a header not yet
+  rewritten in this lap of the ring would otherwise read as an old, committed one);
+- a record is the consumer's once its header's BUSY bit is seen clear with acquire ordering,
+  and only then are its bytes read;
+- consumer_pos is written with release ordering, after every read of the bytes it gives back.
+
+Python has no acquire load nor release store, so the reader puts one fence between each of
+these steps, through ctypes (libatomic's atomic_thread_fence, seq_cst). On x86 and s390x
+(total store order: loads are not reordered with older loads, nor stores with older loads)
+plain loads and stores already have those orderings, and no fence is made. Where a weakly
+ordered machine has no libatomic, `available()` says why and the tracer reads through libbpf's
+consumer (ringbuf.RingBuffer).
+
+One fence a span is enough on arm64, ppc64le and riscv64: each of them orders every load and
+store before a full fence (dmb ish; sync; fence rw,rw) before every load and store after it,
+whatever their number, and the reader never needs an order finer than "all of these before
+all of those". It walks span N+1's headers between two fences: after the fence that follows
+its read of producer_pos (which bounds them: acquire), and before the fence after which span
+N+1's bytes are handed to the sink (the headers' BUSY bits seen clear before any byte read:
+acquire); and it writes consumer_pos past span N after the fence that follows the sink's last
+read of span N (release). So each call of `take()` makes one fence, and hands over the span it
+walked before that fence (a pipeline one span deep): span N is handed over while span N+1 is
+walked. From idle, a call makes two (nothing is walked ahead yet).
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import ctypes.util
+import mmap
+import platform
+import select
+import struct
+import sys
+
+from .libbpf import fail, libbpf
+
+BUSY = 1 << 31
+DISCARD = 1 << 30
+LENGTH = DISCARD - 1  # the length bits of a header's first word
+HEADER = 8  # the kernel's record header: u32 length and flags, u32 page offset
+RINGBUF = 27  # BPF_MAP_TYPE_RINGBUF
+POSITION = ctypes.sizeof(ctypes.c_ulong)  # the kernel's unsigned long, as libbpf reads it
+WRAP = (1 << (8 * POSITION)) - 1
+# Total store order: loads keep their order, as do stores after loads. No fence needed.
+TSO = {"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86", "s390x"}
+SEQ_CST = 5  # __ATOMIC_SEQ_CST
+MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): two are held
+
+
+def record_size(header: int) -> int:
+    """The bytes a record takes in the ring: its header, its length, padded to 8."""
+    return ((header & LENGTH) + HEADER + 7) & ~7
+
+
+class Span:
+    """Committed records, contiguous in the ring: `data` their bytes from the first header
+    (valid until the reader's next take(): a sink copies what it keeps), `runs` their headers'
+    first words as (repeats, words of one period), so that a sink needs no walk of its own,
+    `records` how many are not discarded. Iterating gives each record's bytes (its header's
+    length, without the header), discarded ones skipped."""
+
+    __slots__ = ("data", "runs", "records")
+
+    def __init__(self, data, runs: list[tuple[int, tuple[int, ...]]], records: int) -> None:
+        self.data, self.runs, self.records = data, runs, records
+
+    def __iter__(self):
+        data, at = self.data, 0
+        for count, words in self.runs:
+            sizes = [(w, record_size(w)) for w in words]
+            for _ in range(count):
+                for w, size in sizes:
+                    if not w & DISCARD:
+                        yield data[at + HEADER:at + HEADER + (w & LENGTH)]
+                    at += size
+
+    def batch(self) -> list:
+        """The records as a list of memoryviews (a printer's batch)."""
+        return list(self)
+
+    def first(self):
+        """The first record not discarded, or None."""
+        return next(iter(self), None)
+
+
+def runs_of(words) -> list[tuple[int, tuple[int, ...]]]:
+    """Header words in arrival order as runs (adjacent equal ones counted once)."""
+    runs: list[tuple[int, tuple[int, ...]]] = []
+    for w in words:
+        if runs and runs[-1][1] == (w,):
+            runs[-1] = (runs[-1][0] + 1, (w,))
+        else:
+            runs.append((1, (w,)))
+    return runs
+
+
+def _fence():
+    """The fence to make between the steps of the protocol: None where loads and stores keep
+    their order (TSO), else a callable; raises OSError where there is none to call."""
+    if platform.machine() in TSO:
+        return None
+    name = ctypes.util.find_library("atomic") or "libatomic.so.1"
+    lib = ctypes.CDLL(name)  # OSError when absent
+    fn = lib.atomic_thread_fence  # AttributeError -> OSError below
+    fn.argtypes, fn.restype = [ctypes.c_int], None
+    return lambda: fn(SEQ_CST)
+
+
+def available() -> str:
+    """'' when this machine can read the ring in place, else why not (then libbpf reads it)."""
+    try:
+        _fence()
+    except (OSError, AttributeError) as e:
+        return f"no memory fence to call on {platform.machine()} (libatomic: {e})"
+    return ""
+
+
+class _MapInfo(ctypes.Structure):
+    # The head of struct bpf_map_info (bpf.h): as far as max_entries.
+    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32),
+                ("key_size", ctypes.c_uint32), ("value_size", ctypes.c_uint32),
+                ("max_entries", ctypes.c_uint32), ("rest", ctypes.c_uint8 * 76)]
+
+
+def ring_size(map_fd: int) -> int:
+    """A ring buffer map's data size in bytes (its max_entries), checked to be one."""
+    lib = libbpf()
+    get = lib.bpf_obj_get_info_by_fd
+    get.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+    get.restype = ctypes.c_int
+    info = _MapInfo()
+    size = ctypes.c_uint32(ctypes.sizeof(info))
+    if get(map_fd, ctypes.byref(info), ctypes.byref(size)):
+        raise fail("bpf_obj_get_info_by_fd")
+    if info.type != RINGBUF:
+        raise ValueError(f"map fd {map_fd} is not a ring buffer (type {info.type})")
+    return info.max_entries
+
+
+class RingError(RuntimeError):
+    """The ring holds what its protocol forbids (a committed record past producer_pos)."""
+
+
+class RingReader:
+    """Hands a BPF_MAP_TYPE_RINGBUF map's committed records to `sink(span)`, a span at a time,
+    from its pages mapped here; the same poll()/drain() as ringbuf.RingBuffer (the loop calls
+    either). The span's bytes are the ring's own: the sink must be done with them when it
+    returns (a writer writes them, a printer formats them)."""
+
+    # A poll or drain hands over at most this many bytes' worth of spans, then returns: the
+    # loop then looks at its clock and its signals even while records keep coming.
+    BUDGET_SPANS = 64
+
+    def __init__(self, map_fd: int, sink, fence=...) -> None:
+        self._sink = sink
+        self._fence = _fence() if fence is ... else fence
+        size = ring_size(map_fd)
+        page = mmap.PAGESIZE
+        self._maps = [mmap.mmap(map_fd, page, mmap.MAP_SHARED,
+                                mmap.PROT_READ | mmap.PROT_WRITE, offset=0)]
+        try:
+            self._maps.append(mmap.mmap(map_fd, page + 2 * size, mmap.MAP_SHARED,
+                                        mmap.PROT_READ, offset=page))
+        except BaseException:
+            self._maps[0].close()
+            raise
+        producer = memoryview(self._maps[1])
+        self._attach(memoryview(self._maps[0])[:POSITION], producer[:POSITION],
+                     producer[page:], size)
+        self._epoll = select.epoll()
+        self._epoll.register(map_fd, select.EPOLLIN)
+
+    def _attach(self, consumer, producer, data, size: int) -> None:
+        """Read the ring through these views: its consumer and producer positions (bytes of an
+        unsigned long each) and its data, `size` bytes mapped twice (2 * size)."""
+        self.size, self._mask = size, size - 1
+        self._max_span = max(HEADER, min(MAX_SPAN, size // 8))
+        self._views = [consumer, producer, data]
+        self._cons = consumer.cast("L")
+        self._prod = producer.cast("L")
+        self._data = data
+        self._words = data.cast("I")
+        self._views += [self._cons, self._prod, self._words]
+        self._handed_end = self._cons[0]  # past the span last handed over
+        self._producer = self._prod[0]  # read before a fence, then bounds a walk
+        self._pending: Span | None = None  # walked ahead, handed over at the next take()
+        self._pending_end = self._handed_end
+        self.records = 0  # handed over, since the start
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def take(self) -> Span | None:
+        """The next span of committed records, safe to read until the next take(), or None
+        when there is none; what earlier calls returned is given back to the producer."""
+        fence = self._fence
+        if fence:
+            fence()
+        # The span handed over last time has been read (before the fence): give it back.
+        self._cons[0] = self._handed_end
+        ready, end = self._pending, self._pending_end
+        if ready is None:
+            # From idle: nothing was walked ahead. Walk up to the producer position read
+            # before the fence; if that finds nothing, read it again and, when it moved, fence
+            # before walking to it; then fence before the bytes walked are handed over.
+            ready, end = self._walk(self._handed_end)
+            if ready is None:
+                producer = self._prod[0]
+                if producer == self._producer:
+                    return None
+                self._producer = producer
+                if fence:
+                    fence()
+                ready, end = self._walk(self._handed_end)
+                if ready is None:
+                    return None
+            self._producer = self._prod[0]
+            if fence:
+                fence()
+        self._handed_end = end
+        # The next span is walked now, between this fence and the next one (the module's doc).
+        self._pending, self._pending_end = self._walk(end)
+        self._producer = self._prod[0]
+        return ready
+
+    def _walk(self, pos: int) -> tuple[Span | None, int]:
+        """The committed records from `pos` up to the producer position last read: a span and
+        the position after it, or (None, pos)."""
+        avail = (self._producer - pos) & WRAP
+        if not avail:
+            return None, pos
+        if avail > self.size:
+            raise RingError(f"producer position {self._producer} is {avail} bytes past the "
+                            f"consumer's {pos}, the ring holds {self.size}")
+        words = self._words
+        begin = o = pos & self._mask
+        end = o + avail  # no committed byte lies past it
+        soft = o + self._max_span
+        runs: list[tuple[int, tuple[int, ...]]] = []
+        records = 0
+        recent: list[int] = []  # header words walked one by one since the last run
+        while o < end and o < soft:
+            w = words[o >> 2]
+            if w & BUSY:
+                break
+            size = ((w & LENGTH) + HEADER + 7) & ~7
+            if o + size > end:
+                raise RingError(f"a committed record of {size} bytes at {o} runs past the "
+                                f"producer position ({end})")
+            o += size
+            if not w & DISCARD:
+                records += 1
+            if runs and runs[-1][1] == (w,):
+                runs[-1] = (runs[-1][0] + 1, (w,))
+            else:
+                runs.append((1, (w,)))
+            recent.append(w)
+            if len(recent) > 8:
+                del recent[0]
+            # Lengths repeating with a short period (an entry and an exit, a few calls in a
+            # loop): the rest of the run is checked a phase at a time, at C speed. A short run
+            # of one period may hide a longer one (every 4th record discarded): the one
+            # covering most records wins, a long run at once.
+            best, best_n = None, 0
+            for period in _periods(recent):
+                pattern = tuple(recent[-period:])
+                n = self._repeats(o, pattern, soft, end)
+                if n * period > best_n * len(best or ()):
+                    best, best_n = pattern, n
+                if n * period >= 64:
+                    break
+            if best:
+                o += best_n * sum(((x & LENGTH) + HEADER + 7) & ~7 for x in best)
+                records += best_n * sum(1 for x in best if not x & DISCARD)
+                _add_run(runs, best_n, best)
+                recent = (recent + list(best) * min(best_n, 8))[-8:]
+        if o == begin:
+            return None, pos
+        return Span(self._data[begin:o], runs, records), (pos + (o - begin)) & WRAP
+
+    def _repeats(self, o: int, pattern: tuple[int, ...], soft: int, end: int) -> int:
+        """How many times `pattern` (header words of one period) repeats from byte `o`, whole
+        periods within `end` (and starting before `soft`): one strided compare of the headers
+        a phase, over a doubling count, halved where one fails."""
+        sizes = [((w & LENGTH) + HEADER + 7) & ~7 for w in pattern]
+        period = sum(sizes)
+        most = min((end - o) // period, max(0, -(-(soft - o) // period)))
+        offsets, at = [], 0
+        for s in sizes:
+            offsets.append(at)
+            at += s
+        words, step = self._words, period >> 2
+        done, k = 0, 1  # a pattern that breaks at once costs one compare a phase
+        while done < most:
+            k = min(k, most - done)
+            base = o + done * period
+            ok = True
+            for w, off in zip(pattern, offsets):
+                first = (base + off) >> 2
+                if words[first:first + k * step:step] != _same(w, k):
+                    ok = False
+                    break
+            if ok:
+                done += k
+                k *= 2
+            elif k == 1:
+                break
+            else:
+                k //= 2
+        return done
+
+    # -- the loop's interface -------------------------------------------------------------
+
+    def _hand_over(self) -> int:
+        n = spans = 0
+        while spans < self.BUDGET_SPANS:
+            span = self.take()
+            if span is None:
+                break
+            self._sink(span)
+            n += span.records
+            spans += 1
+        self.records += n
+        return n
+
+    def poll(self, timeout_ms: int) -> int:
+        """Records handed over, waiting up to `timeout_ms` for the first."""
+        n = self._hand_over()
+        if n:
+            return n
+        try:
+            self._epoll.poll(timeout_ms / 1000)
+        except InterruptedError:
+            pass
+        return self._hand_over()
+
+    def drain(self) -> int:
+        """Records handed over of those there now, without waiting."""
+        return self._hand_over()
+
+    def close(self) -> None:
+        if self._epoll is None:
+            return
+        self._epoll.close()
+        self._epoll = None
+        self._pending = None
+        for view in reversed(self._views):
+            view.release()
+        try:
+            for m in self._maps:
+                m.close()
+        except BufferError:  # a sink kept a view of the ring: the maps go with it
+            pass
+
+    def __enter__(self) -> RingReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _periods(recent: list[int]):
+    """The periods (1 to 4) the last header words repeat with, twice over, shortest first."""
+    n = len(recent)
+    for p in (1, 2, 3, 4):
+        if n < 2 * p:
+            return
+        if recent[-p:] == recent[-2 * p:-p]:
+            yield p
+
+
+def _add_run(runs: list, n: int, pattern: tuple[int, ...]) -> None:
+    if runs and runs[-1][1] == pattern:
+        runs[-1] = (runs[-1][0] + n, pattern)
+    else:
+        runs.append((n, pattern))
+
+
+_SAME: dict[tuple[int, int], memoryview] = {}
+
+
+def _same(word: int, k: int) -> memoryview:
+    """k copies of a u32 header word, to compare a strided slice of the ring with."""
+    got = _SAME.get((word, k))
+    if got is None:
+        if len(_SAME) > 256:
+            _SAME.clear()
+        got = _SAME[word, k] = memoryview(array.array("I", [word]) * k)
+    return got
+
+
+if sys.byteorder not in ("little", "big"):  # pragma: no cover
+    raise ImportError("unknown byte order")

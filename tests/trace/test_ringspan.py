@@ -1,0 +1,258 @@
+"""The ring buffer read in place (probe/ringspan.py): against a real BPF ring filled by a
+program under BPF_PROG_TEST_RUN (records of mixed sizes, discarded ones, the ring wrapping many
+times), and against rings built in memory (any mix of lengths, a record still busy anywhere,
+32-bit positions wrapping)."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from btfgen.probe import ringspan
+
+_root = os.geteuid() == 0
+needs_bpf = pytest.mark.skipif(not _root, reason="needs root (BPF)")
+
+
+def _expected(seqs_sizes, discard):
+    return [(q, s) for q, s in seqs_sizes if not (discard and q % discard == discard - 1)]
+
+
+class _Collect:
+    def __init__(self):
+        self.records, self.spans, self.runs = [], 0, 0
+
+    def __call__(self, span):
+        self.spans += 1
+        self.runs += len(span.runs)
+        got = [bytes(r) for r in span]
+        assert len(got) == span.records
+        self.records += got
+
+
+def _read(records):
+    out = []
+    for r in records:
+        seq, size = struct.unpack_from("<QQ", r)
+        import ringprog
+
+        ringprog.check(r, seq, size)
+        out.append((seq, size))
+    return out
+
+
+@pytest.fixture
+def producer():
+    import ringprog
+
+    made = []
+
+    def make(ring_bytes):
+        p = ringprog.Producer(ring_bytes)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close()
+
+
+@needs_bpf
+def test_every_record_in_order_mixed_sizes_and_discards(producer):
+    p = producer(1 << 20)
+    sink = _Collect()
+    want = []
+    with ringspan.RingReader(p.ring, sink) as reader:
+        plan = [((64,), 500, 0), ((40, 1080), 300, 8), ((24, 24, 200), 100, 0),
+                ((1080,), 200, 4), ((16, 32, 48, 64), 50, 0), ((20,), 7, 0)]
+        for sizes, times, discard in plan:
+            start = p.made()
+            p.run(sizes, times, discard)
+            made = [(start + i, sizes[i % len(sizes)]) for i in range(times * len(sizes))]
+            want += _expected(made, discard)
+        while reader.drain():
+            pass
+        assert reader.drain() == 0
+        # Everything handed over was given back to the producer.
+        assert reader._cons[0] == reader._prod[0]
+    assert _read(sink.records) == want
+
+
+@needs_bpf
+def test_repeating_lengths_are_runs_not_records(producer):
+    # Periods of 1 to 4 (discards every 4th included) go by strided compares: a span's
+    # runs are few, whatever its records.
+    p = producer(1 << 20)
+    sink = _Collect()
+    with ringspan.RingReader(p.ring, sink) as reader:
+        for sizes, times, discard in [((64,), 2000, 0), ((40, 1080), 300, 0),
+                                      ((24, 24, 200), 300, 0), ((16, 32, 48, 64), 200, 0),
+                                      ((1080,), 400, 4)]:
+            p.run(sizes, times, discard)
+            while reader.drain():
+                pass
+    assert len(sink.records) == 2000 + 600 + 900 + 800 + 300
+    assert sink.runs <= 10 * sink.spans, (sink.runs, sink.spans)
+
+
+@needs_bpf
+def test_the_ring_wraps_many_times(producer):
+    size = 4 * 4096
+    p = producer(size)
+    sink = _Collect()
+    rng = random.Random(5)
+    want, held = [], 0
+    with ringspan.RingReader(p.ring, sink) as reader:
+        for _ in range(300):
+            sizes = tuple(rng.choice((16, 24, 56, 104, 1080)) for _ in range(rng.randint(1, 3)))
+            per_run = sum((s + 8 + 7) & ~7 for s in sizes)
+            times = rng.randint(1, (size // 2) // per_run)
+            if held + times * per_run > size - 2 * 4096:  # never more than the ring holds
+                while reader.drain():
+                    pass
+                held = 0
+            start = p.made()
+            discard = rng.choice((0, 0, 2, 8))
+            p.run(sizes, times, discard)
+            held += times * per_run
+            want += _expected([(start + i, sizes[i % len(sizes)])
+                               for i in range(times * len(sizes))], discard)
+            if rng.random() < 0.5:
+                while reader.drain():
+                    pass
+                held = 0
+        while reader.drain():
+            pass
+        assert reader._cons[0] == reader._prod[0] > 20 * size  # wrapped, many times over
+    assert _read(sink.records) == want
+
+
+@needs_bpf
+def test_poll_waits_for_the_producer(producer):
+    p = producer(1 << 16)
+    sink = _Collect()
+    with ringspan.RingReader(p.ring, sink) as reader:
+        assert reader.poll(10) == 0
+        p.run((64,), 3)
+        assert reader.poll(10) + reader.drain() == 3
+    assert [s for _, s in _read(sink.records)] == [64] * 3
+
+
+def test_a_map_that_is_no_ring_is_refused():
+    if not _root:
+        pytest.skip("needs root (BPF)")
+    import ringprog
+
+    p = ringprog.Producer(4096)
+    try:
+        with pytest.raises(ValueError, match="not a ring buffer"):
+            ringspan.RingReader(p.counter, lambda span: None)
+    finally:
+        p.close()
+
+
+# -- rings built in memory ------------------------------------------------------------------
+
+def _fake(size: int, cons: int, records, busy_at: int | None, bits: int = 64):
+    """A reader over a ring of `size` bytes in memory holding `records` ((length, discarded)
+    each, their bytes a pattern of their index) from position `cons`, the one at `busy_at`
+    still reserved; -> (reader, [(index, bytes) expected])."""
+    data = bytearray(2 * size)
+    at, pos, expect = cons & (size - 1), cons, []
+    for i, (length, discarded) in enumerate(records):
+        word = length | (ringspan.DISCARD if discarded else 0)
+        if i == busy_at:
+            word |= ringspan.BUSY
+        body = bytes([i & 0xFF]) * length
+        rec = struct.pack("<II", word, 0xDEAD) + body
+        rec += bytes(-len(rec) % 8)
+        for j, b in enumerate(rec):  # the second mapping: a wrapped record is contiguous
+            data[(at + j) % size] = b
+            data[(at + j) % size + size] = b
+        if busy_at is None or i < busy_at:
+            if not discarded:
+                expect.append(body)
+        at = (at + len(rec)) % size
+        pos += len(rec)
+    data[:] = data[:size] + data[:size]
+    r = ringspan.RingReader.__new__(ringspan.RingReader)
+    r._fence, r._maps, r._epoll, r._sink = None, [], None, None
+    fmt = "<Q" if bits == 64 else "<I"
+    mask = (1 << bits) - 1
+    cons_b = bytearray(struct.pack(fmt, cons & mask))
+    prod_b = bytearray(struct.pack(fmt, pos & mask))
+    views = [memoryview(cons_b), memoryview(prod_b)]
+    if struct.calcsize("L") != bits // 8:  # positions as wide as this machine's long
+        views = [memoryview(bytearray(struct.pack("L", cons & mask))),
+                 memoryview(bytearray(struct.pack("L", pos & mask)))]
+    r._attach(views[0], views[1], memoryview(data), size)
+    return r, expect
+
+
+def _all(r):
+    got = []
+    while (span := r.take()) is not None:
+        got += [bytes(x) for x in span]
+        assert sum(1 for _ in span) == span.records
+    return got
+
+
+_LENGTHS = st.sampled_from([0, 1, 7, 8, 16, 20, 64, 100, 1080])
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(st.tuples(_LENGTHS, st.just(False)), max_size=60),
+       pattern=st.lists(_LENGTHS, min_size=1, max_size=4), repeats=st.integers(0, 200),
+       busy=st.integers(-1, 400), start=st.integers(0, 2**64 - 1), discards=st.booleans())
+def test_any_mix_walks_as_one_header_at_a_time(records, pattern, repeats, busy, start, discards):
+    rng = random.Random(start)
+    start &= ~7  # positions move by whole records, multiples of 8
+    recs = list(records) + [(length, False) for _ in range(repeats) for length in pattern]
+    if discards:
+        recs = [(n, rng.random() < 0.1) for n, _ in recs]
+    if rng.random() < 0.3:
+        rng.shuffle(recs)
+    size = 1 << 16
+    while sum(n + 16 for n, _ in recs) > size:
+        recs.pop()
+    busy_at = busy if 0 <= busy < len(recs) else None
+    r, expect = _fake(size, start, recs, busy_at)
+    assert _all(r) == expect
+
+
+@settings(max_examples=100, deadline=None)
+@given(start=st.integers(2**32 - 3000, 2**32 - 1), n=st.integers(1, 300),
+       length=_LENGTHS)
+def test_32_bit_positions_wrap(start, n, length):
+    # A 32-bit kernel's positions are 32 bits: past 2**32 - 1 they start again from 0.
+    start &= ~7
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ringspan, "WRAP", 2**32 - 1)
+        count = min(n, (1 << 15) // (length + 16))
+        r, expect = _fake(1 << 15, start, [(length, False)] * count, None, bits=32)
+        assert _all(r) == expect
+        assert r._cons[0] == (start + count * ((length + 15) & ~7)) % 2**32
+
+
+def test_a_busy_record_stops_the_span_until_committed():
+    recs = [(64, False)] * 100
+    r, expect = _fake(1 << 16, 0, recs, 50)
+    assert _all(r) == expect[:50]
+    # Committed now: the reader goes on from where it stopped.
+    at = 50 * 72
+    word = struct.unpack_from("<I", r._data, at)[0] & ~ringspan.BUSY
+    r._data.obj[at:at + 4] = struct.pack("<I", word)
+    r._data.obj[(1 << 16) + at:(1 << 16) + at + 4] = struct.pack("<I", word)
+    assert len(_all(r)) == 50
+
+
+def test_a_committed_record_past_the_producer_is_refused():
+    r, _ = _fake(1 << 12, 0, [(64, False)] * 3, None)
+    r._prod[0] = r._producer = 100  # mid-record
+    with pytest.raises(ringspan.RingError):
+        _all(r)
