@@ -29,10 +29,11 @@ made, and the table says where one did not. The readers:
 - `libbpf (C)`: benchmarks/ring_reader.c, built here with cc and -lbpf: ring_buffer__consume()
   with a callback that copies each record into a 1 MiB buffer written to a file whenever full,
   what a recorder written in C does (the floor under any reader of this ring through libbpf);
-- `--record`: the run side's recording path as `btfgen trace --record` wires it (run.recorder's
-  writer fed by the run side's ring reader, through losses.Behind);
-- `text`: the run side's printing path (output.Printer as run.py makes it, lines batched per
-  drain), writing to /dev/null.
+- `--record`: the run side's recording path: run.recorder's writer (recording.Writer, as
+  `btfgen trace --record` makes it) fed through losses.Behind by the run side's span reader
+  (ringspan.RingReader: the ring's pages read in place), a span's records one by one;
+- `text`: the run side's printing path: output.Printer as run.run makes it (lines batched,
+  written after each drain), fed the same way, writing to /dev/null.
 
 Records/s and MB/s (10^6 bytes of records, without the ring's 8-byte headers) at each size,
 and --record's records/s over libbpf's C consumer's. Needs root (BPF), x86_64 (the producer's
@@ -450,17 +451,23 @@ def read_c(setup: Setup, fd: int, expect: int, out: Path | None = None) -> Read:
 
 
 def read_record(setup: Setup, fd: int, expect: int) -> Read:
-    """`btfgen trace --record`'s path: run.recorder's writer, fed by the ring reader through
-    Behind, as run._trace wires them; the recording then read back, outside the clock, for the
-    events it holds."""
+    """`btfgen trace --record`'s path: run.recorder's writer, fed through Behind by the run
+    side's span reader (ringspan.RingReader), each span's records handed to the writer one by
+    one (recording.Writer takes a record at a time); the recording then read back, outside the
+    clock, for the events it holds."""
     from btfgen.probe import recording, run
     from btfgen.probe.losses import Behind
-    from btfgen.probe.ringbuf import RingBuffer
+    from btfgen.probe.ringspan import RingReader
 
     path = setup.work / "bench.rec"
     writer = run.recorder(str(path), setup.manifest, setup.decoders, who=False)
-    behind = Behind(writer.record, setup.manifest["byte_order"])
-    with RingBuffer(fd, behind.record) as rb:
+    record = Behind(writer.record, setup.manifest["byte_order"]).record
+
+    def sink(span) -> None:
+        for raw in span:
+            record(raw)
+
+    with RingReader(fd, sink) as rb:
         start = time.perf_counter()
         while rb.drain() > 0:
             pass
@@ -475,19 +482,25 @@ def read_record(setup: Setup, fd: int, expect: int) -> Read:
 
 
 def read_text(setup: Setup, fd: int, expect: int) -> Read:
-    """`btfgen trace`'s text path: output.Printer as run.run makes it (batched lines, flushed
-    after each drain of the ring), writing to /dev/null; a line an event."""
+    """`btfgen trace`'s text path: output.Printer as run.run makes it (lines batched, written
+    after each drain of the ring), fed through Behind by the run side's span reader a record
+    at a time (Printer.record), writing to /dev/null; a line an event."""
     from btfgen.probe import output
     from btfgen.probe.losses import Behind
     from btfgen.probe.manifest import LazyFunctions
-    from btfgen.probe.ringbuf import RingBuffer
+    from btfgen.probe.ringspan import RingReader
 
     m = setup.manifest
     out = _Lines()
     printer = output.Printer(LazyFunctions(setup.decoders, m["functions"], m["btf_ids"]),
                              m["byte_order"], out, batch=True)
-    behind = Behind(printer.record, m["byte_order"])
-    with RingBuffer(fd, behind.record) as rb:
+    record = Behind(printer.record, m["byte_order"]).record
+
+    def sink(span) -> None:
+        for raw in span:
+            record(raw)
+
+    with RingReader(fd, sink) as rb:
         start = time.perf_counter()
         while rb.drain() > 0:
             printer.flush_lines()
@@ -624,8 +637,9 @@ def main(argv=None) -> int:
         f"{what} {2e3 / max(statistics.median(runs[n]['producer']), 1):,.1f} M records/s"
         for n, what in SIZES))
     print("libbpf (C): ring_buffer__consume, each record copied into a 1 MiB buffer written to "
-          "a file whenever full (or to /dev/null); --record: the recording written to a file "
-          "(each record cut to what its decoder reads); text: lines to /dev/null")
+          "a file whenever full (or to /dev/null); --record: the span reader, the recording "
+          "written to a file (each record cut to what its decoder reads); text: the span "
+          "reader, lines to /dev/null")
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"records": args.records, "rounds": args.rounds, "sizes": setup.sizes,
