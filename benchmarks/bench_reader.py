@@ -18,17 +18,21 @@ gives the specs, the cookies, the BTF ids and the generated decoders the readers
 - `named(const char *name, long n)`: its string captured (trace's default, 256 bytes), here
   255 characters and the NUL, read from this process's memory by bpf_probe_read_user_str.
 
-Every call is an entry record and an exit record, as a traced call makes. The ring has one
-consumer position, so the readers take turns on the same ring: filled with --records records
-(a call's pair --records/2 times), then drained by one reader, filled again, drained by the
-next; the order alternates from round to round, and each figure is the median of the rounds.
-Each reader's clock runs from its first read of the ring to its last write (its set-up -- the
-ring's mmap, the recording's header -- is outside); each must take every record the producer
-made, and the table says where one did not. The readers:
+Every call is an entry record and an exit record, as a traced call makes. A ring has one
+consumer position, so the readers take turns: a reader's ring (each its own, of one size, so
+that its position stays its own, as a tracer's single reader's does) is filled with --records
+records (a call's pair --records/2 times), then drained by that reader alone; then the next
+reader's. The order alternates from round to round, and each figure is the median of the
+rounds. Each reader is made once and reads every round, as a tracer's reader reads for as long
+as it runs: a first round, which faults its mapping of the ring in, is not counted. Its clock
+runs from its first read of the ring to its last write (a recording's header, written when the
+file is made, is outside); each must take every record the producer made, and the table says
+where one did not. The readers:
 
-- `libbpf (C)`: benchmarks/ring_reader.c, built here with cc and -lbpf: ring_buffer__consume()
-  with a callback that copies each record into a 1 MiB buffer written to a file whenever full,
-  what a recorder written in C does (the floor under any reader of this ring through libbpf);
+- `libbpf (C)`: benchmarks/ring_reader.c, built here with cc and -lbpf, one process serving
+  every round: ring_buffer__consume() with a callback that copies each record into a 1 MiB
+  buffer written to a file whenever full, what a recorder written in C does; again with the
+  buffer written to /dev/null (libbpf's consumer and the copy alone);
 - `--record`: the run side's recording path: run.recorder's writer (recording.Writer, as
   `btfgen trace --record` makes it) fed through losses.Behind by the run side's span reader
   (ringspan.RingReader: the ring's pages read in place), a span's records one by one;
@@ -92,9 +96,9 @@ int main(int argc, char **argv)
 
 PRODUCER = r"""
 /* bench_reader.py's producer: a traced call's entry and exit records, as trace.bpf.c makes
- * them, written to `events` at each run. Built with trace.bpf.c's flags (BTFGEN_USER: values
- * read with bpf_probe_read_user, here from the benchmark's own memory, the task that runs
- * BPF_PROG_TEST_RUN). */
+ * them, written to a ring at each run (program call<key>_<ring>: function <key>, ring <ring>).
+ * Built with trace.bpf.c's flags (BTFGEN_USER: values read with bpf_probe_read_user, here from
+ * the benchmark's own memory, the task that runs BPF_PROG_TEST_RUN). */
 #include "btfgen.bpf.h"
 #include "trace_event.h"
 char LICENSE[] SEC("license") = "GPL";
@@ -106,10 +110,17 @@ struct {
 	__type(value, struct btfgen_spec);
 } specs SEC(".maps");
 
-struct {
-	__uint(type, 27 /* BPF_MAP_TYPE_RINGBUF */);
-	__uint(max_entries, 1 << 22); /* sized by the benchmark before loading */
-} events SEC(".maps");
+/* A ring a reader (events0, events1, ...): each reader's position in its own ring stays its
+ * own from round to round, as a tracer's single reader's does. */
+#define RING(n) \
+	struct { \
+		__uint(type, 27 /* BPF_MAP_TYPE_RINGBUF */); \
+		__uint(max_entries, 1 << 22); /* sized by the benchmark before loading */ \
+	} events##n SEC(".maps");
+RING(0)
+RING(1)
+RING(2)
+RING(3)
 
 /* What a call of each function finds, as user space sets it: the pt_regs image (arguments and
  * return value), the stack image, the function's attach cookie, and who called. */
@@ -151,7 +162,7 @@ static __always_inline void count(__u32 at)
 		*n += 1;
 }
 
-static __always_inline int one(struct call *c, __u32 kind, __u32 size)
+static __always_inline int one(void *ring, struct call *c, __u32 kind, __u32 size)
 {
 	struct trace_event *e = &scratch;
 
@@ -164,7 +175,7 @@ static __always_inline int one(struct call *c, __u32 kind, __u32 size)
 	if (btfgen_generic_decode_by_cookie(c->regs, (__u64)(unsigned long)c->stack, c->cookie,
 					    &specs, kind, &e->rec) == -2)
 		return 1; /* no spec at the cookie's key: nothing written */
-	if (bpf_ringbuf_output(&events, e, size, 1 /* BPF_RB_NO_WAKEUP */)) {
+	if (bpf_ringbuf_output(ring, e, size, 1 /* BPF_RB_NO_WAKEUP */)) {
 		count(1);
 		return 0;
 	}
@@ -172,17 +183,21 @@ static __always_inline int one(struct call *c, __u32 kind, __u32 size)
 	return 0;
 }
 
-#define CALL(key) \
-	SEC("tc") int call##key(void *skb) \
+#define CALL(key, ring) \
+	SEC("tc") int call##key##_##ring(void *skb) \
 	{ \
 		__u32 k = key; \
 		struct call *c = bpf_map_lookup_elem(&calls, &k); \
 		if (!c) \
 			return 1; \
-		return one(c, 0, SIZE_##key##_0) | one(c, 1, SIZE_##key##_1); \
+		return one(&events##ring, c, 0, SIZE_##key##_0) | \
+		       one(&events##ring, c, 1, SIZE_##key##_1); \
 	}
-CALL(0)
-CALL(1)
+#define CALLS(ring) CALL(0, ring) CALL(1, ring)
+CALLS(0)
+CALLS(1)
+CALLS(2)
+CALLS(3)
 """
 
 # x86_64 pt_regs, by word: di, si, dx, cx, r8, r9 (PT_REGS_PARM1..6), ax (the return value).
@@ -290,7 +305,9 @@ def build(work: Path, records: int) -> Setup:
            "compiling the producer")
     obj = BpfObject(str(work / "producer.bpf.o"), bpf_syscall=manifest["bpf_syscall"])
     try:
-        obj.set_max_entries("events", ring_bytes(records, max(max(s) for s in sizes.values())))
+        for ring in range(RINGS):
+            obj.set_max_entries(f"events{ring}",
+                                ring_bytes(records, max(max(s) for s in sizes.values())))
         obj.load()
         obj.fill_array("specs", specs, len(names))
         each = cookies(decoders, specs, len(names), order)
@@ -319,7 +336,7 @@ def check_records(setup: Setup) -> None:
     for name in setup.keys:
         fill(setup, name, 2)
         got: list = []
-        with RingBuffer(setup.obj.map_fd("events"), got.append) as rb:
+        with RingBuffer(setup.obj.map_fd("events0"), got.append) as rb:
             while rb.drain() > 0:
                 pass
         fn = setup.decoders.function(name)
@@ -388,9 +405,9 @@ class Made(NamedTuple):
     run_ns: float  # the producer's mean time a run (a call: two records), as the kernel says
 
 
-def fill(setup: Setup, name: str, records: int) -> Made:
-    """Put `records` records of `name` in the ring (a call's entry and exit, records/2 times):
-    the records made, which must be all of them."""
+def fill(setup: Setup, name: str, records: int, ring: int = 0) -> Made:
+    """Put `records` records of `name` in ring `ring` (a call's entry and exit, records/2
+    times): the records made, which must be all of them."""
     from btfgen.probe.libbpf import libbpf
 
     lib = libbpf()
@@ -401,7 +418,7 @@ def fill(setup: Setup, name: str, records: int) -> Made:
     packet = ctypes.create_string_buffer(64)  # an Ethernet header's worth: tc's minimum
     opts = _TestRunOpts(sz=ctypes.sizeof(_TestRunOpts), data_in=ctypes.addressof(packet),
                         data_size_in=64, repeat=records // 2)
-    fd = lib.bpf_program__fd(obj.program(f"call{setup.keys[name]}"))
+    fd = lib.bpf_program__fd(obj.program(f"call{setup.keys[name]}_{ring}"))
     if lib.bpf_prog_test_run_opts(fd, ctypes.byref(opts)) or opts.retval:
         raise Failed(f"the producer failed (errno {ctypes.get_errno()}, returned {opts.retval})")
     made, lost = _counts(obj)
@@ -437,114 +454,163 @@ class _Lines:
         self.file.close()
 
 
-def read_c(setup: Setup, fd: int, expect: int, out: Path | None = None) -> Read:
-    """ring_reader: to a file beside the recording's (`out`: elsewhere)."""
-    to = out or setup.work / "c-reader.out"
-    proc = subprocess.run([str(setup.c_reader), str(fd), str(expect), str(to)], pass_fds=(fd,),
-                          capture_output=True, text=True)
-    if out is None:
-        to.unlink(missing_ok=True)
-    m = re.search(r"ring_reader: (\d+) records (\d+) bytes (\d+) ns", proc.stdout)
-    if proc.returncode or not m:
-        raise Failed(f"ring_reader: {proc.stderr.strip() or proc.stdout.strip()}")
-    return Read(int(m[1]), int(m[3]) / 1e9)
+# Each reader is made once and reads every round, as a tracer's reader reads for as long as it
+# runs: its mapping of the ring (faulted in by the first round, which is not counted), its
+# decoders and its handlers are warm after that.
+
+class CReader:
+    """ring_reader, one process for every round, its buffer written to `out`."""
+
+    def __init__(self, setup: Setup, fd: int, out: Path) -> None:
+        self.proc = subprocess.Popen([str(setup.c_reader), str(fd), str(out)], pass_fds=(fd,),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def read(self, expect: int) -> Read:
+        self.proc.stdin.write(f"{expect}\n")
+        self.proc.stdin.flush()
+        said = self.proc.stdout.readline()
+        m = re.match(r"ring_reader: (\d+) records (\d+) bytes (\d+) ns", said)
+        if not m:
+            self.proc.kill()
+            raise Failed(f"ring_reader: {self.proc.communicate()[1].strip() or 'no answer'}")
+        return Read(int(m[1]), int(m[3]) / 1e9)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
-def read_record(setup: Setup, fd: int, expect: int) -> Read:
-    """`btfgen trace --record`'s path: run.recorder's writer, fed through Behind by the run
-    side's span reader (ringspan.RingReader), each span's records handed to the writer one by
-    one (recording.Writer takes a record at a time); the recording then read back, outside the
+class RecordReader:
+    """`btfgen trace --record`'s path: run.recorder's writer (a new recording a round, its
+    header written outside the clock), fed through Behind by the run side's span reader
+    (ringspan.RingReader), each span's records handed to the writer one by one
+    (recording.Writer takes a record at a time); the recording then read back, outside the
     clock, for the events it holds."""
-    from btfgen.probe import recording, run
-    from btfgen.probe.losses import Behind
-    from btfgen.probe.ringspan import RingReader
 
-    path = setup.work / "bench.rec"
-    writer = run.recorder(str(path), setup.manifest, setup.decoders, who=False)
-    record = Behind(writer.record, setup.manifest["byte_order"]).record
+    def __init__(self, setup: Setup, fd: int) -> None:
+        from btfgen.probe.ringspan import RingReader
 
-    def sink(span) -> None:
+        self.setup, self.path = setup, setup.work / "bench.rec"
+        self._record = None
+        self.ring = RingReader(fd, self._sink)
+
+    def _sink(self, span) -> None:
+        record = self._record
         for raw in span:
             record(raw)
 
-    with RingReader(fd, sink) as rb:
+    def read(self, expect: int) -> Read:
+        from btfgen.probe import recording, run
+        from btfgen.probe.losses import Behind
+
+        setup = self.setup
+        writer = run.recorder(str(self.path), setup.manifest, setup.decoders, who=False)
+        self._record = Behind(writer.record, setup.manifest["byte_order"]).record
         start = time.perf_counter()
-        while rb.drain() > 0:
+        while self.ring.drain() > 0:
             pass
         writer.close(0)
         took = time.perf_counter() - start
-    with recording.Reader(str(path)) as r:
-        for _ in r.batches():
-            pass
-        kept = r.events
-    path.unlink()
-    return Read(kept, took)
+        with recording.Reader(str(self.path)) as r:
+            for _ in r.batches():
+                pass
+            kept = r.events
+        self.path.unlink()
+        return Read(kept, took)
+
+    def close(self) -> None:
+        self.ring.close()
 
 
-def read_text(setup: Setup, fd: int, expect: int) -> Read:
+class TextReader:
     """`btfgen trace`'s text path: output.Printer as run.run makes it (lines batched, written
     after each drain of the ring), fed through Behind by the run side's span reader a record
     at a time (Printer.record), writing to /dev/null; a line an event."""
-    from btfgen.probe import output
-    from btfgen.probe.losses import Behind
-    from btfgen.probe.manifest import LazyFunctions
-    from btfgen.probe.ringspan import RingReader
 
-    m = setup.manifest
-    out = _Lines()
-    printer = output.Printer(LazyFunctions(setup.decoders, m["functions"], m["btf_ids"]),
-                             m["byte_order"], out, batch=True)
-    record = Behind(printer.record, m["byte_order"]).record
+    def __init__(self, setup: Setup, fd: int) -> None:
+        from btfgen.probe import output
+        from btfgen.probe.losses import Behind
+        from btfgen.probe.manifest import LazyFunctions
+        from btfgen.probe.ringspan import RingReader
 
-    def sink(span) -> None:
+        m = setup.manifest
+        self.out = _Lines()
+        self.printer = output.Printer(LazyFunctions(setup.decoders, m["functions"],
+                                                    m["btf_ids"]),
+                                      m["byte_order"], self.out, batch=True)
+        self._record = Behind(self.printer.record, m["byte_order"]).record
+        self.ring = RingReader(fd, self._sink)
+
+    def _sink(self, span) -> None:
+        record = self._record
         for raw in span:
             record(raw)
 
-    with RingReader(fd, sink) as rb:
+    def read(self, expect: int) -> Read:
+        before = self.out.lines
         start = time.perf_counter()
-        while rb.drain() > 0:
-            printer.flush_lines()
-        printer.flush_lines()
+        while self.ring.drain() > 0:
+            self.printer.flush_lines()
+        self.printer.flush_lines()
         took = time.perf_counter() - start
-    out.close()
-    return Read(out.lines, took)
+        return Read(self.out.lines - before, took)
+
+    def close(self) -> None:
+        self.ring.close()
+        self.out.close()
 
 
-def read_c_null(setup: Setup, fd: int, expect: int) -> Read:
-    return read_c(setup, fd, expect, Path(os.devnull))
-
-
-# (key, label, reader): the C consumer twice, its buffer written to a file as a recorder's
-# (what --record is set against) and to /dev/null (libbpf's consume and the copy alone).
-READERS = (("c", "libbpf (C)", read_c), ("c_null", "libbpf (C), to /dev/null", read_c_null),
-           ("record", "--record", read_record), ("text", "text", read_text))
+# (key, label, how it is made): the C consumer twice, its buffer written to a file as a
+# recorder's (what --record is set against) and to /dev/null (libbpf's consume and the copy
+# alone).
+READERS = (("c", "libbpf (C)", lambda s, fd: CReader(s, fd, s.work / "c-reader.out")),
+           ("c_null", "libbpf (C), to /dev/null", lambda s, fd: CReader(s, fd, Path(os.devnull))),
+           ("record", "--record", RecordReader), ("text", "text", TextReader))
 C_READERS = ("c", "c_null")
+RINGS = 4  # the producer's rings (events0..3): one a reader
 
 
 # -- the rounds and the table -----------------------------------------------------------------
 
 def measure(setup: Setup, records: int, rounds: int, progress=lambda _: None) -> dict:
     """Per size, per reader: each round's (records made, records read, seconds); and per
-    size, "producer": each fill's ns a call."""
-    fd = setup.obj.map_fd("events")
-    readers = [r for r in READERS if r[0] not in C_READERS or setup.c_reader]
-    runs: dict = {name: {key: [] for key, _, _ in readers} for name, _ in SIZES}
-    for name, _ in SIZES:
-        runs[name]["producer"] = []
-    for name, _ in SIZES:
-        for r in range(rounds):
-            for key, label, read in (readers if r % 2 == 0 else readers[::-1]):
-                made, run_ns = fill(setup, name, records)
-                runs[name]["producer"].append(run_ns)
-                try:
-                    got = read(setup, fd, made)
-                except Failed:
-                    raise
-                except Exception as e:  # a reader that fails says so in one line, as itself
-                    raise Failed(f"{label} ({name}): {type(e).__name__}: {e}") from e
-                runs[name][key].append((made, got.records, got.seconds))
-                progress(f"{name} round {r + 1}/{rounds}: {label}")
+    size, "producer": each fill's ns a call. Each reader first reads one round uncounted."""
+    runs: dict = {name: {"producer": []} for name, _ in SIZES}
+    readers = []
+    try:
+        for ring, (key, label, make) in enumerate(READERS):
+            if key not in C_READERS or setup.c_reader:
+                fd = setup.obj.map_fd(f"events{ring}")
+                readers.append((key, label, ring, _said(label, make)(setup, fd)))
+        for name, _ in SIZES:
+            for key, label, ring, reader in readers:
+                runs[name][key] = []
+                fill(setup, name, records, ring)
+                _said(label, reader.read)(records)
+            for r in range(rounds):
+                for key, label, ring, reader in (readers if r % 2 == 0 else readers[::-1]):
+                    made, run_ns = fill(setup, name, records, ring)
+                    runs[name]["producer"].append(run_ns)
+                    got = _said(f"{label} ({name})", reader.read)(made)
+                    runs[name][key].append((made, got.records, got.seconds))
+                    progress(f"{name} round {r + 1}/{rounds}: {label}")
+    finally:
+        for *_, reader in readers:
+            reader.close()
     return runs
+
+
+def _said(what: str, fn):
+    """`fn`, its failure said in one line as `what`'s."""
+    def call(*args):
+        try:
+            return fn(*args)
+        except Failed:
+            raise
+        except Exception as e:  # a reader that fails says so in one line, as itself
+            raise Failed(f"{what}: {type(e).__name__}: {e}") from e
+    return call
 
 
 def summary(setup: Setup, runs: dict) -> dict:

@@ -3,14 +3,18 @@
  * into a 1 MiB buffer, written to OUT with write(2) whenever the next record would not fit, and
  * once more at the end.
  *
- *     ring_reader FD COUNT OUT
+ *     ring_reader FD OUT
  *
- * FD: the ring map's file descriptor (inherited from the benchmark, which filled the ring before
- * starting this program); COUNT: the records the benchmark put there. The clock runs from the
- * first consume to the last write: the ring's mmap (ring_buffer__new) is set-up, outside it, as
- * the Python readers' is. On stdout, one line the benchmark parses:
+ * FD: the ring map's file descriptor (inherited from the benchmark). The benchmark fills the
+ * ring, then writes a line to stdin (the records it put there); this program drains the ring to
+ * the end and answers on stdout, one line a round, until stdin ends:
  *
  *     ring_reader: N records B bytes T ns
+ *
+ * The clock runs from the first consume to the last write. OUT is emptied before each round, on
+ * no one's clock. One process, one mapping of the ring for every round, as a recorder running
+ * for a while has: the benchmark's first round, which faults the mapping's pages in, is not
+ * counted (the Python readers' neither).
  *
  * Built by the benchmark with cc -O2 and -lbpf (Debian's libbpf-dev). */
 #include <bpf/libbpf.h>
@@ -74,21 +78,20 @@ static long long ns_now(void)
 
 int main(int argc, char **argv)
 {
-	struct ring_buffer *rb;
 	unsigned long long want;
+	struct ring_buffer *rb;
 	long long start, took;
-	char *end;
+	char line[64];
 	int fd, n;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: ring_reader FD COUNT OUT\n");
+	if (argc != 3) {
+		fprintf(stderr, "usage: ring_reader FD OUT\n");
 		return 2;
 	}
-	fd = (int)strtol(argv[1], &end, 10);
-	want = strtoull(argv[2], &end, 10);
-	out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	fd = (int)strtol(argv[1], NULL, 10);
+	out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (out < 0) {
-		fprintf(stderr, "ring_reader: %s: %s\n", argv[3], strerror(errno));
+		fprintf(stderr, "ring_reader: %s: %s\n", argv[2], strerror(errno));
 		return 1;
 	}
 	rb = ring_buffer__new(fd, on_record, NULL, NULL);
@@ -96,25 +99,32 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ring_reader: ring_buffer__new(fd %d): %s\n", fd, strerror(errno));
 		return 1;
 	}
-	start = ns_now();
-	/* The ring was filled before this program started: a consume that finds nothing means
-	 * nothing more will come, and the count says how many arrived. */
-	while (records < want) {
-		n = ring_buffer__consume(rb);
-		if (n < 0) {
-			fprintf(stderr, "ring_reader: ring_buffer__consume: %s\n", strerror(-n));
+	while (fgets(line, sizeof(line), stdin)) {
+		want = strtoull(line, NULL, 10);
+		records = bytes = 0;
+		/* A file is emptied (a character device such as /dev/null has nothing to empty). */
+		if (ftruncate(out, 0) == 0)
+			lseek(out, 0, SEEK_SET);
+		start = ns_now();
+		/* The ring was filled before the line came: a consume that finds nothing means
+		 * nothing more will come, and the count says how many arrived. */
+		do {
+			n = ring_buffer__consume(rb);
+			if (n < 0) {
+				fprintf(stderr, "ring_reader: ring_buffer__consume: %s\n", strerror(-n));
+				return 1;
+			}
+		} while (n > 0);
+		if (flush_buf()) {
+			fprintf(stderr, "ring_reader: writing %s: %s\n", argv[2], strerror(errno));
 			return 1;
 		}
-		if (n == 0)
-			break;
+		took = ns_now() - start;
+		printf("ring_reader: %llu records %llu bytes %lld ns (of %llu)\n", records, bytes,
+		       took, want);
+		fflush(stdout);
 	}
-	if (flush_buf()) {
-		fprintf(stderr, "ring_reader: writing %s: %s\n", argv[3], strerror(errno));
-		return 1;
-	}
-	took = ns_now() - start;
 	ring_buffer__free(rb);
 	close(out);
-	printf("ring_reader: %llu records %llu bytes %lld ns\n", records, bytes, took);
 	return 0;
 }
