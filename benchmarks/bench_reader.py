@@ -303,6 +303,7 @@ def build(work: Path, records: int) -> Setup:
             f"-I{directory}", f"-I{ROOT / 'btfgen' / 'trace'}", "-c",
             str(work / "producer.bpf.c"), "-o", str(work / "producer.bpf.o")],
            "compiling the producer")
+    c_reader, c_missing = build_c_reader(work)
     obj = BpfObject(str(work / "producer.bpf.o"), bpf_syscall=manifest["bpf_syscall"])
     try:
         for ring in range(RINGS):
@@ -313,13 +314,8 @@ def build(work: Path, records: int) -> Setup:
         each = cookies(decoders, specs, len(names), order)
         for name, key in keys.items():
             obj.update("calls", struct.pack("I", key), call_image(name, each[key]))
-    except BaseException:
-        obj.close()
-        raise
-    c_reader, c_missing = build_c_reader(work)
-    setup = Setup(directory, manifest, decoders, obj, keys, sizes, source, c_reader, c_missing,
-                  work)
-    try:
+        setup = Setup(directory, manifest, decoders, obj, keys, sizes, source, c_reader,
+                      c_missing, work)
         check_records(setup)
     except BaseException:
         obj.close()
