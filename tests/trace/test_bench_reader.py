@@ -71,3 +71,44 @@ def test_the_ring_holds_the_records_with_their_headers():
     assert size == 128 << 20
     assert bench.ring_bytes(100_000, 1081) == 128 << 20  # 1,096: still fits
     assert bench.ring_bytes(123_362, 1080) == 256 << 20  # past 128 MiB
+
+
+def _setup(c_reader):
+    sizes = {"six": (104, 64), "named": (352, 64)}
+    return bench.Setup(None, {}, None, None, {"six": 1, "named": 0}, sizes, "given", c_reader,
+                       "" if c_reader else "libbpf's headers are not installed (Debian: "
+                       "libbpf-dev)", None)
+
+
+def _runs(keys):
+    # Two rounds a reader: 1,000 of 1,000 records in 1 ms and 2 ms (a median of 750,000/s);
+    # the text reader's second round read one short.
+    runs = {}
+    for name, _ in bench.SIZES:
+        runs[name] = {k: [(1000, 1000, 0.001), (1000, 999 if k == "text" else 1000, 0.002)]
+                      for k in keys}
+    return runs
+
+
+def test_the_table_says_what_is_missing_and_what_was_short():
+    setup = _setup(None)
+    rows = bench.summary(setup, _runs(["record", "text"]))
+    out = bench.table(setup, rows)
+    assert "| libbpf (C) | unavailable: libbpf's headers are not installed" in out
+    assert "--record / " not in out  # no ratio without the C reader
+    lines = out.splitlines()
+    assert lines[0].startswith("| reader | 6 arguments (entry 104 B, exit 64 B): records/s")
+    record = next(line for line in lines if line.startswith("| --record |"))
+    # 750,000 records/s; (104 + 64) / 2 bytes a record: 63 MB/s.
+    assert record == "| --record | 750,000 | 63 | 750,000 | 156 |"
+    assert "(read 999 of 1,000)" in next(line for line in lines if line.startswith("| text |"))
+
+
+def test_the_ratio_is_record_over_the_c_reader():
+    setup = _setup(Path("ring_reader"))
+    runs = _runs(["c", "c_null", "record", "text"])
+    for name, _ in bench.SIZES:
+        runs[name]["c"] = [(1000, 1000, 0.0001)] * 2  # 10 M records/s
+    out = bench.table(setup, bench.summary(setup, runs)).splitlines()
+    assert "| --record / libbpf (C) | 0.075x |  | 0.075x |  |" in out
+    assert "| --record / libbpf (C), to /dev/null | 1.000x |  | 1.000x |  |" in out
