@@ -88,6 +88,9 @@ def _dataset(args: argparse.Namespace) -> int:
     refused = [a for a in results if a.error]
     for a in refused:
         print(f"btfgen decode: {a.error}", file=sys.stderr)
+    for a in results:
+        if a.cut:
+            print(f"btfgen decode: {a.cut}", file=sys.stderr)
     if not args.quiet:
         added = [a for a in results if a.new]
         there = len(results) - len(added) - len(refused)

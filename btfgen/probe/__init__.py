@@ -11,7 +11,8 @@ One concept a module:
     links.py        the two kinds of link a BpfObject holds
     features.py     what this kernel has: BPF at all, multi links, session links, kprobes
     tracefs.py      tracefs: mounting it, what ftrace can attach to, the fork event's layout
-    ringbuf.py      the ring-buffer reader
+    ringspan.py     the ring buffer read in place, in spans of records (its protocol kept)
+    ringbuf.py      the ring buffer read through libbpf's consumer (where ringspan cannot)
     manifest.py     a trace directory: its manifest, its decoders, whether it fits this machine
     processes.py    which processes a trace runs and reports
     attach.py       how functions are attached: session, multi or single, and the fallbacks

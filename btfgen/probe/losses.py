@@ -34,6 +34,15 @@ class Behind:
                 self._worst = age
         self._sink(raw)
 
+    def span(self, span) -> None:
+        """A span of records (ringspan.Span): its first is its oldest."""
+        first = span.first()
+        if first is not None and len(first) >= self._head.size:
+            age = time.monotonic_ns() - self._head.unpack_from(first)[3]
+            if age > self._worst:
+                self._worst = age
+        self._sink(span)
+
     def take(self) -> float:
         """Seconds; 0 once taken, until the next event."""
         worst, self._worst = self._worst, 0

@@ -3,25 +3,40 @@ self-describing file that `btfgen decode` reads on any machine, with no BPF and 
 
 Standard library only (the writer runs in the trace directory on the target).
 
-Layout (framing little-endian; the events keep the target's byte order, which the header
-names):
+Version 2 (written since the ring buffer is read in place; framing little-endian, the events
+and the ring's record headers keep the target's byte order, which the header names):
 
-    magic "BTFGREC\\n" | u32 version | u32 header size H | u32 crc32(header) | u32 0
+    magic "BTFGREC\n" | u32 version 2 | u32 header size H | u32 crc32(header) | u32 0
     header: H bytes of JSON (arch, byte order, pointer size, kernel release, event header
             size, the functions: name, stride, generated decoder descriptor)
+    span*:  "SPAN" | u32 records | u32 runs | u32 bytes | u32 crc32(runs, bytes)
+            | u32 crc32(the 20 bytes before)
+            runs x (u32 repeats, u32 period, u32 words[4]): the ring's record headers' first
+            words (length, DISCARD bit 30), a period of 1 to 4 of them repeating
+            bytes: the span as the ring held it, each record's 8-byte kernel header, its
+            bytes, padding to 8; discarded records included (and skipped when read)
+    end:    "END\0" | u32 0 | u64 events | u64 lost | u32 crc32(events, lost) | u32 0
+
+The writer writes each span of the ring as the reader takes it (one write, straight from the
+ring's pages: no event is held in memory), to FILE itself. A file without its end (the tracer
+was killed) decodes up to its last whole span, and says where it was cut; one failing a check
+is refused, in one line. The runs repeat what the headers in the bytes say, checked against
+them, so that the columnar decoder finds every record with numpy, never a Python call a record.
+
+Version 1 (read still): per batch of up to 65,536 events, each function's events as an array
+of its stride, and their arrival order:
+
     batch*: "BATC" | u32 events | u32 sections | u32 crc32(sections, order)
             | u64 sum of the payloads' little-endian u64 words, modulo 2**64
             sections x (u32 function, u32 kind, u32 count, u32 0)
             order: events x u16, the section of each event in arrival order (padded to 8)
             each section's count x stride bytes: the event truncated to what its function's
-            decoder reads (every event of a function has the same size, so a section is an
-            array: the columnar decoder reads it with one numpy dtype)
-    end:    "END\\0" | u32 0 | u64 events | u64 lost | u32 crc32(events, lost) | u32 0
+            decoder reads
+    end:    as version 2's
 
-A file without its end (the tracer was killed) or failing a check is refused, in one line.
-The payloads are checked by a word sum, not a CRC: any changed byte changes it, and numpy sums
-a batch in a fraction of the time zlib.crc32 takes (the columnar path reads tens of millions of
-records a second; a CRC alone would halve that).
+Version 1 files were written to FILE.part and renamed at the end: a file without its end is
+refused (truncated). Its payloads are checked by a word sum, not a CRC (numpy sums a batch in a
+fraction of the time zlib.crc32 takes).
 """
 
 from __future__ import annotations
@@ -31,14 +46,18 @@ import os
 import struct
 import zlib
 
-from . import spec_format
+from . import ringspan, spec_format
 
 MAGIC = b"BTFGREC\n"
-VERSION = 1
+VERSION = 2  # what the writer writes
+VERSIONS = (1, 2)  # what the reader reads
 FILE_HEAD = struct.Struct("<8sIIII")
 BATCH_HEAD = struct.Struct("<4sIIIQ")
 SECTION = struct.Struct("<IIII")
 END = struct.Struct("<4sIQQII")
+SPAN_HEAD = struct.Struct("<4sIIIII")
+RUN = struct.Struct("<II4I")
+MAX_SPAN_BYTES = 1 << 28  # a span is far shorter: the reader's are at most ringspan.MAX_SPAN
 MAX_HEADER = 64 << 20
 MAX_BATCH_EVENTS = 1 << 16  # the order array's u16 sections: also the writer's batch size
 MAX_SECTIONS = 1 << 14
@@ -115,70 +134,65 @@ def stride(desc) -> int:
 # -- writing ----------------------------------------------------------------------------------
 
 class Writer:
-    """Events in, a recording out: written to FILE.part and renamed at close(), so FILE is
-    never half-written."""
+    """Spans of the ring in, a recording out: each span written as it comes (one write, no
+    event held here), to FILE itself, so a kill leaves every span written before it
+    decodable."""
 
     def __init__(self, path: str, header: dict, descriptors: list, order: str) -> None:
-        self.path = path
+        self.path, self.order = path, order
         self.strides = [stride(d) for d in descriptors]
-        self.index = {d.btf_id: i for i, d in enumerate(descriptors)}  # btf_id -> function
-        self.record_head = spec_format.structs(spec_format.RECORD_HEAD)[order]
         head = dict(header, event_header=EVENT_HEADER, functions=[
             {"name": d.name, "stride": s, "descriptor": encode(d)}
             for d, s in zip(descriptors, self.strides)])
         text = json.dumps(head, sort_keys=True).encode()
-        self.file = open(path + ".part", "wb")  # noqa: SIM115 (closed by close())
-        self.file.write(FILE_HEAD.pack(MAGIC, VERSION, len(text), zlib.crc32(text), 0) + text)
-        self.events = 0
-        self._reset()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.events = self.spans = 0
+        try:
+            self._write([FILE_HEAD.pack(MAGIC, VERSION, len(text), zlib.crc32(text), 0), text])
+        except BaseException:
+            os.close(self.fd)
+            raise
 
-    def _reset(self) -> None:
-        self.sections: dict[tuple[int, int], int] = {}
-        self.payloads: list[bytearray] = []
-        self.keys: list[tuple[int, int]] = []
-        self.order = bytearray()
+    def _write(self, parts: list) -> None:
+        while parts:
+            done = os.writev(self.fd, parts)
+            while parts and done >= len(parts[0]):
+                done -= len(parts[0])
+                parts.pop(0)
+            if parts and done:
+                parts[0] = memoryview(parts[0])[done:]
 
-    def record(self, raw) -> None:
-        btf_id, kind, _failed = self.record_head.unpack_from(raw, EVENT_HEADER)
-        fn = self.index.get(btf_id)
-        if fn is None or kind > 1:
-            return  # not an event of ours: output.Printer says so when printing
-        at = self.sections.get((fn, kind))
-        if at is None:
-            at = self.sections[fn, kind] = len(self.payloads)
-            self.payloads.append(bytearray())
-            self.keys.append((fn, kind))
-        self.payloads[at] += memoryview(raw)[:self.strides[fn]]
-        self.order += at.to_bytes(2, "little")
-        self.events += 1
-        if len(self.order) // 2 >= MAX_BATCH_EVENTS or len(self.sections) >= MAX_SECTIONS:
-            self.flush()
+    def span(self, span) -> None:
+        """Write a ringspan.Span: its runs, then its bytes as the ring holds them."""
+        table = b"".join(RUN.pack(n, len(words), *words, *(0,) * (4 - len(words)))
+                         for n, words in span.runs)
+        crc = zlib.crc32(span.data, zlib.crc32(table))
+        head = SPAN_HEAD.pack(b"SPAN", span.records, len(span.runs), len(span.data), crc, 0)
+        head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
+        self._write([head, table, span.data])
+        self.events += span.records
+        self.spans += 1
 
-    def flush(self) -> None:
-        n = len(self.order) // 2
-        if not n:
-            return
-        body = bytearray()
-        for (fn, kind), payload in zip(self.keys, self.payloads):
-            body += SECTION.pack(fn, kind, len(payload) // self.strides[fn], 0)
-        body += self.order + bytes(-len(self.order) % 8)
-        total = sum(word_sum(p) for p in self.payloads) & MASK
-        self.file.write(BATCH_HEAD.pack(b"BATC", n, len(self.keys), zlib.crc32(body), total))
-        self.file.write(body)
-        for payload in self.payloads:
-            self.file.write(payload)
-        self._reset()
+    def records(self, raws) -> None:
+        """Write records that came one at a time (libbpf's consumer, tests) as one span."""
+        raws = list(raws)
+        if raws:
+            self.span(ringspan.Span.of(raws, self.order))
 
     def close(self, lost: int) -> None:
-        self.flush()
         tail = struct.pack("<QQ", self.events, lost)
-        self.file.write(END.pack(b"END\0", 0, self.events, lost, zlib.crc32(tail), 0))
-        self.file.close()
-        os.replace(self.path + ".part", self.path)
+        self._write([END.pack(b"END\0", 0, self.events, lost, zlib.crc32(tail), 0)])
+        os.close(self.fd)
+        self.fd = -1
 
     def abandon(self) -> None:
-        self.file.close()
-        os.unlink(self.path + ".part")
+        """The trace failed: the file is removed if it holds no event, else kept as a cut
+        recording (what was traced decodes)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if not self.events:
+            os.unlink(self.path)
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -191,6 +205,10 @@ class Batch:
 
     def __init__(self, sections, order) -> None:
         self.sections, self.order = sections, order
+
+    @property
+    def count(self) -> int:
+        return len(self.order)
 
     def events(self, strides: list[int]):
         """The events in arrival order, each as the bytes of its stride."""
@@ -206,15 +224,82 @@ class Batch:
             yield payload[start:start + strides[fn]]
 
 
+class SpanBatch:
+    """One span of a version 2 file: `data` (the ring's bytes), `runs` (repeats, header words),
+    `count` (records not discarded). `sections` as a version 1 batch has them (each function
+    and kind's events as an array of its stride, in arrival order), built on first use by the
+    reader's grouping (numpy's, from replay.py, where there is numpy); events() in arrival
+    order, each as its record's bytes."""
+
+    __slots__ = ("data", "runs", "count", "_reader", "_sections")
+
+    def __init__(self, data, runs, count: int, reader) -> None:
+        self.data, self.runs, self.count, self._reader = data, runs, count, reader
+        self._sections = None
+
+    @property
+    def sections(self):
+        if self._sections is None:
+            self._sections = self._reader.group(self, self._reader)
+        return self._sections
+
+    def walk(self):
+        """(offset, header word) of each record, discarded ones included, each checked
+        against the header in the bytes."""
+        data, at = self.data, 0
+        head = struct.Struct("<I" if self._reader.order == "little" else ">I")
+        for count, words in self.runs:
+            sizes = [(w, ringspan.record_size(w)) for w in words]
+            for _ in range(count):
+                for w, size in sizes:
+                    if head.unpack_from(data, at)[0] != w:
+                        raise RecordError(f"{self._reader.path}: corrupt span (a record "
+                                          f"header is not the one its runs say)")
+                    yield at, w
+                    at += size
+
+    def events(self, strides=None):
+        """The records not discarded, in arrival order, each as its bytes."""
+        data = self.data
+        for at, w in self.walk():
+            if not w & ringspan.DISCARD:
+                yield data[at + ringspan.HEADER:at + ringspan.HEADER + (w & ringspan.LENGTH)]
+
+
+def group(batch: SpanBatch, reader) -> list:
+    """A span's sections, with the standard library only: its records of each function and
+    kind, each cut or zero-padded to the function's stride, in arrival order."""
+    out: dict[tuple[int, int], bytearray] = {}
+    head = spec_format.structs(spec_format.RECORD_HEAD)[reader.order]
+    index, strides = reader.index, reader.strides
+    for raw in batch.events():
+        if len(raw) < EVENT_HEADER + RECORD_HEADER:
+            raise RecordError(f"{reader.path}: corrupt span (an event of {len(raw)} bytes)")
+        btf_id, kind, _failed = head.unpack_from(raw, EVENT_HEADER)
+        fn = index.get(btf_id)
+        if fn is None or kind > 1:
+            raise RecordError(f"{reader.path}: corrupt span (an event of no recorded function: "
+                              f"BTF id {btf_id}, kind {kind})")
+        piece = raw[:strides[fn]]
+        payload = out.setdefault((fn, kind), bytearray())
+        payload += piece
+        payload += bytes(strides[fn] - len(piece))
+    return [(fn, kind, len(p) // strides[fn], memoryview(p)) for (fn, kind), p in out.items()]
+
+
 class Reader:
     """A recording opened for reading: `header` (the JSON), `descriptors` (as JSON gives them
     back: replay.functions checks them, and the strides against them), `strides`; batches()
     reads one batch at a time (memory bounded by the writer's batch size), then `events` and
     `lost` from the end."""
 
-    def __init__(self, path: str, word_sum=word_sum, reuse: bool = False) -> None:
+    def __init__(self, path: str, word_sum=word_sum, reuse: bool = False,
+                 group=group) -> None:
         self.path = path
         self.word_sum = word_sum  # numpy's is faster (columnar.py)
+        self.group = group  # a version 2 span's sections: numpy's is faster (replay.py)
+        self.cut: tuple[int, int] | None = None  # (byte, events) where a file without its end
+        self._counted = 0  # events in the spans read so far
         # Read every batch's payloads into one buffer: no fresh pages per batch, but a batch's
         # memoryviews are only good until the next one is read (columnar.py copies them).
         self.reuse, self._buf = reuse, bytearray()
@@ -245,9 +330,10 @@ class Reader:
         if len(first) < FILE_HEAD.size:
             raise RecordError(f"{self.path}: truncated (in the head)")
         _magic, version, size, crc, pad = FILE_HEAD.unpack(first)
-        if version != VERSION:
+        if version not in VERSIONS:
             raise RecordError(f"{self.path}: recording version {version}, this btfgen reads "
-                              f"{VERSION}")
+                              f"{' and '.join(map(str, VERSIONS))}")
+        self.version = version
         if size > MAX_HEADER or pad:
             raise RecordError(f"{self.path}: corrupt (a header of {size} bytes)")
         text = self._read(size, "the header")
@@ -266,9 +352,19 @@ class Reader:
             raise RecordError(f"{self.path}: corrupt header ({type(e).__name__})") from None
         if not ok:
             raise RecordError(f"{self.path}: corrupt header (inconsistent layout)")
+        ids = [d[1] if isinstance(d, tuple) and len(d) > 1 else None for d in self.descriptors]
+        if not all(type(i) is int for i in ids):
+            raise RecordError(f"{self.path}: corrupt header (a function without a BTF id)")
+        self.index = {i: n for n, i in enumerate(ids)}  # BTF id -> function
         self.header = head
 
     def batches(self):
+        """The file's batches (version 1) or spans (version 2), one at a time, then its end. A
+        version 2 file cut short (its tracer killed) ends where its last whole span does:
+        `cut` then says where, (byte offset, events before it), and `lost` is None."""
+        if self.version == 2:
+            yield from self._spans()
+            return
         while True:
             tag = self._read(4, "a batch")
             if tag == b"END\0":
@@ -284,6 +380,99 @@ class Reader:
                 raise RecordError(f"{self.path}: corrupt (no batch at byte "
                                   f"{self.file.tell() - 4})")
             yield self._batch(tag + self._read(BATCH_HEAD.size - 4, "a batch"))
+
+    def _end(self, tag: bytes) -> None:
+        _, zero, events, lost, crc, pad = END.unpack(tag + self._read(END.size - 4, "the end"))
+        if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != crc:
+            raise RecordError(f"{self.path}: corrupt end (checksum)")
+        if self.file.read(1):
+            raise RecordError(f"{self.path}: corrupt (data after the end)")
+        if self.version == 2 and events != self._counted:
+            raise RecordError(f"{self.path}: corrupt end ({events} events, the spans hold "
+                              f"{self._counted})")
+        self.events, self.lost = events, lost
+
+    def _cut(self, at: int) -> None:
+        self.cut = (at, self._counted)
+        self.events, self.lost = self._counted, None
+
+    def _rest_is_zeros(self) -> bool:
+        """Whether the file from here on holds only zero bytes (what a crashed system can
+        leave past what reached the disk)."""
+        while chunk := self.file.read(1 << 20):
+            if chunk.count(0) != len(chunk):
+                return False
+        return True
+
+    def _spans(self):
+        f = self.file
+        while True:
+            at = f.tell()
+            tag = f.read(4)
+            if tag == b"END\0":
+                rest = f.read(END.size - 4)
+                if len(rest) < END.size - 4:  # killed as it wrote the end
+                    self._cut(at)
+                    return
+                f.seek(-len(rest), 1)
+                self._end(tag)
+                return
+            if tag != b"SPAN":
+                if len(tag) < 4 or (tag == bytes(4) and self._rest_is_zeros()):
+                    self._cut(at)
+                    return
+                raise RecordError(f"{self.path}: corrupt (no span at byte {at})")
+            batch = self._span(at, tag)
+            if batch is None:
+                self._cut(at)
+                return
+            self._counted += batch.count
+            yield batch
+
+    def _span(self, at: int, tag: bytes):
+        """The span at byte `at`, or None where the file ends inside it (or it is the file's
+        last bytes and fails its check: written in part when the writer was killed)."""
+        f = self.file
+        rest = f.read(SPAN_HEAD.size - 4)
+        if len(rest) < SPAN_HEAD.size - 4:
+            return None
+        head = tag + rest
+        _, records, nruns, nbytes, crc, head_crc = SPAN_HEAD.unpack(head)
+        if zlib.crc32(head[:-4]) != head_crc:
+            return None if self._rest_is_zeros() else self._corrupt(at, "its head's checksum")
+        if nbytes % 8 or nbytes > MAX_SPAN_BYTES or nruns * 8 > nbytes or not nruns:
+            self._corrupt(at, f"{nruns} runs, {nbytes} bytes")
+        table = f.read(nruns * RUN.size)
+        if len(table) < nruns * RUN.size:
+            return None
+        if self.reuse:
+            if len(self._buf) < nbytes:
+                self._buf = bytearray(nbytes)
+            data = memoryview(self._buf)[:nbytes]
+            got = f.readinto(data)
+        else:
+            data = f.read(nbytes)
+            got = len(data)
+        if got < nbytes:
+            return None
+        if zlib.crc32(data, zlib.crc32(table)) != crc:
+            if not f.read(1):
+                return None  # the last span, torn
+            self._corrupt(at, "checksum")
+        runs, total, count = [], 0, 0
+        for n, period, *words in RUN.iter_unpack(table):
+            words = tuple(words[:period])
+            if not (n and 1 <= period <= 4) or any(w & ringspan.BUSY for w in words):
+                self._corrupt(at, "a run")
+            runs.append((n, words))
+            total += n * sum(ringspan.record_size(w) for w in words)
+            count += n * sum(1 for w in words if not w & ringspan.DISCARD)
+        if total != nbytes or count != records:
+            self._corrupt(at, "its runs do not add up")
+        return SpanBatch(memoryview(data), runs, records, self)
+
+    def _corrupt(self, at: int, what: str):
+        raise RecordError(f"{self.path}: corrupt span at byte {at} ({what})")
 
     def _batch(self, head: bytes) -> Batch:
         _, n, nsec, crc, total_sum = BATCH_HEAD.unpack(head)

@@ -8,6 +8,7 @@ import errno
 from collections.abc import Callable
 
 from .libbpf import SAMPLE_FN, fail, libbpf
+from .ringspan import Span
 
 
 class RingBuffer:
@@ -21,8 +22,13 @@ class RingBuffer:
 
     BATCH = 4096
 
-    def __init__(self, map_fd: int, on_record: Callable[[bytes], None]) -> None:
+    def __init__(self, map_fd: int, on_record: Callable, spans: bool = False) -> None:
+        """With `spans`, `on_record` takes each poll's or drain's records as one
+        ringspan.Span (as the ring reader hands them), not one record at a time."""
         self._taken = 0
+        self._spans, self._got, self._on = spans, [], on_record
+        if spans:
+            on_record = self._got.append
 
         def sample(_ctx, data, size):
             on_record(ctypes.string_at(data, size))
@@ -38,16 +44,23 @@ class RingBuffer:
         """Records handed over (at most BATCH), waiting up to `timeout_ms` for the first."""
         self._taken = 0
         n = libbpf().ring_buffer__poll(self._rb, timeout_ms)
+        self._hand_on()
         if n < 0 and self._taken >= self.BATCH:
             return self._taken
         if n < 0 and -n != errno.EINTR:
             raise fail("ring_buffer__poll", n)
         return max(n, 0)
 
+    def _hand_on(self) -> None:
+        if self._got:
+            got, self._got[:] = list(self._got), []
+            self._on(Span.of(got))
+
     def drain(self) -> int:
         """Records handed over (at most BATCH) of those there now, without waiting."""
         self._taken = 0
         n = libbpf().ring_buffer__consume(self._rb)
+        self._hand_on()
         return self._taken if n < 0 and self._taken >= self.BATCH else n
 
     def close(self) -> None:

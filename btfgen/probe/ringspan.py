@@ -101,6 +101,19 @@ class Span:
         """The first record not discarded, or None."""
         return next(iter(self), None)
 
+    @classmethod
+    def of(cls, records, order: str = sys.byteorder) -> Span:
+        """A span laid out as the ring lays these records out (headers in `order`, the
+        kernel's): for records that came another way (libbpf's consumer, tests)."""
+        head = struct.Struct("<II" if order == "little" else ">II")
+        data, words = bytearray(), []
+        for r in records:
+            words.append(len(r))
+            data += head.pack(len(r), 0)
+            data += r
+            data += bytes(-len(data) % 8)
+        return cls(memoryview(data), runs_of(words), len(words))
+
 
 def runs_of(words) -> list[tuple[int, tuple[int, ...]]]:
     """Header words in arrival order as runs (adjacent equal ones counted once)."""

@@ -1,6 +1,6 @@
 """`btfgen trace`'s run step: load a trace directory (btfgen.trace.build wrote it), attach its
 functions, and print or record every traced call and return until the command exits. What it
-does at each step lives in its own module: manifest.py, features.py, attach.py, ringbuf.py,
+does at each step lives in its own module: manifest.py, features.py, attach.py, ringspan.py,
 loop.py, losses.py, output.py, recording.py.
 """
 
@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import attach, features, output, prog, recording, tracefs
+from . import attach, features, output, prog, recording, ringspan, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
 from .losses import Behind, Losses, lost, say_missed
@@ -68,12 +68,16 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     with timings.stage("run: output setup"):
         if opts.record:
             writer = recorder(opts.record, manifest, decoders, who)
-            sink = writer.record
+            sink = writer.span  # a span of the ring, one write
         else:
             printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
                                      decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
                                      as_json=opts.as_json, prog=prog.NAME, batch=True)
-            sink = printer.record
+
+            def sink(span, record=printer.record):
+                for raw in span:
+                    # A copy: the ring's bytes are the producer's again after the span.
+                    record(bytes(raw))
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
                               printer.flush_lines if printer else None)
@@ -109,7 +113,8 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
            sink, timings: Timings | None = None, drained=None) -> tuple[int, int]:
-    """(the exit status, records lost); `drained()` after each drain of the ring buffer."""
+    """(the exit status, records lost); `sink(span)` takes each span of the ring's records
+    (ringspan.Span); `drained()` after each drain of the ring buffer."""
     kernel = manifest["kind"] == "kernel"
     timings = timings or Timings(False)
     fork_offset = tracefs.child_pid_offset()
@@ -143,7 +148,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     with _detaching(obj, timings) as probes:
         probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
-        with RingBuffer(obj.map_fd("events"), behind.record) as rb:
+        with reader(obj.map_fd("events"), behind.span) as rb:
             if child:
                 child.start()
             else:
@@ -173,6 +178,17 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 drained()
         say_missed(missed, kernel)
         return status, lost(obj)
+
+
+def reader(map_fd: int, sink):
+    """The ring's reader: its pages read in place (ringspan), or, where this machine has no
+    fence to keep the ring's protocol with, libbpf's consumer (a record at a time, handed on
+    as spans)."""
+    why = ringspan.available()
+    if not why:
+        return ringspan.RingReader(map_fd, sink)
+    print(f"{prog.NAME}: reading the ring buffer through libbpf: {why}", file=sys.stderr)
+    return RingBuffer(map_fd, sink, spans=True)
 
 
 def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: dict,

@@ -147,6 +147,7 @@ SCALAR_TAGS = ("int", "enum", "ptr", "bool", "float")
 
 
 word_sum = replay.word_sum()
+group = replay.group()
 
 
 def arrays(path: str, function: str, kind: str = "entry"):
@@ -178,7 +179,7 @@ def dataframe(path: str, function: str, kind: str = "entry"):
 
 
 def _empty(path: str, function: str, kind: str):
-    with recording.Reader(path, word_sum) as r:
+    with recording.Reader(path, word_sum, group=group) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
     return _to_arrow(layout, b"").schema.empty_table()
@@ -197,7 +198,7 @@ def _function(reader: recording.Reader, function: str):
 def _sections(path: str, function: str, kind: str, reuse: bool = False):
     if kind not in KINDS:
         raise BtfgenError(f"kind is entry or exit, not {kind!r}")
-    with recording.Reader(path, word_sum, reuse) as r:
+    with recording.Reader(path, word_sum, reuse, group=group) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
         for batch in r.batches():
@@ -323,7 +324,7 @@ def write_parquet(path: str, directory: str) -> int:
     replay.verify(path)  # a bad file writes nothing
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with recording.Reader(path, word_sum, reuse=True) as r:
+    with recording.Reader(path, word_sum, reuse=True, group=group) as r:
         fns = replay.functions(r)
         names = [f.name for f in fns]
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)

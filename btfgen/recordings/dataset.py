@@ -53,12 +53,14 @@ EVENT_COLUMNS = ("timestamp", "cpu", "pid", "tid")  # columnar's first columns, 
 
 class Added(NamedTuple):
     """What adding one recording did: `new` False when the dataset held it already; `error`
-    the one line saying why it was refused (nothing of it was written)."""
+    the one line saying why it was refused (nothing of it was written); `cut` the one line
+    saying it was cut short (its tracer killed: what it wrote was added)."""
     path: str
     recording: str | None
     new: bool
     rows: int
     error: str | None = None
+    cut: str | None = None
 
 
 def recording_id(path: str) -> str:
@@ -80,7 +82,10 @@ def add(path: str, directory: str) -> Added:
         rid = recording_id(path)
         if marker(directory, rid).exists():
             return Added(path, rid, False, 0)
-        return Added(path, rid, True, _write(path, directory, rid))
+        rows, cut = _write(path, directory, rid)
+        return Added(path, rid, True, rows, cut=cut and (
+            f"{path}: cut at byte {cut[0]} after {cut[1]} events (the recording has no end: its "
+            f"tracer was killed?): added up to there"))
     except (recording.RecordError, BtfgenError) as e:
         return Added(path, None, False, 0, _one_line(str(e), path))
     except OSError as e:
@@ -111,10 +116,10 @@ def _source(path: str, header: dict) -> _Source:
     return _Source(*values, offset if isinstance(offset, int) else None)
 
 
-def _write(path: str, directory: str, rid: str) -> int:
+def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
     # Pass 1 checks the whole file (a bad one writes nothing) and reads only each event's time
     # and thread, to pair entries with exits across batches; pass 2 writes, batch by batch.
-    with recording.Reader(path, columnar.word_sum, reuse=True) as r:
+    with recording.Reader(path, columnar.word_sum, reuse=True, group=columnar.group) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
         layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
@@ -123,11 +128,12 @@ def _write(path: str, directory: str, rid: str) -> int:
         for batch in r.batches():
             for fi, k, _count, payload in batch.sections:
                 keys.add(fi, k, np.frombuffer(payload, dtype=layouts[fi, k].dtype))
-        events, lost = r.events, r.lost
+        events, lost, cut = r.events, r.lost, r.cut
     calls = keys.pair()
     files = _Files(directory, source, rid, [fn.name for fn in fns])
     try:
-        with recording.Reader(path, columnar.word_sum, reuse=True) as r:
+        with recording.Reader(path, columnar.word_sum, reuse=True,
+                              group=columnar.group) as r:
             rows = _Rows(fns, layouts, source, rid, calls)
             for batch in r.batches():
                 for fi, k, _count, payload in batch.sections:
@@ -140,9 +146,11 @@ def _write(path: str, directory: str, rid: str) -> int:
     doc = {"recording": rid, "source": os.path.abspath(path), "host": source.host,
            "kernel": source.kernel, "arch": source.arch, "events": events, "lost": lost,
            "rows": files.rows, "files": written, "functions": files.functions()}
+    if cut:
+        doc["cut_at"] = cut[0]  # a cut recording: `lost` is not known
     # One line of JSON: Spark reads the directory as a table (btfgen/recordings/spark.py).
     _atomic_text(marker(directory, rid), json.dumps(doc, sort_keys=True) + "\n")
-    return files.rows
+    return files.rows, cut
 
 
 class _Keys:

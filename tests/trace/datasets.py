@@ -7,8 +7,6 @@ from pathlib import Path
 
 import synth
 
-from btfgen.probe import recording
-
 CLOCK_OFFSET = 1_700_000_000 * 10**9  # wall clock minus CLOCK_MONOTONIC: November 2023
 
 
@@ -27,10 +25,5 @@ def write(path: Path, arch: str, n: int, seed: int, host: str | None = "host-a",
     mod = synth.module(arch)
     descs = synth.descriptors(mod)
     evs = synth.events(descs, n, seed, mod.BYTE_ORDER, failed)
-    w = recording.Writer(str(path), header(mod, host, kernel), descs, mod.BYTE_ORDER)
-    for i, e in enumerate(evs):
-        w.record(e)
-        if batch and (i + 1) % batch == 0:
-            w.flush()
-    w.close(0)
+    synth.write(path, mod, evs, batch=batch, head=header(mod, host, kernel))
     return evs

@@ -65,21 +65,36 @@ def header(mod) -> dict:
             "kernel_release": "synthetic", "kind": "user", "host": "synthetic-host"}
 
 
-def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = None) -> None:
+def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = None,
+          version: int = recording.VERSION, head: dict | None = None) -> None:
+    """A recording of `evs`: version 2 (today's), a span of `batch` events at a time (all in
+    one without), or version 1 (recording_v1.py, a batch flushed every `batch` events)."""
+    head = head or header(mod)
     descs = descriptors(mod)
-    w = recording.Writer(str(path), header(mod), descs, mod.BYTE_ORDER)
-    for i, e in enumerate(evs):
-        w.record(e)
-        if batch and (i + 1) % batch == 0:
-            w.flush()
+    if version == 1:
+        import recording_v1
+
+        w = recording_v1.Writer(str(path), head, descs, mod.BYTE_ORDER)
+        for i, e in enumerate(evs):
+            w.record(e)
+            if batch and (i + 1) % batch == 0:
+                w.flush()
+        w.close(lost)
+        return
+    w = recording.Writer(str(path), head, descs, mod.BYTE_ORDER)
+    step = batch or max(len(evs), 1)
+    for i in range(0, len(evs), step):
+        w.records(evs[i:i + step])
     w.close(lost)
 
 
 
-def reseal(path: Path, header=None, sections=None) -> None:
+def reseal(path: Path, header=None, sections=None, runs=None) -> None:
     """Damage a recording past its checksums: `header(dict)` changes the parsed JSON header,
     `sections(list)` the batches' section tables ([function, kind, count, pad] each, batch by
-    batch); every CRC and sum is recomputed, so only the reader's own checks can catch it."""
+    batch: version 1), `runs(list, data)` a span's runs ([repeats, period, w0..w3] each) and
+    its bytes (a bytearray), span by span (version 2); every CRC and sum is recomputed, so
+    only the reader's own checks can catch it."""
     import json
     import zlib
 
@@ -111,5 +126,19 @@ def reseal(path: Path, header=None, sections=None) -> None:
         body = b"".join(recording.SECTION.pack(*s) for s in table) + order
         out += recording.BATCH_HEAD.pack(b"BATC", n, len(table), zlib.crc32(body), total)
         out += body + payload
+    while data[at:at + 4] == b"SPAN":
+        _, n, nruns, nbytes, _crc, _hcrc = recording.SPAN_HEAD.unpack_from(data, at)
+        at += recording.SPAN_HEAD.size
+        table = [list(r) for r in recording.RUN.iter_unpack(
+            data[at:at + nruns * recording.RUN.size])]
+        at += nruns * recording.RUN.size
+        body = bytearray(data[at:at + nbytes])
+        at += nbytes
+        if runs:
+            runs(table, body)
+        packed = b"".join(recording.RUN.pack(*r) for r in table)
+        head = recording.SPAN_HEAD.pack(b"SPAN", n, len(table), len(body),
+                                        zlib.crc32(body, zlib.crc32(packed)), 0)
+        out += head[:-4] + zlib.crc32(head[:-4]).to_bytes(4, "little") + packed + body
     out += data[at:]
     Path(path).write_bytes(bytes(out))

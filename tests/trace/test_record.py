@@ -3,6 +3,7 @@ live tracer prints; a truncated or damaged file is refused in one line, whatever
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
@@ -49,18 +50,32 @@ def test_decoded_file_prints_what_the_tracer_prints(tmp_path, arch, n, seed, bat
     for kw in ({}, {"as_json": True}, {"errors": True}, {"errors": True, "as_json": True}):
         assert _decoded(path, **kw) == _live(mod, evs, **kw)
     with recording.Reader(str(path)) as r:
-        assert sum(len(b.order) for b in r.batches()) == n
+        assert sum(b.count for b in r.batches()) == n
         assert (r.events, r.lost) == (n, seed % 5)
         assert r.header["kernel_release"] == "synthetic" and r.header["arch"] == mod.ARCH
 
 
-@pytest.fixture(scope="module")
-def good(tmp_path_factory) -> bytes:
+GOOD_EVENTS = synth.events(synth.descriptors(MODULES["s390x"]), 40, 1, "big")
+
+
+@pytest.fixture(scope="module", params=[2, 1])
+def good(tmp_path_factory, request) -> bytes:
+    """A whole recording of either version (version 1: as btfgen wrote them before)."""
     mod = MODULES["s390x"]
     path = tmp_path_factory.mktemp("rec") / "r.btfrec"
-    synth.write(path, mod, synth.events(synth.descriptors(mod), 40, 1, mod.BYTE_ORDER),
-                lost=3, batch=16)
+    synth.write(path, mod, GOOD_EVENTS, lost=3, batch=16, version=request.param)
     return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def good_v2(tmp_path_factory) -> bytes:
+    path = tmp_path_factory.mktemp("rec") / "r.btfrec"
+    synth.write(path, MODULES["s390x"], GOOD_EVENTS, lost=3, batch=16)
+    return path.read_bytes()
+
+
+def _version(data: bytes) -> int:
+    return recording.FILE_HEAD.unpack_from(data)[1]
 
 
 def _refused(tmp_path, data: bytes) -> str:
@@ -71,13 +86,45 @@ def _refused(tmp_path, data: bytes) -> str:
     return str(e.value)
 
 
+def _span_ends(data: bytes) -> list[tuple[int, int]]:
+    """(byte after each span, events up to it) of a whole version 2 file."""
+    size = recording.FILE_HEAD.unpack_from(data)[2]
+    at, events, out = recording.FILE_HEAD.size + size, 0, []
+    while data[at:at + 4] == b"SPAN":
+        _, n, runs, nbytes, _crc, _hcrc = recording.SPAN_HEAD.unpack_from(data, at)
+        at += recording.SPAN_HEAD.size + runs * recording.RUN.size + nbytes
+        events += n
+        out.append((at, events))
+    return out
+
+
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, 10**6))
-def test_truncated_anywhere_is_refused(tmp_path, good, cut):
+def test_truncated_anywhere_is_refused_or_decoded_up_to_the_cut(tmp_path, good, cut):
+    """Version 1 (written to FILE.part, renamed when whole): a truncated file is refused.
+    Version 2 (written as it goes): every event of a span wholly before the cut is printed as
+    the tracer printed it, and one line says where the file was cut."""
     cut %= len(good)
-    message = _refused(tmp_path, good[:cut])
-    assert "\n" not in message
+    if _version(good) == 1:
+        assert "\n" not in _refused(tmp_path, good[:cut])
+        return
+    head = recording.FILE_HEAD.size + recording.FILE_HEAD.unpack_from(good)[2]
+    if cut < head:  # killed before the first span: no event to decode
+        assert "\n" not in _refused(tmp_path, good[:cut])
+        return
+    path = tmp_path / "cut.btfrec"
+    path.write_bytes(good[:cut])
+    whole = [(end, n) for end, n in _span_ends(good) if end <= cut]
+    at, events = whole[-1] if whole else (head, 0)
+    err = io.StringIO()
+    out = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert replay.print_recording(str(path), out) == 0
+    assert out.getvalue() == _live(MODULES["s390x"], GOOD_EVENTS[:events])
+    assert err.getvalue() == (f"btfgen decode: {path}: cut at byte {at} after {events} events "
+                              f"(the recording has no end: its tracer was killed?); records "
+                              f"lost unknown\n")
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
@@ -97,15 +144,17 @@ def test_garbage_after_a_good_prefix_is_refused(tmp_path, good, junk, keep):
     assert "\n" not in _refused(tmp_path, good[:keep] + junk)
 
 
-@pytest.mark.parametrize("damage, says", [
-    (lambda g: g[:-1], "truncated"),
-    (lambda g: g[:len(g) // 2], "truncated"),
-    (lambda g: b"", "not a btfgen recording"),
-    (lambda g: b"hello world\n", "not a btfgen recording"),
-    (lambda g: g[:8] + (2).to_bytes(4, "little") + g[12:], "recording version 2"),
-    (lambda g: g + b"x", "data after the end"),
+@pytest.mark.parametrize("damage, says, version", [
+    (lambda g: g[:-1], "truncated", 1),
+    (lambda g: g[:len(g) // 2], "truncated", 1),
+    (lambda g: b"", "not a btfgen recording", None),
+    (lambda g: b"hello world\n", "not a btfgen recording", None),
+    (lambda g: g[:8] + (3).to_bytes(4, "little") + g[12:], "recording version 3", None),
+    (lambda g: g + b"x", "data after the end", None),
 ])
-def test_cli_one_line_exit_2(tmp_path, good, damage, says):
+def test_cli_one_line_exit_2(tmp_path, good, damage, says, version):
+    if version and _version(good) != version:
+        pytest.skip(f"version {version} only")
     path = tmp_path / "bad.btfrec"
     path.write_bytes(damage(good))
     proc = subprocess.run([sys.executable, "-m", "btfgen", "decode", str(path)],
@@ -114,6 +163,19 @@ def test_cli_one_line_exit_2(tmp_path, good, damage, says):
     assert proc.stdout == ""  # checked whole before the first line
     assert proc.stderr.startswith("btfgen: error: ") and says in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_cli_decodes_a_cut_recording_and_says_so(tmp_path, good_v2):
+    ends = _span_ends(good_v2)
+    path = tmp_path / "cut.btfrec"
+    path.write_bytes(good_v2[:ends[1][0] + 100])  # two spans whole, the third begun
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "decode", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == _live(MODULES["s390x"], GOOD_EVENTS[:32])
+    assert proc.stderr == (f"btfgen decode: {path}: cut at byte {ends[1][0]} after 32 events "
+                           f"(the recording has no end: its tracer was killed?); records lost "
+                           f"unknown\n")
 
 
 def test_cli_decodes(tmp_path, good):

@@ -168,10 +168,8 @@ def test_header_damage_is_refused_or_decoded_as_the_header_says(tmp_path_factory
         honest = path.with_name("honest.btfrec")
         # The same header but for the functions: the dataset refuses one without its host.
         writer = recording.Writer(str(honest), synth.header(mod), descs, mod.BYTE_ORDER)
-        for i, e in enumerate(evs):  # batched as synth.write did: rows keep their order
-            writer.record(e)
-            if (i + 1) % 9 == 0:
-                writer.flush()
+        for i in range(0, len(evs), 9):  # batched as synth.write did: rows keep their order
+            writer.records(evs[i:i + 9])
         writer.close(0)
         got = _parquet(path, path.with_name("damaged"))
         if got is not None:

@@ -39,10 +39,14 @@ def test_a_bug_while_printing_is_not_called_a_corrupt_event(path, monkeypatch):
         replay.print_recording(str(path), io.StringIO())
 
 
-def test_an_event_that_is_not_its_functions_is_a_corrupt_event(path):
-    """A section whose function index names another function of the same stride: its events
-    name their own function, which the columns would decode with the other's decoder and the
-    text would print after the lines before it; both refuse the file, printing nothing."""
+def test_an_event_that_is_not_its_functions_is_a_corrupt_event(tmp_path):
+    """A section whose function index names another function of the same stride (version 1):
+    its events name their own function, which the columns would decode with the other's
+    decoder and the text would print after the lines before it; both refuse the file, printing
+    nothing."""
+    path = tmp_path / "r1.btfrec"
+    synth.write(path, MODULE, synth.events(synth.descriptors(MODULE), 30, 3, MODULE.BYTE_ORDER),
+                version=1)
     with recording.Reader(str(path)) as r:
         fns = replay.functions(r)
         same = [(i, j) for i in range(len(fns)) for j in range(len(fns))
@@ -66,3 +70,35 @@ def test_an_event_that_is_not_its_functions_is_a_corrupt_event(path):
     with pytest.raises(recording.RecordError, match="holds other events"):
         for kind in ("entry", "exit"):
             list(columnar.record_batches(str(path), name, kind))
+
+
+@pytest.mark.parametrize("how", ["word", "repeats", "length"])
+def test_runs_that_are_not_the_headers_are_refused(tmp_path, how):
+    """Version 2: a span's runs say where its records are; runs that are not what the
+    headers in its bytes say (with every checksum right) are refused by the text and the
+    columns alike, nothing printed: else the two could read different records."""
+    path = tmp_path / "r.btfrec"
+    evs = synth.events(synth.descriptors(MODULE), 30, 3, MODULE.BYTE_ORDER)
+    synth.write(path, MODULE, evs)
+
+    def damage(table, body):
+        if how == "word":  # one record's header says another length than its run
+            body[0] += 8
+        elif how == "repeats":  # runs covering the bytes, but the records split otherwise
+            first = table[0]
+            table[0:1] = [[1, 1, first[2] + 8, 0, 0, 0], [1, 1, first[2] - 8, 0, 0, 0]]
+        else:
+            table.append([1, 1, 8, 0, 0, 0])
+
+    synth.reseal(path, runs=damage)
+    out = io.StringIO()
+    with pytest.raises(recording.RecordError, match="corrupt span"):
+        replay.print_recording(str(path), out)
+    assert out.getvalue() == ""
+    columnar = pytest.importorskip("btfgen.recordings.columnar")
+    with pytest.raises(recording.RecordError, match="corrupt span"):
+        list(columnar.record_batches(str(path), synth.descriptors(MODULE)[0].name, "entry"))
+    with recording.Reader(str(path)) as r:  # the standard library's grouping too
+        with pytest.raises(recording.RecordError, match="corrupt span"):
+            for b in r.batches():
+                assert b.sections
