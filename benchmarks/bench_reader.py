@@ -33,11 +33,13 @@ where one did not. The readers:
   every round: ring_buffer__consume() with a callback that copies each record into a 1 MiB
   buffer written to a file whenever full, what a recorder written in C does; again with the
   buffer written to /dev/null (libbpf's consumer and the copy alone);
-- `--record`: the run side's recording path: run.recorder's writer (recording.Writer, as
-  `btfgen trace --record` makes it) fed through losses.Behind by the run side's span reader
-  (ringspan.RingReader: the ring's pages read in place), a span's records one by one;
-- `text`: the run side's printing path: output.Printer as run.run makes it (lines batched,
-  written after each drain), fed the same way, writing to /dev/null.
+- `--record`: the run side's recording path as run.run wires it: run.recorder's writer
+  (recording.Writer, as `btfgen trace --record` makes it) taking each span of the ring in one
+  write, fed through losses.Behind by run.reader (ringspan.RingReader: the ring's pages read in
+  place);
+- `text`: the run side's printing path as run.run wires it: output.Printer (lines batched,
+  written after each drain) fed a span's records one by one, the same way, writing to
+  /dev/null.
 
 Records/s and MB/s (10^6 bytes of records, without the ring's 8-byte headers) at each size,
 and --record's records/s over libbpf's C consumer's. Needs root (BPF), x86_64 (the producer's
@@ -478,40 +480,37 @@ class CReader:
 
 
 class RecordReader:
-    """`btfgen trace --record`'s path: run.recorder's writer (a new recording a round, its
-    header written outside the clock), fed through Behind by the run side's span reader
-    (ringspan.RingReader), each span's records handed to the writer one by one
-    (recording.Writer takes a record at a time); the recording then read back, outside the
-    clock, for the events it holds."""
+    """`btfgen trace --record`'s path, as run.run wires it: run.recorder's writer (a new
+    recording a round, its header written when the file is made, outside the clock), its
+    `span` fed through losses.Behind by run.reader (the ring's pages read in place: ringspan);
+    the recording then read back, outside the clock, for the events it holds."""
 
     def __init__(self, setup: Setup, fd: int) -> None:
-        from btfgen.probe.ringspan import RingReader
+        from btfgen.probe import run
+        from btfgen.probe.losses import Behind
 
         self.setup, self.path = setup, setup.work / "bench.rec"
-        self._record = None
-        self.ring = RingReader(fd, self._sink)
+        self.writer = None
+        self.ring = run.reader(fd, Behind(self._span, setup.manifest["byte_order"]).span)
 
-    def _sink(self, span) -> None:
-        record = self._record
-        for raw in span:
-            record(raw)
+    def _span(self, span) -> None:
+        self.writer.span(span)
 
     def read(self, expect: int) -> Read:
         from btfgen.probe import recording, run
-        from btfgen.probe.losses import Behind
 
         setup = self.setup
-        writer = run.recorder(str(self.path), setup.manifest, setup.decoders, who=False)
-        self._record = Behind(writer.record, setup.manifest["byte_order"]).record
+        self.writer = run.recorder(str(self.path), setup.manifest, setup.decoders, who=False)
         start = time.perf_counter()
         while self.ring.drain() > 0:
             pass
-        writer.close(0)
+        self.writer.close(0)
         took = time.perf_counter() - start
         with recording.Reader(str(self.path)) as r:
-            for _ in r.batches():
-                pass
-            kept = r.events
+            kept = sum(sum(1 for _ in batch.events(r.strides)) for batch in r.batches())
+            if r.cut or r.events != kept:
+                raise Failed(f"{self.path}: the recording says {r.events} events, holds {kept}"
+                             + (f", cut at byte {r.cut[0]}" if r.cut else ""))
         self.path.unlink()
         return Read(kept, took)
 
@@ -520,28 +519,26 @@ class RecordReader:
 
 
 class TextReader:
-    """`btfgen trace`'s text path: output.Printer as run.run makes it (lines batched, written
-    after each drain of the ring), fed through Behind by the run side's span reader a record
-    at a time (Printer.record), writing to /dev/null; a line an event."""
+    """`btfgen trace`'s text path, as run.run wires it: output.Printer (lines batched, written
+    after each drain of the ring) fed a span's records one by one, through losses.Behind, by
+    run.reader; writing to /dev/null, a line an event."""
 
     def __init__(self, setup: Setup, fd: int) -> None:
-        from btfgen.probe import output
+        from btfgen.probe import output, run
         from btfgen.probe.losses import Behind
         from btfgen.probe.manifest import LazyFunctions
-        from btfgen.probe.ringspan import RingReader
 
         m = setup.manifest
         self.out = _Lines()
         self.printer = output.Printer(LazyFunctions(setup.decoders, m["functions"],
                                                     m["btf_ids"]),
                                       m["byte_order"], self.out, batch=True)
-        self._record = Behind(self.printer.record, m["byte_order"]).record
-        self.ring = RingReader(fd, self._sink)
 
-    def _sink(self, span) -> None:
-        record = self._record
-        for raw in span:
-            record(raw)
+        def sink(span, record=self.printer.record):  # run.run's
+            for raw in span:
+                record(bytes(raw))
+
+        self.ring = run.reader(fd, Behind(sink, m["byte_order"]).span)
 
     def read(self, expect: int) -> Read:
         before = self.out.lines
@@ -699,9 +696,9 @@ def main(argv=None) -> int:
         f"{what} {2e3 / max(statistics.median(runs[n]['producer']), 1):,.1f} M records/s"
         for n, what in SIZES))
     print("libbpf (C): ring_buffer__consume, each record copied into a 1 MiB buffer written to "
-          "a file whenever full (or to /dev/null); --record: the span reader, the recording "
-          "written to a file (each record cut to what its decoder reads); text: the span "
-          "reader, lines to /dev/null")
+          "a file whenever full (or to /dev/null); --record: the ring read in place, its spans "
+          "written to the recording (a file) as they come; text: the ring read in place, "
+          "lines to /dev/null")
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"records": args.records, "rounds": args.rounds, "sizes": setup.sizes,
