@@ -42,7 +42,7 @@ where one did not. The readers:
   /dev/null.
 
 Records/s and MB/s (10^6 bytes of records, without the ring's 8-byte headers) at each size,
-and --record's records/s over libbpf's C consumer's. Needs root (BPF), x86_64 (the producer's
+and --record's records/s over libbpf's C consumer's (the median of each round's ratio). Needs root (BPF), x86_64 (the producer's
 register image is x86_64's pt_regs), gcc, clang and pahole (the trace build); the C row needs
 libbpf's headers (Debian: libbpf-dev) and says so when they are missing. Prints figures, asserts
 nothing of their speed (tests/trace/test_bench_reader.py runs it small and checks the counts).
@@ -646,11 +646,18 @@ def table(setup: Setup, rows: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for key in C_READERS:
         if "unavailable" not in rows[key]:
-            ratios = [f"{rows['record'][n]['records_s'] / rows[key][n]['records_s']:.3f}x"
-                      for n, _ in SIZES]
+            ratios = [f"{ratio(rows['record'][n], rows[key][n]):.3f}x" for n, _ in SIZES]
             lines.append(f"| --record / {rows[key]['label']} | "
                          + " |  | ".join(ratios) + " |  |")
     return "\n".join(lines)
+
+
+def ratio(a: dict, b: dict) -> float:
+    """The median over the rounds of reader a's records/s over reader b's in the same round:
+    the two read one after the other, so a busy spell of the machine weighs on both, where a
+    ratio of the two medians would set one round's luck against another's."""
+    rates = [[read / s for read, s in zip(f["read"], f["seconds"])] for f in (a, b)]
+    return statistics.median(x / y for x, y in zip(*rates))
 
 
 def host() -> str:
