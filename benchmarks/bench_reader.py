@@ -42,10 +42,12 @@ where one did not. The readers:
   /dev/null.
 
 Records/s and MB/s (10^6 bytes of records, without the ring's 8-byte headers) at each size,
-and --record's records/s over libbpf's C consumer's (the median of each round's ratio). Needs root (BPF), x86_64 (the producer's
-register image is x86_64's pt_regs), gcc, clang and pahole (the trace build); the C row needs
-libbpf's headers (Debian: libbpf-dev) and says so when they are missing. Prints figures, asserts
-nothing of their speed (tests/trace/test_bench_reader.py runs it small and checks the counts).
+and --record's records/s over libbpf's C consumer's (the median of each round's ratio); then
+the same per second of each reader's own CPU time (its thread's, user and system), which other
+work on a shared machine moves less. Needs root (BPF), x86_64 (the producer's register image
+is x86_64's pt_regs), gcc, clang and pahole (the trace build); the C rows need libbpf's headers
+(Debian: libbpf-dev) and say so when they are missing. Prints figures, asserts nothing of their
+speed (tests/trace/test_bench_reader.py runs it small and checks the counts).
 """
 
 from __future__ import annotations
@@ -431,6 +433,7 @@ def fill(setup: Setup, name: str, records: int, ring: int = 0) -> Made:
 class Read(NamedTuple):
     records: int  # what the reader handed on (counted where it lands: file, lines)
     seconds: float
+    cpu: float  # seconds of the reader's thread's CPU time (user and system)
 
 
 class _Lines:
@@ -468,11 +471,11 @@ class CReader:
         self.proc.stdin.write(f"{expect}\n")
         self.proc.stdin.flush()
         said = self.proc.stdout.readline()
-        m = re.match(r"ring_reader: (\d+) records (\d+) bytes (\d+) ns", said)
+        m = re.match(r"ring_reader: (\d+) records (\d+) bytes (\d+) ns (\d+) cpu ns", said)
         if not m:
             self.proc.kill()
             raise Failed(f"ring_reader: {self.proc.communicate()[1].strip() or 'no answer'}")
-        return Read(int(m[1]), int(m[3]) / 1e9)
+        return Read(int(m[1]), int(m[3]) / 1e9, int(m[4]) / 1e9)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -501,18 +504,18 @@ class RecordReader:
 
         setup = self.setup
         self.writer = run.recorder(str(self.path), setup.manifest, setup.decoders, who=False)
-        start = time.perf_counter()
+        cpu, start = time.thread_time(), time.perf_counter()
         while self.ring.drain() > 0:
             pass
         self.writer.close(0)
-        took = time.perf_counter() - start
+        took, cpu = time.perf_counter() - start, time.thread_time() - cpu
         with recording.Reader(str(self.path)) as r:
             kept = sum(sum(1 for _ in batch.events(r.strides)) for batch in r.batches())
             if r.cut or r.events != kept:
                 raise Failed(f"{self.path}: the recording says {r.events} events, holds {kept}"
                              + (f", cut at byte {r.cut[0]}" if r.cut else ""))
         self.path.unlink()
-        return Read(kept, took)
+        return Read(kept, took, cpu)
 
     def close(self) -> None:
         self.ring.close()
@@ -542,12 +545,12 @@ class TextReader:
 
     def read(self, expect: int) -> Read:
         before = self.out.lines
-        start = time.perf_counter()
+        cpu, start = time.thread_time(), time.perf_counter()
         while self.ring.drain() > 0:
             self.printer.flush_lines()
         self.printer.flush_lines()
-        took = time.perf_counter() - start
-        return Read(self.out.lines - before, took)
+        took, cpu = time.perf_counter() - start, time.thread_time() - cpu
+        return Read(self.out.lines - before, took, cpu)
 
     def close(self) -> None:
         self.ring.close()
@@ -567,7 +570,8 @@ RINGS = 4  # the producer's rings (events0..3): one a reader
 # -- the rounds and the table -----------------------------------------------------------------
 
 def measure(setup: Setup, records: int, rounds: int, progress=lambda _: None) -> dict:
-    """Per size, per reader: each round's (records made, records read, seconds); and per
+    """Per size, per reader: each round's (records made, records read, seconds, CPU seconds);
+    and per
     size, "producer": each fill's ns a call. Each reader first reads one round uncounted."""
     runs: dict = {name: {"producer": []} for name, _ in SIZES}
     readers = []
@@ -586,7 +590,7 @@ def measure(setup: Setup, records: int, rounds: int, progress=lambda _: None) ->
                     made, run_ns = fill(setup, name, records, ring)
                     runs[name]["producer"].append(run_ns)
                     got = _said(f"{label} ({name})", reader.read)(made)
-                    runs[name][key].append((made, got.records, got.seconds))
+                    runs[name][key].append((made, got.records, got.seconds, got.cpu))
                     progress(f"{name} round {r + 1}/{rounds}: {label}")
     finally:
         for *_, reader in readers:
@@ -616,10 +620,13 @@ def summary(setup: Setup, runs: dict) -> dict:
             for name, _ in SIZES:
                 each = runs[name][key]
                 per_call = sum(setup.sizes[name])  # an entry's and an exit's bytes
-                rate = statistics.median(read / s for _, read, s in each)
+                rate = statistics.median(read / s for _, read, s, _ in each)
                 row[name] = {"records_s": rate, "mb_s": rate * per_call / 2 / 1e6,
-                             "made": [m for m, _, _ in each], "read": [g for _, g, _ in each],
-                             "seconds": [s for _, _, s in each]}
+                             "cpu_records_s": statistics.median(read / c for _, read, _, c
+                                                                in each),
+                             "made": [m for m, *_ in each], "read": [g for _, g, *_ in each],
+                             "seconds": [s for *_, s, _ in each],
+                             "cpu": [c for *_, c in each]}
         rows[key] = row
     return rows
 
@@ -652,12 +659,29 @@ def table(setup: Setup, rows: dict) -> str:
     return "\n".join(lines)
 
 
-def ratio(a: dict, b: dict) -> float:
+def ratio(a: dict, b: dict, clock: str = "seconds") -> float:
     """The median over the rounds of reader a's records/s over reader b's in the same round:
     the two read one after the other, so a busy spell of the machine weighs on both, where a
-    ratio of the two medians would set one round's luck against another's."""
-    rates = [[read / s for read, s in zip(f["read"], f["seconds"])] for f in (a, b)]
+    ratio of the two medians would set one round's luck against another's. `clock`: "cpu",
+    per second of the readers' own CPU time."""
+    rates = [[read / s for read, s in zip(f["read"], f[clock])] for f in (a, b)]
     return statistics.median(x / y for x, y in zip(*rates))
+
+
+def cpu_figures(rows: dict) -> str:
+    """Records a second of each reader's own CPU time (its thread's, user and system): what
+    it would take with a CPU of its own, which other work on a shared machine moves less than
+    the time."""
+    said = []
+    for key, label, _ in READERS:
+        if "unavailable" not in rows[key]:
+            said.append(f"{label} " + " / ".join(f"{rows[key][n]['cpu_records_s']:,.0f}"
+                                                 for n, _ in SIZES))
+    if "unavailable" not in rows["c"]:
+        said.append("--record / libbpf (C) " + " / ".join(
+            f"{ratio(rows['record'][n], rows['c'][n], 'cpu'):.3f}x" for n, _ in SIZES))
+    return ("records a second of the reader's CPU time (" + " / ".join(w for _, w in SIZES)
+            + "): " + "; ".join(said))
 
 
 def host() -> str:
@@ -699,6 +723,7 @@ def main(argv=None) -> int:
           f"median of {args.rounds} rounds, the readers alternating; record lengths: "
           f"{setup.size_source}")
     print(table(setup, rows))
+    print(cpu_figures(rows))
     print("the producer (BPF_PROG_TEST_RUN, its mean a run): " + ", ".join(
         f"{what} {2e3 / max(statistics.median(runs[n]['producer']), 1):,.1f} M records/s"
         for n, what in SIZES))

@@ -85,8 +85,8 @@ def _runs(keys):
     # the text reader's second round read one short.
     runs = {}
     for name, _ in bench.SIZES:
-        runs[name] = {k: [(1000, 1000, 0.001), (1000, 999 if k == "text" else 1000, 0.002)]
-                      for k in keys}
+        runs[name] = {k: [(1000, 1000, 0.001, 0.001),
+                          (1000, 999 if k == "text" else 1000, 0.002, 0.001)] for k in keys}
     return runs
 
 
@@ -108,9 +108,14 @@ def test_the_ratio_is_record_over_the_c_reader_round_by_round():
     setup = _setup(Path("ring_reader"))
     runs = _runs(["c", "c_null", "record", "text"])
     for name, _ in bench.SIZES:
-        runs[name]["c"] = [(1000, 1000, 0.0001), (1000, 1000, 0.0005)]  # 10 M/s, then 2 M/s
+        # 10 M/s, then 2 M/s; 10 M/s of its CPU time both times.
+        runs[name]["c"] = [(1000, 1000, 0.0001, 0.0001), (1000, 1000, 0.0005, 0.0001)]
     out = bench.table(setup, bench.summary(setup, runs)).splitlines()
     # Rounds: 1 M/s over 10 M/s, 0.5 M/s over 2 M/s: a median of 0.175 (the medians' ratio,
     # 0.75 M/s over 6 M/s, would be 0.125).
     assert "| --record / libbpf (C) | 0.175x |  | 0.175x |  |" in out
+    # --record: 1 M records a second of its CPU time both rounds.
+    assert bench.cpu_figures(bench.summary(setup, runs)).endswith(
+        "--record 1,000,000 / 1,000,000; text 999,500 / 999,500; "
+        "--record / libbpf (C) 0.100x / 0.100x")
     assert "| --record / libbpf (C), to /dev/null | 1.000x |  | 1.000x |  |" in out
