@@ -719,9 +719,9 @@ def main(argv=None) -> int:
             setup.obj.close()
     rows = summary(setup, runs)
     print(f"# {host()}")
+    rounds = f"median of {args.rounds} rounds" if args.rounds > 1 else "one round"
     print(f"{args.records:,} records a round (entry and exit of {args.records // 2:,} calls), "
-          f"median of {args.rounds} rounds, the readers alternating; record lengths: "
-          f"{setup.size_source}")
+          f"{rounds}, the readers alternating; record lengths: {setup.size_source}")
     print(table(setup, rows))
     print(cpu_figures(rows))
     print("the producer (BPF_PROG_TEST_RUN, its mean a run): " + ", ".join(
