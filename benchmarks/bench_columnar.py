@@ -7,8 +7,11 @@ memory of the columnar path over files of growing size: bounded by one batch of 
 by the file.
 
 The recording is synthetic (no BPF needed): the x86_64 golden module's `scalars` (nine
-whole-scalar arguments: ints of 1-8 bytes, a bool, a pointer), random value bytes, batches of
-recording.MAX_BATCH_EVENTS events as `btfgen trace --record` writes them.
+whole-scalar arguments: ints of 1-8 bytes, a bool, a pointer), random value bytes, in spans of
+SPAN records as `btfgen trace --record` writes them (recording format 2: the ring's bytes, each
+record its kernel header and its bytes). Each record is as long as its function's decoder reads
+(its stride): the size a record takes once events are the size of what they hold (issue 34);
+BENCH_RECORD_BYTES=1080 gives today's generic record.
 
 Target (issue 14): >= 20 M records/s for scalar-only functions.
 
@@ -34,32 +37,34 @@ import synth  # noqa: E402
 from btfgen.probe import recording  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 20_000_000))
+RECORD_BYTES = int(os.environ.get("BENCH_RECORD_BYTES", 0))  # 0: the function's stride
 FUNCTION = "scalars"
+SPAN = 16384  # records a span: ~2 MiB, what the tracer's reader takes from a 16 MiB ring
 
 
 def make(path: Path, records: int) -> None:
-    """A file of `records` entries of FUNCTION: one real batch written by recording.Writer,
-    repeated (each batch carries its own checksum), then the end."""
+    """A file of `records` entries of FUNCTION: one real span written by recording.Writer,
+    repeated (each span carries its own checksum), then the end."""
     mod = synth.module("x86_64")
     descs = synth.descriptors(mod)
     desc = mod._descriptor(FUNCTION)[0]
+    size = RECORD_BYTES or recording.stride(desc)
     rng = random.Random(1)
     one = path.with_suffix(".one")
     w = recording.Writer(str(one), {"arch": "x86_64", "byte_order": "little", "who": False,
                                  "kernel_release": "synthetic"}, descs, "little")
-    for i in range(recording.MAX_BATCH_EVENTS):
-        w.record(synth.event(desc, 0, rng, 1000 + i))
+    w.records(synth.event(desc, 0, rng, 1000 + i)[:size] for i in range(SPAN))
     w.close(0)
     data = one.read_bytes()
     one.unlink()
-    batch_at = data.index(b"BATC")
-    head, batch = data[:batch_at], data[batch_at:-recording.END.size]
-    n = records // recording.MAX_BATCH_EVENTS
+    span_at = data.index(b"SPAN")
+    head, span = data[:span_at], data[span_at:-recording.END.size]
+    n = records // SPAN
     with open(path, "wb") as f:
         f.write(head)
         for _ in range(n):
-            f.write(batch)
-        events = n * recording.MAX_BATCH_EVENTS
+            f.write(span)
+        events = n * SPAN
         tail = recording.struct.pack("<QQ", events, 0)
         f.write(recording.END.pack(b"END\0", 0, events, 0, recording.zlib.crc32(tail), 0))
 
@@ -74,15 +79,17 @@ def columnar_rate(path: Path) -> tuple[float, int]:
 
 def per_record_rate(path: Path, limit: int = 300_000) -> float:
     from btfgen.decoder.runtime import Function
+    from btfgen.recordings import replay
 
-    with recording.Reader(str(path)) as r:
+    with recording.Reader(str(path), group=replay.group()) as r:
         fn = next(f for f in map(Function, r.descriptors) if f.name == FUNCTION)
         stride = r.strides[0]
         done, t = 0, time.perf_counter()
         for batch in r.batches():
             for _fi, _k, count, payload in batch.sections:
                 for i in range(count):
-                    fn.decode_record(payload[i * stride + recording.EVENT_HEADER:(i + 1) * stride])
+                    fn.decode_record(replay.record_bytes(payload, i, stride)
+                                     [recording.EVENT_HEADER:])
                 done += count
             if done >= limit:
                 break
@@ -96,16 +103,17 @@ def frombuffer_rate(path: Path) -> float:
 
     from btfgen.recordings import columnar
 
-    with recording.Reader(str(path)) as r:
-        from btfgen.recordings import replay
+    from btfgen.recordings import replay
 
+    with recording.Reader(str(path), group=replay.group()) as r:
         fn = replay.functions(r)[0]
         layout = columnar.Layout(fn, 0, r.strides[0], r.order)
-        payloads = [p for b, _ in zip(r.batches(), range(40)) for *_, p in b.sections]
+        payloads = [np.ascontiguousarray(p) for b, _ in zip(r.batches(), range(40))
+                    for *_, p in b.sections]
     t = time.perf_counter()
     rows = 0
     for p in payloads:
-        a = np.frombuffer(p, dtype=layout.dtype)
+        a = replay.records(p, layout.dtype)
         a["a"].sum()
         rows += len(a)
     return rows / (time.perf_counter() - t)
@@ -163,7 +171,7 @@ def main() -> int:
                   f"{kb / 1024:6.0f} MB")
             small.unlink()
         print(f"(the {rows} records decoded all at once would take {decoded / 1e9:.2f} GB of "
-              f"columns; the columnar path holds one batch of {recording.MAX_BATCH_EVENTS})")
+              f"columns; the columnar path holds one span of {SPAN})")
     return 0
 
 

@@ -5,8 +5,9 @@ the same rows, already decoded into Arrow tables in memory, to the same number o
 the same number of processes (no reading, no checksums, no decoding, no pairing).
 
 The recordings are synthetic (no BPF needed), each a different host: calls of the x86_64 golden
-module's `scalars` (nine whole-scalar arguments), an entry and an exit each, in batches of
-recording.MAX_BATCH_EVENTS as `btfgen trace --record` writes them.
+module's `scalars` (nine whole-scalar arguments), an entry and an exit each, in spans of SPAN
+records as `btfgen trace --record` writes them (each record as long as its function's decoder
+reads: the size a record takes once events are the size of what they hold, issue 34).
 
 Target (issue 22): >= 50% of the floor.
 
@@ -37,27 +38,30 @@ from btfgen.probe import recording  # noqa: E402
 RECORDINGS = int(os.environ.get("BENCH_RECORDINGS", 16))
 EVENTS = int(os.environ.get("BENCH_EVENTS", 4 * recording.MAX_BATCH_EVENTS))
 FUNCTION = "scalars"
+SPAN = 16384  # records a span, as the tracer's reader takes them from a 16 MiB ring
 
 
 def make(directory: Path) -> list[Path]:
-    """RECORDINGS files of EVENTS events: one batch written by recording.Writer under each
-    host's header, repeated (each batch carries its own checksum), then the end."""
+    """RECORDINGS files of EVENTS events: MAX_BATCH_EVENTS events written by recording.Writer
+    under each host's header (spans of SPAN), repeated (each span carries its own checksum),
+    then the end."""
     mod = synth.module("x86_64")
     descs = synth.descriptors(mod)
     one = [d for d in descs if d[0] == FUNCTION]
-    evs = synth.events(one, recording.MAX_BATCH_EVENTS, 1, "little")
+    size = recording.stride(one[0])
+    evs = [e[:size] for e in synth.events(one, recording.MAX_BATCH_EVENTS, 1, "little")]
     repeat = max(1, EVENTS // recording.MAX_BATCH_EVENTS)
     paths = []
     for i in range(RECORDINGS):
         small = directory / f"one-{i}"
         w = recording.Writer(str(small), datasets.header(mod, f"host-{i:03}", "6.1.0-bench"),
                              descs, "little")
-        for e in evs:
-            w.record(e)
+        for at in range(0, len(evs), SPAN):
+            w.records(evs[at:at + SPAN])
         w.close(0)
         data = small.read_bytes()
         small.unlink()
-        at = data.index(b"BATC")
+        at = data.index(b"SPAN")
         head, batch = data[:at], data[at:-recording.END.size]
         events = repeat * recording.MAX_BATCH_EVENTS
         tail = recording.struct.pack("<QQ", events, 0)

@@ -303,6 +303,7 @@ class Reader:
         # Read every batch's payloads into one buffer: no fresh pages per batch, but a batch's
         # memoryviews are only good until the next one is read (columnar.py copies them).
         self.reuse, self._buf = reuse, bytearray()
+        self._bufs = [bytearray(), bytearray()]  # version 2: one read while one is in use
         self.file = open(path, "rb")  # noqa: SIM115
         try:
             self._head()
@@ -405,31 +406,50 @@ class Reader:
         return True
 
     def _spans(self):
-        f = self.file
-        while True:
-            at = f.tell()
-            tag = f.read(4)
-            if tag == b"END\0":
-                rest = f.read(END.size - 4)
-                if len(rest) < END.size - 4:  # killed as it wrote the end
-                    self._cut(at)
-                    return
-                f.seek(-len(rest), 1)
-                self._end(tag)
-                return
-            if tag != b"SPAN":
-                if len(tag) < 4 or (tag == bytes(4) and self._rest_is_zeros()):
-                    self._cut(at)
-                    return
-                raise RecordError(f"{self.path}: corrupt (no span at byte {at})")
-            batch = self._span(at, tag)
-            if batch is None:
-                self._cut(at)
-                return
-            self._counted += batch.count
-            yield batch
+        # The next span is read and its checksum taken in a thread while the caller works on
+        # this one (zlib.crc32 and the read let go of the GIL): the columnar path decodes
+        # tens of millions of events a second, and a CRC of their bytes alone takes as long.
+        from concurrent.futures import ThreadPoolExecutor
 
-    def _span(self, at: int, tag: bytes):
+        with ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(self._chunk, 0)
+            n = 1
+            try:
+                while True:
+                    what, got = ahead.result()
+                    if what == "end":
+                        return
+                    if what == "cut":
+                        self._cut(got)
+                        return
+                    self._counted += got.count
+                    ahead = pool.submit(self._chunk, n)
+                    n += 1
+                    yield got
+            finally:
+                ahead.cancel() or ahead.exception()  # done with the file before it closes
+
+    def _chunk(self, n: int):
+        """What comes next in the file: ("span", SpanBatch) read into buffer n % 2 (the
+        caller's is the other), ("end", None), or ("cut", byte) where the file ends early."""
+        f = self.file
+        at = f.tell()
+        tag = f.read(4)
+        if tag == b"END\0":
+            rest = f.read(END.size - 4)
+            if len(rest) < END.size - 4:  # killed as it wrote the end
+                return "cut", at
+            f.seek(-len(rest), 1)
+            self._end(tag)
+            return "end", None
+        if tag != b"SPAN":
+            if len(tag) < 4 or (tag == bytes(4) and self._rest_is_zeros()):
+                return "cut", at
+            raise RecordError(f"{self.path}: corrupt (no span at byte {at})")
+        batch = self._span(at, tag, n % 2)
+        return ("cut", at) if batch is None else ("span", batch)
+
+    def _span(self, at: int, tag: bytes, slot: int):
         """The span at byte `at`, or None where the file ends inside it (or it is the file's
         last bytes and fails its check: written in part when the writer was killed)."""
         f = self.file
@@ -446,9 +466,9 @@ class Reader:
         if len(table) < nruns * RUN.size:
             return None
         if self.reuse:
-            if len(self._buf) < nbytes:
-                self._buf = bytearray(nbytes)
-            data = memoryview(self._buf)[:nbytes]
+            if len(self._bufs[slot]) < nbytes:
+                self._bufs[slot] = bytearray(nbytes)
+            data = memoryview(self._bufs[slot])[:nbytes]
             got = f.readinto(data)
         else:
             data = f.read(nbytes)

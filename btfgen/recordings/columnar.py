@@ -154,7 +154,7 @@ def arrays(path: str, function: str, kind: str = "entry"):
     """numpy structured arrays, one per batch of the file: the events of `function` (its
     entries or exits), every in-place scalar a field; zero-copy views of the batch read."""
     for layout, batch in _sections(path, function, kind):
-        yield np.frombuffer(batch, dtype=layout.dtype)
+        yield replay.records(batch, layout.dtype)
 
 
 def record_batches(path: str, function: str, kind: str = "entry"):
@@ -208,7 +208,7 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
 
 
 def _to_arrow(layout: Layout, payload):
-    a = np.frombuffer(payload, dtype=layout.dtype)
+    a = replay.records(payload, layout.dtype)
     if len(a) and (a[ID_KIND] != np.uint64(layout.id_kind)).any():
         # A section's events are its function's, of its kind: else each would be misread.
         raise recording.RecordError(f"corrupt batch (a section of {layout.fn.name} "
@@ -230,8 +230,8 @@ def _to_arrow(layout: Layout, payload):
     if layout.others:
         stride = layout.dtype.itemsize
         try:
-            rows = [layout.fn.decode_record(payload[i * stride + recording.EVENT_HEADER:
-                                                    (i + 1) * stride])
+            rows = [layout.fn.decode_record(
+                        replay.record_bytes(payload, i, stride)[recording.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:  # what a damaged file can cause
             raise recording.RecordError(f"corrupt event ({e})") from None
@@ -242,8 +242,8 @@ def _to_arrow(layout: Layout, payload):
     if layout.captures:
         stride = layout.dtype.itemsize
         try:
-            caps = [layout.fn.decode_captures(payload[i * stride + recording.EVENT_HEADER:
-                                                      (i + 1) * stride])
+            caps = [layout.fn.decode_captures(
+                        replay.record_bytes(payload, i, stride)[recording.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:
             raise recording.RecordError(f"corrupt event ({e})") from None

@@ -127,7 +127,7 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
         keys = _Keys(len(fns))
         for batch in r.batches():
             for fi, k, _count, payload in batch.sections:
-                keys.add(fi, k, np.frombuffer(payload, dtype=layouts[fi, k].dtype))
+                keys.add(fi, k, replay.records(payload, layouts[fi, k].dtype))
         events, lost, cut = r.events, r.lost, r.cut
     calls = keys.pair()
     files = _Files(directory, source, rid, [fn.name for fn in fns])

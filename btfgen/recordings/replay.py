@@ -49,17 +49,41 @@ def word_sum():
     return lambda data: int(np.frombuffer(data, dtype="<u8").sum(dtype=np.uint64))
 
 
+def records(payload, dtype):
+    """A section's payload as a numpy array of `dtype` (its itemsize the stride): version 1's
+    and the standard library's are bytes, numpy's grouping gives an array of the stride's
+    void items (a view of the span where its records lie evenly spaced in it)."""
+    import numpy as np
+
+    if isinstance(payload, np.ndarray):
+        return payload.view(dtype)
+    return np.frombuffer(payload, dtype=dtype)
+
+
+def record_bytes(payload, i: int, stride: int):
+    """The i-th event of a section's payload, as the bytes of its stride."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return payload[i * stride:(i + 1) * stride]
+    return payload[i].tobytes()
+
+
+# Runs shorter than this go the gather way (their records' places in one array), longer
+# ones are read through strided views of the span, a phase of a run at a time.
+SHORT_RUN = 16
+
+
 def group():
     """recording.group, by numpy when it is there: a span's records found from its runs (no
-    Python call a record), checked against their headers, and gathered per function and kind
-    into arrays of the function's stride."""
+    Python call a record), checked against their headers, and gathered per function and kind.
+    A function and kind whose records lie evenly spaced in the span (one run's phase: a loop
+    calling it) is a view of the span, copied nowhere."""
     try:
         import numpy as np
     except ImportError:
         return recording.group
     from btfgen.probe import ringspan
 
-    def _ids(reader):
+    def sorted_ids(reader):
         """The recording's BTF ids sorted, and the function of each (once a reader)."""
         got = getattr(reader, "_sorted_ids", None)
         if got is None:
@@ -70,75 +94,135 @@ def group():
 
     def by_numpy(batch, reader):
         bo = "<" if reader.order == "little" else ">"
+        u4 = np.dtype(bo + "u4")
         data = np.frombuffer(batch.data, dtype=np.uint8)
-        starts, words = [], []
-        at = 0
-        singles_at, singles = [], []  # runs of one record, gathered into one array
+        ids, fns = sorted_ids(reader)
+        strides = reader.strides
+        head_min = recording.EVENT_HEADER + recording.RECORD_HEADER
+
+        def corrupt(what):
+            return recording.RecordError(f"{reader.path}: corrupt span ({what})")
+
+        def strided(first, step, count, dtype=u4):
+            return np.ndarray((count,), dtype, data, first, (step,))
+
+        def keys_of(btf_id, kind):
+            if len(btf_id) > 1 and (btf_id == btf_id[0]).all() and (kind == kind[0]).all():
+                btf_id, kind, n = btf_id[:1], kind[:1], len(btf_id)  # one function: once
+            else:
+                n = 0
+            where = np.searchsorted(ids, btf_id).clip(0, max(len(ids) - 1, 0))
+            if not len(ids) or not ((ids[where] == btf_id) & (kind <= 1)).all():
+                raise corrupt("an event of no recorded function")
+            key = fns[where] * 2 + kind
+            return np.repeat(key, n) if n else key
+
+        def rows(firsts, width):
+            """Each record's first `width` bytes (all in the span), a row each: a view of
+            the span with a row starting every 8 bytes, gathered."""
+            view = np.lib.stride_tricks.as_strided(data, shape=(len(data) // 8, width),
+                                                   strides=(8, 1), writeable=False)
+            return view[firsts // 8]
+
+        # parts: key -> [(arrivals, payload rows or a view, records' lengths or None)]
+        parts: dict[int, list] = {}
+
+        def add(k, arrivals, payload, lengths=None):
+            parts.setdefault(k, []).append((arrivals, payload, lengths))
+
+        g_at, g_word, g_arrival = [], [], []  # short runs' records, one by one
+        arrival = at = 0
         for count, pattern in batch.runs:
-            if count == 1 and len(pattern) == 1:
-                singles_at.append(at)
-                singles.append(pattern[0])
-                at += ringspan.record_size(pattern[0])
-                continue
-            if singles:
-                starts.append(np.array(singles_at, dtype=np.int64))
-                words.append(np.array(singles, dtype=np.uint32))
-                singles_at, singles = [], []
             sizes = [ringspan.record_size(w) for w in pattern]
-            phase = np.cumsum([0] + sizes[:-1])
             period = sum(sizes)
-            starts.append((at + period * np.arange(count, dtype=np.int64)[:, None]
-                           + phase[None, :]).ravel())
-            words.append(np.tile(np.array(pattern, dtype=np.uint32), count))
+            if count < SHORT_RUN:
+                for i in range(count):
+                    for j, (w, size) in enumerate(zip(pattern, sizes)):
+                        g_at.append(at)
+                        g_word.append(w)
+                        g_arrival.append(arrival + i * len(pattern) + j)
+                        at += size
+                arrival += count * len(pattern)
+                continue
+            phase = at
+            for j, (w, size) in enumerate(zip(pattern, sizes)):
+                if not (strided(phase, period, count) == w).all():
+                    raise corrupt("a record header is not the one its runs say")
+                if not w & ringspan.DISCARD:
+                    length = w & ringspan.LENGTH
+                    if length < head_min:
+                        raise corrupt(f"an event of {length} bytes")
+                    first = phase + ringspan.HEADER
+                    rec = first + recording.EVENT_HEADER
+                    key = keys_of(strided(rec, period, count).astype(np.int64),
+                                  strided(rec + 4, period, count).astype(np.int64))
+                    arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
+                    lengths = np.full(count, length, dtype=np.int64)
+                    for k in np.unique(key).tolist():
+                        stride = strides[k // 2]
+                        void = np.dtype((np.void, min(stride, length)))
+                        items = strided(first, period, count, void)
+                        if len(key) == 1 or key[0] == key[-1] and (key == k).all():
+                            add(k, arrivals, items, lengths)  # a view of the span
+                        else:
+                            mine = key == k
+                            add(k, arrivals[mine], items[mine], lengths[mine])
+                phase += size
             at += count * period
-        if singles:
-            starts.append(np.array(singles_at, dtype=np.int64))
-            words.append(np.array(singles, dtype=np.uint32))
-        starts = np.concatenate(starts)
-        words = np.concatenate(words)
-        # Each record's header is the one its run says (else a crafted file could make the
-        # text and the columns disagree).
-        heads = data[:len(batch.data) - len(batch.data) % 4].view(bo + "u4")
-        if not (heads[starts // 4] == words).all():
-            raise recording.RecordError(f"{reader.path}: corrupt span (a record header is not "
-                                        f"the one its runs say)")
-        keep = (words & ringspan.DISCARD) == 0
-        starts, lengths = starts[keep], (words[keep] & ringspan.LENGTH).astype(np.int64)
-        if not len(starts):
-            return []
-        if (lengths < recording.EVENT_HEADER + recording.RECORD_HEADER).any():
-            raise recording.RecordError(f"{reader.path}: corrupt span (an event of "
-                                        f"{int(lengths.min())} bytes)")
-        at = starts + ringspan.HEADER + recording.EVENT_HEADER
-        btf_id = heads[at // 4].astype(np.int64)
-        kind = heads[at // 4 + 1].astype(np.int64)
-        ids, fns = _ids(reader)
-        where = np.searchsorted(ids, btf_id).clip(0, max(len(ids) - 1, 0))
-        if not len(ids) or not ((ids[where] == btf_id) & (kind <= 1)).all():
-            raise recording.RecordError(f"{reader.path}: corrupt span (an event of no recorded "
-                                        f"function)")
-        key = fns[where] * 2 + kind
+            arrival += count * len(pattern)
+        if g_at:
+            starts = np.array(g_at, dtype=np.int64)
+            words = np.array(g_word, dtype=np.uint32)
+            arrivals = np.array(g_arrival, dtype=np.int64)
+            heads = data[:len(data) - len(data) % 4].view(u4)
+            if not (heads[starts // 4] == words).all():
+                raise corrupt("a record header is not the one its runs say")
+            keep = (words & ringspan.DISCARD) == 0
+            starts, arrivals = starts[keep], arrivals[keep]
+            lengths = (words[keep] & ringspan.LENGTH).astype(np.int64)
+            if len(starts):
+                if lengths.min() < head_min:
+                    raise corrupt(f"an event of {int(lengths.min())} bytes")
+                rec = (starts + ringspan.HEADER + recording.EVENT_HEADER) // 4
+                key = keys_of(heads[rec].astype(np.int64), heads[rec + 1].astype(np.int64))
+                order = np.argsort(key, kind="stable")
+                keys, firsts = np.unique(key[order], return_index=True)
+                bounds = firsts[1:].tolist() + [len(order)]
+                for k, lo, hi in zip(keys.tolist(), firsts.tolist(), bounds):
+                    mine = order[lo:hi]
+                    add(k, arrivals[mine], starts[mine] + ringspan.HEADER, lengths[mine])
         out = []
-        order = np.argsort(key, kind="stable")  # each section keeps the arrival order
-        keys, firsts = np.unique(key[order], return_index=True)
-        bounds = list(firsts[1:]) + [len(order)]
-        for k, lo, hi in zip(keys.tolist(), firsts.tolist(), bounds):
-            fn, kd = divmod(k, 2)
-            stride = reader.strides[fn]
-            rows = order[lo:hi]
-            first = starts[rows] + ringspan.HEADER
-            width = np.minimum(lengths[rows], stride)
-            payload = (np.empty if width.min() == stride else np.zeros)((len(rows), stride),
-                                                                         dtype=np.uint8)
-            # Each record's bytes up to its stride (zeros past a shorter record's end): rows
-            # of a view of the span starting every 8 bytes, copied by numpy, a width at a time.
-            # Only rows whose bytes lie in the span are taken.
-            for w in np.unique(width).tolist():
-                sel = np.flatnonzero(width == w)
-                view = np.lib.stride_tricks.as_strided(data, shape=(len(data) // 8, w),
-                                                       strides=(8, 1), writeable=False)
-                payload[sel, :w] = view[first[sel] // 8]
-            out.append((order[lo], fn, kd, len(rows), memoryview(payload.reshape(-1))))
+        for k, pieces in parts.items():
+            fn, kind = divmod(k, 2)
+            stride = strides[fn]
+            void = np.dtype((np.void, stride))
+            if len(pieces) == 1 and isinstance(pieces[0][1], np.ndarray) \
+                    and pieces[0][1].dtype.itemsize == stride:
+                arrivals, items, _ = pieces[0]
+                # A view of the span (a loop's calls) or one copy of its items: each item
+                # its record's first `stride` bytes.
+                out.append((int(arrivals[0]), fn, kind, len(items), items))
+                continue
+            arrivals = np.concatenate([p[0] for p in pieces])
+            payload = np.zeros((len(arrivals), stride), dtype=np.uint8)
+            done = 0
+            for _arrivals, got, lengths in pieces:
+                n = len(_arrivals)
+                if got.dtype == np.int64:  # the records' first bytes: gathered from the span
+                    width = np.minimum(lengths, stride)
+                    for w in np.unique(width).tolist():
+                        sel = np.flatnonzero(width == w)
+                        payload[done + sel, :w] = rows(got[sel], w)
+                else:  # items of the record's length, shorter than the stride
+                    w = got.dtype.itemsize
+                    payload[done:done + n, :w] = np.ascontiguousarray(got).view(
+                        np.uint8).reshape(n, w)
+                done += n
+            if len(pieces) > 1 and (np.diff(arrivals) < 0).any():
+                rank = np.argsort(arrivals, kind="stable")  # arrival order, across runs
+                payload, arrivals = payload[rank], arrivals[rank]
+            out.append((int(arrivals[0]), fn, kind, len(arrivals),
+                        payload.view(void).reshape(-1)))
         # In the order the sections first appear (as the writer of version 1 had them).
         out.sort(key=lambda s: s[0])
         return [s[1:] for s in out]
@@ -183,9 +267,9 @@ def _only(order: str):
     def only(payload, stride: int, btf_id: int, kind: int) -> bool:
         offsets = [recording.EVENT_HEADER + spec_format.offset_of(head, name)
                    for name in ("btf_id", "kind")]
-        a = np.frombuffer(payload, dtype=np.dtype({"names": ["btf_id", "kind"],
-                                                   "formats": [bo + "u4", bo + "u4"],
-                                                   "offsets": offsets, "itemsize": stride}))
+        a = records(payload, np.dtype({"names": ["btf_id", "kind"],
+                                       "formats": [bo + "u4", bo + "u4"],
+                                       "offsets": offsets, "itemsize": stride}))
         return bool((a["btf_id"] == btf_id).all() and (a["kind"] == kind).all())
 
     return only

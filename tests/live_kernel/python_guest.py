@@ -49,7 +49,8 @@ def packages(apt: debian.Apt) -> list[str]:
     v = python_version(apt)
     libelf = "libelf1t64" if apt.show("libelf1t64") else "libelf1"
     return [f"python{v}-minimal", f"libpython{v}-minimal", f"libpython{v}-stdlib", "libffi8",
-            "libbpf1", libelf, "zlib1g", "libzstd1", "libc6", "libexpat1", "libgcc-s1"]
+            "libbpf1", libelf, "zlib1g", "libzstd1", "libc6", "libexpat1", "libgcc-s1",
+            "libatomic1"]  # the ring reader's memory fence (probe/ringspan.py)
 
 
 def files(target: Target) -> Files:

@@ -256,3 +256,43 @@ def test_a_committed_record_past_the_producer_is_refused():
     r._prod[0] = r._producer = 100  # mid-record
     with pytest.raises(ringspan.RingError):
         _all(r)
+
+
+# -- the fence, and the fallback ------------------------------------------------------------
+
+def test_weakly_ordered_machines_fence_through_libatomic(monkeypatch):
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    fence = ringspan._fence()
+    assert callable(fence)
+    fence()  # libatomic's atomic_thread_fence, called as the reader calls it
+    assert ringspan.available() == ""
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert ringspan._fence() is None  # total store order: no fence to make
+
+
+def test_without_a_fence_the_tracer_reads_through_libbpf(monkeypatch, producer, capsys):
+    if not _root:
+        pytest.skip("needs root (BPF)")
+    import platform
+
+    from btfgen.probe import ringbuf, run
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    monkeypatch.setattr(ringspan, "_fence", _no_libatomic)
+    assert "no memory fence to call on riscv64" in ringspan.available()
+    p = producer(1 << 16)
+    sink = _Collect()
+    with run.reader(p.ring, sink) as reader:
+        assert isinstance(reader, ringbuf.RingBuffer)
+        p.run((64, 200), 20, 4)
+        while reader.drain():
+            pass
+    assert "reading the ring buffer through libbpf: no memory fence" in capsys.readouterr().err
+    want = _expected([(i, (64, 200)[i % 2]) for i in range(40)], 4)
+    assert _read(sink.records) == want
+
+
+def _no_libatomic():
+    raise OSError("libatomic.so.1: cannot open shared object file")

@@ -1,0 +1,140 @@
+"""Recording format 2's spans read back: numpy's grouping (views of the span where a run lays
+a function's records evenly, gathers elsewhere) gives what the standard library's record by
+record gives, for any mix of functions, lengths (shorter or longer than a function's stride),
+discarded records and runs of periods 1 to 4."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+import synth
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from btfgen.probe import recording, ringspan
+from btfgen.recordings import replay
+
+np = pytest.importorskip("numpy")
+
+ARCHES = ["x86_64", "s390x"]  # both byte orders
+MODULES = {a: synth.module(a) for a in ARCHES}
+
+
+def compress(words: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+    """Header words as runs of periods 1 to 4, greedily (as the ring reader may find them)."""
+    runs, i = [], 0
+    while i < len(words):
+        best, best_n = (words[i],), 1
+        for p in (1, 2, 3, 4):
+            pat = tuple(words[i:i + p])
+            if len(pat) < p:
+                break
+            n = 1
+            while tuple(words[i + n * p:i + (n + 1) * p]) == pat:
+                n += 1
+            if n * p > best_n * len(best):
+                best, best_n = pat, n
+        runs.append((best_n, best))
+        i += best_n * len(best)
+    return runs
+
+
+def span_of(raws: list[bytes], discarded: list[bool], order: str) -> ringspan.Span:
+    head = struct.Struct("<II" if order == "little" else ">II")
+    data, words = bytearray(), []
+    for raw, gone in zip(raws, discarded):
+        w = len(raw) | (ringspan.DISCARD if gone else 0)
+        words.append(w)
+        data += head.pack(w, 0) + raw + bytes(-len(raw) % 8)
+    return ringspan.Span(memoryview(data), compress(words), discarded.count(False))
+
+
+def _sections(reader, group):
+    """Each function and kind's events, in arrival order, as bytes of the stride each."""
+    out: dict = {}
+    for batch in reader.batches():
+        for fn, kind, count, payload in group(batch, reader):
+            stride = reader.strides[fn]
+            got = [bytes(replay.record_bytes(payload, i, stride)) for i in range(count)]
+            out.setdefault((fn, kind), []).extend(got)
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(arch=st.sampled_from(ARCHES), seed=st.integers(0, 2**32), spans=st.integers(1, 4),
+       loop=st.integers(0, 200), discard=st.sampled_from([0.0, 0.05, 0.3]))
+def test_numpy_groups_as_the_standard_library_does(tmp_path_factory, arch, seed, spans,
+                                                   loop, discard):
+    mod = MODULES[arch]
+    descs = synth.descriptors(mod)
+    rng = random.Random(seed)
+    order = mod.BYTE_ORDER
+    path = tmp_path_factory.mktemp("spans") / "r.btfrec"
+    w = recording.Writer(str(path), synth.header(mod), descs, order)
+    kept = []
+    for _ in range(spans):
+        evs = synth.events(descs, rng.randint(1, 60), rng.getrandbits(32), order)
+        # A loop: one function's entry and exit over and over (long runs: the strided views).
+        d = rng.choice(descs)
+        call = [synth.event(d, k, rng, 1000 + k, order=order) for k in (0, 1)]
+        at = rng.randint(0, len(evs))
+        evs[at:at] = call * loop
+        # Lengths: as written, cut to 56 + a multiple of 8, longer than the stride, or each
+        # function and kind its own (as the BPF side writes them: a loop's calls are then a
+        # run of their own, and its records views of the span).
+        size = rng.choice([None, "short", "long", "own", "own"])
+        if size == "own":
+            evs = [e[:56 + 8 * ((e[40] * 7 + e[44] * 3) % 40)] for e in evs]
+        elif size == "short":
+            evs = [e[:rng.choice((56, 64, 96, 200))] for e in evs]
+        elif size == "long":
+            evs = [e + bytes(rng.choice((0, 8, 100))) for e in evs]
+        gone = [rng.random() < discard for _ in evs]
+        w.span(span_of(evs, gone, order))
+        kept += [e for e, g in zip(evs, gone) if not g]
+    w.close(0)
+    with recording.Reader(str(path)) as r:
+        plain = _sections(r, recording.group)
+    with recording.Reader(str(path)) as r:
+        fast = _sections(r, replay.group())
+    assert fast == plain
+    with recording.Reader(str(path)) as r:
+        events = [bytes(e) for b in r.batches() for e in b.events()]
+    assert events == kept
+    # What the standard library grouped: each event cut or zero-padded to its stride.
+    with recording.Reader(str(path)) as r:
+        index, strides = r.index, r.strides
+    head = synth.RECORD_HEADS[order]
+    want: dict = {}
+    for e in kept:
+        btf_id, kind, _ = head.unpack_from(e, recording.EVENT_HEADER)
+        s = strides[index[btf_id]]
+        want.setdefault((index[btf_id], kind), []).append(e[:s] + bytes(max(0, s - len(e))))
+    assert plain == want
+
+
+def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
+    """A traced loop's entries and exits, a run of period 2 in the ring: each a view of the
+    span's bytes (a step of both records), not a copy; the others' records are gathered."""
+    mod = MODULES["x86_64"]
+    descs = synth.descriptors(mod)
+    rng = random.Random(3)
+    d = descs[0]
+    call = [synth.event(d, 0, rng, 1), synth.event(d, 1, rng, 2)[:600]]  # two lengths
+    evs = call * 50 + synth.events(descs[1:], 7, 1, "little")
+    path = tmp_path / "r.btfrec"
+    w = recording.Writer(str(path), synth.header(mod), descs, "little")
+    w.span(span_of(evs, [False] * len(evs), "little"))
+    w.close(0)
+    with recording.Reader(str(path)) as r:
+        (batch,) = list(r.batches())
+        assert batch.runs[0] == (50, (1080, 600))
+        sections = {(fn, kind): p for fn, kind, _n, p in replay.group()(batch, r)}
+        step = ringspan.record_size(1080) + ringspan.record_size(600)
+        span = np.frombuffer(batch.data, np.uint8)
+        for (fn, kind), p in sections.items():
+            loop = fn == r.index[d.btf_id]
+            assert (p.strides[0] == step) == loop and np.shares_memory(p, span) == loop
+            assert len(p) == 50 or not loop
