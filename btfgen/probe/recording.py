@@ -294,8 +294,12 @@ class Reader:
     `lost` from the end."""
 
     def __init__(self, path: str, word_sum=word_sum, reuse: bool = False,
-                 group=group) -> None:
+                 group=group, trust: int = 0) -> None:
         self.path = path
+        # Version 2: the spans before byte `trust` were checked by an earlier reader of this
+        # file (its `checked`), their CRC not taken again (a second pass over a file whose
+        # first pass checked it whole: the dataset, the text after its check).
+        self.trust, self.checked = trust, 0
         self.word_sum = word_sum  # numpy's is faster (columnar.py)
         self.group = group  # a version 2 span's sections: numpy's is faster (replay.py)
         self.cut: tuple[int, int] | None = None  # (byte, events) where a file without its end
@@ -475,7 +479,8 @@ class Reader:
             got = len(data)
         if got < nbytes:
             return None
-        if zlib.crc32(data, zlib.crc32(table)) != crc:
+        end = at + SPAN_HEAD.size + len(table) + nbytes
+        if end > self.trust and zlib.crc32(data, zlib.crc32(table)) != crc:
             if not f.read(1):
                 return None  # the last span, torn
             self._corrupt(at, "checksum")
@@ -489,6 +494,7 @@ class Reader:
             count += n * sum(1 for w in words if not w & ringspan.DISCARD)
         if total != nbytes or count != records:
             self._corrupt(at, "its runs do not add up")
+        self.checked = end
         return SpanBatch(memoryview(data), runs, records, self)
 
     def _corrupt(self, at: int, what: str):

@@ -321,10 +321,10 @@ def write_parquet(path: str, directory: str) -> int:
     written batch by batch (bounded memory) to FILE.part, renamed when whole."""
     import pyarrow.parquet as pq
 
-    replay.verify(path)  # a bad file writes nothing
+    checked = replay.verify(path)  # a bad file writes nothing
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with recording.Reader(path, word_sum, reuse=True, group=group) as r:
+    with recording.Reader(path, word_sum, reuse=True, group=group, trust=checked) as r:
         fns = replay.functions(r)
         names = [f.name for f in fns]
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)

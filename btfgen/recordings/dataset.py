@@ -128,12 +128,12 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
         for batch in r.batches():
             for fi, k, _count, payload in batch.sections:
                 keys.add(fi, k, replay.records(payload, layouts[fi, k].dtype))
-        events, lost, cut = r.events, r.lost, r.cut
+        events, lost, cut, checked = r.events, r.lost, r.cut, r.checked
     calls = keys.pair()
     files = _Files(directory, source, rid, [fn.name for fn in fns])
     try:
-        with recording.Reader(path, columnar.word_sum, reuse=True,
-                              group=columnar.group) as r:
+        with recording.Reader(path, columnar.word_sum, reuse=True, group=columnar.group,
+                              trust=checked) as r:
             rows = _Rows(fns, layouts, source, rid, calls)
             for batch in r.batches():
                 for fi, k, _count, payload in batch.sections:

@@ -70,6 +70,9 @@ def record_bytes(payload, i: int, stride: int):
 # Runs shorter than this go the gather way (their records' places in one array), longer
 # ones are read through strided views of the span, a phase of a run at a time.
 SHORT_RUN = 16
+# A long run mixing up to this many functions and kinds (records of one length: today's fixed
+# size) is split by a mask each, more by one sort.
+MASKS = 16
 
 
 def group():
@@ -83,20 +86,24 @@ def group():
         return recording.group
     from btfgen.probe import ringspan
 
-    def sorted_ids(reader):
-        """The recording's BTF ids sorted, and the function of each (once a reader)."""
-        got = getattr(reader, "_sorted_ids", None)
+    def lookup(reader):
+        """BTF id -> function, as an array indexed by id (-1: none), once a reader."""
+        got = getattr(reader, "_by_id", None)
         if got is None:
-            ids = np.array(sorted(reader.index), dtype=np.int64)
-            got = reader._sorted_ids = (
-                ids, np.array([reader.index[i] for i in ids.tolist()], dtype=np.int64))
+            top = max(reader.index, default=0)
+            if top >= 1 << 24:  # a crafted header: the dict is the only way
+                raise recording.RecordError(f"{reader.path}: corrupt header (a BTF id of "
+                                            f"{top})")
+            got = reader._by_id = np.full(top + 1, -1, dtype=np.int64)
+            got[list(reader.index)] = list(reader.index.values())
         return got
 
     def by_numpy(batch, reader):
         bo = "<" if reader.order == "little" else ">"
         u4 = np.dtype(bo + "u4")
+        u8 = np.dtype(bo + "u8")
         data = np.frombuffer(batch.data, dtype=np.uint8)
-        ids, fns = sorted_ids(reader)
+        by_id = lookup(reader)
         strides = reader.strides
         head_min = recording.EVENT_HEADER + recording.RECORD_HEADER
 
@@ -107,15 +114,17 @@ def group():
             return np.ndarray((count,), dtype, data, first, (step,))
 
         def keys_of(btf_id, kind):
-            if len(btf_id) > 1 and (btf_id == btf_id[0]).all() and (kind == kind[0]).all():
-                btf_id, kind, n = btf_id[:1], kind[:1], len(btf_id)  # one function: once
-            else:
-                n = 0
-            where = np.searchsorted(ids, btf_id).clip(0, max(len(ids) - 1, 0))
-            if not len(ids) or not ((ids[where] == btf_id) & (kind <= 1)).all():
+            """function * 2 + kind of each record, by its BTF id and kind (int64 arrays)."""
+            fn = by_id[btf_id.clip(0, len(by_id) - 1)]
+            if not ((fn >= 0) & (btf_id < len(by_id)) & (kind <= 1)).all():
                 raise corrupt("an event of no recorded function")
-            key = fns[where] * 2 + kind
-            return np.repeat(key, n) if n else key
+            return fn * 2 + kind
+
+        def present(key):
+            """The distinct keys, ascending."""
+            if len(key) and key.max() < 1 << 20:
+                return np.flatnonzero(np.bincount(key)).tolist()
+            return np.unique(key).tolist()
 
         def rows(firsts, width):
             """Each record's first `width` bytes (all in the span), a row each: a view of
@@ -124,7 +133,8 @@ def group():
                                                    strides=(8, 1), writeable=False)
             return view[firsts // 8]
 
-        # parts: key -> [(arrivals, payload rows or a view, records' lengths or None)]
+        # parts: key -> [(arrivals or (first, step, count), items of the span or the byte of
+        # each record's bytes, records' lengths or their one length)]
         parts: dict[int, list] = {}
 
         def add(k, arrivals, payload, lengths=None):
@@ -154,19 +164,32 @@ def group():
                         raise corrupt(f"an event of {length} bytes")
                     first = phase + ringspan.HEADER
                     rec = first + recording.EVENT_HEADER
-                    key = keys_of(strided(rec, period, count).astype(np.int64),
-                                  strided(rec + 4, period, count).astype(np.int64))
-                    arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
-                    lengths = np.full(count, length, dtype=np.int64)
-                    for k in np.unique(key).tolist():
-                        stride = strides[k // 2]
-                        void = np.dtype((np.void, min(stride, length)))
-                        items = strided(first, period, count, void)
-                        if len(key) == 1 or key[0] == key[-1] and (key == k).all():
-                            add(k, arrivals, items, lengths)  # a view of the span
-                        else:
-                            mine = key == k
-                            add(k, arrivals[mine], items[mine], lengths[mine])
+                    # BTF id and kind read as one word: one pass over the span, not two.
+                    both = strided(rec, period, count, u8)
+                    if (both == both[0]).all():
+                        # One function's calls (a loop): its items are a view of the span;
+                        # arrivals and lengths made only if they are merged with others.
+                        one = np.frombuffer(both[:1].tobytes(), u4).astype(np.int64)
+                        k = int(keys_of(one[:1], one[1:])[0])
+                        void = np.dtype((np.void, min(strides[k // 2], length)))
+                        add(k, (arrival + j, len(pattern), count),
+                            strided(first, period, count, void), length)
+                    else:
+                        key = keys_of(strided(rec, period, count).astype(np.int64),
+                                      strided(rec + 4, period, count).astype(np.int64))
+                        arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
+                        keys = present(key)
+                        if len(keys) <= MASKS:  # a mask a function: each a pass
+                            groups = ((k, key == k) for k in keys)
+                        else:  # many: one stable sort, then each its slice
+                            order = np.argsort(key, kind="stable")
+                            bounds = np.searchsorted(key[order], keys + [keys[-1] + 1])
+                            groups = ((k, order[lo:hi]) for k, lo, hi
+                                      in zip(keys, bounds[:-1], bounds[1:]))
+                        for k, mine in groups:
+                            void = np.dtype((np.void, min(strides[k // 2], length)))
+                            add(k, arrivals[mine], strided(first, period, count, void)[mine],
+                                length)
                 phase += size
             at += count * period
             arrival += count * len(pattern)
@@ -191,38 +214,49 @@ def group():
                 for k, lo, hi in zip(keys.tolist(), firsts.tolist(), bounds):
                     mine = order[lo:hi]
                     add(k, arrivals[mine], starts[mine] + ringspan.HEADER, lengths[mine])
+        def arrivals_of(piece):
+            got = piece[0]
+            if isinstance(got, tuple):  # (first, step, count): a run's phase
+                start, step, count = got
+                return start + step * np.arange(count, dtype=np.int64)
+            return got
+
+        def first_arrival(piece):
+            got = piece[0]
+            return got[0] if isinstance(got, tuple) else int(got[0])
+
         out = []
         for k, pieces in parts.items():
             fn, kind = divmod(k, 2)
             stride = strides[fn]
             void = np.dtype((np.void, stride))
-            if len(pieces) == 1 and isinstance(pieces[0][1], np.ndarray) \
-                    and pieces[0][1].dtype.itemsize == stride:
-                arrivals, items, _ = pieces[0]
-                # A view of the span (a loop's calls) or one copy of its items: each item
-                # its record's first `stride` bytes.
-                out.append((int(arrivals[0]), fn, kind, len(items), items))
+            first = min(first_arrival(p) for p in pieces)
+            if len(pieces) == 1 and pieces[0][1].dtype == void:
+                # A view of the span (a loop's calls) or one copy of its items: each item its
+                # record's first `stride` bytes.
+                items = pieces[0][1]
+                out.append((first, fn, kind, len(items), items))
                 continue
-            arrivals = np.concatenate([p[0] for p in pieces])
+            arrivals = np.concatenate([arrivals_of(p) for p in pieces])
             payload = np.zeros((len(arrivals), stride), dtype=np.uint8)
             done = 0
-            for _arrivals, got, lengths in pieces:
-                n = len(_arrivals)
+            for piece in pieces:
+                got, lengths = piece[1], piece[2]
+                n = len(got)
                 if got.dtype == np.int64:  # the records' first bytes: gathered from the span
                     width = np.minimum(lengths, stride)
                     for w in np.unique(width).tolist():
                         sel = np.flatnonzero(width == w)
                         payload[done + sel, :w] = rows(got[sel], w)
-                else:  # items of the record's length, shorter than the stride
+                else:  # items of the record's length or the stride, the shorter
                     w = got.dtype.itemsize
                     payload[done:done + n, :w] = np.ascontiguousarray(got).view(
                         np.uint8).reshape(n, w)
                 done += n
             if len(pieces) > 1 and (np.diff(arrivals) < 0).any():
                 rank = np.argsort(arrivals, kind="stable")  # arrival order, across runs
-                payload, arrivals = payload[rank], arrivals[rank]
-            out.append((int(arrivals[0]), fn, kind, len(arrivals),
-                        payload.view(void).reshape(-1)))
+                payload = payload[rank]
+            out.append((first, fn, kind, len(arrivals), payload.view(void).reshape(-1)))
         # In the order the sections first appear (as the writer of version 1 had them).
         out.sort(key=lambda s: s[0])
         return [s[1:] for s in out]
@@ -230,8 +264,9 @@ def group():
     return by_numpy
 
 
-def verify(path: str) -> None:
-    """Every check of the file, before a line is printed: a bad file prints nothing."""
+def verify(path: str) -> int:
+    """Every check of the file, before a line is printed: a bad file prints nothing. Returns
+    how far its spans were checked (recording.Reader's `trust` for the pass that prints)."""
     with recording.Reader(path, word_sum(), group=group()) as r:
         ids = [f.btf_id for f in functions(r)]
         only = _only(r.order)
@@ -242,6 +277,7 @@ def verify(path: str) -> None:
                     # decoded by another function's decoder (columns) or not at all (text).
                     raise recording.RecordError(f"{path}: corrupt batch (a section of function "
                                                 f"{fn} holds other events)")
+        return r.checked
 
 
 def _only(order: str):
@@ -279,8 +315,8 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
                     errors: bool = False) -> int:
     """Print every event as `btfgen trace` would have; the number of records the ring buffer
     lost goes to stderr, as the tracer says it."""
-    verify(path)
-    with recording.Reader(path, word_sum(), group=group()) as r:
+    checked = verify(path)
+    with recording.Reader(path, word_sum(), group=group(), trust=checked) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
                                  errors=errors, as_json=as_json, flush=False, batch=True)
         try:
