@@ -523,8 +523,8 @@ class RecordReader:
 
 class TextReader:
     """`btfgen trace`'s text path, as run.run wires it: output.Printer (lines batched, written
-    after each drain of the ring) fed a span's records one by one, through losses.Behind, by
-    run.reader; writing to /dev/null, a line an event."""
+    after each drain of the ring) fed a span at a time (Printer.records), through
+    losses.Behind, by run.reader; writing to /dev/null, a line an event."""
 
     def __init__(self, setup: Setup, fd: int) -> None:
         from btfgen.probe import output, run
@@ -537,11 +537,7 @@ class TextReader:
                                                     m["btf_ids"]),
                                       m["byte_order"], self.out, batch=True)
 
-        def sink(span, record=self.printer.record):  # run.run's
-            for raw in span:
-                record(bytes(raw))
-
-        self.ring = run.reader(fd, Behind(sink, m["byte_order"]).span)
+        self.ring = run.reader(fd, Behind(self.printer.records, m["byte_order"]).span)  # run's
 
     def read(self, expect: int) -> Read:
         before = self.out.lines
