@@ -175,7 +175,7 @@ static __always_inline int one(void *ring, struct call *c, __u32 kind, __u32 siz
 	__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));
 	e->ns = bpf_ktime_get_ns();
 	e->cpu = bpf_get_smp_processor_id();
-	e->pad = 0;
+	e->flags = 0;
 	if (btfgen_generic_decode_by_cookie(c->regs, (__u64)(unsigned long)c->stack, c->cookie,
 					    &specs, kind, &e->rec) == -2)
 		return 1; /* no spec at the cookie's key: nothing written */
