@@ -148,7 +148,10 @@ class Writer:
             at = self.sections[fn, kind] = len(self.payloads)
             self.payloads.append(bytearray())
             self.keys.append((fn, kind))
-        self.payloads[at] += memoryview(raw)[:self.strides[fn]]
+        stride = self.strides[fn]
+        self.payloads[at] += memoryview(raw)[:stride]
+        if len(raw) < stride:  # sent shorter (spec_format.event_size): bytes its kind never reads
+            self.payloads[at] += bytes(stride - len(raw))
         self.order += at.to_bytes(2, "little")
         self.events += 1
         if len(self.order) // 2 >= MAX_BATCH_EVENTS or len(self.sections) >= MAX_SECTIONS:

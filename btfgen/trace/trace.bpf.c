@@ -78,6 +78,72 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Each event is decoded whole into a scratch struct trace_event, then bpf_ringbuf_output sends
+ * its heads and only the data bytes its decoder wrote (the spec's entry_size or exit_size, the
+ * register image's on the cookie's path: spec_format.event_size): a 6-argument call takes 112
+ * bytes of the ring where a reserved struct took 1,088 (its data is BTFGEN_DATA_SIZE for the
+ * decoder's masked offsets). One more copy, of those few bytes. The other ways were worse: a
+ * reservation's size must be a constant the verifier sees, and the decoder writes at masked
+ * offsets up to BTFGEN_DATA_SIZE, so size classes needed the decoders again per class (the
+ * program is near the verifier's limits already: straight.MAX_DECODERS); and
+ * bpf_ringbuf_reserve_dynptr gives no direct pointer of a variable size, so its bytes would be
+ * copied from a scratch as well, with three helper calls instead of one.
+ *
+ * The scratch must be this event's alone until it is sent. A kernel build's programs (kprobe,
+ * kretprobe, kprobe_multi, kprobe.session) never run two at once on a CPU: the kernel counts
+ * them in bpf_prog_active and skips (as a miss) one that would nest, so one scratch a CPU is
+ * enough. A uprobe_multi or uprobe.session program runs preemptible (migrate_disable only): two
+ * threads on one CPU could interleave in a per-CPU scratch, and no guard is possible without
+ * atomics (which 32-bit JITs may lack), so the user build has a scratch per thread. */
+#ifdef BTFGEN_USER
+/* Threads that have had an event, each a slot kept for its next ones (its id is reused only
+ * after it ended). Past this many, an event is decoded in a full-size reservation of the ring
+ * used as its scratch, and that is discarded once its bytes are sent: correct, and costing the
+ * ring as every event did before, until the reader passes it. */
+#define TRACE_THREADS 8192
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, TRACE_THREADS);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} scratch SEC(".maps");
+
+static const struct trace_event new_slot; /* a new slot's bytes, all overwritten before use */
+#else
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} scratch SEC(".maps");
+#endif
+
+/* This event's scratch; NULL: none (a user build past TRACE_THREADS). */
+static __always_inline struct trace_event *scratch_event(__u32 tid)
+{
+#ifdef BTFGEN_USER
+	struct trace_event *e = bpf_map_lookup_elem(&scratch, &tid);
+
+	if (e)
+		return e;
+	bpf_map_update_elem(&scratch, &tid, &new_slot, 1 /* BPF_NOEXIST */);
+	return bpf_map_lookup_elem(&scratch, &tid);
+#else
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+#endif
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+
+	if (n)
+		*n += 1;
+}
+
 /* struct trace_event (trace_event.h): who made the call and when, then the record. Kernel
  * functions run on behalf of any process; entry and exit are paired per thread (pid) by user
  * space, which also prints the time between them. */
@@ -129,7 +195,8 @@ static __always_inline int record(void *ctx, __u32 kind)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 at = BTFGEN_COOKIE_KEY(cookie);
 	const struct btfgen_spec *spec = 0;
-	struct trace_event *e;
+	struct trace_event *e, *held = 0;
+	__u32 n;
 
 	if (!wanted(id >> 32))
 		return 0;
@@ -139,17 +206,16 @@ static __always_inline int record(void *ctx, __u32 kind)
 		if (!spec)
 			return 0;
 	}
-	/* Before the reservation: a rejected event costs no ring-buffer space. */
+	/* Before anything is decoded: a rejected event costs nothing more. */
 	if (!btfgen_trace_wanted(ctx, at, kind))
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	e = scratch_event((__u32)id);
 	if (!e) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-
-		if (n)
-			*n += 1;
-		return 0;
+		e = held = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count_lost();
+			return 0;
+		}
 	}
 	e->tgid = id >> 32;
 	e->pid = (__u32)id;
@@ -161,22 +227,32 @@ static __always_inline int record(void *ctx, __u32 kind)
 	/* cookie naming an image this program lacks (not made with its specs) sends nothing. */
 	if (!spec) {
 		if (btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec) == BTFGEN_NO_DECODER) {
-			bpf_ringbuf_discard(e, 0);
+			if (held)
+				bpf_ringbuf_discard(held, 0);
 			return 0;
 		}
-	}
+		n = kind ? BTFGEN_IMAGE_EXIT_SIZE : BTFGEN_IMAGE_ENTRY_SIZE;
+	} else {
 #ifdef BTFGEN_SESSION
-	else if (kind)
-		btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
-	else
-		btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		if (kind)
+			btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		else
+			btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #else
-	else if (kind)
-		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
-	else
-		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		if (kind)
+			btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		else
+			btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #endif
-	bpf_ringbuf_submit(e, wakeup());
+		n = kind ? spec->exit_size : spec->entry_size;
+	}
+	/* The verifier bounds the copy by the scratch: a spec's size is never more (generic.py). */
+	if (n > BTFGEN_DATA_SIZE)
+		n = BTFGEN_DATA_SIZE;
+	if (bpf_ringbuf_output(&events, e, sizeof(*e) - BTFGEN_DATA_SIZE + n, wakeup()))
+		count_lost();
+	if (held)
+		bpf_ringbuf_discard(held, 1 /* BPF_RB_NO_WAKEUP */);
 	return 0;
 }
 
