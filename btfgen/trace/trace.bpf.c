@@ -69,8 +69,9 @@ struct {
 	__uint(max_entries, 1 << 22); /* run.py sizes it before loading: --ring-size */
 } events SEC(".maps");
 
-/* Records the ring buffer had no room for, per CPU (a plain add: no atomics, which 32-bit
- * JITs may lack). User space sums them at the end. */
+/* Records the ring buffer had no room for (or, in the user build, no scratch: see `spill`),
+ * per CPU (a plain add: no atomics, which 32-bit JITs may lack). User space sums them at the
+ * end. */
 struct {
 	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
 	__uint(max_entries, 1);
@@ -97,16 +98,27 @@ struct {
  * atomics (which 32-bit JITs may lack), so the user build has a scratch per thread. */
 #ifdef BTFGEN_USER
 /* Threads that have had an event, each a slot kept for its next ones (its id is reused only
- * after it ended). Past this many, an event is decoded in a full-size reservation of the ring
- * used as its scratch, and that is discarded once its bytes are sent: correct, and costing the
- * ring as every event did before, until the reader passes it. */
-#define TRACE_THREADS 8192
+ * after it ended), preallocated: 1,024 of 1,080 bytes. A thread past them takes one of
+ * `spill`'s for the one event and gives it back: three map operations instead of one, and an
+ * event lost (counted) only when all of those are in use at once, by threads in the program
+ * on the CPUs at the same time. (A ring reservation as the scratch instead, discarded once
+ * its bytes were sent, needs a test of a maybe-NULL reference that 6.1's verifier cannot
+ * follow: "Unreleased reference".) */
+#define TRACE_THREADS 1024
+#define TRACE_SPILLS 256
 struct {
 	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
 	__uint(max_entries, TRACE_THREADS);
 	__type(key, __u32);
 	__type(value, struct trace_event);
 } scratch SEC(".maps");
+
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, TRACE_SPILLS);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} spill SEC(".maps");
 
 static const struct trace_event new_slot; /* a new slot's bytes, all overwritten before use */
 #else
@@ -118,16 +130,21 @@ struct {
 } scratch SEC(".maps");
 #endif
 
-/* This event's scratch; NULL: none (a user build past TRACE_THREADS). */
-static __always_inline struct trace_event *scratch_event(__u32 tid)
+/* This event's scratch, `*spilled` set where it is a slot of `spill` to give back after;
+ * NULL: none to be had. */
+static __always_inline struct trace_event *scratch_event(__u32 tid, int *spilled)
 {
 #ifdef BTFGEN_USER
 	struct trace_event *e = bpf_map_lookup_elem(&scratch, &tid);
 
 	if (e)
 		return e;
-	bpf_map_update_elem(&scratch, &tid, &new_slot, 1 /* BPF_NOEXIST */);
-	return bpf_map_lookup_elem(&scratch, &tid);
+	if (!bpf_map_update_elem(&scratch, &tid, &new_slot, 1 /* BPF_NOEXIST */))
+		return bpf_map_lookup_elem(&scratch, &tid);
+	if (bpf_map_update_elem(&spill, &tid, &new_slot, 1 /* BPF_NOEXIST */))
+		return 0;
+	*spilled = 1;
+	return bpf_map_lookup_elem(&spill, &tid);
 #else
 	__u32 zero = 0;
 
@@ -195,8 +212,9 @@ static __always_inline int record(void *ctx, __u32 kind)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 at = BTFGEN_COOKIE_KEY(cookie);
 	const struct btfgen_spec *spec = 0;
-	struct trace_event *e, *held = 0;
-	__u32 n;
+	__u32 tid = (__u32)id, n;
+	struct trace_event *e;
+	int spilled = 0;
 
 	if (!wanted(id >> 32))
 		return 0;
@@ -209,16 +227,13 @@ static __always_inline int record(void *ctx, __u32 kind)
 	/* Before anything is decoded: a rejected event costs nothing more. */
 	if (!btfgen_trace_wanted(ctx, at, kind))
 		return 0;
-	e = scratch_event((__u32)id);
+	e = scratch_event(tid, &spilled);
 	if (!e) {
-		e = held = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e) {
-			count_lost();
-			return 0;
-		}
+		count_lost();
+		return 0;
 	}
 	e->tgid = id >> 32;
-	e->pid = (__u32)id;
+	e->pid = tid;
 	e->ns = bpf_ktime_get_ns();
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
@@ -226,12 +241,9 @@ static __always_inline int record(void *ctx, __u32 kind)
 	/* On the image, the exit needs nothing of the entry (the cookie says so only then). A */
 	/* cookie naming an image this program lacks (not made with its specs) sends nothing. */
 	if (!spec) {
-		if (btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec) == BTFGEN_NO_DECODER) {
-			if (held)
-				bpf_ringbuf_discard(held, 0);
-			return 0;
-		}
-		n = kind ? BTFGEN_IMAGE_EXIT_SIZE : BTFGEN_IMAGE_ENTRY_SIZE;
+		n = btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec) == BTFGEN_NO_DECODER ?
+			0 : sizeof(*e) - BTFGEN_DATA_SIZE +
+			(kind ? BTFGEN_IMAGE_EXIT_SIZE : BTFGEN_IMAGE_ENTRY_SIZE);
 	} else {
 #ifdef BTFGEN_SESSION
 		if (kind)
@@ -244,15 +256,16 @@ static __always_inline int record(void *ctx, __u32 kind)
 		else
 			btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #endif
-		n = kind ? spec->exit_size : spec->entry_size;
+		/* With its heads: no size is 0 here (the verifier bounds the copy by the */
+		/* scratch, and a spec's size is never more: generic.py). */
+		n = sizeof(*e) - BTFGEN_DATA_SIZE + (kind ? spec->exit_size : spec->entry_size);
 	}
-	/* The verifier bounds the copy by the scratch: a spec's size is never more (generic.py). */
-	if (n > BTFGEN_DATA_SIZE)
-		n = BTFGEN_DATA_SIZE;
-	if (bpf_ringbuf_output(&events, e, sizeof(*e) - BTFGEN_DATA_SIZE + n, wakeup()))
+	if (n && bpf_ringbuf_output(&events, e, n <= sizeof(*e) ? n : sizeof(*e), wakeup()))
 		count_lost();
-	if (held)
-		bpf_ringbuf_discard(held, 1 /* BPF_RB_NO_WAKEUP */);
+#ifdef BTFGEN_USER
+	if (spilled)
+		bpf_map_delete_elem(&spill, &tid);
+#endif
 	return 0;
 }
 

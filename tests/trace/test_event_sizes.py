@@ -1,7 +1,7 @@
 """Events the size of what they hold: for real traced calls (uprobes on this machine), the bytes
 the BPF side sends of each event are the bytes spec_format.event_size gives from the function's
 descriptor, for calls of several shapes, in every attach mode the kernel has, from a thread with
-its own scratch and from one past the scratch slots (decoded in a ring reservation instead).
+its own scratch slot and from one past the slots (decoded in a slot given back after).
 Root, BPF, gcc and pahole, else skipped with the reason."""
 
 from __future__ import annotations
