@@ -172,6 +172,13 @@ def event_size(desc, kind: int) -> int:
     return _EVENT_HEADS + (DATA_SIZE if sizes is None else sizes[kind])
 
 
+def spec_event_sizes(spec: bytes, byte_order: str) -> tuple[int, int]:
+    """event_size's (entry, exit) for the function whose struct btfgen_spec is `spec` (its head
+    says the data bytes the BPF side sends: the descriptor's sizes, the same numbers)."""
+    head = read_head(spec, byte_order)
+    return _EVENT_HEADS + head["entry_size"], _EVENT_HEADS + head["exit_size"]
+
+
 def read_head(spec: bytes, byte_order: str) -> dict[str, int]:
     """A spec's head (struct btfgen_spec before its ops), field by name."""
     return dict(zip((f.name for f in SPEC_HEAD), _HEADS[byte_order].unpack_from(spec)))
