@@ -1,8 +1,8 @@
 /* `btfgen trace`'s BPF side: btfgen's generic decoder, one program for every traced function.
  * The attach cookie (spec_format.Cookie) indexes `specs`, which user space fills with the
  * generated Python module's spec(name), and names the register image where it decodes the
- * call (no lookup of the spec then); each call and each return becomes one struct trace_event
- * in `events`.
+ * call (no lookup of the spec then); each call and each return becomes one record in `events`:
+ * a struct trace_event's heads and the data bytes its decoder wrote (spec_format.event_size).
  *
  * Built twice over: with -DBTFGEN_USER for uprobe_multi links on a user program (values read
  * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. And each of
