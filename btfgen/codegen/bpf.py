@@ -77,6 +77,8 @@ class SpecOpsView:
     ops: tuple[generic.Op, ...]
     entry_plan: int = 0  # straight.PlanTable.ids
     exit_plan: int = 0
+    entry_size: int = 0  # straight.PlanTable.sizes
+    exit_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,7 @@ class HeaderView:
     cookie_id_bits: int = spec_format.Cookie.ID_BITS
     cookie_entry_bit: int = spec_format.Cookie.ENTRY_BIT
     image_plan: int = spec_format.IMAGE_PLAN
+    image_sizes: tuple[int, int] = (0, 0)  # the record data bytes it writes: entry, exit
     capture_fields: tuple[spec_format.Field, ...] = spec_format.CAPTURE_HEAD
     captures: bool = False  # some function has captures: the header defines their reads
     # The straight-line decoders (btfgen/codegen/straight.py) and a line counting them.
@@ -322,7 +325,8 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str,
     ctx = arch.ctx
     lines = {} if table is None else {"straight_entry": table.entry,
                                       "straight_exit": table.exit,
-                                      "straight_counts": straight.counts(table)}
+                                      "straight_counts": straight.counts(table),
+                                      "image_sizes": (table.image_size(0), table.image_size(1))}
     return HeaderView(
         guard=c_ident(guard).upper(),
         arch=c_comment(arch.arch),
@@ -397,8 +401,9 @@ def _by_object(items) -> tuple[list[int], list[int]]:
 def _spec_ops(p: generic.GenericPlan, pointer_size: int,
               table: straight.PlanTable | None) -> SpecOpsView:
     ids = table.ids(p) if table is not None else (0, 0)
+    sizes = table.sizes(p) if table is not None else p.sizes
     return SpecOpsView(len(p.entry_ops), len(p.exit_ops), pointer_size, p.carry_code,
-                       p.entry_ops + p.exit_ops, *ids)
+                       p.entry_ops + p.exit_ops, *ids, *sizes)
 
 
 _NULL = "(void *)0"

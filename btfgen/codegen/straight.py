@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from btfgen.probe import spec_format
 from btfgen.decoder.generic import (CAP_COPY, CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK,
-                                    GenericPlan, Op)
+                                    GenericPlan, Op, data_end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +127,23 @@ class PlanTable:
                self._ids.get((1, len(p.entry_ops), p.exit_ops), 0))
         self._by_plan[id(p)] = (p, ids)  # the plan kept alive: its id stays its own
         return ids
+
+    def image_size(self, kind: int) -> int:
+        """The record data bytes the register image of `kind` writes (0: there is none): its
+        furthest word's end, rounded up to 8."""
+        for s in self.exit if kind else self.entry:
+            if s.image:
+                return data_end(tuple(Op(FROM_CTX, t.src, t.dst, t.size) for t in s.steps))
+        return 0
+
+    def sizes(self, p: GenericPlan) -> tuple[int, int]:
+        """(entry_size, exit_size) of a spec: the record data bytes the decoder that runs each
+        kind writes, what the BPF side sends. On the register image that is the image's bytes,
+        however few of its words the function uses: a call decoded by its attach cookie alone
+        has no spec to say less, and the image writes them all."""
+        own = p.sizes
+        return tuple(max(own[k], self.image_size(k)) if n == IMAGE else own[k]
+                     for k, n in enumerate(self.ids(p)))
 
     def on_image(self, p: GenericPlan) -> tuple[bool, bool]:
         """Whether the register image decodes the function's entry, its exit."""

@@ -166,7 +166,7 @@ def capture_desc(c, plan, memo: dict | None = None) -> CaptureDesc:
 
 def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
                   gplan: GenericPlan | None = None, memo: dict | None = None,
-                  captures: tuple = ()) -> FunctionDesc:
+                  captures: tuple = (), sizes: tuple[int, int] | None = None) -> FunctionDesc:
     order = "little" if byte_order == "little" else "big"
     memo = {} if memo is None else memo
     # Values recur across prototypes as one object: the memo keeps their descriptors too.
@@ -181,7 +181,9 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
         return tuple(None if p is None else _new(Plan, (p.data_off, p.ptr_off, p.op_mask))
                      for p in ps)
 
-    record = _new(RecordPlans, (plans(gplan.entry), plans(gplan.exit)))
+    # The bytes the BPF side sends: the caller's where the register image decodes a kind
+    # (straight.PlanTable.sizes), else what the plan's ops write.
+    record = _new(RecordPlans, (plans(gplan.entry), plans(gplan.exit), sizes or gplan.sizes))
     fast = fast_format(f, args, byte_order)
     caps = tuple(capture_desc(c, p, memo) for c, p in zip(captures, gplan.captures))
     return _new(FunctionDesc, (f.name, f.btf_id, order, pointer_size, args, ret, fast, record,

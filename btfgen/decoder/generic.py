@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from btfgen.decoder import runtime
+from btfgen.probe import spec_format
 from btfgen.layout import FunctionLayout, ProtoLayout, RegPiece, ValueLayout
 
 FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
@@ -30,7 +31,7 @@ FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
 # A capture's ops share the function's MAX_OPS with its values: that is the bound per function.
 CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR = 3, 4, 5, 6
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
-DATA_SIZE = 1024  # record data bytes; an op's dst and size are both below DATA_SIZE // 2
+DATA_SIZE = spec_format.DATA_SIZE  # record data bytes; an op's dst and size are below half
 OP_LIMIT = DATA_SIZE // 2
 # Bit of the record's failed mask set when an exit needed a carried pointer that was not saved:
 # defined once, by the runtime that reads it (it imports nothing, being copied into modules).
@@ -77,6 +78,16 @@ class GenericPlan:
     captures: tuple[CapturePlan | None, ...] = ()  # per capture asked (None: left out)
 
     @property
+    def sizes(self) -> tuple[int, int]:
+        """The record data bytes its entry's ops and its exit's write, each to the furthest
+        byte rounded up to 8 (SPEC_HEAD's entry_size, exit_size): what the BPF side sends of
+        the record. The exit of a function that carries a pointer also has it at offset 0,
+        8 bytes whatever the pointer's size (btfgen_generic_exit). Where the register image
+        decodes a kind, it writes more: straight.PlanTable.sizes."""
+        entry, exit_ = data_end(self.entry_ops), data_end(self.exit_ops)
+        return entry, max(exit_, 8) if self.carry >= 0 else exit_
+
+    @property
     def carry_code(self) -> int:
         """`struct btfgen_spec`'s carry byte: 0, or 1 + the carried pointer's data offset / 8."""
         return 0 if self.carry < 0 else 1 + self.carry // 8
@@ -92,6 +103,16 @@ def piece_source(piece, byte_order: str) -> tuple[int, int]:
 
 def _align8(n: int) -> int:
     return (n + 7) & ~7
+
+
+def data_end(ops: tuple[Op, ...]) -> int:
+    """The end of the furthest record data byte `ops` write, rounded up to 8: a capture's ROOT
+    and HOP write its status head at `dst`, a STR at most `size` bytes (with its NUL)."""
+    end = 0
+    for op in ops:
+        end = max(end, op.dst + (CAPTURE_HEAD_SIZE if op.source in (CAP_ROOT, CAP_HOP)
+                                 else op.size))
+    return _align8(end)
 
 
 class _PlanBuilder:

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import attach, features, output, prog, recording, ringspan, tracefs
+from . import attach, features, output, prog, recording, ringspan, spec_format, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
 from .losses import Behind, Losses, lost, say_missed
@@ -27,15 +27,40 @@ from .timings import Timings
 MIB = 1 << 20
 
 
-def ring_size(functions: int, pointer_size: int = 8) -> int:
-    """The ring buffer's default size in bytes: 16 MiB, and 256 KiB a function past 64
-    functions, up to 64 MiB (16 MiB on a 32-bit kernel, whose few hundred MiB of vmalloc space
-    refused 64 at load on i386). An event is about 1 KiB, and a program calling a traced
-    function in a loop makes one every few microseconds: 16 MiB holds a second or more of that
-    while the reader decodes."""
-    size = 16 * MIB
+# The default ring holds this many events of the traced functions' mean size, and this many
+# more a function past 64: a program calling a traced function in a loop makes one every few
+# microseconds (uprobes top out near 200,000 a second here), and more functions traced make
+# more events. 131,072 events of 100 bytes (six arguments, entry and exit) are 16 MiB: a
+# second or more of such a loop while the reader catches up, where the 16 MiB of 1,088-byte
+# events every function had before held 15,000.
+RING_EVENTS = 1 << 17
+RING_EVENTS_A_FUNCTION = 2048
+RING_HEADER = 8  # the kernel's header before each record in the ring (length, page offset)
+
+
+def mean_event(specs: bytes, count: int, keep: list[int], byte_order: str) -> float:
+    """The ring bytes of an event of the functions `keep` (indexes into `specs`, the trace
+    directory's `count` struct btfgen_spec), entry and exit alike, on average: each with its
+    ring header (spec_format.spec_event_sizes: what the BPF side sends, a multiple of 8)."""
+    if not keep:
+        return 0.0
+    step = len(specs) // count
+    total = 0
+    for at in keep:
+        entry, exit_ = spec_format.spec_event_sizes(specs[at * step:(at + 1) * step], byte_order)
+        total += entry + exit_ + 2 * RING_HEADER
+    return total / (2 * len(keep))
+
+
+def ring_size(event_bytes: float, functions: int, pointer_size: int = 8) -> int:
+    """The ring buffer's default size in bytes, from the bytes its events take (`event_bytes`:
+    mean_event): room for RING_EVENTS of them and RING_EVENTS_A_FUNCTION more a function past
+    64, as a power of two from 1 MiB up to 64 MiB (16 MiB on a 32-bit kernel, whose few hundred
+    MiB of vmalloc space refused 64 at load on i386). --ring-size says otherwise."""
+    want = event_bytes * (RING_EVENTS + RING_EVENTS_A_FUNCTION * max(0, functions - 64))
+    size = MIB
     top = 64 * MIB if pointer_size == 8 else 16 * MIB
-    while size < functions * 256 * 1024 and size < top:
+    while size < want and size < top:
         size *= 2
     return size
 
@@ -203,8 +228,9 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
                 program, session=mode.kind == "session")
     obj.set_autoload("follow_fork", following and fork_offset is not None)
-    obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else
-                        ring_size(len(keep), pointer_size))
+    specs = (directory / manifest["specs"]).read_bytes()
+    obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
+        mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size))
     if mode.kind == "single":
         attach.enough_files(2 * len(keep) + 64)
     # One spec per function of the directory, however many (the object's own size is only a
@@ -212,7 +238,6 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
     obj.set_max_entries("specs", len(names))
     with timings.stage("run: object load"):
         obj.load()
-    specs = (directory / manifest["specs"]).read_bytes()
     with timings.stage("run: spec map fill"):
         obj.fill_array("specs", specs, len(names))
     for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):

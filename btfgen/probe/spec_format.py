@@ -50,6 +50,8 @@ SPEC_HEAD = (
     Field("__u8", "carry", "0, or 1 + entry data offset / 8 of the return pointer the exit needs"),
     Field("__u16", "entry_plan", "the entry's straight-line decoder; 0: the ops interpreter"),
     Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
+    Field("__u16", "entry_size", "record data bytes its entry's decoder writes (to 8)"),
+    Field("__u16", "exit_size", "record data bytes its exit's decoder writes (to 8)"),
 )
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
@@ -136,6 +138,10 @@ EVENT_HEAD = (
 # record, and user space forgets the calls that thread had open before pairing it.
 EVENT_THREAD_LOST = 1  # this thread lost records since its previous one
 EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any thread's may be
+# The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
+# a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
+# and exit_size).
+DATA_SIZE = 1024
 # Entries of the tracer's specs map: functions one trace directory can attach (the attach
 # cookie is the index).
 MAX_FUNCTIONS = 4096
@@ -166,6 +172,25 @@ def structs(fields: tuple[Field, ...]) -> dict[str, struct.Struct]:
 
 
 _HEADS = structs(SPEC_HEAD)
+_EVENT_HEADS = size_of(EVENT_HEAD) + size_of(RECORD_HEAD)
+
+
+def event_size(desc, kind: int) -> int:
+    """The bytes of the `btfgen trace` event of function `desc` (the generated module's
+    FunctionDesc) at `kind` (0: its entry, 1: its exit) that the BPF side sends: struct
+    trace_event's head, the record's head and the data its decoder writes (a multiple of 8),
+    what a reader finds as the record's length in the ring. The one place the run side learns
+    it. A descriptor made before record sizes were (sizes None): the whole record, which its
+    BPF side sent."""
+    sizes = desc.record.sizes
+    return _EVENT_HEADS + (DATA_SIZE if sizes is None else sizes[kind])
+
+
+def spec_event_sizes(spec: bytes, byte_order: str) -> tuple[int, int]:
+    """event_size's (entry, exit) for the function whose struct btfgen_spec is `spec` (its head
+    says the data bytes the BPF side sends: the descriptor's sizes, the same numbers)."""
+    head = read_head(spec, byte_order)
+    return _EVENT_HEADS + head["entry_size"], _EVENT_HEADS + head["exit_size"]
 
 
 def read_head(spec: bytes, byte_order: str) -> dict[str, int]:

@@ -1,8 +1,8 @@
 /* `btfgen trace`'s BPF side: btfgen's generic decoder, one program for every traced function.
  * The attach cookie (spec_format.Cookie) indexes `specs`, which user space fills with the
  * generated Python module's spec(name), and names the register image where it decodes the
- * call (no lookup of the spec then); each call and each return becomes one struct trace_event
- * in `events`.
+ * call (no lookup of the spec then); each call and each return becomes one record in `events`:
+ * a struct trace_event's heads and the data bytes its decoder wrote (spec_format.event_size).
  *
  * Built twice over: with -DBTFGEN_USER for uprobe_multi links on a user program (values read
  * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. And each of
@@ -69,14 +69,88 @@ struct {
 	__uint(max_entries, 1 << 22); /* run.py sizes it before loading: --ring-size */
 } events SEC(".maps");
 
-/* Records the ring buffer had no room for, per CPU (a plain add: no atomics, which 32-bit
- * JITs may lack). User space sums them at the end. */
+/* Records the ring buffer had no room for (or, in the user build, no scratch: see `spill`),
+ * per CPU (a plain add: no atomics, which 32-bit JITs may lack). User space sums them at the
+ * end. */
 struct {
 	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+/* Each event is decoded whole into a scratch struct trace_event, then bpf_ringbuf_output sends
+ * its heads and only the data bytes its decoder wrote (the spec's entry_size or exit_size, the
+ * register image's on the cookie's path: spec_format.event_size): a 6-argument call takes 112
+ * bytes of the ring where a reserved struct took 1,088 (its data is BTFGEN_DATA_SIZE for the
+ * decoder's masked offsets). One more copy, of those few bytes. The other ways were worse: a
+ * reservation's size must be a constant the verifier sees, and the decoder writes at masked
+ * offsets up to BTFGEN_DATA_SIZE, so size classes needed the decoders again per class (the
+ * program is near the verifier's limits already: straight.MAX_DECODERS); and
+ * bpf_ringbuf_reserve_dynptr gives no direct pointer of a variable size, so its bytes would be
+ * copied from a scratch as well, with three helper calls instead of one.
+ *
+ * The scratch must be this event's alone until it is sent. A kernel build's programs (kprobe,
+ * kretprobe, kprobe_multi, kprobe.session) never run two at once on a CPU: the kernel counts
+ * them in bpf_prog_active and skips (as a miss) one that would nest, so one scratch a CPU is
+ * enough. A uprobe_multi or uprobe.session program runs preemptible (migrate_disable only): two
+ * threads on one CPU could interleave in a per-CPU scratch, and no guard is possible without
+ * atomics (which 32-bit JITs may lack), so the user build has a scratch per thread. */
+#ifdef BTFGEN_USER
+/* Threads that have had an event, each a slot kept for its next ones (its id is reused only
+ * after it ended), preallocated: 1,024 of 1,080 bytes. A thread past them takes one of
+ * `spill`'s for the one event and gives it back: three map operations instead of one, and an
+ * event lost (counted) only when all of those are in use at once, by threads in the program
+ * on the CPUs at the same time. (A ring reservation as the scratch instead, discarded once
+ * its bytes were sent, needs a test of a maybe-NULL reference that 6.1's verifier cannot
+ * follow: "Unreleased reference".) */
+#define TRACE_THREADS 1024
+#define TRACE_SPILLS 256
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, TRACE_THREADS);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
+	__uint(max_entries, TRACE_SPILLS);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} spill SEC(".maps");
+
+static const struct trace_event new_slot; /* a new slot's bytes, all overwritten before use */
+#else
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} scratch SEC(".maps");
+#endif
+
+/* This event's scratch, `*spilled` set where it is a slot of `spill` to give back after;
+ * NULL: none to be had. */
+static __always_inline struct trace_event *scratch_event(__u32 tid, int *spilled)
+{
+#ifdef BTFGEN_USER
+	struct trace_event *e = bpf_map_lookup_elem(&scratch, &tid);
+
+	if (e)
+		return e;
+	if (!bpf_map_update_elem(&scratch, &tid, &new_slot, 1 /* BPF_NOEXIST */))
+		return bpf_map_lookup_elem(&scratch, &tid);
+	if (bpf_map_update_elem(&spill, &tid, &new_slot, 1 /* BPF_NOEXIST */))
+		return 0;
+	*spilled = 1;
+	return bpf_map_lookup_elem(&spill, &tid);
+#else
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+#endif
+}
 
 /* Threads that lost a record since their last one (struct trace_event's flags; spec_format.py's
  * EVENT_THREAD_LOST says why): noted at the loss, taken by the thread's next record. */
@@ -184,7 +258,9 @@ static __always_inline int record(void *ctx, __u32 kind)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 at = BTFGEN_COOKIE_KEY(cookie);
 	const struct btfgen_spec *spec = 0;
+	__u32 tid = (__u32)id, n;
 	struct trace_event *e;
+	int spilled = 0;
 
 	if (!wanted(id >> 32))
 		return 0;
@@ -194,41 +270,51 @@ static __always_inline int record(void *ctx, __u32 kind)
 		if (!spec)
 			return 0;
 	}
-	/* Before the reservation: a rejected event costs no ring-buffer space. */
+	/* Before anything is decoded: a rejected event costs nothing more. */
 	if (!btfgen_trace_wanted(ctx, at, kind))
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	e = scratch_event(tid, &spilled);
 	if (!e) {
-		note_loss((__u32)id);
+		note_loss(tid);
 		return 0;
 	}
 	e->tgid = id >> 32;
-	e->pid = (__u32)id;
+	e->pid = tid;
 	e->ns = bpf_ktime_get_ns();
 	e->cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	/* On the image, the exit needs nothing of the entry (the cookie says so only then). A */
 	/* cookie naming an image this program lacks (not made with its specs) sends nothing. */
 	if (!spec) {
-		if (btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec) == BTFGEN_NO_DECODER) {
-			bpf_ringbuf_discard(e, 0);
-			return 0;
-		}
-	}
+		n = btfgen_generic_decode_cookie(ctx, cookie, kind, &e->rec) == BTFGEN_NO_DECODER ?
+			0 : sizeof(*e) - BTFGEN_DATA_SIZE +
+			(kind ? BTFGEN_IMAGE_EXIT_SIZE : BTFGEN_IMAGE_ENTRY_SIZE);
+	} else {
 #ifdef BTFGEN_SESSION
-	else if (kind)
-		btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
-	else
-		btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		if (kind)
+			btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		else
+			btfgen_generic_session_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #else
-	else if (kind)
-		btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
-	else
-		btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		if (kind)
+			btfgen_generic_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
+		else
+			btfgen_generic_entry(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 #endif
-	/* Taken last: a discarded record must not take the thread's loss with it. */
-	e->flags = loss_flags((__u32)id);
-	bpf_ringbuf_submit(e, wakeup());
+		/* With its heads: no size is 0 here (the verifier bounds the copy by the */
+		/* scratch, and a spec's size is never more: generic.py). */
+		n = sizeof(*e) - BTFGEN_DATA_SIZE + (kind ? spec->exit_size : spec->entry_size);
+	}
+	if (n) {
+		/* Taken only for a record sent: one not sent must not take the thread's loss. */
+		e->flags = loss_flags(tid);
+		if (bpf_ringbuf_output(&events, e, n <= sizeof(*e) ? n : sizeof(*e), wakeup()))
+			note_loss(tid);
+	}
+#ifdef BTFGEN_USER
+	if (spilled)
+		bpf_map_delete_elem(&spill, &tid);
+#endif
 	return 0;
 }
 

@@ -277,5 +277,5 @@ def test_python_spec_bytes_are_the_compiled_c_table(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     py_table = b"".join(mod.spec(k) for k in mod.names())
-    assert len(c_table) == 268 * len(arch.functions)
+    assert len(c_table) == 272 * len(arch.functions)  # a 16-byte head, 32 ops of 8
     assert py_table == c_table

@@ -25,6 +25,7 @@ from btfgen.decoder.runtime import (
     ValueDesc,
 )
 from btfgen.layout import ValueLayout
+from btfgen.probe import spec_format
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "btf"))
@@ -37,7 +38,7 @@ def _by_ref_function() -> FunctionDesc:
     """f(long *p) whose pointer alone is in the record (data_off -1, pointer at 0)."""
     p = ValueDesc("p", LONG, 8, (Piece(0, 0, 8, 0),), True, None)
     return FunctionDesc("f", 7, "little", 8, (p,), None, None,
-                        RecordPlans((Plan(-1, 0, 0),), ()))
+                        RecordPlans((Plan(-1, 0, 0),), (), (8, 0)))
 
 
 def _record(kind: int, data: bytes) -> bytes:
@@ -100,7 +101,8 @@ def test_library_function_repr_names_it():
 def test_descriptors_are_tuples_and_come_back_from_lists():
     desc = _by_ref_function()
     assert desc == ("f", 7, "little", 8, (("p", ("int", 8, True), 8, ((0, 0, 8, 0),), True,
-                                            None),), None, None, (((-1, 0, 0),), ()), ())
+                                            None),), None, None, (((-1, 0, 0),), (), (8, 0)),
+                    ())
     import json
 
     plain = json.loads(json.dumps(desc))
@@ -108,6 +110,31 @@ def test_descriptors_are_tuples_and_come_back_from_lists():
     assert back == desc and back.args[0].type.signed is True and back.record.entry[0].ptr_off == 0
     # A descriptor from before captures (eight fields, an older recording's) still checks.
     assert FunctionDesc.check(plain[:8]) == desc
+    # One from before record sizes: the whole record, as its BPF side sent.
+    old = FunctionDesc.check(plain[:7] + [plain[7][:2]])
+    assert old.record.sizes is None
+    assert spec_format.event_size(old, 0) == 56 + spec_format.DATA_SIZE
+    assert [spec_format.event_size(back, k) for k in (0, 1)] == [64, 56]
+
+
+@pytest.mark.parametrize("sizes,message", [
+    ([8], "sizes are not"), ([8, 4], "not multiples of 8"), ([8, -8], "exit size"),
+])
+def test_record_sizes_are_checked(sizes, message):
+    import json
+
+    plain = json.loads(json.dumps(_by_ref_function()))
+    plain[7][2] = sizes
+    with pytest.raises(DecodeError, match=message):
+        FunctionDesc.check(plain)
+
+
+def test_a_record_size_shorter_than_its_values_is_refused():
+    """A descriptor whose BPF side would send fewer bytes than its decoder reads."""
+    d = _by_ref_function()
+    short = d._replace(record=d.record._replace(sizes=(0, 0)))
+    with pytest.raises(DecodeError, match="its values need"):
+        Function(short)
 
 
 @pytest.mark.parametrize("damage,message", [

@@ -17,6 +17,7 @@ from toolchains import ARCHES, TOOLCHAINS
 
 from btfgen.abi.arches import load_arch
 from btfgen.decoder.generic import MAX_OPS
+from btfgen.probe import spec_format
 
 REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
 
@@ -170,5 +171,14 @@ def test_golden_python_imports(arch_outputs, tmp_path):
     spec.loader.exec_module(mod)
     assert sorted(mod.names()) == sorted(golden.FUNCTIONS)
     assert mod.ARCH == arch
+    heads = spec_format.size_of(spec_format.EVENT_HEAD) + spec_format.size_of(
+        spec_format.RECORD_HEAD)
     for n in golden.FUNCTIONS:
-        assert len(mod.spec(n)) == 12 + 8 * MAX_OPS  # the header, then 8 bytes per op
+        spec = mod.spec(n)
+        assert len(spec) == 16 + 8 * MAX_OPS  # the header, then 8 bytes per op
+        # The record sizes the BPF side sends, as the spec says them and as the run side
+        # learns them from the descriptor: one number.
+        head = spec_format.read_head(spec, mod.BYTE_ORDER)
+        desc = mod._descriptor(n)[0]
+        assert [head["entry_size"], head["exit_size"]] == [
+            spec_format.event_size(desc, k) - heads for k in (0, 1)]

@@ -43,7 +43,7 @@ def test_an_attach_cookie_names_the_image_only_where_the_call_needs_no_spec():
         assert spec_format.Cookie.of(9, {**head, **other}).value == 9
     with pytest.raises(ValueError):
         spec_format.Cookie.of(1 << 32, head)
-    spec = spec_format.structs(spec_format.SPEC_HEAD)["big"].pack(77, 1, 1, 8, 0, 1, 1)
+    spec = spec_format.structs(spec_format.SPEC_HEAD)["big"].pack(77, 1, 1, 8, 0, 1, 1, 8, 8)
     assert spec_format.cookie(3, spec, "big") == 3 | 77 << 32 | 3 << 62
 
 

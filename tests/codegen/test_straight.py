@@ -130,3 +130,25 @@ def test_an_empty_exit_list_is_not_the_empty_entry_list():
     entry, exit_ = t.ids(void)
     assert [s.steps for s in t.entry if s.number == entry] == [()]
     assert [s.steps for s in t.exit if s.number == exit_] == [()]
+
+
+def test_each_kind_sends_what_the_decoder_that_runs_it_writes():
+    """PlanTable.sizes (a spec's entry_size and exit_size): the furthest byte its ops write,
+    rounded up to 8; the register image's bytes where the image decodes the kind."""
+    two = _plan([Op(FROM_CTX, 112, 0, 8), Op(FROM_CTX, 104, 8, 4)], [Op(FROM_CTX, 80, 0, 8)])
+    three = _plan([Op(FROM_CTX, 112, 0, 8), Op(FROM_CTX, 104, 8, 8), Op(FROM_CTX, 96, 16, 2)])
+    none = _plan([], [])
+    stack = _plan([Op(FROM_CTX, 112, 0, 8), Op(FROM_STACK, 8, 8, 20)])
+    # A string capture: its head (16 bytes) at 8, then up to 66 bytes.
+    caps = _plan([Op(FROM_CTX, 112, 0, 8), Op(CAP_ROOT, 0, 8, 0), Op(CAP_STR, 0, 24, 66)])
+    carry = GenericPlan((Op(FROM_CTX, 112, 0, 8),), (), (), (), (), carry=0)
+    t = plan_table([two, three, none, stack, caps, carry], WIN)
+    assert t.image_size(0) == 24 and t.image_size(1) == 8
+    assert two.sizes == (16, 8) and t.sizes(two) == (24, 8)  # the image writes three words
+    assert t.sizes(three) == (24, 8)  # an empty exit list is the image's too
+    assert none.sizes == (0, 0) and t.sizes(none) == (24, 8)
+    assert t.ids(stack)[0] != 1 and t.sizes(stack) == (32, 8)  # its own: bytes 8 to 28
+    assert t.sizes(caps) == (96, 8)  # 24 + 66 = 90, to 96
+    # The exit of a function carrying a pointer holds it at offset 0: 8 bytes, however many
+    # the pointer has, with no op of its own.
+    assert carry.sizes == (8, 8)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from btfgen.probe import spec_format
-from btfgen.decoder.generic import DATA_SIZE  # the ring buffer's events are this long past
 from btfgen.probe import output, recording  # the record header
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +38,8 @@ def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int
           failed: int = 0, order: str = "little", flags: int = 0) -> bytes:
     head = output.HEADS[order].pack(42, tid, b"synth", ns, cpu, flags)
     rec = RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
-    return head + rec + rng.randbytes(DATA_SIZE)
+    # As long as the BPF side sends it: the heads and the data its decoder writes.
+    return head + rec + rng.randbytes(spec_format.event_size(desc, kind) - len(head) - len(rec))
 
 
 def events(descs, n: int, seed: int, order: str, failed_rate: float = 0.0) -> list[bytes]:

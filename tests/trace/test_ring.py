@@ -1,19 +1,46 @@
-"""The run side's ring buffer: sized for the functions traced."""
+"""The run side's ring buffer: sized for the bytes of the functions' events."""
 
 from __future__ import annotations
 
 from btfgen.probe import attach, run
 
 
-def test_ring_size_grows_with_the_functions_and_stays_a_power_of_two():
-    sizes = [run.ring_size(n) for n in (0, 1, 64, 65, 128, 129, 256, 4096)]
-    assert sizes == [16 * run.MIB] * 3 + [32 * run.MIB] * 2 + [64 * run.MIB] * 3
+def test_ring_size_follows_the_bytes_of_the_events_and_stays_a_power_of_two():
+    # Six arguments (an entry of 104 bytes, an exit of 80, each with the ring's 8-byte
+    # header): 131,072 of them fit 16 MiB; the smallest events (no data) half of that; events
+    # of a whole record, as every event was before, the most a ring gets.
+    assert run.ring_size((112 + 88) / 2, 1) == 16 * run.MIB
+    assert run.ring_size(64, 1) == 8 * run.MIB
+    assert run.ring_size(1088, 1) == 64 * run.MIB
+    # More functions, more events: 2,048 more a function past 64.
+    sizes = [run.ring_size(100, n) for n in (0, 64, 65, 100, 200, 50_000)]
+    assert sizes == [16 * run.MIB] * 3 + [32 * run.MIB, 64 * run.MIB, 64 * run.MIB]
     assert all(s & (s - 1) == 0 and s % 4096 == 0 for s in sizes)
+    assert run.ring_size(0, 0) == run.MIB
 
 
 def test_a_32_bit_kernel_keeps_to_16_mib():
     # i386's vmalloc space refused a 64 MiB ring at load (ENOMEM) with a thousand functions.
-    assert {run.ring_size(n, pointer_size=4) for n in (0, 129, 50_000)} == {16 * run.MIB}
+    assert {run.ring_size(b, n, pointer_size=4) for b, n in ((100, 0), (1088, 1), (100, 50_000))
+            } == {16 * run.MIB}
+
+
+def test_the_mean_event_is_what_the_descriptors_say_is_sent():
+    """From the trace directory's specs (as run.py reads them), the same sizes as
+    spec_format.event_size from each function's descriptor, with the ring's header."""
+    import synth
+
+    from btfgen.probe import spec_format
+
+    for arch in ("x86_64", "i386", "s390x"):
+        mod = synth.module(arch)
+        names = mod.names()
+        specs = b"".join(mod.spec(n) for n in names)
+        descs = [mod._descriptor(n)[0] for n in names]
+        for keep in ([0], list(range(len(names))), [len(names) - 1, 1]):
+            want = sum(spec_format.event_size(descs[i], k) + 8 for i in keep for k in (0, 1))
+            got = run.mean_event(specs, len(names), keep, mod.BYTE_ORDER)
+            assert got == want / (2 * len(keep)), (arch, keep)
 
 
 def test_single_kprobes_get_the_files_they_need():

@@ -16,7 +16,8 @@ rebuilds them from either, checking each part.
 - function: FunctionDesc (name, btf_id, byte_order, pointer_size, args, ret, fast, record)
   where `ret` is a RetDesc (value, needs_entry) or None, `fast` a FastPath (format, perm): a
   struct format reading every argument straight from the ctx, with the argument order `perm`
-  (or None), and `record` the RecordPlans telling where each value sits in a generic BPF record.
+  (or None), and `record` the RecordPlans telling where each value sits in a generic BPF record
+  (and how many data bytes of each kind's record the BPF side sends).
   A ninth field, `captures` (left out when empty), holds CaptureDesc (name, kind, type, size,
   bit_offset, bit_size, at_exit, head, root_mask, pointers): what a pointer pointed to, copied
   into the record after a status head at data offset `head` (kind "str": a string of at most
@@ -317,15 +318,27 @@ class RecordPlans(NamedTuple):
 
     entry: tuple  # a Plan (or None: not in the record) per argument
     exit: tuple  # the return value's, if any
+    # (entry, exit): the record data bytes the BPF side sends of each kind (SPEC_HEAD's
+    # entry_size, exit_size; spec_format.event_size); None in a descriptor made before them.
+    sizes: tuple | None = None
 
     @classmethod
     def check(cls, obj, what: str, nargs: int, nret: int, limit: Limit) -> RecordPlans:
-        entry, exit_ = _fields(obj, cls, what)
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + (None,)  # no sizes
+        entry, exit_, sizes = _fields(obj, cls, what)
         for plans, n, kind in ((entry, nargs, "entry"), (exit_, nret, "exit")):
             if not isinstance(plans, (tuple, list)) or len(plans) != n:
                 _malformed(f"{what}: not {n} {kind} plans")
+        if sizes is not None:
+            if not isinstance(sizes, (tuple, list)) or len(sizes) != 2:
+                _malformed(f"{what}: sizes are not (entry, exit)")
+            sizes = tuple(_int(n, f"{what}: {kind} size", 0, limit.size)
+                          for n, kind in zip(sizes, ("entry", "exit")))
+            if any(n % 8 for n in sizes):
+                _malformed(f"{what}: sizes {sizes} are not multiples of 8")
         return cls(tuple(Plan.check(p, f"{what}: entry plan", limit) for p in entry),
-                   tuple(Plan.check(p, f"{what}: exit plan", limit) for p in exit_))
+                   tuple(Plan.check(p, f"{what}: exit plan", limit) for p in exit_), sizes)
 
 
 class FastPath(NamedTuple):

@@ -56,6 +56,10 @@ class Function:
                                 captures_end(self._captures[kind]))
                             for kind, (values, plans) in enumerate(((d.args, d.record.entry),
                                                                     (rets, d.record.exit))))
+        if d.record.sizes is not None and any(n < need for n, need in zip(d.record.sizes,
+                                                                           self._needs)):
+            raise DecodeError(f"{self.name}: records of {d.record.sizes} data bytes (entry, "
+                              f"exit), its values need {self._needs}")
         self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
         head = CAPTURE_HEADS[self.order]
         self._capture_reads = tuple(tuple((c.name, capture_reader(c, read, head, self.order))

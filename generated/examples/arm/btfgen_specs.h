@@ -72,6 +72,8 @@ struct btfgen_spec {
 	__u8 carry; /* 0, or 1 + entry data offset / 8 of the return pointer the exit needs */
 	__u16 entry_plan; /* the entry's straight-line decoder; 0: the ops interpreter */
 	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
+	__u16 entry_size; /* record data bytes its entry's decoder writes (to 8) */
+	__u16 exit_size; /* record data bytes its exit's decoder writes (to 8) */
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
@@ -92,11 +94,11 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .entry_plan = 2, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 1, 0 }, { 12, 24, 4, 0 }, { 0, 32, 10, 1 }, { 12, 48, 4, 1 }, { 16, 56, 4, 1 }, { 20, 64, 4, 1 }, { 0, 0, 4, 0 }, } }, /* scalars */
-	{ .btf_id = 32, .nentry = 4, .nexit = 1, .ptr_size = 4, .carry = 3, .entry_plan = 1, .exit_plan = 2, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 16, 4, 0 }, { 0, 8, 8, 2 }, } }, /* pass_pair */
-	{ .btf_id = 30, .nentry = 6, .nexit = 1, .ptr_size = 4, .carry = 5, .entry_plan = 3, .exit_plan = 3, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 12, 8, 1 }, { 8, 24, 4, 1 }, { 0, 32, 4, 0 }, { 0, 8, 20, 2 }, } }, /* ret_big */
-	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 4, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 4, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* with_enum */
-	{ .btf_id = 26, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 5, .exit_plan = 1, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* tiny */
+	{ .btf_id = 34, .nentry = 8, .nexit = 1, .ptr_size = 4, .entry_plan = 2, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 1, 0 }, { 12, 24, 4, 0 }, { 0, 32, 10, 1 }, { 12, 48, 4, 1 }, { 16, 56, 4, 1 }, { 20, 64, 4, 1 }, { 0, 0, 4, 0 }, } }, /* scalars */
+	{ .btf_id = 32, .nentry = 4, .nexit = 1, .ptr_size = 4, .carry = 3, .entry_plan = 1, .exit_plan = 2, .entry_size = 24, .exit_size = 16, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 16, 4, 0 }, { 0, 8, 8, 2 }, } }, /* pass_pair */
+	{ .btf_id = 30, .nentry = 6, .nexit = 1, .ptr_size = 4, .carry = 5, .entry_plan = 3, .exit_plan = 3, .entry_size = 40, .exit_size = 32, .ops = { { 4, 0, 4, 0 }, { 8, 4, 4, 0 }, { 12, 8, 4, 0 }, { 0, 12, 8, 1 }, { 8, 24, 4, 1 }, { 0, 32, 4, 0 }, { 0, 8, 20, 2 }, } }, /* ret_big */
+	{ .btf_id = 28, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 4, .exit_plan = 1, .entry_size = 24, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 4, 8, 4, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* with_enum */
+	{ .btf_id = 26, .nentry = 3, .nexit = 1, .ptr_size = 4, .entry_plan = 5, .exit_plan = 1, .entry_size = 24, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 4, 8, 1, 0 }, { 8, 16, 4, 0 }, { 0, 0, 4, 0 }, } }, /* tiny */
 };
 #ifdef __bpf__
 

@@ -387,6 +387,8 @@ struct btfgen_spec {
 	__u8 carry; /* 0, or 1 + entry data offset / 8 of the return pointer the exit needs */
 	__u16 entry_plan; /* the entry's straight-line decoder; 0: the ops interpreter */
 	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
+	__u16 entry_size; /* record data bytes its entry's decoder writes (to 8) */
+	__u16 exit_size; /* record data bytes its exit's decoder writes (to 8) */
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
@@ -762,6 +764,12 @@ static __always_inline int btfgen_generic_decode(const void *ctx, __u64 sp,
 	((__s64)((__u64)(cookie) << (0 + (kind))) < 0)
 #define BTFGEN_COOKIE_BTF_ID(cookie) \
 	((__u32)((cookie) >> 32) & ((1U << 30) - 1))
+
+/* The record data bytes the register image writes at entry, at exit (0: no image): what a call
+ * decoded by its attach cookie alone has in its record (spec_format.event_size); a spec's own
+ * are its entry_size and exit_size. */
+#define BTFGEN_IMAGE_ENTRY_SIZE 24
+#define BTFGEN_IMAGE_EXIT_SIZE 16
 
 /* Decode a call by its attach cookie alone, where the cookie says the register image decodes
  * it: no lookup of its spec, the record's header (BTF id and kind, one store) from the cookie.

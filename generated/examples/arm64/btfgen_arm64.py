@@ -42,6 +42,8 @@ SPEC_HEAD = (
     Field("__u8", "carry", "0, or 1 + entry data offset / 8 of the return pointer the exit needs"),
     Field("__u16", "entry_plan", "the entry's straight-line decoder; 0: the ops interpreter"),
     Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
+    Field("__u16", "entry_size", "record data bytes its entry's decoder writes (to 8)"),
+    Field("__u16", "exit_size", "record data bytes its exit's decoder writes (to 8)"),
 )
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
@@ -122,6 +124,10 @@ EVENT_HEAD = (
     Field("__u32", "cpu"),
     Field("__u32", "pad", "keeps the record 8-byte aligned; always 0"),
 )
+# The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
+# a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
+# and exit_size).
+DATA_SIZE = 1024
 # Entries of the tracer's specs map: functions one trace directory can attach (the attach
 # cookie is the index).
 MAX_FUNCTIONS = 4096
@@ -152,6 +158,25 @@ def structs(fields: tuple[Field, ...]) -> dict[str, struct.Struct]:
 
 
 _HEADS = structs(SPEC_HEAD)
+_EVENT_HEADS = size_of(EVENT_HEAD) + size_of(RECORD_HEAD)
+
+
+def event_size(desc, kind: int) -> int:
+    """The bytes of the `btfgen trace` event of function `desc` (the generated module's
+    FunctionDesc) at `kind` (0: its entry, 1: its exit) that the BPF side sends: struct
+    trace_event's head, the record's head and the data its decoder writes (a multiple of 8),
+    what a reader finds as the record's length in the ring. The one place the run side learns
+    it. A descriptor made before record sizes were (sizes None): the whole record, which its
+    BPF side sent."""
+    sizes = desc.record.sizes
+    return _EVENT_HEADS + (DATA_SIZE if sizes is None else sizes[kind])
+
+
+def spec_event_sizes(spec: bytes, byte_order: str) -> tuple[int, int]:
+    """event_size's (entry, exit) for the function whose struct btfgen_spec is `spec` (its head
+    says the data bytes the BPF side sends: the descriptor's sizes, the same numbers)."""
+    head = read_head(spec, byte_order)
+    return _EVENT_HEADS + head["entry_size"], _EVENT_HEADS + head["exit_size"]
 
 
 def read_head(spec: bytes, byte_order: str) -> dict[str, int]:
@@ -480,15 +505,27 @@ class RecordPlans(NamedTuple):
 
     entry: tuple  # a Plan (or None: not in the record) per argument
     exit: tuple  # the return value's, if any
+    # (entry, exit): the record data bytes the BPF side sends of each kind (SPEC_HEAD's
+    # entry_size, exit_size; spec_format.event_size); None in a descriptor made before them.
+    sizes: tuple | None = None
 
     @classmethod
     def check(cls, obj, what: str, nargs: int, nret: int, limit: Limit) -> RecordPlans:
-        entry, exit_ = _fields(obj, cls, what)
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + (None,)  # no sizes
+        entry, exit_, sizes = _fields(obj, cls, what)
         for plans, n, kind in ((entry, nargs, "entry"), (exit_, nret, "exit")):
             if not isinstance(plans, (tuple, list)) or len(plans) != n:
                 _malformed(f"{what}: not {n} {kind} plans")
+        if sizes is not None:
+            if not isinstance(sizes, (tuple, list)) or len(sizes) != 2:
+                _malformed(f"{what}: sizes are not (entry, exit)")
+            sizes = tuple(_int(n, f"{what}: {kind} size", 0, limit.size)
+                          for n, kind in zip(sizes, ("entry", "exit")))
+            if any(n % 8 for n in sizes):
+                _malformed(f"{what}: sizes {sizes} are not multiples of 8")
         return cls(tuple(Plan.check(p, f"{what}: entry plan", limit) for p in entry),
-                   tuple(Plan.check(p, f"{what}: exit plan", limit) for p in exit_))
+                   tuple(Plan.check(p, f"{what}: exit plan", limit) for p in exit_), sizes)
 
 
 class FastPath(NamedTuple):
@@ -892,6 +929,10 @@ class Function:
                                 captures_end(self._captures[kind]))
                             for kind, (values, plans) in enumerate(((d.args, d.record.entry),
                                                                     (rets, d.record.exit))))
+        if d.record.sizes is not None and any(n < need for n, need in zip(d.record.sizes,
+                                                                           self._needs)):
+            raise DecodeError(f"{self.name}: records of {d.record.sizes} data bytes (entry, "
+                              f"exit), its values need {self._needs}")
         self.entry = self._fast_entry(d.fast) if d.fast is not None else self.decode_entry
         head = CAPTURE_HEADS[self.order]
         self._capture_reads = tuple(tuple((c.name, capture_reader(c, read, head, self.order))
@@ -1105,11 +1146,11 @@ _T.append(('struct', 4, (('c', 0, 0, ('int', 1, False)), ('s', 16, 0, ('int', 2,
 # written as one literal took CPython half a minute and gigabytes to compile. Per prototype,
 # (its values, its generic ops), apart: a spec needs only the ops.
 _PROTOS = (
-    ("('little', 8, (('a', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 8, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 16, 1, 0),), False, None), ('d', ('ptr', 8), 8, ((0, 24, 8, 0),), False, None), ('e', ('int', 8, True), 8, ((0, 32, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((0, 40, 2, 0),), False, None), ('g', ('int', 8, True), 8, ((0, 48, 8, 0),), False, None), ('h', ('int', 4, False), 4, ((0, 56, 4, 0),), False, None), ('i', ('int', 8, True), 8, ((1, 0, 8, 0),), False, None)), (('', ('int', 8, True), 8, ((0, 0, 8, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 32), (48, -1, 64), (56, -1, 128), (64, -1, 256)), ((0, -1, 512),)))", '(((0, 0, 4, 0), (8, 8, 1, 0), (16, 16, 1, 0), (24, 24, 8, 0), (32, 32, 8, 0), (40, 40, 2, 0), (48, 48, 8, 0), (56, 56, 4, 0), (0, 64, 8, 1)), ((0, 0, 8, 0),), 0, 2, 1)'),
-    ("('little', 8, (('p', _T[0], 16, ((0, 0, 8, 0), (0, 8, 8, 8)), False, None), ('x', ('int', 4, True), 4, ((0, 16, 4, 0),), False, None)), (('', _T[0], 16, ((0, 0, 8, 0), (0, 8, 8, 8)), False, None), False), None, (((0, -1, 3), (16, -1, 4)), ((0, -1, 24),)))", '(((0, 0, 8, 0), (8, 8, 8, 0), (16, 16, 4, 0)), ((0, 0, 8, 0), (8, 8, 8, 0)), 0, 1, 1)'),
-    ("('little', 8, (('b', _T[2], 40, ((0, 0, 8, 0),), True, None), ('n', ('int', 4, True), 4, ((0, 8, 4, 0),), False, None)), (('', _T[2], 40, ((0, 64, 8, 0),), True, None), True), None, (((8, 0, 3), (48, -1, 4)), ((8, 0, 9223372036854775824),)))", '(((0, 0, 8, 0), (0, 8, 40, 2), (8, 48, 4, 0), (64, 56, 8, 0)), ((0, 8, 40, 2),), 8, 3, 2)'),
-    ("('little', 8, (('c', _T[3], 4, ((0, 0, 4, 0),), False, None), ('f', _T[4], 4, ((0, 8, 4, 0),), False, None), ('s', ('ptr', 8), 8, ((0, 16, 8, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),)))", '(((0, 0, 4, 0), (8, 8, 4, 0), (16, 16, 8, 0)), ((0, 0, 4, 0),), 0, 1, 1)'),
-    ("('little', 8, (('s', _T[5], 4, ((0, 0, 4, 0),), False, None), ('c', ('int', 1, False), 1, ((0, 8, 1, 0),), False, None), ('n', ('ptr', 8), 8, ((0, 16, 8, 0),), False, None)), (('', _T[5], 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),)))", '(((0, 0, 4, 0), (8, 8, 1, 0), (16, 16, 8, 0)), ((0, 0, 4, 0),), 0, 1, 1)'),
+    ("('little', 8, (('a', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), ('b', ('int', 1, False), 1, ((0, 8, 1, 0),), False, None), ('c', ('bool', 1), 1, ((0, 16, 1, 0),), False, None), ('d', ('ptr', 8), 8, ((0, 24, 8, 0),), False, None), ('e', ('int', 8, True), 8, ((0, 32, 8, 0),), False, None), ('f', ('int', 2, True), 2, ((0, 40, 2, 0),), False, None), ('g', ('int', 8, True), 8, ((0, 48, 8, 0),), False, None), ('h', ('int', 4, False), 4, ((0, 56, 4, 0),), False, None), ('i', ('int', 8, True), 8, ((1, 0, 8, 0),), False, None)), (('', ('int', 8, True), 8, ((0, 0, 8, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4), (24, -1, 8), (32, -1, 16), (40, -1, 32), (48, -1, 64), (56, -1, 128), (64, -1, 256)), ((0, -1, 512),), (72, 16)))", '(((0, 0, 4, 0), (8, 8, 1, 0), (16, 16, 1, 0), (24, 24, 8, 0), (32, 32, 8, 0), (40, 40, 2, 0), (48, 48, 8, 0), (56, 56, 4, 0), (0, 64, 8, 1)), ((0, 0, 8, 0),), 0, 2, 1, 72, 16)'),
+    ("('little', 8, (('p', _T[0], 16, ((0, 0, 8, 0), (0, 8, 8, 8)), False, None), ('x', ('int', 4, True), 4, ((0, 16, 4, 0),), False, None)), (('', _T[0], 16, ((0, 0, 8, 0), (0, 8, 8, 8)), False, None), False), None, (((0, -1, 3), (16, -1, 4)), ((0, -1, 24),), (24, 16)))", '(((0, 0, 8, 0), (8, 8, 8, 0), (16, 16, 4, 0)), ((0, 0, 8, 0), (8, 8, 8, 0)), 0, 1, 1, 24, 16)'),
+    ("('little', 8, (('b', _T[2], 40, ((0, 0, 8, 0),), True, None), ('n', ('int', 4, True), 4, ((0, 8, 4, 0),), False, None)), (('', _T[2], 40, ((0, 64, 8, 0),), True, None), True), None, (((8, 0, 3), (48, -1, 4)), ((8, 0, 9223372036854775824),), (64, 48)))", '(((0, 0, 8, 0), (0, 8, 40, 2), (8, 48, 4, 0), (64, 56, 8, 0)), ((0, 8, 40, 2),), 8, 3, 2, 64, 48)'),
+    ("('little', 8, (('c', _T[3], 4, ((0, 0, 4, 0),), False, None), ('f', _T[4], 4, ((0, 8, 4, 0),), False, None), ('s', ('ptr', 8), 8, ((0, 16, 8, 0),), False, None)), (('', ('int', 4, True), 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),), (24, 16)))", '(((0, 0, 4, 0), (8, 8, 4, 0), (16, 16, 8, 0)), ((0, 0, 4, 0),), 0, 1, 1, 24, 16)'),
+    ("('little', 8, (('s', _T[5], 4, ((0, 0, 4, 0),), False, None), ('c', ('int', 1, False), 1, ((0, 8, 1, 0),), False, None), ('n', ('ptr', 8), 8, ((0, 16, 8, 0),), False, None)), (('', _T[5], 4, ((0, 0, 4, 0),), False, None), False), None, (((0, -1, 1), (8, -1, 2), (16, -1, 4)), ((0, -1, 8),), (24, 16)))", '(((0, 0, 4, 0), (8, 8, 1, 0), (16, 16, 8, 0)), ((0, 0, 4, 0),), 0, 1, 1, 24, 16)'),
 )
 _PROTO_VALUES: dict = {}
 _PROTO_OPS: dict = {}
@@ -1140,7 +1181,8 @@ def _values(k: int) -> tuple:
 
 
 def _ops(k: int) -> tuple:
-    """Prototype k's generic ops (entry, exit, carry, entry_plan, exit_plan), evaluated once."""
+    """Prototype k's generic ops (entry, exit, carry, entry_plan, exit_plan, entry_size,
+    exit_size), evaluated once."""
     ops = _PROTO_OPS.get(k)
     if ops is None:
         ops = _PROTO_OPS[k] = eval(_PROTOS[k][1], {"__builtins__": {}})
@@ -1149,7 +1191,7 @@ def _ops(k: int) -> tuple:
 
 def _descriptor(name: str) -> tuple:
     """(the function's FunctionDesc, its generic ops (entry, exit, carry, entry_plan,
-    exit_plan))."""
+    exit_plan, entry_size, exit_size))."""
     fname, btf_id, k = _FUNCTION_PROTOS[name]
     return FunctionDesc.check((fname, btf_id) + _values(k)), _ops(k)
 
@@ -1161,7 +1203,7 @@ def function(name: str) -> Function:
     return hit
 
 
-_SPEC_HEAD = struct.Struct('<' + "IBBBBHH")
+_SPEC_HEAD = struct.Struct('<' + "IBBBBHHHH")
 _SPEC_OP = struct.Struct('<' + "HHHBB")
 
 
@@ -1170,9 +1212,9 @@ def spec(name: str) -> bytes:
     # The id and the ops, not the descriptor: evaluating and checking every descriptor was
     # most of a whole kernel's spec table (51,452 functions: 7.8 s).
     _, btf_id, k = _FUNCTION_PROTOS[name]
-    entry, exit_, carry, entry_plan, exit_plan = _ops(k)
-    out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), POINTER_SIZE,
-                                    carry, entry_plan, exit_plan))
+    entry, exit_, carry, *numbers = _ops(k)
+    out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), POINTER_SIZE, carry,
+                                    *numbers))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, *(0,) * (5 - len(op)))  # a capture op has its space
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))

@@ -72,6 +72,8 @@ struct btfgen_spec {
 	__u8 carry; /* 0, or 1 + entry data offset / 8 of the return pointer the exit needs */
 	__u16 entry_plan; /* the entry's straight-line decoder; 0: the ops interpreter */
 	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
+	__u16 entry_size; /* record data bytes its entry's decoder writes (to 8) */
+	__u16 exit_size; /* record data bytes its exit's decoder writes (to 8) */
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
@@ -92,11 +94,11 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 5
 
 static const struct btfgen_spec btfgen_specs[5] __attribute__((unused)) = {
-	{ .btf_id = 35, .nentry = 7, .nexit = 1, .ptr_size = 8, .entry_plan = 2, .exit_plan = 1, .ops = { { 112, 0, 4, 0 }, { 104, 8, 1, 0 }, { 96, 16, 1, 0 }, { 88, 24, 8, 0 }, { 72, 32, 8, 0 }, { 64, 40, 2, 0 }, { 8, 48, 24, 1 }, { 80, 0, 8, 0 }, } }, /* scalars */
-	{ .btf_id = 33, .nentry = 3, .nexit = 2, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .ops = { { 112, 0, 8, 0 }, { 104, 8, 8, 0 }, { 96, 16, 4, 0 }, { 80, 0, 8, 0 }, { 96, 8, 8, 0 }, } }, /* pass_pair */
-	{ .btf_id = 31, .nentry = 2, .nexit = 2, .ptr_size = 8, .entry_plan = 3, .exit_plan = 2, .ops = { { 8, 0, 40, 1 }, { 104, 40, 4, 0 }, { 80, 0, 8, 0 }, { 0, 8, 40, 2 }, } }, /* ret_big */
-	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .ops = { { 112, 0, 4, 0 }, { 104, 8, 4, 0 }, { 96, 16, 8, 0 }, { 80, 0, 4, 0 }, } }, /* with_enum */
-	{ .btf_id = 27, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .ops = { { 112, 0, 4, 0 }, { 104, 8, 1, 0 }, { 96, 16, 8, 0 }, { 80, 0, 4, 0 }, } }, /* tiny */
+	{ .btf_id = 35, .nentry = 7, .nexit = 1, .ptr_size = 8, .entry_plan = 2, .exit_plan = 1, .entry_size = 72, .exit_size = 16, .ops = { { 112, 0, 4, 0 }, { 104, 8, 1, 0 }, { 96, 16, 1, 0 }, { 88, 24, 8, 0 }, { 72, 32, 8, 0 }, { 64, 40, 2, 0 }, { 8, 48, 24, 1 }, { 80, 0, 8, 0 }, } }, /* scalars */
+	{ .btf_id = 33, .nentry = 3, .nexit = 2, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 24, .exit_size = 16, .ops = { { 112, 0, 8, 0 }, { 104, 8, 8, 0 }, { 96, 16, 4, 0 }, { 80, 0, 8, 0 }, { 96, 8, 8, 0 }, } }, /* pass_pair */
+	{ .btf_id = 31, .nentry = 2, .nexit = 2, .ptr_size = 8, .entry_plan = 3, .exit_plan = 2, .entry_size = 48, .exit_size = 48, .ops = { { 8, 0, 40, 1 }, { 104, 40, 4, 0 }, { 80, 0, 8, 0 }, { 0, 8, 40, 2 }, } }, /* ret_big */
+	{ .btf_id = 29, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 24, .exit_size = 16, .ops = { { 112, 0, 4, 0 }, { 104, 8, 4, 0 }, { 96, 16, 8, 0 }, { 80, 0, 4, 0 }, } }, /* with_enum */
+	{ .btf_id = 27, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 24, .exit_size = 16, .ops = { { 112, 0, 4, 0 }, { 104, 8, 1, 0 }, { 96, 16, 8, 0 }, { 80, 0, 4, 0 }, } }, /* tiny */
 };
 #ifdef __bpf__
 

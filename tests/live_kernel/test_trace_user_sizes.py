@@ -1,0 +1,73 @@
+"""`btfgen trace` on a user program in the guests (uprobes, the user build of trace.bpf.c):
+each guest kernel's verifier takes it (6.1 and the 32-bit ones included), and every record the
+BPF side sends is exactly spec_format.event_size bytes of its function's descriptor, for calls
+of several shapes: no argument and a void return, six arguments, a struct by value, a struct
+returned through memory (on arm64 through x8, which the callee does not hand back: the exit
+carries the entry's pointer, in the session cookie or in the saved-args maps), two string
+captures; from the main thread and from a second one. The program is tests/trace's
+test_event_sizes.PROGRAM, built static with the target's cross gcc."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from . import python_guest
+from .conftest import kernel_for, unavailable
+
+pytestmark = pytest.mark.live
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "trace"))
+from test_event_sizes import FUNCTIONS, PROGRAM  # noqa: E402
+
+# The attach modes each kernel has for uprobes: 6.1 only single ones; arm64's 7.2 the session
+# link and the uprobe_multi pair; armhf's 7.2 no uprobe_multi links (EOPNOTSUPP).
+MODES = {"bookworm-amd64": ("single",), "bookworm-i386": ("single",),
+         "unstable-arm64": ("session", "multi"), "unstable-armhf": ("single",)}
+# armhf's gcc makes Thumb-2 code by default, where the uprobe refuses the functions' addresses
+# (EINVAL, a matter of attaching, not of this test): ARM code.
+FLAGS = {"unstable-armhf": ["-marm"]}
+
+
+@pytest.mark.parametrize("name", sorted(MODES))
+def test_user_build_sends_what_python_says(name, tmp_path):
+    k = kernel_for(name)
+    t = k.target
+    if shutil.which(t.cc) is None:
+        unavailable(f"{name}: no {t.cc} to build the program")
+    (tmp_path / "shapes.c").write_text(PROGRAM)
+    exe = tmp_path / "shapes"
+    proc = subprocess.run([t.cc, *FLAGS.get(name, []), "-O1", "-g", "-static", "-pthread",
+                           str(tmp_path / "shapes.c"), "-o", str(exe)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "trace"
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(out),
+                           str(exe), *FUNCTIONS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    # The manifest names the program by its path: the guest's /tmp is a fresh tmpfs, so the
+    # program goes to /shapes there, and the manifest says so.
+    manifest = json.loads((out / "trace.json").read_text())
+    (out / "trace.json").write_text(json.dumps(dict(manifest, program="/shapes")))
+    g, py = python_guest.trace_guest(t, out)
+    g.file("shapes", exe.read_bytes(), 0o755)
+    g.file("event_sizes.py", (HERE / "guest" / "event_sizes.py").read_bytes(), 0o755)
+    for mode in MODES[name]:
+        g.step(mode, f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                     f"{py.python} /event_sizes.py /trace {mode} 2>&1")
+    boot = g.run(k)
+    for mode in MODES[name]:
+        text, rc = boot.section(mode)
+        assert rc == 0, f"{name} --attach {mode} (exit {rc}):\n{text[-3000:]}"
+        said = re.search(r"^sizes: status 0, (\d+) records, all as said", text, re.M)
+        assert said, f"{name} --attach {mode}:\n{text[-3000:]}"
+        # Every function's entry and exit, from two threads.
+        assert int(said.group(1)) == 4 * len(FUNCTIONS), text[-3000:]
+        assert "0 records lost (ring buffer full)" in text, text[-3000:]
