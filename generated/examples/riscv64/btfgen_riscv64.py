@@ -122,8 +122,14 @@ EVENT_HEAD = (
     Field("char", "comm", count=16),
     Field("__u64", "ns", "bpf_ktime_get_ns: CLOCK_MONOTONIC"),
     Field("__u32", "cpu"),
-    Field("__u32", "pad", "keeps the record 8-byte aligned; always 0"),
+    Field("__u32", "flags", "EVENT_* bits: losses this thread's pairing must know of"),
 )
+# trace_event.flags. A record lost to a full ring buffer can be any thread's entry or exit, and
+# pairing by thread would then close the wrong call: an exit paired with the entry of an earlier
+# call whose exit was lost, its duration spanning both. So the BPF side marks the thread's next
+# record, and user space forgets the calls that thread had open before pairing it.
+EVENT_THREAD_LOST = 1  # this thread lost records since its previous one
+EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any thread's may be
 # The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
 # a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
 # and exit_size).
