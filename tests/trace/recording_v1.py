@@ -51,7 +51,10 @@ class Writer:
             at = self.sections[fn, kind] = len(self.payloads)
             self.payloads.append(bytearray())
             self.keys.append((fn, kind))
-        self.payloads[at] += memoryview(raw)[:self.strides[fn]]
+        stride = self.strides[fn]
+        self.payloads[at] += memoryview(raw)[:stride]
+        if len(raw) < stride:  # the tracer of version 1 sent 1,080 bytes: never shorter
+            self.payloads[at] += bytes(stride - len(raw))
         self.order += at.to_bytes(2, "little")
         self.events += 1
         if len(self.order) // 2 >= MAX_BATCH_EVENTS or len(self.sections) >= MAX_SECTIONS:

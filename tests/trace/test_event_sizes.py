@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from btfgen.abi.arches import host_bpf_syscall
-from btfgen.probe import bpf_object, features, manifest, ringbuf, run, spec_format, tracefs
+from btfgen.probe import bpf_object, features, manifest, run, spec_format, tracefs
 from btfgen.trace import command
 
 PROGRAM = r"""
@@ -103,17 +103,19 @@ def _sent(directory: Path, mode: str, monkeypatch, slots: int | None) -> tuple[l
     printed lines). `slots`: the user build's per-thread scratch slots, else as built."""
     seen = []
 
-    class Measured(ringbuf.RingBuffer):
-        def __init__(self, fd, on_record):
-            def measured(raw):
+    real_reader = run.reader
+
+    def measured_reader(fd, sink):
+        def measured(span):
+            for raw in span:
                 tid = int.from_bytes(raw[4:8], "little")
                 btf_id, kind = (int.from_bytes(raw[at:at + 4], "little") for at in (40, 44))
                 seen.append((btf_id, kind, len(raw), tid))
-                on_record(raw)
+            sink(span)
 
-            super().__init__(fd, measured)
+        return real_reader(fd, measured)
 
-    monkeypatch.setattr(run, "RingBuffer", Measured)
+    monkeypatch.setattr(run, "reader", measured_reader)
     if slots is not None:
         load = bpf_object.BpfObject.load
 

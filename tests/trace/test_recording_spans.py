@@ -124,7 +124,10 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
     descs = synth.descriptors(mod)
     rng = random.Random(3)
     d = descs[0]
-    call = [synth.event(d, 0, rng, 1), synth.event(d, 1, rng, 2)[:600]]  # two lengths
+    # Two lengths, each at least the function's stride (records shorter than it are gathered
+    # and zero-padded: the stride is the larger kind's).
+    call = [synth.event(d, 0, rng, 1).ljust(1080, b"\0"),
+            synth.event(d, 1, rng, 2).ljust(600, b"\0")]
     evs = call * 50 + synth.events(descs[1:], 7, 1, "little")
     path = tmp_path / "r.btfrec"
     w = recording.Writer(str(path), synth.header(mod), descs, "little")
@@ -132,9 +135,9 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
     w.close(0)
     with recording.Reader(str(path)) as r:
         (batch,) = list(r.batches())
-        assert batch.runs[0] == (50, (1080, 600))
+        assert batch.runs[0] == (50, (len(call[0]), len(call[1])))
         sections = {(fn, kind): p for fn, kind, _n, p in replay.group()(batch, r)}
-        step = ringspan.record_size(1080) + ringspan.record_size(600)
+        step = ringspan.record_size(len(call[0])) + ringspan.record_size(len(call[1]))
         span = np.frombuffer(batch.data, np.uint8)
         for (fn, kind), p in sections.items():
             loop = fn == r.index[d.btf_id]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 directory = Path(sys.argv[1])
 sys.path.insert(0, str(directory))
-from btfgen_probe import manifest, ringbuf, run, spec_format  # noqa: E402
+from btfgen_probe import manifest, run, spec_format  # noqa: E402
 
 decoders = manifest.load_decoders(directory, manifest.load_manifest(directory))
 order = decoders.BYTE_ORDER
@@ -18,18 +18,22 @@ at = spec_format.size_of(spec_format.EVENT_HEAD)  # the record's btf_id, then it
 seen = []
 
 
-class Measured(ringbuf.RingBuffer):
-    def __init__(self, fd, on_record):
-        def measured(raw):
+real_reader = run.reader
+
+
+def measured_reader(fd, sink):
+    """run.reader, with each span's records measured before the sink takes the span."""
+    def measured(span):
+        for raw in span:
             btf_id, kind = (int.from_bytes(raw[i:i + 4], order) for i in (at, at + 4))
             desc = descs[btf_id]
             seen.append((desc.name, kind, len(raw), spec_format.event_size(desc, kind)))
-            on_record(raw)
+        sink(span)
 
-        super().__init__(fd, measured)
+    return real_reader(fd, measured)
 
 
-run.RingBuffer = Measured
+run.reader = measured_reader
 status = run.run(directory, run.Options([], attach=sys.argv[2]), out=io.StringIO())
 wrong = sorted({s for s in seen if s[2] != s[3]})
 print(f"sizes: status {status}, {len(seen)} records, "
