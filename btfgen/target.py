@@ -148,7 +148,7 @@ def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str |
     if dwarf is None or dwarf is False:
         return None, False
     if dwarf is AUTO:
-        if headers or not input:
+        if headers or not input or not _is_elf(input):
             return None, False
         from btfgen.dwarf.reader import has_dwarf
 
@@ -156,6 +156,16 @@ def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str |
     if not Path(dwarf).is_file():
         raise DwarfError(f"{dwarf}: no such file")
     return str(dwarf), True
+
+
+def _is_elf(path: str) -> bool:
+    from btfgen.btf.elf import MAGIC
+
+    try:
+        with Path(path).open("rb") as f:  # (this module's `open` is the front door)
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 
 
 def _convention(arch: str | None, types: T.TypeSource | None, input: str | None,
@@ -182,14 +192,13 @@ def _convention(arch: str | None, types: T.TypeSource | None, input: str | None,
 
 
 def _elf_machine(path: str) -> tuple[str | None, int | None]:
+    if not _is_elf(path):
+        return None, None  # raw BTF, the common input: pyelftools is not imported for it
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     try:
         with Path(path).open("rb") as f:
-            if f.read(4) != b"\x7fELF":
-                return None, None
-            f.seek(0)
             elf = ELFFile(f)
             return str(elf["e_machine"]), elf.elfclass // 8
     except (OSError, ELFError):
