@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from btfgen.btf import types as T
-from btfgen.codegen import filter_c, filter_trace, outputs
+from btfgen.codegen import outputs
 from btfgen.layout import ArchLayout
 
 
@@ -39,6 +39,8 @@ class Plan:
                                  self_contained=self.self_contained, specs_table=specs_table,
                                  jobs=jobs, captures=self.captures)
         if self.filters:
+            from btfgen.codegen import filter_c  # (the filter language only for filters)
+
             files[filter_c.HEADER] = filter_c.header(
                 self.filters, self.layout, self.types, self_contained=self.self_contained,
                 decoders=outputs.file_name("header", self.layout.arch))
@@ -50,10 +52,14 @@ class Plan:
         --filter does not keep an old one)."""
         files = outputs.generate(self.layout, self.types, ("bpf", "python"),
                                  self_contained=self.self_contained, captures=self.captures)
+        from btfgen.codegen import filter_c, filter_trace
+
         files[filter_c.TRACE_HEADER] = filter_trace.trace_header(list(self.filters),
                                                                  self.layout, self.types)
         return files
 
     def filtered_names(self) -> list[str]:
         """The C names of the functions a filter decodes with their own decoders."""
+        from btfgen.codegen import filter_c
+
         return filter_c.filtered_names(self.filters, self.layout)

@@ -144,7 +144,7 @@ def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str |
     if dwarf is None or dwarf is False:
         return None, False
     if dwarf is AUTO:
-        if headers or not input:
+        if headers or not input or not _is_elf(input):
             return None, False
         from btfgen.dwarf.reader import has_dwarf
 
@@ -152,6 +152,26 @@ def _dwarf_file(dwarf, input: str | None, headers: Sequence[str]) -> tuple[str |
     if not Path(dwarf).is_file():
         raise DwarfError(f"{dwarf}: no such file")
     return str(dwarf), True
+
+
+def _parsed_filters(filters: Iterable) -> list:
+    """Filters as texts ('FUNC: EXPR') or parsed, parsed."""
+    filters = list(filters)
+    if all(not isinstance(f, str) for f in filters):
+        return filters
+    from btfgen.typed import filter as typed_filter
+
+    return [typed_filter.parse_options([f])[0] if isinstance(f, str) else f for f in filters]
+
+
+def _is_elf(path: str) -> bool:
+    from btfgen.btf.elf import MAGIC
+
+    try:
+        with Path(path).open("rb") as f:  # (this module's `open` is the front door)
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 
 
 def _convention(arch: str | None, types: T.TypeSource | None, input: str | None,
@@ -178,14 +198,13 @@ def _convention(arch: str | None, types: T.TypeSource | None, input: str | None,
 
 
 def _elf_machine(path: str) -> tuple[str | None, int | None]:
+    if not _is_elf(path):
+        return None, None  # raw BTF, the common input: pyelftools is not imported for it
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     try:
         with Path(path).open("rb") as f:
-            if f.read(4) != b"\x7fELF":
-                return None, None
-            f.seek(0)
             elf = ELFFile(f)
             return str(elf["e_machine"]), elf.elfclass // 8
     except (OSError, ELFError):
@@ -364,10 +383,9 @@ class Target:
         `FilterOptionError` (one line naming the option and the column); a name that matches
         nothing, `KeyError`."""
         from btfgen.plan import Plan
-        from btfgen.typed import capture, filter as typed_filter
 
-        parsed = [typed_filter.parse_options([f])[0] if isinstance(f, str) else f
-                  for f in filters]
+        # The capture and filter languages are imported only when there are some.
+        parsed = _parsed_filters(filters)
         placed = functions if isinstance(functions, ArchLayout) else None
         if placed is not None:
             funcs = [self.types[f.btf_id] for f in placed.functions]
@@ -376,6 +394,8 @@ class Target:
         found, notes, left = {}, [], []
         captures = list(captures)
         if captures or strings:
+            from btfgen.typed import capture
+
             funcs_caught = self.every_function() if funcs is None else funcs
             # Where kernel and user addresses overlap, every load's memory must be known for
             # a kernel probe (an untagged pointer is refused, or named with :user).
@@ -388,7 +408,11 @@ class Target:
                 string_size, strings, separate)
         placement = Placement(placed, None, ()) if placed is not None else self.placement(funcs)
         layout = placement.layout
-        bound = typed_filter.bind(parsed, layout, self.types, kernel=kernel)
+        bound = []
+        if parsed:
+            from btfgen.typed import filter as typed_filter
+
+            bound = typed_filter.bind(parsed, layout, self.types, kernel=kernel)
         return Plan(layout, self.types, found, tuple(bound),
                     layout.pointer_size != 8 if self_contained is None else self_contained,
                     tuple(placement.notes()), tuple(notes), tuple(left))
@@ -404,11 +428,9 @@ class Target:
         `specs`: with the generic decoder's C table. What was not done (DWARF not consulted,
         captures left out) is a `BtfgenWarning`."""
         from btfgen.codegen.outputs import LANGS
-        from btfgen.typed import filter as typed_filter
 
         langs = tuple(langs or LANGS)
-        parsed = [typed_filter.parse_options([f])[0] if isinstance(f, str) else f
-                  for f in filters]
+        parsed = _parsed_filters(filters)
         if parsed and "bpf" not in langs:
             raise BtfgenError("filters are BPF C: generate them with the \"bpf\" language")
         plan = self.plan(functions, captures=captures, strings=strings,

@@ -40,14 +40,13 @@ from btfgen.abi.convention import (
 )
 from btfgen.errors import AbiError
 from btfgen.layout import CTX_NAMES
-from btfgen.resources import data_dir
+from btfgen.resources import lark_parser
 
 
 @functools.lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    grammar = (data_dir("grammars") / "abi.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
-                     start=["start", "body"])
+    return lark_parser("abi.lark", parser="lalr", propagate_positions=True,
+                       maybe_placeholders=False, start=["start", "body"])
 
 
 def parse_file(path: str | Path, display: str | None = None) -> Convention:

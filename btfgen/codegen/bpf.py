@@ -4,16 +4,19 @@ computed here (the template only loops and branches)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from btfgen.btf import walk
 from btfgen.btf import types as T
-from btfgen.codegen.bpf_captures import CaptureView, capture_views
 from btfgen.codegen import straight
 from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
 from btfgen.decoder import generic
 from btfgen.probe import spec_format
 from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout, by_prototype
+
+if TYPE_CHECKING:  # the capture language is imported only for captures
+    from btfgen.codegen.bpf_captures import CaptureView
 
 RETPTR_FIELD = "btfgen_retptr"
 # A function whose arguments take two or more stack slots reads them with one helper call into a
@@ -217,6 +220,8 @@ def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNA
                             f"{label} ({c_comment(_where(r))})", r.size, r.by_ref, pieces)
     caps: tuple[tuple[CaptureView, ...], tuple[CaptureView, ...]] = ((), ())
     if captures:
+        from btfgen.codegen.bpf_captures import capture_views
+
         unavailable = {i: a.unavailable for i, a in enumerate(f.args)}
         if f.ret is not None:
             unavailable[None] = f.ret.unavailable

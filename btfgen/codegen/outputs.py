@@ -250,7 +250,13 @@ def layout_text(arch: ArchLayout) -> str:
     rests = [proto_text(fs[i].proto) for i in firsts]
     parts = [f'{{"name":{json.dumps(f.name)},"btf_id":{f.btf_id},{rests[k]}'
              for f, k in zip(fs, at)]
-    return head[: -len(marker)] + '"functions":[' + ",".join(parts) + "]}\n"
+    prefix = head[: -len(marker)] + '"functions":['
+    if not parts:
+        return prefix + "]}\n"
+    # The join makes the whole text: a concatenation after it would copy a kernel's 40 MB again.
+    parts[0] = prefix + parts[0]
+    parts[-1] += "]}\n"
+    return ",".join(parts)
 
 
 def layout_doc(arch: ArchLayout) -> dict:

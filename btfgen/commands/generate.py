@@ -130,9 +130,11 @@ def _run(args: argparse.Namespace, progress) -> int:
     from btfgen.commands.options import print_notes
     from btfgen.target import open_options
 
-    from btfgen.typed import filter as typed_filter
+    filters = []
+    if args.filter:  # (the filter language is imported only for filters)
+        from btfgen.typed import filter as typed_filter
 
-    filters = typed_filter.parse_options(args.filter)  # a syntax error before reading BTF
+        filters = typed_filter.parse_options(args.filter)  # a syntax error before reading BTF
     if filters and "bpf" not in langs:
         raise BtfgenError("--filter writes BPF C: give it with --lang bpf")
     stage = _Stages(progress, 4)

@@ -531,12 +531,12 @@ def elf_machine(path: str | Path) -> str | None:
 
 def has_dwarf(path: str | Path) -> bool:
     """Whether `path` is an ELF file with a .debug_info section (cheap: section headers only)."""
-    from elftools.elf.elffile import ELFFile
-
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"\x7fELF":
                 return False
+            from elftools.elf.elffile import ELFFile
+
             f.seek(0)
             return ELFFile(f).get_section_by_name(".debug_info") is not None
     except Exception:  # noqa: BLE001 - not a readable ELF: the caller reports it as BTF input

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import lark
 
-from btfgen.resources import data_dir
+from btfgen.resources import data_dir, lark_parser
 from btfgen.typed import path as P
 
 # A string literal is compared byte by byte in the BPF program, unrolled: keep it short.
@@ -102,10 +102,8 @@ class Filter:
 
 @functools.cache
 def _parser() -> lark.Lark:
-    grammars = data_dir("grammars")
-    return lark.Lark((grammars / "filter.lark").read_text(), parser="lalr",
-                     import_paths=[str(grammars)], maybe_placeholders=False,
-                     propagate_positions=True)
+    return lark_parser("filter.lark", parser="lalr", import_paths=[str(data_dir("grammars"))],
+                       maybe_placeholders=False, propagate_positions=True)
 
 
 def parse(text: str) -> Filter:

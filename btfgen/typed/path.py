@@ -22,7 +22,7 @@ import lark
 from btfgen.btf import measure
 from btfgen.btf import types as T
 from btfgen.btf.walk import named_members, strip
-from btfgen.resources import data_dir
+from btfgen.resources import lark_parser
 
 RETVAL = "$retval"
 # The BTF type tag the kernel puts on user-space pointers (`__user` with clang's btf_type_tag).
@@ -112,8 +112,7 @@ class Syntax:
 
 @functools.cache
 def _parser() -> lark.Lark:
-    return lark.Lark((data_dir("grammars") / "path.lark").read_text(), start="path",
-                     parser="lalr", maybe_placeholders=False)
+    return lark_parser("path.lark", start="path", parser="lalr", maybe_placeholders=False)
 
 
 def parse(text: str, column: int = 1) -> Syntax:

@@ -66,3 +66,31 @@ def test_btf_of_another_word_size_or_byte_order_is_refused():
     arm = protos_btf("arm")
     with pytest.raises(ArchError, match="pointers are 4 bytes, but arch arm64 has 8-byte"):
         place_functions(arm, load_arch("arm64"), list(arm.funcs()))
+
+
+def test_no_name_answers_to_two_descriptions():
+    # load_arch reads NAME.abi alone when it answers to NAME: the same answer as a search of
+    # every description only while no other one claims the name.
+    from btfgen.abi.arches import conventions
+
+    claims: dict[str, list[str]] = {}
+    for c in conventions():
+        for name in {c.name, *c.names}:
+            claims.setdefault(name, []).append(c.name)
+    assert {n: cs for n, cs in claims.items() if len(cs) > 1} == {}
+
+
+def test_a_name_is_read_from_its_own_file_alone():
+    from btfgen.abi import arches
+
+    arches._parsed.cache_clear()
+    arches._all.cache_clear()
+    try:
+        conv = load_arch("x86_64")
+        assert arches._parsed.cache_info().currsize == 1  # x86_64.abi, no other
+        # and the search of every description gives that very object back
+        assert [c for c in arches.conventions() if c.name == "x86_64"] == [conv]
+        assert next(c for c in arches.conventions() if c.name == "x86_64") is conv
+    finally:
+        arches._parsed.cache_clear()
+        arches._all.cache_clear()
