@@ -349,23 +349,14 @@ MIX_NAMES = ("empty_mix", "generic_mix", "spec_mix", "interpreter_mix")
 KINDS_FS = ("generic", "interpreter", "hand", "table")
 
 
-class _Opts(ctypes.Structure):
-    _fields_ = [("sz", ctypes.c_size_t), ("data_in", ctypes.c_void_p),
-                ("data_out", ctypes.c_void_p), ("data_size_in", ctypes.c_uint32),
-                ("data_size_out", ctypes.c_uint32), ("ctx_in", ctypes.c_void_p),
-                ("ctx_out", ctypes.c_void_p), ("ctx_size_in", ctypes.c_uint32),
-                ("ctx_size_out", ctypes.c_uint32), ("retval", ctypes.c_uint32),
-                ("repeat", ctypes.c_int), ("duration", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32),
-                ("batch_size", ctypes.c_uint32)]
-
-
 def ns_per_run(obj, name: str, repeat: int) -> tuple[float, int]:
     from bpfrun import BpfError, lib
 
+    from btfgen.probe.libbpf import TestRunOpts
+
     packet = ctypes.create_string_buffer(64)  # an Ethernet header's worth: tc's minimum
-    opts = _Opts(sz=ctypes.sizeof(_Opts), data_in=ctypes.addressof(packet), data_size_in=64,
-                 repeat=repeat)
+    opts = TestRunOpts(sz=ctypes.sizeof(TestRunOpts), data_in=ctypes.addressof(packet),
+                       data_size_in=64, repeat=repeat)
     if lib().bpf_prog_test_run_opts(obj.prog_fd(name), ctypes.byref(opts)):
         raise BpfError(f"BPF_PROG_TEST_RUN {name}: errno {ctypes.get_errno()}")
     return float(opts.duration), ctypes.c_int32(opts.retval).value

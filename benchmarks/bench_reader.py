@@ -383,17 +383,6 @@ def ring_bytes(records: int, size: int) -> int:
 
 # -- the producer -----------------------------------------------------------------------------
 
-class _TestRunOpts(ctypes.Structure):  # struct bpf_test_run_opts (libbpf 1.1)
-    _fields_ = [("sz", ctypes.c_size_t), ("data_in", ctypes.c_void_p),
-                ("data_out", ctypes.c_void_p), ("data_size_in", ctypes.c_uint32),
-                ("data_size_out", ctypes.c_uint32), ("ctx_in", ctypes.c_void_p),
-                ("ctx_out", ctypes.c_void_p), ("ctx_size_in", ctypes.c_uint32),
-                ("ctx_size_out", ctypes.c_uint32), ("retval", ctypes.c_uint32),
-                ("repeat", ctypes.c_int), ("duration", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32),
-                ("batch_size", ctypes.c_uint32)]
-
-
 def _counts(obj) -> tuple[int, int]:
     made, lost = (int.from_bytes(obj.lookup("counts", struct.pack("I", at), 8), "little")
                   for at in (0, 1))
@@ -408,7 +397,7 @@ class Made(NamedTuple):
 def fill(setup: Setup, name: str, records: int, ring: int = 0) -> Made:
     """Put `records` records of `name` in ring `ring` (a call's entry and exit, records/2
     times): the records made, which must be all of them."""
-    from btfgen.probe.libbpf import libbpf
+    from btfgen.probe.libbpf import TestRunOpts, libbpf
 
     lib = libbpf()
     lib.bpf_prog_test_run_opts.argtypes = [ctypes.c_int, ctypes.c_void_p]
@@ -416,8 +405,8 @@ def fill(setup: Setup, name: str, records: int, ring: int = 0) -> Made:
     for at in (0, 1):
         obj.update("counts", struct.pack("I", at), bytes(8))
     packet = ctypes.create_string_buffer(64)  # an Ethernet header's worth: tc's minimum
-    opts = _TestRunOpts(sz=ctypes.sizeof(_TestRunOpts), data_in=ctypes.addressof(packet),
-                        data_size_in=64, repeat=records // 2)
+    opts = TestRunOpts(sz=ctypes.sizeof(TestRunOpts), data_in=ctypes.addressof(packet),
+                       data_size_in=64, repeat=records // 2)
     fd = lib.bpf_program__fd(obj.program(f"call{setup.keys[name]}_{ring}"))
     if lib.bpf_prog_test_run_opts(fd, ctypes.byref(opts)) or opts.retval:
         raise Failed(f"the producer failed (errno {ctypes.get_errno()}, returned {opts.retval})")

@@ -25,6 +25,18 @@ class KprobeOpts(ctypes.Structure):
                 ("retprobe", c_bool)]
 
 
+class TestRunOpts(ctypes.Structure):
+    # struct bpf_test_run_opts as libbpf 1.1 has it, for bpf_prog_test_run_opts: the tests'
+    # and benchmarks' producers run BPF programs this way (BPF_PROG_TEST_RUN with `repeat`).
+    __test__ = False  # not a test class, whatever pytest makes of the name
+    _fields_ = [("sz", c_size_t), ("data_in", c_void_p), ("data_out", c_void_p),
+                ("data_size_in", ctypes.c_uint32), ("data_size_out", ctypes.c_uint32),
+                ("ctx_in", c_void_p), ("ctx_out", c_void_p), ("ctx_size_in", ctypes.c_uint32),
+                ("ctx_size_out", ctypes.c_uint32), ("retval", ctypes.c_uint32),
+                ("repeat", c_int), ("duration", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("cpu", ctypes.c_uint32), ("batch_size", ctypes.c_uint32)]
+
+
 _PRINT_FN = CFUNCTYPE(c_int, c_int, c_char_p, c_void_p)
 SAMPLE_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)  # a ring buffer's callback
 

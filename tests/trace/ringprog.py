@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import struct
 
-from btfgen.probe.libbpf import fail, libbpf
+from btfgen.probe.libbpf import TestRunOpts, fail, libbpf
 
 SCHED_CLS = 3
 ARRAY, RINGBUF = 2, 27
@@ -64,17 +64,6 @@ def assemble(counter_fd: int, ring_fd: int, sizes: list[int], discard: int = 0) 
     return b"".join(prog)
 
 
-class _RunOpts(ctypes.Structure):
-    _fields_ = [("sz", ctypes.c_size_t), ("data_in", ctypes.c_void_p),
-                ("data_out", ctypes.c_void_p), ("data_size_in", ctypes.c_uint32),
-                ("data_size_out", ctypes.c_uint32), ("ctx_in", ctypes.c_void_p),
-                ("ctx_out", ctypes.c_void_p), ("ctx_size_in", ctypes.c_uint32),
-                ("ctx_size_out", ctypes.c_uint32), ("retval", ctypes.c_uint32),
-                ("repeat", ctypes.c_int), ("duration", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32),
-                ("batch_size", ctypes.c_uint32)]
-
-
 class Producer:
     """A ring of `ring_bytes` and programs writing records of the given size patterns."""
 
@@ -107,8 +96,8 @@ class Producer:
                 raise fail("bpf_prog_load", fd)
             self.progs[key] = fd
         packet = ctypes.create_string_buffer(64)
-        opts = _RunOpts(sz=ctypes.sizeof(_RunOpts), data_in=ctypes.addressof(packet),
-                        data_size_in=64, repeat=times)
+        opts = TestRunOpts(sz=ctypes.sizeof(TestRunOpts), data_in=ctypes.addressof(packet),
+                           data_size_in=64, repeat=times)
         if self.lib.bpf_prog_test_run_opts(self.progs[key], ctypes.byref(opts)):
             raise fail("BPF_PROG_TEST_RUN")
 
