@@ -74,8 +74,9 @@ def once(kind):
         mode = attach.attach_modes(kind, True, trace)[0]
         obj = bpf_object.BpfObject(f"/trace/{mode.object}", bpf_syscall=trace["bpf_syscall"])
         start = time.perf_counter()
-        run._load_and_attach(obj, mode, trace, decoders, run.Options([], attach=kind, ring_mib=64), keep,
-                             child.pid, None, False)
+        run._load_and_attach(obj, Path("/trace"), mode, trace,
+                             run.Options([], attach=kind, ring_mib=64), keep, child.pid, None,
+                             False, run.Timings(False), decoders)
         row["load_and_attach_s"] = time.perf_counter() - start
         row["attach_s"] = timed["attach_s"]
         row["links"] = len(obj.links)
