@@ -45,14 +45,18 @@ libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 libc.vsnprintf.argtypes = [c_char_p, c_size_t, c_char_p, c_void_p]
 
 
+_LOG_BUFFER = ctypes.create_string_buffer(1 << 20)
+
+
 @_PRINT_FN
 def _collect_log(level, fmt, args):
     # Whatever libbpf hands over as va_list is passed on unchanged: on every Linux ABI it is one
     # register (a pointer on x86_64, s390x, arm64 — an array, or a large struct passed by
     # reference — and the pointer itself on riscv, ppc64, loongarch, i386 and arm).
-    buf = ctypes.create_string_buffer(4096)
-    libc.vsnprintf(buf, len(buf), fmt, args)
-    log.append(buf.value.decode(errors="replace"))
+    # One vsnprintf only: a va_list is spent once read. The verifier's log comes in one
+    # message, its reason for a refusal at the end: 4 KiB cut it off.
+    libc.vsnprintf(_LOG_BUFFER, len(_LOG_BUFFER), fmt, args)
+    log.append(_LOG_BUFFER.value.decode(errors="replace"))
     return 0
 
 
