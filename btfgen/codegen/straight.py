@@ -116,6 +116,9 @@ class PlanTable:
     # key hashes every Op of the list (a Python call each, half a million for a whole kernel's
     # specs and module), where the plans are a few shared objects.
     _by_plan: dict = field(default_factory=dict, repr=False, compare=False)
+    # The same for sizes(), and each kind's image_size(): asked per spec, made once.
+    _sizes_by_plan: dict = field(default_factory=dict, repr=False, compare=False)
+    _image_sizes: dict = field(default_factory=dict, repr=False, compare=False)
 
     def ids(self, p: GenericPlan) -> tuple[int, int]:
         """(entry_plan, exit_plan) of a spec; 0 where the interpreter runs the ops, 1 the register
@@ -131,19 +134,29 @@ class PlanTable:
     def image_size(self, kind: int) -> int:
         """The record data bytes the register image of `kind` writes (0: there is none): its
         furthest word's end, rounded up to 8."""
-        for s in self.exit if kind else self.entry:
-            if s.image:
-                return data_end(tuple(Op(FROM_CTX, t.src, t.dst, t.size) for t in s.steps))
-        return 0
+        known = self._image_sizes.get(kind)
+        if known is None:
+            known = 0
+            for s in self.exit if kind else self.entry:
+                if s.image:
+                    known = data_end(tuple(Op(FROM_CTX, t.src, t.dst, t.size) for t in s.steps))
+                    break
+            self._image_sizes[kind] = known
+        return known
 
     def sizes(self, p: GenericPlan) -> tuple[int, int]:
         """(entry_size, exit_size) of a spec: the record data bytes the decoder that runs each
         kind writes, what the BPF side sends. On the register image that is the image's bytes,
         however few of its words the function uses: a call decoded by its attach cookie alone
         has no spec to say less, and the image writes them all."""
+        known = self._sizes_by_plan.get(id(p))
+        if known is not None and known[0] is p:
+            return known[1]
         own = p.sizes
-        return tuple(max(own[k], self.image_size(k)) if n == IMAGE else own[k]
-                     for k, n in enumerate(self.ids(p)))
+        sizes = tuple(max(own[k], self.image_size(k)) if n == IMAGE else own[k]
+                      for k, n in enumerate(self.ids(p)))
+        self._sizes_by_plan[id(p)] = (p, sizes)  # the plan kept alive: its id stays its own
+        return sizes
 
     def on_image(self, p: GenericPlan) -> tuple[bool, bool]:
         """Whether the register image decodes the function's entry, its exit."""

@@ -109,10 +109,12 @@ def data_end(ops: tuple[Op, ...]) -> int:
     """The end of the furthest record data byte `ops` write, rounded up to 8: a capture's ROOT
     and HOP write its status head at `dst`, a STR at most `size` bytes (with its NUL)."""
     end = 0
-    for op in ops:
-        end = max(end, op.dst + (CAPTURE_HEAD_SIZE if op.source in (CAP_ROOT, CAP_HOP)
-                                 else op.size))
-    return _align8(end)
+    for op in ops:  # once or twice a function of a whole kernel: no max() or tuple a step
+        source = op.source
+        at = op.dst + (CAPTURE_HEAD_SIZE if source == CAP_ROOT or source == CAP_HOP else op.size)
+        if at > end:
+            end = at
+    return (end + 7) & ~7
 
 
 class _PlanBuilder:
