@@ -15,19 +15,9 @@ import sys
 import time
 
 import live_harness as harness
-from test_live_trace_modes import DECODE, TOOL, _exe
+from test_live_trace_modes import DECODE, LOOP, TOOL, _exe
 
 CALLS = 50_000_000  # more than a trace makes in the seconds before its kill
-LOOP = r"""
-int __attribute__((noipa)) tick(int i) { return i + 1; }
-int main(void)
-{
-	int s = 0;
-	for (int i = 0; i < %d; i++)
-		s = tick(s);
-	return s == %d ? 0 : 1;
-}
-""" % (CALLS, CALLS)
 
 
 def _whole_spans(data: bytes) -> tuple[int, int]:
@@ -60,7 +50,7 @@ def _wait(proc, rec, spans: bool) -> None:
 
 def test_a_recording_killed_anywhere_decodes_up_to_the_kill(tmp_path):
     harness.require_live()
-    exe = _exe(tmp_path, "loop", LOOP)
+    exe = _exe(tmp_path, "loop", LOOP % (CALLS, CALLS))
     trace = tmp_path / "trace"
     subprocess.run([*TOOL, "--build", str(trace), str(exe), "tick"], check=True,
                    capture_output=True, timeout=300)
