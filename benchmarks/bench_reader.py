@@ -235,9 +235,10 @@ def checks() -> str | None:
     """Why this machine cannot run the benchmark, or None."""
     if platform.machine() != "x86_64":
         return f"the producer's register image is x86_64's pt_regs; this is {platform.machine()}"
-    missing = [t for t in ("gcc", "pahole") if shutil.which(t) is None]
-    if shutil.which("clang-19") is None and shutil.which("clang") is None:
-        missing.append("clang")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_tracers import missing_tools
+
+    missing = missing_tools()
     if missing:
         return f"not installed: {', '.join(missing)}"
     return features.bpf_unavailable() or None

@@ -271,13 +271,20 @@ def targets(rows: dict[str, Row], calls: int) -> list[str]:
     return out
 
 
+def missing_tools() -> list[str]:
+    """What building a traced program and its trace directory needs and this machine lacks
+    (bench_reader.py asks too)."""
+    missing = [t for t in ("gcc", "pahole") if shutil.which(t) is None]
+    if shutil.which("clang-19") is None and shutil.which("clang") is None:
+        missing.append("clang")
+    return missing
+
+
 def checks() -> str | None:
     """Why this machine cannot run the benchmark, or None."""
     if platform.machine() != "x86_64":
         return f"the bpftrace scripts read x86_64's stack argument; this is {platform.machine()}"
-    missing = [t for t in ("gcc", "pahole") if shutil.which(t) is None]
-    if shutil.which("clang-19") is None and shutil.which("clang") is None:
-        missing.append("clang")
+    missing = missing_tools()
     if missing:
         return f"not installed: {', '.join(missing)}"
     reason = features.bpf_unavailable()
