@@ -262,3 +262,66 @@ def test_the_target_says_which_functions_the_trampoline_refuses(tmp_path):
     assert by_name["big_arg"] == "arg0 (b): a struct over 16 bytes (btf_distill_func_proto)"
     assert "ints" not in by_name and "two_slots" not in by_name
     assert btfgen.open(btf.path, arch="x86_64", dwarf=None).refusals() == {}
+
+
+def _run_ops(ops, slots: bytes, nargs: int, ret_slot: int, order: str, data: bytearray):
+    """The BPF runtime's ctx ops (bpf.h.j2: btfgen_tramp_slot into the interpreter's snapshot)
+    over a trampoline's slot array: word K < nargs is bpf_get_func_arg's slot K, word nargs and
+    word `ret_slot` bpf_get_func_ret's value, any other word 0."""
+    from btfgen.decoder.generic import FROM_CTX
+
+    words = [slots[8 * k:8 * k + 8] for k in range(len(slots) // 8)]
+    snap = bytearray()
+    for k in range(ret_slot + 1):
+        if k < nargs:
+            snap += words[k]
+        elif k in (nargs, ret_slot):
+            snap += words[nargs]
+        else:
+            snap += bytes(8)
+    for op in ops:
+        assert op.source == FROM_CTX, op  # a trampoline's values are all in slots
+        assert op.src + op.size <= len(snap), op  # within the snapshot: never read as memory
+        data[op.dst:op.dst + op.size] = snap[op.src:op.src + op.size]
+
+
+@pytest.mark.parametrize("arch", TRAMPOLINE_ARCHES)
+def test_the_generic_spec_table_decodes_what_the_slots_hold(arch):
+    """The spec table's ops, run as the BPF runtime runs them, make records that decode to what
+    the per-function decoders read from the same slots; every exit reads the return value at
+    the one return slot past the arguments (ctx.ret_slot), so one op list (the register image)
+    serves every function's exit whatever its argument count."""
+    import random
+
+    from btfgen.codegen.outputs import plans
+    from btfgen.decoder.runtime import RECORD_HEADERS
+    from btfgen.target import function_decoder
+
+    fs, lay = _layout(arch)
+    ret_slot = lay.ctx.ret_slot
+    assert ret_slot == lay.ctx.size - 8 and lay.ctx.registers[-1].field == "[nargs]"
+    order = lay.byte_order
+    rng = random.Random(arch)
+    decoded = 0
+    exits = set()
+    for f, p in zip(lay.functions, plans(lay)):
+        if f.refused:
+            assert p.entry_ops == () and p.exit_ops == ()
+            continue
+        nargs = arg_slots(f.proto)
+        slots = bytes(rng.randrange(256) for _ in range(8 * (nargs + 1)))
+        fn = function_decoder(f, lay)
+        head = RECORD_HEADERS[order].format
+        entry = bytearray(1024)
+        _run_ops(p.entry_ops, slots, nargs, ret_slot // 8, order, entry)
+        rec = struct.pack(head, f.btf_id, 0, 0) + bytes(entry)
+        assert fn.decode_record(rec) == fn.entry(slots), f.name
+        if f.ret is not None and f.ret.pieces:
+            exits.add(p.exit_ops)
+            out = bytearray(1024)
+            _run_ops(p.exit_ops, slots, nargs, ret_slot // 8, order, out)
+            rec = struct.pack(head, f.btf_id, 1, 0) + bytes(out)
+            assert fn.decode_record(rec) == fn.decode_exit(slots), f.name
+        decoded += 1
+    assert decoded >= 10
+    assert {op.src - op.src % 8 for ops in exits for op in ops} == {ret_slot}
