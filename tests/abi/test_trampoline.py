@@ -264,6 +264,25 @@ def test_the_target_says_which_functions_the_trampoline_refuses(tmp_path):
     assert btfgen.open(btf.path, arch="x86_64", dwarf=None).refusals() == {}
 
 
+@pytest.mark.parametrize("arch", TRAMPOLINE_ARCHES)
+def test_btfgen_open_with_the_trampoline_ctx_decodes_slots(arch):
+    """The public API: btfgen.open(..., ctx="trampoline") places by the arch's trampoline rules
+    and its decoders read slot arrays; refusals() says what it refuses, and why."""
+    import btfgen
+
+    if not available(arch):
+        pytest.skip(f"no {arch} toolchain or pahole")
+    btf = source_btf(arch, SOURCE)
+    t = btfgen.open(btf.path, arch=arch, ctx="trampoline", dwarf=None)
+    fn = t.function("ints")
+    order = "big" if load_arch(arch).byte_order == "big" else "little"
+    slots = b"".join(v.to_bytes(8, order, signed=True) for v in (-4, 0x7f41, -9, 12))
+    assert fn.entry(slots) == (-4, 0x41, -9) and fn.decode_exit(slots) == 12
+    names = {f.id: f.name for f in t.every_function()}
+    refused = {names[i] for i in t.refusals()}
+    assert {"big_arg", "ret_struct", "fp_arg", "vararg"} <= refused and "ints" not in refused
+
+
 def _run_ops(ops, slots: bytes, nargs: int, ret_slot: int, order: str, data: bytearray):
     """The BPF runtime's ctx ops (bpf.h.j2: btfgen_tramp_slot into the interpreter's snapshot)
     over a trampoline's slot array: word K < nargs is bpf_get_func_arg's slot K, word nargs and
@@ -325,3 +344,30 @@ def test_the_generic_spec_table_decodes_what_the_slots_hold(arch):
         decoded += 1
     assert decoded >= 10
     assert {op.src - op.src % 8 for ops in exits for op in ops} == {ret_slot}
+
+
+@pytest.mark.parametrize("arch", ["i386", "arm", "riscv32", "mips64el"])
+@pytest.mark.parametrize("command", ["generate", "layout"])
+def test_asking_an_arch_without_a_trampoline_for_one_is_one_line_and_status_2(
+        arch, command, tmp_path):
+    """`btfgen --ctx trampoline` on an arch whose JIT builds no trampoline (its own BTF, so the
+    only thing wrong is the ctx): one line saying which ctxs it has, exit 2, nothing written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from abi_corpus import protos_btf
+
+    if not available(arch):
+        pytest.skip(f"no {arch} toolchain or pahole")
+    path = protos_btf(arch).path
+    root = Path(__file__).resolve().parents[2]
+    args = (["layout", path] if command == "layout" else [path, "-o", str(tmp_path / "out")])
+    run = subprocess.run([sys.executable, "-m", "btfgen", *args, "--arch", arch,
+                          "--ctx", "trampoline"], capture_output=True, text=True, cwd=root,
+                         env=dict(os.environ, PYTHONPATH=str(root)))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert f"arch {arch} describes no trampoline ctx (has: ftrace_regs, pt_regs)" in run.stderr
+    assert run.stdout == "" and not (tmp_path / "out").exists()
