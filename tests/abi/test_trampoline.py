@@ -59,6 +59,8 @@ int odd_wide(long a, __int128 b) { return a + b; }
 int al16_arg(long a, struct al16 s) { return a + s.a; }
 int nine(long a1, long a2, long a3, long a4, long a5, long a6, long a7, long a8, int a9)
 { return a9; }
+int stack_pair(long a1, long a2, long a3, long a4, long a5, long a6, long a7, struct sixteen s)
+{ return s.b; }
 """
 
 TRAMPOLINE_ARCHES = sorted(c.name for c in conventions() if "trampoline" in c.ctxs)
@@ -151,6 +153,7 @@ def test_x86_64_refusals_of_its_trampoline_builder():
     wrong registers (SSE), a 16-byte integer (two slots saved, one counted)."""
     fs, _ = _layout("x86_64")
     assert fs["stack_struct"].refused == "arg5 (s): a struct past the 6 argument registers"
+    assert fs["stack_pair"].refused == "arg7 (s): a struct past the 6 argument registers"
     assert fs["slots13"].refused.startswith("arg11 (a12): more than 12 argument slots")
     assert fs["sse_struct"].refused.startswith("arg0 (d): a struct in SSE registers")
     assert fs["wide_arg"].refused.startswith("arg0 (a): a 16-byte integer")
@@ -171,16 +174,21 @@ ARCH_RULES = {
               "odd_wide": "arg1 (b): a 16-byte integer",
               "wide_arg": "arg0 (a): a 16-byte integer",
               "al16_arg": "arg1 (s): a 16-byte-aligned struct",
+              "stack_pair": "arg7 (s): a struct past the 8 argument registers",
               "stack_struct": None, "nine": None, "three_arg": None, "twelve_arg": None},
+    # A 16-byte struct may straddle a7 and the stack: so do its slots (store_args).
     "riscv64": {"sse_struct": None, "odd_wide": None, "wide_arg": None, "al16_arg": None,
-                "stack_struct": None, "nine": None, "twelve_arg": None},
+                "stack_struct": None, "nine": None, "twelve_arg": None, "stack_pair": None},
     "loongarch64": {"nine": "arg8 (a9): more than 8 argument slots", "stack_struct": None,
+                    "stack_pair": "arg7 (s): more than 8 argument slots",
                     "sse_struct": None, "wide_arg": None},
     "s390x": {"three_arg": "arg0 (t): a 3-, 5-, 6- or 7-byte struct",
               "twelve_arg": "arg0 (t): a 9-15 byte struct",
               "stack_struct": "arg5 (s): a struct past the 5 argument registers",
+              "stack_pair": "arg7 (s): a struct past the 5 argument registers",
               "sse_struct": None, "wide_arg": None, "nine": None, "small_struct": None},
     "ppc64le": {"al16_arg": "arg1 (s): a quadword-aligned struct", "wide_arg": None,
+                "stack_pair": "arg7 (s): a struct past the 8 argument registers",
                 "odd_wide": None, "stack_struct": None, "nine": None, "sse_struct": None},
 }
 
