@@ -3,6 +3,7 @@ library; the command is this call and a write, so both give the same bytes."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import types
@@ -97,3 +98,51 @@ def test_what_a_deeper_capture_leaves_out_is_said(tmp_path):
     assert cli.returncode == 0
     assert cli.stderr == ("btfgen: warning: capture walk: **head leaves out head->u: pointers "
                           "in a union (which member is in use is not known)\n")
+
+
+TRAMPOLINE_PROGRAM = r"""
+#include "btfgen.bpf.h"
+#include "btfgen_specs.h"
+#include "btfgen_filter.h"
+char LICENSE[] SEC("license") = "GPL";
+struct btfgen_args_open_file a;
+struct btfgen_captures_open_file c;
+struct btfgen_record rec;
+SEC("fentry/open_file") int typed(__u64 *ctx)
+{
+	if (btfgen_entry_open_file(ctx, &a) || !btfgen_filter_open_file(&a))
+		return 0;
+	return btfgen_capture_open_file(&a, &c);
+}
+SEC("fentry.multi/*") int generic(__u64 *ctx)
+{
+	const struct btfgen_spec *s = btfgen_spec_at(BTFGEN_SPEC_open_file);
+
+	return s ? btfgen_generic_decode(ctx, BTFGEN_SP(ctx), s, 0, &rec) : 0;
+}
+"""
+
+
+def test_the_trampoline_ctx_with_captures_and_filters_compiles(program, tmp_path):
+    """--ctx trampoline: the per-function decoder, its captures and its filter, and the generic
+    decoder whose table holds the capture ops, in fentry and fentry.multi programs."""
+    from btfgen.decoder.generic import CAP_ROOT
+
+    t = btfgen.open(str(program), ctx="trampoline", dwarf=None)
+    files = t.generate(["open_file"], ("bpf", "python"), strings=True, string_size=40,
+                       captures=[CAPTURE], filters=[FILTER], self_contained=True)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert "bpf_get_func_arg(" in files["btfgen.bpf.h"]
+    module = types.ModuleType("g")
+    exec(files["btfgen_x86_64.py"], module.__dict__)
+    fn = module.function("open_file")
+    assert [c.name for c in fn.captures] == ["filename", "how->next->name", "how->mid"]
+    # The table's row: its ops, {src, dst, size, from[, space]}, start the captures (CAP_ROOT).
+    row = next(line for line in files["btfgen_specs.h"].splitlines() if "/* open_file */" in line)
+    assert re.search(r"\{ \d+, \d+, \d+, %d[ ,]" % CAP_ROOT, row), row
+    (tmp_path / "t.bpf.c").write_text(TRAMPOLINE_PROGRAM)
+    proc = subprocess.run(["clang-19", "-target", "bpf", "-O2", "-g", "-Wall", "-Werror",
+                           "-D__TARGET_ARCH_x86", "-c", str(tmp_path / "t.bpf.c"), "-o",
+                           str(tmp_path / "t.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
