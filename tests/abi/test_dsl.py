@@ -72,6 +72,47 @@ def test_syntax_and_meaning_errors_point_at_the_text(old, new, at, message):
     assert "\n" not in msg
 
 
+@pytest.mark.parametrize("old,new,at,message", [
+    # Only a ctx's own rules refuse a function: the native ABI always takes one.
+    ("otherwise => byref;", 'otherwise => refuse("no");', "refuse", "`refuse` is for a ctx's"),
+    ("otherwise => regs(slot) |", "otherwise => regs(slot, after_args) |", "regs(slot, after",
+     "`after_args` places a return value"),
+    ("otherwise => regs(slot) |", "otherwise => regs(slot, below) |", "regs(slot, below)",
+     "`below` takes a number"),
+    ("otherwise => regs(slot) |", "otherwise => regs(slot, split 3) |", "3",
+     "a number after an option that takes none"),
+    ("ctx trampoline slots ret_slot;", "ctx trampoline slots nothing;", "nothing;",
+     "no such register pool above"),
+    ("ctx trampoline slots ret_slot;", "ctx tramp slots ret_slot;", "tramp slots",
+     "ctx must be one of"),
+    ("args trampoline {", "args trampolin {", "trampolin {", "ctx must be one of"),
+])
+def test_trampoline_statements_errors_point_at_the_text(old, new, at, message):
+    text = RISCV64.replace(old, new, 1)
+    line, col = line_col(text, text.index(at, text.index(new)))
+    with pytest.raises(AbiError) as e:
+        parse_text(text, "riscv64.abi")
+    msg = str(e.value)
+    assert msg.startswith(f"riscv64.abi:{line}:{col}: ") and message in msg, msg
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize("drop,message", [
+    ("  ctx trampoline slots ret_slot;\n", "args rules of ctx trampoline, which is not described"),
+    ("  ret trampoline {", "ctx trampoline: needs both `args trampoline` and `ret trampoline`"),
+])
+def test_a_ctx_s_rules_need_the_ctx_and_both_kinds(drop, message):
+    text = RISCV64
+    if drop.startswith("  ret"):  # drop the whole block
+        start = text.index(drop)
+        text = text[:start] + text[text.index("}", start) + 1:]
+    else:
+        text = text.replace(drop, "", 1)
+    with pytest.raises(AbiError) as e:
+        parse_text(text, "riscv64.abi")
+    assert message in str(e.value)
+
+
 def test_a_repeated_statement_names_both_places():
     text = RISCV64.replace("pointer 8;", "pointer 8;\n  pointer 4;", 1)
     first = line_col(text, text.index("pointer 8;"))
