@@ -6,8 +6,8 @@
  *
  * Per function NAME:
  *   struct btfgen_args_NAME        the typed arguments;
- *   btfgen_entry_NAME(ctx, a)      decodes them at entry from the trace ctx (for kprobe,
- *                                  kprobe_multi and uprobe programs: their struct pt_regs *);
+ *   btfgen_entry_NAME(ctx, a)      decodes them at entry from the trace ctx (for fentry,
+ *                                  fsession and tracing_multi programs: their u64 *ctx);
  *   btfgen_entry_NAME_sp(ctx, sp, a)  the same with the entry stack pointer given (a test harness
  *                                  passes the address of a captured stack image here);
  *   btfgen_exit_NAME(ctx, saved, r)   decodes the return value at exit into struct btfgen_ret_NAME.
