@@ -365,7 +365,7 @@ class Target:
 
     def plan(self, functions=None, *, captures: Iterable[str] = (), strings: bool = False,
              string_size: int | None = None, filters: Iterable = (), kernel: bool = True,
-             self_contained: bool | None = None) -> Plan:
+             self_contained: bool | None = None, capture_budget: int | None = None) -> Plan:
         """What to generate for `functions`, worked out once (`btfgen.plan.Plan`): placed
         (unless already), each function's captures resolved, the filters checked against the
         placement. `Plan.files` renders it as `btfgen -o DIR`, `Plan.trace_files` as a trace
@@ -374,7 +374,8 @@ class Target:
         `functions`: None (every one), names and globs, FUNCs, or an `ArchLayout` placed by
         this target (used as is). `captures`: `'FUNC: PATH, PATH'` texts (`btfgen --capture`);
         `strings`: a string capture of every `char *` argument too, of at most `string_size`
-        characters. `filters`: `'FUNC: EXPR'` texts (or parsed filters). `kernel`: what is
+        characters (of a buffer, `PATH[LEN]`, bytes); `capture_budget`: the record data bytes
+        a call's captures may take (default 1024). `filters`: `'FUNC: EXPR'` texts (or parsed filters). `kernel`: what is
         generated may run in a kernel probe (`btfgen -o`'s header serves both kinds); False:
         in uprobes only, which read user memory alone. `self_contained`: the BPF header defines
         its types (default: only for 32-bit targets, which have no vmlinux.h of their own).
@@ -405,7 +406,8 @@ class Target:
                 left = capture.unguessable_strings(funcs_caught)
             found, notes = capture.for_options(
                 funcs_caught, captures, capture.STRING_SIZE if string_size is None else
-                string_size, strings, separate)
+                string_size, strings, separate,
+                capture.CALL_BUDGET if capture_budget is None else capture_budget)
         placement = Placement(placed, None, ()) if placed is not None else self.placement(funcs)
         layout = placement.layout
         bound = []

@@ -58,8 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-strings", action="store_true",
                         help="and the string behind every char * argument (opt-in here: the "
                              "generated record layouts do not change unasked)")
-    parser.add_argument("--string-size", type=int, default=256, metavar="BYTES",
-                        help="characters of a captured string kept (default 256, at most 509)")
+    parser.add_argument("--value-size", "--string-size", dest="string_size", type=int,
+                        default=256, metavar="BYTES",
+                        help="bytes of a captured string or buffer kept (default 256, at most "
+                             "509; --string-size: its old name)")
     add_header_arguments(parser)
     from btfgen.commands.options import add_dwarf_arguments
 

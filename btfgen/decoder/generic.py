@@ -29,10 +29,18 @@ FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
 # after the head. Their
 # `space` says which memory a load reads (capture.KERNEL, USER, EITHER: kernel, then user).
 # A capture's ops share the function's MAX_OPS with its values: that is the bound per function.
-CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR = 3, 4, 5, 6
+# A buffer (`PATH[LEN]`) ends in BUF instead: at most `size` bytes, as many as the integer at
+# data offset `src` says (its width and signedness in `space`'s high bits: BUF_WIDTH_SHIFT,
+# BUF_SIGNED; the bytes are read at the pointer in hand, offset 0); a length of zero or less
+# reads nothing and sets the status CAPTURE_EMPTY.
+CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR, CAP_BUF = 3, 4, 5, 6, 7
+BUF_WIDTH_SHIFT = 2  # space bits 2-3: log2 of the length's bytes
+BUF_SIGNED = 0x10  # space bit 4: the length is signed
+CAPTURE_EMPTY = 4  # a buffer whose length was zero or less: nothing read
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
 DATA_SIZE = spec_format.DATA_SIZE  # record data bytes; an op's dst and size are below half
 OP_LIMIT = DATA_SIZE // 2
+MIN_SHRUNK = 16  # a default string is shrunk to the room left down to this many characters
 # Bit of the record's failed mask set when an exit needed a carried pointer that was not saved:
 # defined once, by the runtime that reads it (it imports nothing, being copied into modules).
 CARRY_MISSING_BIT = runtime.CARRY_MISSING.bit_length() - 1
@@ -65,6 +73,11 @@ class ValuePlan:
 class CapturePlan:
     head: int  # data offset of its status head (spec_format.CAPTURE_HEAD); the bytes follow
     root_mask: int  # the ops that read the argument it starts from
+    size: int = -1  # its bytes where the plan gave it fewer than asked (a default string
+    # shrunk to the room left); -1: as asked
+    # A buffer's length: (data offset, bytes, signed, the head of the capture that read it or
+    # -1, the record's failed bits that spoil it); a constant's is (-1, n, False, -1, 0).
+    length: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +189,12 @@ class _PlanBuilder:
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, start, mask)
 
-    def capture(self, c, root: ValuePlan | None, budget: int) -> CapturePlan | None:
+    def capture(self, c, root: ValuePlan | None, budget: int,
+                length: tuple = ()) -> CapturePlan | None:
         """Ops reading what capture `c` points to, after the value it starts from (`root`):
-        None, with the reason in `skipped`, when the record or the op table has no room."""
+        None, with the reason in `skipped`, when the record or the op table has no room. A
+        default string the room left cannot hold whole is shrunk to it (down to MIN_SHRUNK
+        characters). `length`: a buffer's (CapturePlan.length), once placed."""
         from btfgen.typed.capture import record_bytes
 
         what = f"capture {c.text}"
@@ -188,6 +204,10 @@ class _PlanBuilder:
         head = self.cursor
         data = head + CAPTURE_HEAD_SIZE
         nbytes = record_bytes(c)
+        size = -1
+        room = min(DATA_SIZE, budget) - data
+        if c.default and c.string and data < OP_LIMIT and MIN_SHRUNK + 2 <= room < nbytes:
+            nbytes, size = room, room - 2
         if len(c.hops) + 2 > MAX_OPS - self.first - len(self.ops):
             self.skipped.append(f"{what}: more operations than the {MAX_OPS} of a function")
             return None
@@ -200,10 +220,35 @@ class _PlanBuilder:
         self.ops.append(Op(CAP_ROOT, root.data_off + c.within, head, 0))
         for h in c.hops:
             self.ops.append(Op(CAP_HOP, h.offset, head, 0, h.space))
-        self.ops.append(Op(CAP_STR if c.string else CAP_COPY, c.offset, data, nbytes, c.space))
+        if c.buffer and c.length.const is None:
+            at, width, signed = length[0], length[1], length[2]
+            how = c.space | (width.bit_length() - 1) << BUF_WIDTH_SHIFT | \
+                (BUF_SIGNED if signed else 0)
+            self.ops.append(Op(CAP_BUF, at, data, nbytes, how))
+        else:
+            self.ops.append(Op(CAP_STR if c.string else CAP_COPY, c.offset, data, nbytes,
+                               c.space))
         self.cursor = _align8(data + nbytes)
         self.high = max(self.high, self.cursor)
-        return CapturePlan(head, root.op_mask)
+        return CapturePlan(head, root.op_mask, size, length)
+
+    def length(self, c, values: tuple, place_via) -> tuple | None:
+        """Where buffer `c`'s length is in this record (CapturePlan.length), the capture that
+        reads it placed first (`place_via`); None, with the reason in `skipped`."""
+        n = c.length
+        if n.const is not None:
+            return (-1, n.const, False, -1, 0)
+        if n.via is not None:
+            got = place_via(n.via)
+            if got is None:
+                self.skipped.append(f"capture {c.text}: its length {n.text} has no room")
+                return None
+            return (got.head + CAPTURE_HEAD_SIZE, n.size, n.signed, got.head, got.root_mask)
+        v = values[0] if n.param is None else values[n.param]
+        if v is None or v.data_off < 0:
+            self.skipped.append(f"capture {c.text}: its length {n.text} is not in the record")
+            return None
+        return (v.data_off, n.size, n.signed, -1, v.op_mask)
 
     def carried(self, v: ValueLayout, carry: int) -> ValuePlan | None:
         """A value behind the pointer the entry carried over, which sits at data offset 0."""
@@ -221,9 +266,13 @@ class _PlanBuilder:
 
 
 def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
-         captures: tuple = (), budget: int = DATA_SIZE) -> GenericPlan:
+         captures: tuple = (), budget: int | None = None) -> GenericPlan:
     """`captures` (btfgen.typed.capture.Capture) take what room the record has after the
-    values, up to data byte `budget`, in order."""
+    values, up to data byte `budget` (else the captures' own), in order. A capture read at
+    exit from an argument (`buf[retval]`) has that argument's value carried from the entry,
+    where a struct returned through a hidden pointer carries that pointer: one or the other."""
+    if budget is None:
+        budget = min((c.budget for c in captures), default=DATA_SIZE)
     b = _PlanBuilder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
     cplans: dict[int, CapturePlan | None] = {}
@@ -237,18 +286,54 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
         held = b.value(pointer, "return pointer")
         if held is not None:
             carry = held.data_off
+    # An exit capture rooted at an argument: that argument's value is carried (the first such
+    # root; another's captures are left out, said).
+    rooted = [i for i, c in enumerate(captures) if c.at_exit and c.param is not None]
+    buffer_root = None
+    if rooted and not carries:
+        first = captures[rooted[0]]
+        v = entry[first.param]
+        if v is not None and v.data_off >= 0 and v.data_off % 8 == 0 and first.within == 0:
+            buffer_root = (first.param, first.within)
+            carry = v.data_off
+
+    def root_of(c, values):
+        if not c.at_exit:
+            return values[c.param]
+        if c.param is None:
+            return values[0] if values else None
+        return carried_root if (c.param, c.within) == buffer_root else None
+
+    def place(x, c, values):
+        root = root_of(c, values)
+        if root is None and c.at_exit and c.param is not None:
+            x.skipped.append(f"capture {c.text}: only one pointer is kept from entry to exit"
+                             + (", the returned struct's" if carries else ""))
+            return None
+        if not c.buffer:
+            return x.capture(c, root, budget)
+        length = x.length(c, values, lambda via: place(x, via, values))
+        if length is None:
+            return None
+        return x.capture(c, root, budget, length)
+
     for i, c in enumerate(captures):
         if not c.at_exit:
-            cplans[i] = b.capture(c, entry[c.param], budget)
+            cplans[i] = place(b, c, entry)
     x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
+    carried_root: ValuePlan | None = None
     if carries:
         exit_ = (x.carried(ret, carry),)
-    elif ret is not None:
-        exit_ = (x.value(ret, "return value"),)
+    else:
+        if buffer_root is not None:
+            x.cursor = 8  # the carried argument's value, at offset 0 whatever its size
+            carried_root = ValuePlan(0, -1, 1 << CARRY_MISSING_BIT)
+        if ret is not None:
+            exit_ = (x.value(ret, "return value"),)
     for i, c in enumerate(captures):
         if c.at_exit:
-            cplans[i] = x.capture(c, exit_[0] if exit_ else None, budget)
+            cplans[i] = place(x, c, exit_)
     return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
                        tuple(b.skipped + x.skipped), carry,
                        tuple(cplans[i] for i in range(len(captures))))
