@@ -423,7 +423,7 @@ class Target:
                  captures: Iterable[str] = (), strings: bool = False,
                  string_size: int | None = None, filters: Iterable = (),
                  self_contained: bool | None = None, specs: bool = True,
-                 jobs: int = 1) -> dict[str, str]:
+                 jobs: int = 1, capture_budget: int | None = None) -> dict[str, str]:
         """The generated files, file name -> text, as `btfgen -o DIR` writes them: `plan`'s
         (same arguments, for kernel probes and uprobes alike) rendered for `langs`: "bpf",
         "python", "json" (default: all); filters write btfgen_filter.h beside the BPF header;
@@ -436,7 +436,8 @@ class Target:
         if parsed and "bpf" not in langs:
             raise BtfgenError("filters are BPF C: generate them with the \"bpf\" language")
         plan = self.plan(functions, captures=captures, strings=strings,
-                         string_size=string_size, filters=parsed, self_contained=self_contained)
+                         string_size=string_size, filters=parsed, self_contained=self_contained,
+                         capture_budget=capture_budget)
         said = [line[len("warning: "):] for line in plan.placement_notes
                 if line.startswith("warning: ")]
         for line in said + [f"capture {line}" for line in plan.capture_notes]:

@@ -170,3 +170,23 @@ def test_shown():
     assert output.show_captured(binary, "text") == '"\\u0000\\u0001z"...(10 bytes)'
     assert output.typed(binary) == {"hex": "00017a", "length": 10, "truncated": True}
     assert output.typed(text) == {"hex": "474554202f0d0a", "length": 7}
+
+
+ORDER = """
+struct inner { const char *label; };
+struct node { long id; struct inner in; };
+int f(const char *name, struct node *node);
+"""
+
+
+def test_what_the_user_names_comes_first(tmp_path):
+    """Issue 36's case: a default string (the `char *` argument) and a named string filled the
+    record before a named `long`, which was left out with room left. Named first, the value
+    fits; the default string, last, fits too."""
+    (tmp_path / "n.h").write_text(ORDER)
+    t = btfgen.open(headers=[str(tmp_path / "n.h")], arch="x86_64")
+    (f,) = t.select(["f"])[0]
+    got = C.for_functions([f], [C.parse("f: node->in.label, node->id")], strings=True)["f"]
+    assert [c.text for c in got] == ["node->in.label", "node->id", "name"]
+    p = generic.plan(t.placement([f]).layout.functions[0].proto, "little", 8, got)
+    assert all(cp is not None and cp.size == -1 for cp in p.captures)
