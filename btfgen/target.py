@@ -375,10 +375,11 @@ class Target:
         this target (used as is). `captures`: `'FUNC: PATH, PATH'` texts (`btfgen --capture`);
         `strings`: a string capture of every `char *` argument too, of at most `string_size`
         characters (of a buffer, `PATH[LEN]`, bytes); `capture_budget`: the record data bytes
-        a call's captures may take (default 1024). `filters`: `'FUNC: EXPR'` texts (or parsed filters). `kernel`: what is
-        generated may run in a kernel probe (`btfgen -o`'s header serves both kinds); False:
-        in uprobes only, which read user memory alone. `self_contained`: the BPF header defines
-        its types (default: only for 32-bit targets, which have no vmlinux.h of their own).
+        a call's captures may take (default 1024). `filters`: `'FUNC: EXPR'` texts (or parsed
+        filters). `kernel`: what is generated may run in a kernel probe (`btfgen -o`'s header
+        serves both kinds); False: in uprobes only, which read user memory alone.
+        `self_contained`: the BPF header defines its types (default: only for 32-bit targets,
+        which have no vmlinux.h of their own).
 
         A capture or filter that does not fit raises `CaptureOptionError` /
         `FilterOptionError` (one line naming the option and the column); a name that matches

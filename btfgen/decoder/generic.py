@@ -189,12 +189,20 @@ class _PlanBuilder:
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, start, mask)
 
+    def clone(self) -> "_PlanBuilder":
+        """A copy to try placements on (plan's room for the default strings)."""
+        other = _PlanBuilder(self.order, self.psize, self.first)
+        other.ops, other.skipped = list(self.ops), list(self.skipped)
+        other.cursor, other.high = self.cursor, self.high
+        return other
+
     def capture(self, c, root: ValuePlan | None, budget: int,
                 length: tuple = ()) -> CapturePlan | None:
         """Ops reading what capture `c` points to, after the value it starts from (`root`):
         None, with the reason in `skipped`, when the record or the op table has no room. A
-        default string the room left cannot hold whole is shrunk to it (down to MIN_SHRUNK
-        characters). `length`: a buffer's (CapturePlan.length), once placed."""
+        default string the room left cannot hold whole (up to data byte `budget`) is shrunk to
+        it (down to MIN_SHRUNK characters). `length`: a buffer's (CapturePlan.length), once
+        placed."""
         from btfgen.typed.capture import record_bytes
 
         what = f"capture {c.text}"
@@ -265,6 +273,34 @@ class _PlanBuilder:
         return ValuePlan(dst, 0, mask)
 
 
+def record_bytes(c) -> int:
+    from btfgen.typed.capture import record_bytes as of
+
+    return of(c)
+
+
+def _room_before(b: _PlanBuilder, named: list, place, values) -> int:
+    """The most record bytes (a multiple of 8) that can go before the `named` captures with as
+    many of them placed as with none before them."""
+
+    def placed(shift: int) -> int:
+        t = b.clone()
+        t.cursor += shift
+        return sum(place(t, c, values) is not None for _, c in named)
+
+    if not named:  # the common case (btfgen trace's default strings alone): all the room
+        return (DATA_SIZE - b.cursor) // 8 * 8
+    want = placed(0)
+    lo, hi = 0, (DATA_SIZE - b.cursor) // 8  # in 8-byte steps: placed(8 * lo) == want
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if placed(8 * mid) == want:
+            lo = mid
+        else:
+            hi = mid - 1
+    return 8 * lo
+
+
 def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
          captures: tuple = (), budget: int | None = None) -> GenericPlan:
     """`captures` (btfgen.typed.capture.Capture) take what room the record has after the
@@ -317,9 +353,29 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
             return None
         return x.capture(c, root, budget, length)
 
-    for i, c in enumerate(captures):
-        if not c.at_exit:
-            cplans[i] = place(b, c, entry)
+    # What the user named comes first: the default strings take the room the named captures
+    # leave, shrunk to it. They are laid out before those (a capture's head must start below
+    # OP_LIMIT, so the room is the shift the named ones can take and all still fit).
+    named = [(i, c) for i, c in enumerate(captures) if not c.at_exit and not c.default]
+    unasked = [(i, c) for i, c in enumerate(captures) if not c.at_exit and c.default]
+    def after(t) -> dict:  # the named ones, then the default strings (one may pass OP_LIMIT)
+        got = {i: place(t, c, entry) for i, c in named}
+        return got | {i: t.capture(c, entry[c.param], budget) for i, c in unasked}
+
+    def before(t) -> dict:  # the default strings in the room the named ones leave, then those
+        end = t.cursor + _room_before(t, named, place, entry)
+        got = {i: t.capture(c, entry[c.param], min(budget, end)) for i, c in unasked}
+        return got | {i: place(t, c, entry) for i, c in named}
+
+    def strings(got: dict) -> int:
+        return sum(record_bytes(c) if got[i].size < 0 else got[i].size
+                   for i, c in unasked if got[i] is not None)
+
+    # Whichever keeps more of the default strings (the named ones are the same either way).
+    way = after
+    if unasked and named and strings(after(b.clone())) < strings(before(b.clone())):
+        way = before
+    cplans.update(way(b))
     x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
     carried_root: ValuePlan | None = None
