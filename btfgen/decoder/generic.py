@@ -308,7 +308,7 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
     exit from an argument (`buf[retval]`) has that argument's value carried from the entry,
     where a struct returned through a hidden pointer carries that pointer: one or the other."""
     if budget is None:
-        budget = min((c.budget for c in captures), default=DATA_SIZE)
+        budget = min((c.budget for c in captures), default=DATA_SIZE) if captures else DATA_SIZE
     b = _PlanBuilder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
     cplans: dict[int, CapturePlan | None] = {}
@@ -322,6 +322,12 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
         held = b.value(pointer, "return pointer")
         if held is not None:
             carry = held.data_off
+    if not captures:  # most plans (every prototype of a kernel): none of what follows
+        x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
+        exit_ = ((x.carried(ret, carry),) if carries else
+                 (x.value(ret, "return value"),) if ret is not None else ())
+        return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
+                           tuple(b.skipped + x.skipped), carry)
     # An exit capture rooted at an argument: that argument's value is carried (the first such
     # root; another's captures are left out, said).
     rooted = [i for i, c in enumerate(captures) if c.at_exit and c.param is not None]

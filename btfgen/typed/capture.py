@@ -229,7 +229,8 @@ def space_of(user: bool | None) -> int:
 
 
 def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
-            at_exit: bool = False, separate_spaces: str | None = None) -> Capture:
+            at_exit: bool = False, separate_spaces: str | None = None,
+            default: bool = False) -> Capture:
     """The loads and read that capture `syntax` in a call of `func`, or CaptureError.
     `separate_spaces`: as path.resolve's (the arch's name, for a kernel probe on s390x)."""
     try:
@@ -249,7 +250,8 @@ def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
                  for i, r in enumerate(pointers))
     if string:
         space = space_of(p.pointee_user)
-        return Capture(p.text, p.param, p.within, names[0], hops, True, 0, limit, space, None)
+        return Capture(p.text, p.param, p.within, names[0], hops, True, 0, limit, space, None,
+                       default=default)
     last = p.reads[-1]
     size = p.size
     if size > MAX_VALUE_SIZE:
@@ -399,7 +401,7 @@ def default_strings(func: T.Func, limit: int = STRING_SIZE,
     for param in _string_params(func):
         if separate_spaces and _unguessable(param):
             continue
-        out.append(resolve(func, paths.parse(param.name), limit))
+        out.append(resolve(func, paths.parse(param.name), limit, default=True))
     return tuple(out)
 
 
@@ -585,7 +587,7 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
         for name, f in by_name.items():
             # Asked for by name, a default string is not made again (its memory may be named).
             asked_for = {c.text for c in out.get(name, ())}
-            caps = [replace(c, default=True, budget=budget)
+            caps = [c if budget == CALL_BUDGET else replace(c, budget=budget)
                     for c in default_strings(f, limit, separate_spaces)
                     if c.text not in asked_for]
             if caps:
