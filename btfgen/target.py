@@ -378,7 +378,7 @@ class Target:
 
     def plan(self, functions=None, *, captures: Iterable[str] = (), strings: bool = False,
              string_size: int | None = None, filters: Iterable = (), kernel: bool = True,
-             self_contained: bool | None = None) -> Plan:
+             self_contained: bool | None = None, capture_budget: int | None = None) -> Plan:
         """What to generate for `functions`, worked out once (`btfgen.plan.Plan`): placed
         (unless already), each function's captures resolved, the filters checked against the
         placement. `Plan.files` renders it as `btfgen -o DIR`, `Plan.trace_files` as a trace
@@ -387,10 +387,12 @@ class Target:
         `functions`: None (every one), names and globs, FUNCs, or an `ArchLayout` placed by
         this target (used as is). `captures`: `'FUNC: PATH, PATH'` texts (`btfgen --capture`);
         `strings`: a string capture of every `char *` argument too, of at most `string_size`
-        characters. `filters`: `'FUNC: EXPR'` texts (or parsed filters). `kernel`: what is
-        generated may run in a kernel probe (`btfgen -o`'s header serves both kinds); False:
-        in uprobes only, which read user memory alone. `self_contained`: the BPF header defines
-        its types (default: only for 32-bit targets, which have no vmlinux.h of their own).
+        characters (of a buffer, `PATH[LEN]`, bytes); `capture_budget`: the record data bytes
+        a call's captures may take (default 1024). `filters`: `'FUNC: EXPR'` texts (or parsed
+        filters). `kernel`: what is generated may run in a kernel probe (`btfgen -o`'s header
+        serves both kinds); False: in uprobes only, which read user memory alone.
+        `self_contained`: the BPF header defines its types (default: only for 32-bit targets,
+        which have no vmlinux.h of their own).
 
         A capture or filter that does not fit raises `CaptureOptionError` /
         `FilterOptionError` (one line naming the option and the column); a name that matches
@@ -418,7 +420,8 @@ class Target:
                 left = capture.unguessable_strings(funcs_caught)
             found, notes = capture.for_options(
                 funcs_caught, captures, capture.STRING_SIZE if string_size is None else
-                string_size, strings, separate)
+                string_size, strings, separate,
+                capture.CALL_BUDGET if capture_budget is None else capture_budget)
         placement = Placement(placed, None, ()) if placed is not None else self.placement(funcs)
         layout = placement.layout
         bound = []
@@ -434,7 +437,7 @@ class Target:
                  captures: Iterable[str] = (), strings: bool = False,
                  string_size: int | None = None, filters: Iterable = (),
                  self_contained: bool | None = None, specs: bool = True,
-                 jobs: int = 1) -> dict[str, str]:
+                 jobs: int = 1, capture_budget: int | None = None) -> dict[str, str]:
         """The generated files, file name -> text, as `btfgen -o DIR` writes them: `plan`'s
         (same arguments, for kernel probes and uprobes alike) rendered for `langs`: "bpf",
         "python", "json" (default: all); filters write btfgen_filter.h beside the BPF header;
@@ -447,7 +450,8 @@ class Target:
         if parsed and "bpf" not in langs:
             raise BtfgenError("filters are BPF C: generate them with the \"bpf\" language")
         plan = self.plan(functions, captures=captures, strings=strings,
-                         string_size=string_size, filters=parsed, self_contained=self_contained)
+                         string_size=string_size, filters=parsed, self_contained=self_contained,
+                         capture_budget=capture_budget)
         said = [line[len("warning: "):] for line in plan.placement_notes
                 if line.startswith("warning: ")]
         for line in said + [f"capture {line}" for line in plan.capture_notes]:

@@ -53,6 +53,7 @@ class CaptureView:
     shift_down: int = 0
     signed: bool = False  # a bit-field sign-extended
     check: bool = False  # assert the member's size (its declaration names a vmlinux.h type)
+    length: str = ""  # a buffer ("buf"): the expression of its length, in the decoded struct
 
 
 def member_name(text: str) -> str:
@@ -77,15 +78,37 @@ def capture_views(captures, fields: tuple[str | None, ...], ret_field: str | Non
         ns = names[c.at_exit]
         field = ns.take(member_name(c.text))
         status = ns.take(f"{field}_status")
-        holder = ret_field if c.at_exit else fields[c.param]
+        holder = ret_field if c.param is None else fields[c.param]
+        if c.buffer:
+            why = _buffer_problem(c, fields)
+            if why is not None:
+                out[c.at_exit].append(_unavailable(c, field, status, why))
+                continue
         if holder is None:
             why = unavailable.get(c.param, "not decoded")
             out[c.at_exit].append(_unavailable(c, field, status, why))
             continue
         where = "r" if c.at_exit else "a"
         root = f"(const char *)&{where}->{holder} + {c.within}"
-        out[c.at_exit].append(_view(c, field, status, root, ctypes, big))
+        length = "" if not c.buffer else str(c.length.const) \
+            if c.length.const is not None else f"a->{fields[c.length.param]}"
+        out[c.at_exit].append(_view(c, field, status, root, ctypes, big, length))
     return tuple(out[False]), tuple(out[True])
+
+
+def _buffer_problem(c, fields) -> str | None:
+    """Why the header cannot read buffer `c` (its capture functions read one struct: the
+    arguments at entry, the return value at exit); None: it can."""
+    n = c.length
+    if c.at_exit:
+        return ("read at exit through an argument: the exit's capture function has the "
+                "return value only (btfgen trace reads it; here, keep the pointer with "
+                "btfgen_save_slot() and read it at exit)")
+    if n.via is not None:
+        return f"its length {n.text} is read through a pointer: capture it, then read the buffer"
+    if n.const is None and fields[n.param] is None:
+        return f"its length {n.text} is not decoded"
+    return None
 
 
 def _unavailable(c, field: str, status: str, why: str) -> CaptureView:
@@ -93,11 +116,18 @@ def _unavailable(c, field: str, status: str, why: str) -> CaptureView:
     return CaptureView(field, status, comment, None, "", (), "copy", 0, 0, "", 0)
 
 
-def _view(c, field: str, status: str, root: str, ctypes: CTypes, big: bool) -> CaptureView:
+def _view(c, field: str, status: str, root: str, ctypes: CTypes, big: bool,
+          length: str = "") -> CaptureView:
     hops = tuple(HopView(h.offset, SPACE[h.space], c_comment(h.name)) for h in c.hops)
     loads = f"{len(hops)} pointer load{'s' if len(hops) != 1 else ''}" if hops else \
         "no pointer load"
     space = SPACE[c.space]
+    if c.buffer:
+        n = c.length
+        comment = c_comment(f"{c.text}: a buffer of up to {c.size} bytes, as many as {n.text} "
+                            f"says, after {loads} ({_SPACE_WORD[c.space]} memory)")
+        return CaptureView(field, status, comment, f"__u8 {field}[{c.size}]", root, hops, "buf",
+                           0, c.size, space, limit=c.size, length=length)
     if c.string:
         size = typed_capture.record_bytes(c)
         comment = c_comment(f"{c.text}: a string of up to {c.size} characters after {loads} "

@@ -170,6 +170,19 @@ class _Emit:
             match = [f"{buf}[{i}] == {_char(b)}" for i, b in enumerate(t.literal)]
             if not t.prefix and n < t.array:
                 match.append(f"{buf}[{n}] == 0")
+        elif t.raw:
+            # A buffer's first bytes, as many as the literal's: equal, byte for byte.
+            sp = self.fresh()
+            if t.path.reads:
+                lines += [f"{self.where.ptr_type} {sp} = 0;",
+                          f"if ({_helper(t.path.reads[-1].user)}(&{sp}, "
+                          f"{self.where.pointer_size}, {addr})) bad = 1;"]
+            else:
+                lines += [f"{self.where.ptr_type} {sp} = 0;",
+                          f"__builtin_memcpy(&{sp}, {addr}, {self.where.pointer_size});"]
+            lines += [f"char {buf}[{max(n, 1)}] = {{}};",
+                      f"if ({n} && {_helper(t.user)}({buf}, {max(n, 1)}, {sp})) bad = 1;"]
+            match = [f"{buf}[{i}] == {_char(b)}" for i, b in enumerate(t.literal)]
         else:
             # `p` is where the char * is: read it, then the string; one byte more than the
             # literal tells equal from longer, the literal's length + 1 says "at least as long".

@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from btfgen.probe import spec_format
-from btfgen.decoder.generic import (CAP_COPY, CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR, FROM_STACK,
-                                    GenericPlan, Op, data_end)
+from btfgen.decoder.generic import (CAP_BUF, CAP_COPY, CAP_ROOT, CAP_STR, FROM_CTX, FROM_PTR,
+                                    FROM_STACK, GenericPlan, Op, data_end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,11 @@ class Step:
     @property
     def string(self) -> bool:
         return self.source == CAP_STR
+
+    @property
+    def buffer(self) -> bool:
+        """A buffer's last op (its length in the record at `src`): inline, as a load."""
+        return self.source == CAP_BUF
 
 
 IMAGE = spec_format.IMAGE_PLAN  # the register image's number, of each kind
@@ -181,7 +186,7 @@ def _steps(ops: tuple[Op, ...], first: int, win: CtxWindow | None) -> tuple[Step
             if at is None:
                 return "a register outside the ctx words the decoder loads"
             steps.append(Step(FROM_CTX, at, op.src - at, op.dst, op.size, bit))
-        elif op.source in (FROM_STACK, FROM_PTR) or CAP_ROOT <= op.source <= CAP_STR:
+        elif op.source in (FROM_STACK, FROM_PTR) or CAP_ROOT <= op.source <= CAP_BUF:
             steps.append(Step(op.source, op.src, 0, op.dst, op.size, bit, op.space))
         else:
             return f"an op of unknown source {op.source}"

@@ -27,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a recording (btfgen trace --record); for --format parquet, "
                              "several, or directories of them")
     parser.add_argument("--format", choices=("text", "jsonl", "parquet"), default="text")
+    parser.add_argument("--bytes", dest="bytes_as", choices=("auto", "text", "hex"),
+                        default="auto",
+                        help="a captured buffer in text as text (escaped) or hex; auto (the "
+                             "default): text where every byte is printable, else hex (jsonl "
+                             "gives its bytes in hex)")
     parser.add_argument("--errors", action="store_true",
                         help="only the calls that returned an error, with their arguments "
                              "(text and jsonl)")
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         progress.watch(path)
         try:
             return replay.print_recording(path, sys.stdout, as_json=args.format == "jsonl",
-                                          errors=args.errors)
+                                          errors=args.errors, bytes_as=args.bytes_as)
         except recording.RecordError as e:
             raise BtfgenError(str(e)) from None
 

@@ -58,8 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-strings", action="store_true",
                         help="and the string behind every char * argument (opt-in here: the "
                              "generated record layouts do not change unasked)")
-    parser.add_argument("--string-size", type=int, default=256, metavar="BYTES",
-                        help="characters of a captured string kept (default 256, at most 509)")
+    parser.add_argument("--value-size", "--string-size", dest="string_size", type=int,
+                        default=256, metavar="BYTES",
+                        help="bytes of a captured string or buffer kept (default 256, at most "
+                             "509; --string-size: its old name)")
+    parser.add_argument("--capture-budget", type=int, default=1024, metavar="BYTES",
+                        help="record bytes a call's captures may take (default and most 1024; "
+                             "the named captures first, the default strings in what is left)")
     add_header_arguments(parser)
     from btfgen.commands.options import add_dwarf_arguments
 
@@ -156,6 +161,7 @@ def _run(args: argparse.Namespace, progress) -> int:
         warnings.simplefilter("always", BtfgenWarning)
         files = target.generate(arch, langs, captures=args.capture,
                                 strings=args.capture_strings, string_size=args.string_size,
+                                capture_budget=args.capture_budget,
                                 filters=filters, self_contained=args.self_contained or None,
                                 specs=not args.no_specs, jobs=_jobs_for(args.jobs, len(funcs)))
     for w in said:

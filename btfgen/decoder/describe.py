@@ -154,14 +154,23 @@ def fast_format(f: FunctionLayout, args: tuple[ValueDesc, ...], byte_order: str)
 def capture_desc(c, plan, memo: dict | None = None) -> CaptureDesc:
     """The descriptor of capture `c` (btfgen.typed.capture.Capture) where `plan` (a
     generic.CapturePlan, or None: left out) put it."""
-    if c.string:
-        t: tuple = CharsType("chars", c.size)
+    size = c.size if plan is None or plan.size < 0 else plan.size
+    if c.string or c.buffer:
+        t: tuple = CharsType("chars", size)
     else:
         t = type_desc(c.type, memo)
     pointers = (c.root,) + tuple(h.name for h in c.hops)
     head, mask = (-1, 0) if plan is None else (plan.head, plan.root_mask)
-    return CaptureDesc(c.text, "str" if c.string else "value", t, c.size, c.bit_offset,
-                       c.bit_size, c.at_exit, head, mask, pointers)
+    kind = "str" if c.string else "buf" if c.buffer else "value"
+    length: tuple = ()
+    if c.buffer:
+        if plan is None or not plan.length:
+            length = (-1, c.length.const or 1, False, c.length.text, -1, 0)
+        else:
+            at, nbytes, signed, lhead, lmask = plan.length
+            length = (at, nbytes, signed, c.length.text, lhead, lmask)
+    return CaptureDesc(c.text, kind, t, size, c.bit_offset, c.bit_size, c.at_exit, head, mask,
+                       pointers, length)
 
 
 def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,

@@ -29,10 +29,18 @@ FROM_CTX, FROM_STACK, FROM_PTR = 0, 1, 2
 # after the head. Their
 # `space` says which memory a load reads (capture.KERNEL, USER, EITHER: kernel, then user).
 # A capture's ops share the function's MAX_OPS with its values: that is the bound per function.
-CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR = 3, 4, 5, 6
+# A buffer (`PATH[LEN]`) ends in BUF instead: at most `size` bytes, as many as the integer at
+# data offset `src` says (its width and signedness in `space`'s high bits: BUF_WIDTH_SHIFT,
+# BUF_SIGNED; the bytes are read at the pointer in hand, offset 0); a length of zero or less
+# reads nothing and sets the status CAPTURE_EMPTY.
+CAP_ROOT, CAP_HOP, CAP_COPY, CAP_STR, CAP_BUF = 3, 4, 5, 6, 7
+BUF_WIDTH_SHIFT = 2  # space bits 2-3: log2 of the length's bytes
+BUF_SIGNED = 0x10  # space bit 4: the length is signed
+CAPTURE_EMPTY = 4  # a buffer whose length was zero or less: nothing read
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
 DATA_SIZE = spec_format.DATA_SIZE  # record data bytes; an op's dst and size are below half
 OP_LIMIT = DATA_SIZE // 2
+MIN_SHRUNK = 16  # a default string is shrunk to the room left down to this many characters
 # Bit of the record's failed mask set when an exit needed a carried pointer that was not saved:
 # defined once, by the runtime that reads it (it imports nothing, being copied into modules).
 CARRY_MISSING_BIT = runtime.CARRY_MISSING.bit_length() - 1
@@ -65,6 +73,11 @@ class ValuePlan:
 class CapturePlan:
     head: int  # data offset of its status head (spec_format.CAPTURE_HEAD); the bytes follow
     root_mask: int  # the ops that read the argument it starts from
+    size: int = -1  # its bytes where the plan gave it fewer than asked (a default string
+    # shrunk to the room left); -1: as asked
+    # A buffer's length: (data offset, bytes, signed, the head of the capture that read it or
+    # -1, the record's failed bits that spoil it); a constant's is (-1, n, False, -1, 0).
+    length: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +197,20 @@ class _PlanBuilder:
         self.cursor = _align8(dst + v.size)
         return ValuePlan(dst, start, mask)
 
-    def capture(self, c, root: ValuePlan | None, budget: int) -> CapturePlan | None:
+    def clone(self) -> "_PlanBuilder":
+        """A copy to try placements on (plan's room for the default strings)."""
+        other = _PlanBuilder(self.order, self.psize, self.first)
+        other.ops, other.skipped = list(self.ops), list(self.skipped)
+        other.cursor, other.high = self.cursor, self.high
+        return other
+
+    def capture(self, c, root: ValuePlan | None, budget: int,
+                length: tuple = ()) -> CapturePlan | None:
         """Ops reading what capture `c` points to, after the value it starts from (`root`):
-        None, with the reason in `skipped`, when the record or the op table has no room."""
+        None, with the reason in `skipped`, when the record or the op table has no room. A
+        default string the room left cannot hold whole (up to data byte `budget`) is shrunk to
+        it (down to MIN_SHRUNK characters). `length`: a buffer's (CapturePlan.length), once
+        placed."""
         from btfgen.typed.capture import record_bytes
 
         what = f"capture {c.text}"
@@ -196,6 +220,10 @@ class _PlanBuilder:
         head = self.cursor
         data = head + CAPTURE_HEAD_SIZE
         nbytes = record_bytes(c)
+        size = -1
+        room = min(DATA_SIZE, budget) - data
+        if c.default and c.string and data < OP_LIMIT and MIN_SHRUNK + 2 <= room < nbytes:
+            nbytes, size = room, room - 2
         if len(c.hops) + 2 > MAX_OPS - self.first - len(self.ops):
             self.skipped.append(f"{what}: more operations than the {MAX_OPS} of a function")
             return None
@@ -208,10 +236,35 @@ class _PlanBuilder:
         self.ops.append(Op(CAP_ROOT, root.data_off + c.within, head, 0))
         for h in c.hops:
             self.ops.append(Op(CAP_HOP, h.offset, head, 0, h.space))
-        self.ops.append(Op(CAP_STR if c.string else CAP_COPY, c.offset, data, nbytes, c.space))
+        if c.buffer and c.length.const is None:
+            at, width, signed = length[0], length[1], length[2]
+            how = c.space | (width.bit_length() - 1) << BUF_WIDTH_SHIFT | \
+                (BUF_SIGNED if signed else 0)
+            self.ops.append(Op(CAP_BUF, at, data, nbytes, how))
+        else:
+            self.ops.append(Op(CAP_STR if c.string else CAP_COPY, c.offset, data, nbytes,
+                               c.space))
         self.cursor = _align8(data + nbytes)
         self.high = max(self.high, self.cursor)
-        return CapturePlan(head, root.op_mask)
+        return CapturePlan(head, root.op_mask, size, length)
+
+    def length(self, c, values: tuple, place_via) -> tuple | None:
+        """Where buffer `c`'s length is in this record (CapturePlan.length), the capture that
+        reads it placed first (`place_via`); None, with the reason in `skipped`."""
+        n = c.length
+        if n.const is not None:
+            return (-1, n.const, False, -1, 0)
+        if n.via is not None:
+            got = place_via(n.via)
+            if got is None:
+                self.skipped.append(f"capture {c.text}: its length {n.text} has no room")
+                return None
+            return (got.head + CAPTURE_HEAD_SIZE, n.size, n.signed, got.head, got.root_mask)
+        v = values[0] if n.param is None else values[n.param]
+        if v is None or v.data_off < 0:
+            self.skipped.append(f"capture {c.text}: its length {n.text} is not in the record")
+            return None
+        return (v.data_off, n.size, n.signed, -1, v.op_mask)
 
     def carried(self, v: ValueLayout, carry: int) -> ValuePlan | None:
         """A value behind the pointer the entry carried over, which sits at data offset 0."""
@@ -228,12 +281,45 @@ class _PlanBuilder:
         return ValuePlan(dst, 0, mask)
 
 
+def record_bytes(c) -> int:
+    from btfgen.typed.capture import record_bytes as of
+
+    return of(c)
+
+
+def _room_before(b: _PlanBuilder, named: list, place, values) -> int:
+    """The most record bytes (a multiple of 8) that can go before the `named` captures with as
+    many of them placed as with none before them."""
+
+    def placed(shift: int) -> int:
+        t = b.clone()
+        t.cursor += shift
+        return sum(place(t, c, values) is not None for _, c in named)
+
+    if not named:  # the common case (btfgen trace's default strings alone): all the room
+        return (DATA_SIZE - b.cursor) // 8 * 8
+    want = placed(0)
+    lo, hi = 0, (DATA_SIZE - b.cursor) // 8  # in 8-byte steps: placed(8 * lo) == want
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if placed(8 * mid) == want:
+            lo = mid
+        else:
+            hi = mid - 1
+    return 8 * lo
+
+
 def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
-         captures: tuple = (), budget: int = DATA_SIZE, ret_at: int | None = None) -> GenericPlan:
+         captures: tuple = (), budget: int | None = None,
+         ret_at: int | None = None) -> GenericPlan:
     """`captures` (btfgen.typed.capture.Capture) take what room the record has after the
-    values, up to data byte `budget`, in order. `ret_at`: a trampoline's ctx reads the return
-    value at this offset (CtxInfo.ret_slot), not at its slot, whose index depends on the
-    function; the record is the same either way."""
+    values, up to data byte `budget` (else the captures' own), in order. A capture read at
+    exit from an argument (`buf[retval]`) has that argument's value carried from the entry,
+    where a struct returned through a hidden pointer carries that pointer: one or the other.
+    `ret_at`: a trampoline's ctx reads the return value at this offset (CtxInfo.ret_slot),
+    not at its slot, whose index depends on the function; the record is the same either way."""
+    if budget is None:
+        budget = min((c.budget for c in captures), default=DATA_SIZE) if captures else DATA_SIZE
     b = _PlanBuilder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
     cplans: dict[int, CapturePlan | None] = {}
@@ -247,18 +333,80 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
         held = b.value(pointer, "return pointer")
         if held is not None:
             carry = held.data_off
-    for i, c in enumerate(captures):
+    if not captures:  # most plans (every prototype of a kernel): none of what follows
+        x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
+        exit_ = ((x.carried(ret, carry),) if carries else
+                 (x.value(ret, "return value", ret_at),) if ret is not None else ())
+        return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
+                           tuple(b.skipped + x.skipped), carry)
+    # An exit capture rooted at an argument: that argument's value is carried (the first such
+    # root; another's captures are left out, said).
+    rooted = [i for i, c in enumerate(captures) if c.at_exit and c.param is not None]
+    buffer_root = None
+    if rooted and not carries:
+        first = captures[rooted[0]]
+        v = entry[first.param]
+        if v is not None and v.data_off >= 0 and v.data_off % 8 == 0 and first.within == 0:
+            buffer_root = (first.param, first.within)
+            carry = v.data_off
+
+    def root_of(c, values):
         if not c.at_exit:
-            cplans[i] = b.capture(c, entry[c.param], budget)
+            return values[c.param]
+        if c.param is None:
+            return values[0] if values else None
+        return carried_root if (c.param, c.within) == buffer_root else None
+
+    def place(x, c, values):
+        root = root_of(c, values)
+        if root is None and c.at_exit and c.param is not None:
+            x.skipped.append(f"capture {c.text}: only one pointer is kept from entry to exit"
+                             + (", the returned struct's" if carries else ""))
+            return None
+        if not c.buffer:
+            return x.capture(c, root, budget)
+        length = x.length(c, values, lambda via: place(x, via, values))
+        if length is None:
+            return None
+        return x.capture(c, root, budget, length)
+
+    # What the user named comes first: the default strings take the room the named captures
+    # leave, shrunk to it. They are laid out before those (a capture's head must start below
+    # OP_LIMIT, so the room is the shift the named ones can take and all still fit).
+    named = [(i, c) for i, c in enumerate(captures) if not c.at_exit and not c.default]
+    unasked = [(i, c) for i, c in enumerate(captures) if not c.at_exit and c.default]
+    def after(t) -> dict:  # the named ones, then the default strings (one may pass OP_LIMIT)
+        got = {i: place(t, c, entry) for i, c in named}
+        return got | {i: t.capture(c, entry[c.param], budget) for i, c in unasked}
+
+    def before(t) -> dict:  # the default strings in the room the named ones leave, then those
+        end = t.cursor + _room_before(t, named, place, entry)
+        got = {i: t.capture(c, entry[c.param], min(budget, end)) for i, c in unasked}
+        return got | {i: place(t, c, entry) for i, c in named}
+
+    def strings(got: dict) -> int:
+        return sum(record_bytes(c) if got[i].size < 0 else got[i].size
+                   for i, c in unasked if got[i] is not None)
+
+    # Whichever keeps more of the default strings (the named ones are the same either way).
+    way = after
+    if unasked and named and strings(after(b.clone())) < strings(before(b.clone())):
+        way = before
+    cplans.update(way(b))
     x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
+    carried_root: ValuePlan | None = None
     if carries:
         exit_ = (x.carried(ret, carry),)
-    elif ret is not None:
-        exit_ = (x.value(ret, "return value", ret_at),)
+    else:
+        if buffer_root is not None:
+            x.cursor = 8  # the carried argument's value, at offset 0 whatever its size
+            carried_root = ValuePlan(0, -1, 1 << CARRY_MISSING_BIT)
+        if ret is not None:
+            exit_ = (x.value(ret, "return value", ret_at),)
     for i, c in enumerate(captures):
         if c.at_exit:
-            cplans[i] = x.capture(c, exit_[0] if exit_ else None, budget)
+            cplans[i] = place(x, c, exit_)
     return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
                        tuple(b.skipped + x.skipped), carry,
                        tuple(cplans[i] for i in range(len(captures))))

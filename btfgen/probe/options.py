@@ -18,3 +18,4 @@ class Options:
     # or "auto": the first of these the kernel has
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
     timings: bool = False  # say how long each stage took (Timings)
+    bytes_as: str = "auto"  # a captured buffer as text: output.show_bytes' `how`

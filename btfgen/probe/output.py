@@ -54,7 +54,7 @@ class Printer:
 
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
                  errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
-                 flush: bool = True, batch: bool = False) -> None:
+                 flush: bool = True, batch: bool = False, bytes_as: str = "auto") -> None:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
@@ -68,6 +68,7 @@ class Printer:
         self._tid = struct.Struct(("<" if order == "little" else ">") + "I").unpack_from
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
         self.prog, self.flush = prog, flush
+        self.bytes_as = bytes_as  # a captured buffer as text: show_bytes' `how`
         # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
         # (ns, the entry's bytes) to be decoded only if the call fails (lines.py).
         self.open = OpenCalls()
@@ -212,7 +213,7 @@ class Printer:
     def _shape(self, fn) -> "_Shape":
         shape = self._shapes.get(fn)
         if shape is None:
-            shape = self._shapes[fn] = _Shape(fn)
+            shape = self._shapes[fn] = _Shape(fn, self.bytes_as)
         return shape
 
     def _entry(self, fn, who, args, caps) -> str:
@@ -243,7 +244,8 @@ class Printer:
             return "".join(line)
         text = show(value, shape.ret_pointer)
         if caps:
-            text += " " + ", ".join(f"{k}={show_captured(v)}" for k, v in caps.items())
+            text += " " + ", ".join(f"{k}={show_captured(v, self.bytes_as)}"
+                                    for k, v in caps.items())
         if self.errors:
             name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
             if name:
@@ -306,9 +308,10 @@ class _Shape:
     JSON keys, which values are pointers. Each event then costs its values only (the JSON
     encoder took 5 us a line on a dict of six arguments, most of an event's time)."""
 
-    __slots__ = ("names", "pointers", "ret_pointer", "json_name", "json_keys")
+    __slots__ = ("names", "pointers", "ret_pointer", "json_name", "json_keys", "bytes_as")
 
-    def __init__(self, fn) -> None:
+    def __init__(self, fn, bytes_as: str = "auto") -> None:
+        self.bytes_as = bytes_as
         self.names = tuple(fn.names)
         self.pointers = tuple(_is_pointer(d) for d in fn.args)
         self.ret_pointer = _is_pointer(fn.ret.value if fn.ret else None)
@@ -321,11 +324,11 @@ class _Shape:
         """`name=value, ...`: an argument captured as a whole (its string) shows the capture in
         its place, and captures through it follow the arguments as `path=value`."""
         caps = caps or {}
-        shown = [f"{n}={show_captured(caps[n])}" if n in caps else
+        shown = [f"{n}={show_captured(caps[n], self.bytes_as)}" if n in caps else
                  f"{n}={(hex(v) if p else repr(v)) if type(v) is int else show(v, p)}"
                  for n, v, p in zip(self.names, args, self.pointers)]
         if caps:
-            shown += [f"{path}={show_captured(v)}" for path, v in caps.items()
+            shown += [f"{path}={show_captured(v, self.bytes_as)}" for path, v in caps.items()
                       if path not in self.names]
         return ", ".join(shown)
 
@@ -336,14 +339,36 @@ class _Shape:
                                 for k, v in zip(self.json_keys, args)]) + "}"
 
 
-def show_captured(value) -> str:
+def show_captured(value, bytes_as: str = "auto") -> str:
     """A capture as text: a string quoted (JSON's escapes), `...` after a truncated one; a
-    value that could not be read as <why>."""
+    buffer as show_bytes makes it; a value that could not be read as <why>."""
+    if hasattr(value, "length") and isinstance(value, bytes):
+        return show_bytes(value, bytes_as)
     if hasattr(value, "truncated"):  # json.dumps(ensure_ascii=False)'s text, its encoder made once
         return _QUOTED(str(value)) + ("..." if value.truncated else "")
     if hasattr(value, "reason"):
         return f"<{value.reason}>"
     return show(value)
+
+
+BYTES_AS = ("auto", "text", "hex")  # --bytes
+# What "auto" shows as text: printable ASCII and the whitespace of text protocols.
+_TEXT = frozenset(range(0x20, 0x7f)) | {0x09, 0x0a, 0x0d}
+
+
+def show_bytes(value, how: str = "auto") -> str:
+    """A captured buffer (CapturedBytes) as text: quoted with JSON's escapes ("text"), or
+    `hex:` and its bytes in hex ("hex"); "auto": text when every byte is printable ASCII, a
+    tab or a line end, else hex. `...` after a buffer cut at the limit, and how long the call
+    said it was."""
+    data = bytes(value)
+    if how == "hex" or (how == "auto" and not _TEXT.issuperset(data)):
+        text = "hex:" + data.hex()
+    else:
+        text = _STRING(data.decode("latin-1"))
+    if value.truncated:
+        text += f"...({value.length} bytes)"
+    return text
 
 
 # One encoder for every line: json.dumps with any option makes a new one each call.
@@ -401,6 +426,9 @@ def typed(value):
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, (bytes, bytearray)):
+        if hasattr(value, "length"):  # a captured buffer: its bytes in hex, and its length
+            out = {"hex": bytes(value).hex(), "length": value.length}
+            return out | {"truncated": True} if value.truncated else out
         return bytes(value).hex()
     if isinstance(value, dict):
         return {k: typed(v) for k, v in value.items()}

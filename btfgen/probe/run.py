@@ -97,7 +97,8 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
         else:
             printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
                                      decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
-                                     as_json=opts.as_json, prog=prog.NAME, batch=True)
+                                     as_json=opts.as_json, prog=prog.NAME, batch=True,
+                                     bytes_as=opts.bytes_as)
             # Formats the span's records, their lines in one write, keeping no view of the ring
             # (its bytes are the producer's again after the span).
             sink = printer.records

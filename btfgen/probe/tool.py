@@ -98,11 +98,22 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "'vfs_read: file->f_path.dentry->d_name.name', 'do_sys_openat2: "
                         "how->flags', '*file' for the whole pointee, '**file' with what its "
                         "pointers point to (a star a level); a path "
-                        "ending at a char pointer is a string (repeatable)")
-    p.add_argument("--string-size", type=int, default=256, metavar="BYTES",
-                   help="characters of a captured string kept (default 256, as retsnoop; at "
-                        "most 509: a call's record holds 1 KiB); a longer one is marked "
-                        "truncated")
+                        "ending at a char pointer is a string; 'SSL_write: buf[num]', "
+                        "'SSL_read: buf[retval]' (at exit) a buffer of that many bytes "
+                        "(repeatable)")
+    p.add_argument("--value-size", "--string-size", dest="string_size", type=int, default=256,
+                   metavar="BYTES",
+                   help="bytes of a captured string or buffer kept (default 256, as "
+                        "retsnoop; at most 509: one record operation); a longer one is "
+                        "marked cut (--string-size: its old name)")
+    p.add_argument("--capture-budget", type=int, default=1024, metavar="BYTES",
+                   help="record bytes a call's captures may take (default and most 1024); "
+                        "what --capture names is placed first, the default strings after, "
+                        "shrunk to the room left")
+    p.add_argument("--bytes", dest="bytes_as", choices=("auto", "text", "hex"),
+                   default="auto",
+                   help="a captured buffer as text (escaped) or hex; auto (the default): text "
+                        "where every byte is printable, else hex")
     p.add_argument("--no-strings", dest="strings", action="store_false",
                    help="do not capture the string behind every char * argument")
     p.add_argument("--pid", type=int, default=0,
@@ -162,7 +173,7 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
     _check(p, args, command)
     opts = Options(command, args.pid, args.duration, errors=args.errors, as_json=args.json,
                    record=args.record, attach=args.attach, ring_mib=args.ring_mib,
-                   timings=args.timings)
+                   timings=args.timings, bytes_as=args.bytes_as)
     if args.run:
         return trace_run.run(args.run, opts)
     if build is None:
@@ -181,7 +192,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--build and --run are two steps: give one")
     if args.run and (args.names or args.kernel or args.btf or args.header or args.arch
                      or args.filter or args.capture or not args.strings
-                     or args.string_size != 256 or args.no_deny):
+                     or args.string_size != 256 or args.capture_budget != 1024
+                     or args.no_deny):
         p.error("--run takes no functions, types, filters or captures: they were chosen at "
                 "--build")
     if args.pid and command:

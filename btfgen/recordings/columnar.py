@@ -109,7 +109,7 @@ class Layout:
                          if c.at_exit == bool(kind)]
         for column, c in self.captures:
             self.columns.append(column)
-            if c.kind == "str":
+            if c.kind in ("str", "buf"):
                 self.columns.append(column + TRUNCATED)
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
                                "itemsize": stride})
@@ -121,13 +121,17 @@ class Layout:
 
 # A capture's column is its path after this (`cap:how->flags`): no argument's name has a colon.
 CAPTURE_PREFIX = "cap:"
-TRUNCATED = ".truncated"  # after a string capture's column: whether it went on past the limit
+TRUNCATED = ".truncated"  # after a string or buffer capture's column: whether it went on past
+# the limit
 
 
 def capture_arrow_type(c):
-    """A capture's Arrow type: a string, or its value's with char arrays as strings."""
+    """A capture's Arrow type: a string, a buffer's bytes (binary), or its value's with char
+    arrays as strings."""
     if c.kind == "str":
         return pa.string()
+    if c.kind == "buf":
+        return pa.binary()
     return arrow_type(c.type, text=True)
 
 
@@ -251,9 +255,13 @@ def _to_arrow(layout: Layout, payload):
             raise recording.RecordError(f"corrupt event ({e})") from None
         for name, c in layout.captures:
             values = [row[c.name] for row in caps]
-            cols[name] = pa.array([plain(v, c.type) for v in values],
-                                  type=capture_arrow_type(c))
-            if c.kind == "str":
+            if c.kind == "buf":  # the bytes read; null where nothing was (a length <= 0 ...)
+                cols[name] = pa.array([bytes(v) if isinstance(v, bytes) else None
+                                       for v in values], type=pa.binary())
+            else:
+                cols[name] = pa.array([plain(v, c.type) for v in values],
+                                      type=capture_arrow_type(c))
+            if c.kind in ("str", "buf"):
                 cols[name + TRUNCATED] = pa.array(
                     [getattr(v, "truncated", None) for v in values], type=pa.bool_())
     return pa.RecordBatch.from_pydict({c: cols[c] for c in layout.columns})

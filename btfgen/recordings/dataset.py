@@ -300,7 +300,8 @@ class _Rows:
     def _columns(self, fi: int, kind: int, rb, at: int) -> dict:
         fn, n = self.fns[fi], rb.num_rows
         values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
-        ncaps = sum(1 + (c.kind == "str") for c in fn.captures if c.at_exit == bool(kind))
+        ncaps = sum(1 + (c.kind in ("str", "buf")) for c in fn.captures
+                    if c.at_exit == bool(kind))
         assert rb.num_columns == len(EVENT_COLUMNS) + len(values) + ncaps  # columnar's order
         ts = rb.column(0).to_numpy().astype(np.int64)
         call, took = (a[at:at + n] for a in self.calls[fi])

@@ -312,13 +312,14 @@ def _only(order: str):
 
 
 def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
-                    errors: bool = False) -> int:
+                    errors: bool = False, bytes_as: str = "auto") -> int:
     """Print every event as `btfgen trace` would have; the number of records the ring buffer
     lost goes to stderr, as the tracer says it."""
     checked = verify(path)
     with recording.Reader(path, word_sum(), group=group(), trust=checked) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
-                                 errors=errors, as_json=as_json, flush=False, batch=True)
+                                 errors=errors, as_json=as_json, flush=False, batch=True,
+                                 bytes_as=bytes_as)
         try:
             for batch in r.batches():
                 try:

@@ -68,7 +68,8 @@ class Request:
     filters: list[str] = field(default_factory=list)  # --filter 'FUNC: EXPR'
     captures: list[str] = field(default_factory=list)  # --capture 'FUNC: PATH, PATH'
     strings: bool = True  # a string capture of every `char *` argument
-    string_size: int = 256  # capture.STRING_SIZE
+    string_size: int = 256  # capture.STRING_SIZE (--value-size)
+    capture_budget: int = 1024  # capture.CALL_BUDGET: record bytes a call's captures may take
     deny: bool = True  # kernel: leave out of the globs what btfgen itself calls (deny.txt)
     timings: bool = False  # say how long each stage took
 
@@ -232,6 +233,7 @@ def _plan(target, funcs: list, req: Request, filters: list):
     try:
         plan = target.plan(funcs, captures=req.captures, strings=req.strings,
                            string_size=req.string_size, filters=filters, kernel=req.kernel,
+                           capture_budget=req.capture_budget,
                            self_contained=True)
     except capture.CaptureOptionError as e:
         raise BuildError(str(e)) from None

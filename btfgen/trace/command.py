@@ -30,6 +30,7 @@ def _build(args, out: Path) -> None:
         program=None if args.kernel else args.names[0],
         headers=args.header, include=args.include, define=args.define, filters=args.filter,
         captures=args.capture, strings=args.strings, string_size=args.string_size,
+        capture_budget=args.capture_budget,
         deny=not args.no_deny, timings=args.timings)
     try:
         trace_build.build(req, out)

@@ -37,14 +37,26 @@ STRING_SIZE = 256
 MAX_STRING_SIZE = 509
 
 
+MAX_VALUE_SIZE = 511  # a value's bytes, also in one operation (a buffer's at most too)
+# The record data bytes a call's captures may take, unless --capture-budget says fewer: the
+# generic record's (spec_format.DATA_SIZE, not imported here: the run side's module).
+CALL_BUDGET = 1024
+
+
 def string_size_problem(size: int) -> str | None:
-    """What is wrong with a --string-size, for either command's one line; None: nothing."""
+    """What is wrong with a --value-size (--string-size), for either command's one line; None:
+    nothing."""
     if 1 <= size <= MAX_STRING_SIZE:
         return None
-    return (f"--string-size: from 1 to {MAX_STRING_SIZE} bytes (the generic record holds 1 KiB "
-            "a call)")
+    return (f"--value-size: from 1 to {MAX_STRING_SIZE} bytes (one record operation of the "
+            "generic record's 1 KiB)")
 
-MAX_VALUE_SIZE = 511  # a value's bytes, also in one operation
+
+def budget_problem(budget: int) -> str | None:
+    """What is wrong with a --capture-budget; None: nothing."""
+    if 64 <= budget <= CALL_BUDGET:
+        return None
+    return f"--capture-budget: from 64 to {CALL_BUDGET} bytes (the generic record's data)"
 
 KERNEL, USER, EITHER = 0, 1, 2  # where a load reads: the space flag of a capture op
 
@@ -87,10 +99,50 @@ class Capture:
     type: T.Type | None  # what it reads (None for a string)
     bit_offset: int = 0
     bit_size: int = 0
+    # A buffer (`PATH[LEN]`): `size` bytes at most from the last pointer, as many as `length`
+    # says at the call. The final read is then at offset 0 of the last pointer, as a string's.
+    length: Length | None = None
+    exit: bool = False  # read at exit though it starts from an argument (`buf[retval]`)
+    default: bool = False  # a default string, not asked for: it gives way first (plan)
+    budget: int = CALL_BUDGET  # the record data bytes this function's captures may take
 
     @property
     def at_exit(self) -> bool:
-        return self.param is None
+        return self.param is None or self.exit
+
+    @property
+    def buffer(self) -> bool:
+        return self.length is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Length:
+    """Where a buffer's length is, at the call: `const` bytes; else argument `param`'s value
+    (`size` bytes, `signed`), or the return value (param None, at exit), or the value another
+    capture reads (`via`: `buf[hdr->len]`)."""
+
+    text: str  # as written: the name a line gives it
+    const: int | None = None
+    param: int | None = None
+    size: int = 0
+    signed: bool = False
+    via: Capture | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sized:
+    """`PATH[LEN]` as written: a buffer of LEN bytes at the pointer PATH ends at. A constant
+    LEN after a path that is not a buffer's pointer is an index after all (`argv[1]`): `path`
+    is then the whole text as a path."""
+
+    base: paths.Syntax
+    length: str  # as written
+    column: int  # where it starts in the option (1-based)
+    path: paths.Syntax | None  # the whole text as a path, where LEN is a constant
+
+    @property
+    def text(self) -> str:
+        return f"{self.base.text}[{self.length}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +150,16 @@ class Request:
     """One --capture option before it meets a function's types."""
 
     func: str
-    paths: tuple[paths.Syntax, ...]
+    paths: tuple[paths.Syntax | Sized, ...]
     option: str
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what path.lark's NAME takes as a parameter
 _HEAD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:")
+# A trailing `[LEN]` (before a `:user` / `:kernel`) whose LEN is not a plain index is a length.
+_SIZED = re.compile(r"^(?P<base>.*?)\[(?P<len>[^\[\]]*)\]\s*(?P<mem>:\s*(?:user|kernel))?\s*$")
+_INDEX = re.compile(r"\s*(0x[0-9a-fA-F]+|[0-9]+)\s*")
+RETVALS = (paths.RETVAL, "retval")
 
 
 def parse(option: str) -> Request:
@@ -111,18 +167,50 @@ def parse(option: str) -> Request:
     m = _HEAD.match(option)
     if m is None:
         raise CaptureError("expected 'FUNC: PATH, PATH'", 1, option)
-    syntaxes = []
+    syntaxes: list = []
     at = m.end()
     for part in option[at:].split(","):
         start = at + len(part) - len(part.lstrip())
         if not part.strip():
             raise CaptureError("an empty path", start + 1, option)
         try:
-            syntaxes.append(paths.parse(part, at + 1))  # columns count from the part's start
+            syntaxes.append(_parse_part(part, at + 1))  # columns count from the part's start
         except paths.PathError as e:
             raise CaptureError(str(e).split(": ", 1)[1], e.column, option) from None
         at += len(part) + 1
     return Request(m.group(1), tuple(syntaxes), option)
+
+
+def _parse_part(part: str, column: int) -> paths.Syntax | Sized:
+    """A path, or `PATH[LEN]` whose LEN is not a constant (a constant is an index until the
+    types say the path before it is a buffer's pointer: as_sized)."""
+    sized = _SIZED.match(part)
+    if sized is None or sized.group("base").strip().startswith("*") \
+            or _INDEX.fullmatch(sized.group("len")):
+        return paths.parse(part, column)
+    length = sized.group("len")
+    where = column + sized.start("len") + len(length) - len(length.lstrip())
+    if not length.strip():
+        raise paths.PathError("an empty length", where)
+    base = paths.parse(sized.group("base") + (sized.group("mem") or ""), column)
+    return Sized(base, length.strip(), where, None)
+
+
+def as_sized(func: T.Func, syntax: paths.Syntax) -> Sized | None:
+    """A path ending in a constant index through a buffer's pointer (`buf[16]`, `buf` a void *
+    or a pointer to bytes) as a buffer of that many bytes; None: it is a path."""
+    if syntax.star or not syntax.steps or not isinstance(syntax.steps[-1], paths.Index):
+        return None
+    last = syntax.steps[-1]
+    text = syntax.text[:syntax.text.rindex("[")].rstrip()
+    base = replace(syntax, steps=syntax.steps[:-1], text=text)
+    try:
+        p = paths.resolve(func, base)
+    except paths.PathError:
+        return None  # the whole path says what is wrong
+    if p.bit_size or not is_buffer_pointer(p.type):
+        return None
+    return Sized(base, str(last.index), last.column, syntax)
 
 
 def is_string_pointer(t: T.Type, plain_char: bool = False) -> bool:
@@ -141,7 +229,8 @@ def space_of(user: bool | None) -> int:
 
 
 def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
-            at_exit: bool = False, separate_spaces: str | None = None) -> Capture:
+            at_exit: bool = False, separate_spaces: str | None = None,
+            default: bool = False) -> Capture:
     """The loads and read that capture `syntax` in a call of `func`, or CaptureError.
     `separate_spaces`: as path.resolve's (the arch's name, for a kernel probe on s390x)."""
     try:
@@ -161,7 +250,8 @@ def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
                  for i, r in enumerate(pointers))
     if string:
         space = space_of(p.pointee_user)
-        return Capture(p.text, p.param, p.within, names[0], hops, True, 0, limit, space, None)
+        return Capture(p.text, p.param, p.within, names[0], hops, True, 0, limit, space, None,
+                       default=default)
     last = p.reads[-1]
     size = p.size
     if size > MAX_VALUE_SIZE:
@@ -170,6 +260,115 @@ def resolve(func: T.Func, syntax: paths.Syntax, limit: int = STRING_SIZE,
                            syntax.root_column - syntax.star)
     return Capture(p.text, p.param, p.within, names[0], hops, False, last.offset, size,
                    space_of(last.user), p.type, p.bit_offset, p.bit_size)
+
+
+def is_buffer_pointer(t: T.Type) -> bool:
+    """A pointer a `PATH[LEN]` reads bytes behind: to void or to a one-byte integer."""
+    p = strip(t)
+    if not isinstance(p, T.Ptr):
+        return False
+    c = strip(p.type)
+    return isinstance(c, T.Void) or (isinstance(c, T.Int) and c.size == 1 and not c.is_bool)
+
+
+def _integer(t: T.Type) -> tuple[int, bool] | None:
+    """(size, signed) of an integer a length can be: an int or an enum of 1, 2, 4 or 8 bytes."""
+    i = strip(t)
+    if isinstance(i, (T.Int, T.Enum)) and i.size in (1, 2, 4, 8):
+        if isinstance(i, T.Int) and i.is_bool:
+            return None
+        return i.size, i.signed
+    return None
+
+
+def resolve_buffer(func: T.Func, sized: Sized, limit: int = STRING_SIZE,
+                   separate_spaces: str | None = None) -> Capture:
+    """The loads and read of `PATH[LEN]`: at most `limit` bytes at the pointer PATH ends at,
+    as many as LEN says at the call; read at exit when LEN is the return value or what a
+    pointer argument points to then (`*readbytes`). CaptureError naming the column where the
+    path or the length does not fit."""
+    base = sized.base
+    try:
+        p = paths.resolve(func, base, separate_spaces=separate_spaces)
+    except paths.PathError as e:
+        raise CaptureError(str(e).split(": ", 1)[1], e.column) from None
+    if p.bit_size or not is_buffer_pointer(p.type):
+        raise CaptureError(f"{p.text} is {_spell(p.type)}: a buffer is a void * or a pointer "
+                           "to bytes", base.root_column)
+    if p.pointee_user is None and separate_spaces:
+        e = paths.memory_unknown(base, separate_spaces)
+        raise CaptureError(str(e).split(": ", 1)[1], e.column)
+    length, exit_ = _length(func, sized, limit, separate_spaces)
+    names = _pointer_names(func, base, False)
+    hops = tuple(Hop(r.offset, space_of(r.user), names[i + 1]) for i, r in enumerate(p.reads))
+    size = min(limit, length.const) if length.const is not None else limit
+    return Capture(sized.text, p.param, p.within, names[0], hops, False, 0, size,
+                   space_of(p.pointee_user), None, length=length, exit=exit_)
+
+
+def _length(func: T.Func, sized: Sized, limit: int, separate_spaces: str | None
+            ) -> tuple[Length, bool]:
+    """A buffer's Length, and whether it is known only at exit."""
+    text, column = sized.length, sized.column
+    if _INDEX.fullmatch(text):
+        n = int(text, 0)
+        if n < 1:
+            raise CaptureError("a length of 0 bytes captures nothing", column)
+        return Length(text, const=n), False
+    try:
+        syntax = paths.parse(text, column)
+    except paths.PathError as e:
+        raise CaptureError(f"the length {text!r} is not an integer, an argument, retval or a "
+                           "path", e.column) from None
+    at_exit = syntax.root in RETVALS or syntax.star > 0
+    if syntax.star > 1:
+        raise CaptureError(f"the length {text!r}: one star, what a pointer holds at exit",
+                           column)
+    star = syntax.star == 1  # `*readbytes`: what the out-pointer holds once the call returned
+    if star:
+        syntax = replace(syntax, star=0, text=syntax.text[1:])
+    try:
+        lp = paths.resolve(func, syntax, at_exit=at_exit, separate_spaces=separate_spaces)
+    except paths.PathError as e:
+        raise CaptureError(f"the length: {str(e).split(': ', 1)[1]}", e.column) from None
+    if star:
+        ptr = strip(lp.type)
+        if not isinstance(ptr, T.Ptr):
+            raise CaptureError(f"the length {text!r}: {lp.text} is {_spell(lp.type)}, not a "
+                               "pointer", column)
+        whole = paths.resolve(func, replace(syntax, star=1, text="*" + syntax.text),
+                              at_exit=at_exit, separate_spaces=separate_spaces)
+        kind = _integer(whole.type)
+        what = whole.type
+    else:
+        kind = None if lp.bit_size else _integer(lp.type)
+        what = lp.type
+    if kind is None:
+        raise CaptureError(f"the length {text!r} is {_spell(what)}, not an integer", column)
+    if not lp.reads and not star:  # an argument's or the return value's own value
+        return Length(text, param=lp.param, size=kind[0], signed=kind[1]), at_exit
+    via_syntax = replace(syntax, star=1, text="*" + syntax.text) if star else syntax
+    via = resolve(func, via_syntax, limit, at_exit=False, separate_spaces=separate_spaces)
+    if at_exit and via.param is not None and via.param != _root_param(func, sized.base):
+        # Both pointers would have to be kept from the entry: one is (the carried word).
+        raise CaptureError(f"at exit, {sized.text} needs {sized.base.root} and {via.root} kept "
+                           f"from the entry, and one pointer is kept a call (use a length "
+                           f"known at exit: retval)", column)
+    return Length(text, size=kind[0], signed=kind[1], via=replace(via, exit=at_exit)), at_exit
+
+
+def _root_param(func: T.Func, syntax: paths.Syntax) -> int | None:
+    names = [p.name for p in func.proto.params]
+    return names.index(syntax.root) if syntax.root in names else None
+
+
+def _spell(t: T.Type) -> str:
+    from btfgen.btf.cnames import c_spelling
+
+    try:
+        return c_spelling(t)
+    except T.TypeWalkError:
+        return f"type {t.id}"
 
 
 def _pointer_names(func: T.Func, syntax: paths.Syntax, at_exit: bool) -> list[str]:
@@ -202,7 +401,7 @@ def default_strings(func: T.Func, limit: int = STRING_SIZE,
     for param in _string_params(func):
         if separate_spaces and _unguessable(param):
             continue
-        out.append(resolve(func, paths.parse(param.name), limit))
+        out.append(resolve(func, paths.parse(param.name), limit, default=True))
     return tuple(out)
 
 
@@ -334,27 +533,42 @@ def _has_pointer(t: T.Type, depth: int = 0) -> bool:
 
 def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
                   strings: bool = False, separate_spaces: str | None = None,
-                  notes: list[str] | None = None) -> dict[str, tuple[Capture, ...]]:
-    """Each function's captures (by name): its `requests`, after the default strings when
-    `strings`. A request for a function not among `funcs`, or a path that does not fit one,
-    is a CaptureError naming the option. `separate_spaces`: path.resolve's. `notes` gets a
-    line for each capture a `**PATH` left out, and why."""
+                  notes: list[str] | None = None,
+                  budget: int = CALL_BUDGET) -> dict[str, tuple[Capture, ...]]:
+    """Each function's captures (by name): its `requests` in the order asked, then the default
+    strings when `strings` (what the user named comes first in the record: a default string
+    gives way, shrinking first, where the budget runs out). A request for a function not among
+    `funcs`, or a path that does not fit one, is a CaptureError naming the option.
+    `separate_spaces`: path.resolve's. `notes` gets a line for each capture a `**PATH` left
+    out, and why. `budget`: the record data bytes a call's captures may take."""
     by_name: dict[str, T.Func] = {}
     for f in funcs:
         by_name.setdefault(f.name, f)
     out: dict[str, list[Capture]] = {}
-    if strings:
-        for name, f in by_name.items():
-            caps = default_strings(f, limit, separate_spaces)
-            if caps:
-                out[name] = list(caps)
     for r in requests:
         f = by_name.get(r.func)
         if f is None:
             raise CaptureError(f"{r.func!r} is not among the functions traced", 1, r.option)
         mine = out.setdefault(r.func, [])
         for asked in r.paths:
-            at_exit = asked.root in (paths.RETVAL, "retval")
+            sized = asked if isinstance(asked, Sized) else as_sized(f, asked)
+            if sized is not None:
+                try:
+                    got = resolve_buffer(f, sized, limit, separate_spaces)
+                except CaptureError as e:
+                    e.option = r.option
+                    raise
+                if got.exit:
+                    kept = next((c for c in mine if c.exit and c.param is not None), None)
+                    if kept is not None and (kept.param, kept.within) != (got.param, got.within):
+                        raise CaptureError(
+                            f"at exit, {got.text} needs {got.root} kept from the entry, and "
+                            f"{kept.text} keeps {kept.root}: one pointer is kept a call",
+                            sized.base.root_column, r.option)
+                mine[:] = [d for d in mine if d.text != got.text]
+                mine.append(replace(got, budget=budget))
+                continue
+            at_exit = asked.root in RETVALS
             expanded, left = expand(f, asked, at_exit, separate_spaces)
             for k, s in enumerate(expanded):
                 try:
@@ -365,30 +579,40 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
                         raise
                     left.append(f"{s.text}: {str(e).split(': ', 1)[1]}")
                     continue
-                # Asked for by name, a default string gives way (its memory may be named now).
                 mine[:] = [d for d in mine if d.text != c.text]
-                mine.append(c)
+                mine.append(replace(c, budget=budget))
             if notes is not None:
                 notes += [f"{r.func}: {asked.text} leaves out {why}" for why in left]
-    return {k: tuple(v) for k, v in out.items()}
+    if strings:
+        for name, f in by_name.items():
+            # Asked for by name, a default string is not made again (its memory may be named).
+            asked_for = {c.text for c in out.get(name, ())}
+            caps = [c if budget == CALL_BUDGET else replace(c, budget=budget)
+                    for c in default_strings(f, limit, separate_spaces)
+                    if c.text not in asked_for]
+            if caps:
+                out.setdefault(name, []).extend(caps)
+    return {k: tuple(v) for k, v in out.items() if v}
 
 
 def for_options(funcs, options: list[str], limit: int = STRING_SIZE, strings: bool = False,
-                separate_spaces: str | None = None) -> tuple[dict, list[str]]:
+                separate_spaces: str | None = None,
+                budget: int = CALL_BUDGET) -> tuple[dict, list[str]]:
     """`--capture` options (and `--capture-strings`) resolved for `funcs`, as both commands
     take them: (for_functions' captures, the lines saying what `**PATH`s left out), or one
     CaptureOptionError naming the option and the column."""
-    if problem := string_size_problem(limit):
+    if problem := string_size_problem(limit) or budget_problem(budget):
         raise CaptureOptionError(problem)
     notes: list[str] = []
     try:
         found = for_functions(funcs, [parse(option) for option in options], limit, strings,
-                              separate_spaces=separate_spaces, notes=notes)
+                              separate_spaces=separate_spaces, notes=notes, budget=budget)
     except CaptureError as e:
         raise CaptureOptionError(e.line()) from None
     return found, notes
 
 
 def record_bytes(c: Capture) -> int:
-    """The bytes its read writes into the record (a string: the limit, one more, the NUL)."""
+    """The bytes its read writes into the record (a string: the limit, one more, the NUL; a
+    buffer: at most its limit)."""
     return c.size + 2 if c.string else c.size

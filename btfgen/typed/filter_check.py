@@ -77,6 +77,7 @@ class StrTest:
     prefix: bool
     array: int  # the array's length, 0 for a `char *`
     user: bool | None  # where the string's bytes are, as typed/path.Read.user says
+    raw: bool = False  # a buffer (`void *`): its first bytes, NULs and all, not a C string
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +313,17 @@ class _Checker:
                 e = P.memory_unknown(ref.syntax, self.separate)
                 raise FilterError(str(e).split(": ", 1)[1], e.column)
             return StrTest(path, lit.value, prefix, 0, path.pointee_user)
+        if isinstance(t, T.Ptr) and isinstance(strip(t.type), T.Void):
+            # A buffer (`SSL_write: buf`): no NUL says where it ends, so only its first bytes
+            # are tested, as many as the literal has.
+            if not prefix:
+                raise FilterError(f"{ref.syntax.text} is a buffer ({_kind_name(t)}): test its "
+                                  f"first bytes with prefix({ref.syntax.text}, \"...\")",
+                                  ref.column)
+            if path.pointee_user is None and self.separate:
+                e = P.memory_unknown(ref.syntax, self.separate)
+                raise FilterError(str(e).split(": ", 1)[1], e.column)
+            return StrTest(path, lit.value, True, 0, path.pointee_user, raw=True)
         if isinstance(t, T.Array) and _is_char(t.elem):
             if not path.reads:
                 raise FilterError(f"{ref.syntax.text}: a char array passed by value is not "
@@ -322,7 +334,7 @@ class _Checker:
                                   f"{ref.syntax.text} ({n} bytes)", lit.column)
             return StrTest(path, lit.value, prefix, n, path.reads[-1].user)
         raise FilterError(f"{ref.syntax.text} is {_kind_name(t)}, not a string (char * or "
-                          f"char array)", ref.column)
+                          f"char array) or a buffer (void *)", ref.column)
 
 
 def _is_char(t: T.Type) -> bool:

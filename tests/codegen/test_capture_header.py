@@ -21,7 +21,10 @@ from btfgen.codegen.outputs import file_name, generate
 from btfgen.typed import capture
 from btfgen.typed import filter as typed_filter
 
-CAPTURES = ["tiny: *n, n->name, n->next->next->u.i, n->next->name"]
+CAPTURES = ["tiny: *n, n->name, n->next->next->u.i, n->next->name",
+            # buffers: a length from an argument, a constant, and one read at exit (which
+            # the header's exit function cannot: said in its struct, by btfgen trace read)
+            "scalars: d[g], d[8], d[retval]"]
 FILTERS = ['tiny: n->next->name == "tail" && c > 0', 'with_enum: prefix(s, "/etc/")']
 # Where kernel and user addresses overlap (s390x), a kernel probe's paths name their memory.
 NAMED = ['tiny: n->next->name:kernel == "tail" && c > 0', 'with_enum: prefix(s:user, "/etc/")']
@@ -31,6 +34,15 @@ PROGRAM = """%(user)s
 char LICENSE[] SEC("license") = "GPL";
 struct btfgen_captures_tiny caps_tiny;
 struct btfgen_captures_with_enum caps_enum;
+struct btfgen_captures_scalars caps_scalars;
+SEC("kprobe") int run_scalars(void *ctx)
+{
+	struct btfgen_args_scalars a;
+
+	if (btfgen_entry_scalars(ctx, &a))
+		return 0;
+	return btfgen_capture_scalars(&a, &caps_scalars);
+}
 SEC("kprobe") int run_tiny(void *ctx)
 {
 	struct btfgen_args_tiny a;
@@ -78,6 +90,11 @@ def test_captures_and_filters_compile(arch, tmp_path):
     members = re.findall(r"(\w+)(?:\[\d+\])?; /\*", struct)
     assert members == ["n_pointee", "n__name", "n__next__next__u_i", "n__next__name"]
     assert "char n__name[34];" in struct  # 32 characters kept, one more to tell truncation
+    scalars = re.search(r"struct btfgen_captures_scalars \{\n(.*?)\n\};", header, re.S).group(1)
+    assert "__u8 d_g[32]; /* d[g]: a buffer of up to 32 bytes, as many as g says" in scalars
+    assert "__u8 d_8[8];" in scalars
+    assert "d[retval]: unavailable: read at exit through an argument" in header
+    assert "__s64 n = (__s64)(a->g);" in header
     for user in ("", "#define BTFGEN_USER"):
         src = tmp_path / "t.bpf.c"
         src.write_text(PROGRAM % {"user": user})

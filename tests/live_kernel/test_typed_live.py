@@ -36,7 +36,9 @@ pytestmark = pytest.mark.live
 
 KEEP = "btfgen-keep-typed"
 DROP = "btfgen-drop-typed"
-CAPTURES = ["do_sys_openat2: how->flags", "vfs_write: file->f_path.dentry->d_name.name"]
+# buf[count]: a buffer whose length is another argument, read by the kernel build's BUF op.
+CAPTURES = ["do_sys_openat2: how->flags",
+            "vfs_write: file->f_path.dentry->d_name.name, buf[count]"]
 FILTERS = [f'do_sys_openat2: prefix(filename, "/tmp/{KEEP}")',
            f'vfs_write: prefix(file->f_path.dentry->d_name.name, "{KEEP}")']
 FUNCTIONS = ["do_sys_openat2", "vfs_write"]
@@ -60,7 +62,8 @@ FPROBES = [
 # address read in kernel memory). The paths name their memory; the default strings are left out,
 # and the build says so.
 SEPARATE_CAPTURES = ["do_sys_openat2: filename:user, how->flags:kernel",
-                     "vfs_write: buf:user, file->f_path.dentry->d_name.name:kernel"]
+                     "vfs_write: buf:user, file->f_path.dentry->d_name.name:kernel, "
+                     "buf[count]:user"]
 SEPARATE_FILTERS = [f'do_sys_openat2: prefix(filename:user, "/tmp/{KEEP}")',
                     f'vfs_write: prefix(file->f_path.dentry->d_name.name:kernel, "{KEEP}")']
 
@@ -205,7 +208,8 @@ def test_captures_and_filters_in_guest(name, tmp_path):
     keep = f"/tmp/{KEEP}-{name}"
     assert entries == [
         ("do_sys_openat2", {"filename": keep, "how->flags": opens[keep]}),
-        ("vfs_write", {"buf": "keep\n", "file->f_path.dentry->d_name.name": f"{KEEP}-{name}"}),
+        ("vfs_write", {"buf": "keep\n", "file->f_path.dentry->d_name.name": f"{KEEP}-{name}",
+                       "buf[count]": {"hex": b"keep\n".hex(), "length": 5}}),
     ], f"{name}: the filters did not pass exactly the calls on {keep}:\n{text}"
     exits = [e["function"] for e in events if e["kind"] == "exit"]
     assert exits == ["do_sys_openat2", "vfs_write"], f"{name}: exits of the kept calls:\n{text}"

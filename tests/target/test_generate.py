@@ -45,7 +45,7 @@ def test_the_command_writes_what_generate_gives(program, tmp_path):
     module = types.ModuleType("g")
     exec(files["btfgen_x86_64.py"], module.__dict__)
     names = [c.name for c in module.function("open_file").captures]
-    assert names == ["filename", "how->next->name", "how->mid"]
+    assert names == ["how->next->name", "how->mid", "filename"]  # named first, then defaults
 
 
 def test_without_captures_the_files_are_the_plain_ones(program):
@@ -64,7 +64,7 @@ def test_without_captures_the_files_are_the_plain_ones(program):
     ({"filters": ["open_file: how > 1"]}, FilterOptionError,
      "--filter 'open_file: how > 1': column 12"),
     ({"filters": ["open_file: dfd >"]}, FilterOptionError, "--filter 'open_file: dfd >'"),
-    ({"strings": True, "string_size": 600}, BtfgenError, "--string-size: from 1 to 509"),
+    ({"strings": True, "string_size": 600}, BtfgenError, "--value-size: from 1 to 509"),
     ({"filters": ["open_file: dfd > 0"], "langs": ("python",)}, BtfgenError,
      "filters are BPF C"),
 ])

@@ -1,4 +1,5 @@
-"""Capture ops in the generic decoder, in the kernel variant (bpf_probe_read_kernel(_str)):
+"""Capture ops in the generic decoder, in the kernel variant (bpf_probe_read_kernel(_str)), a
+buffer's too:
 benchmarks/bench_capture.py's program loaded (the verifier accepts the capture loop) and run
 under BPF_PROG_TEST_RUN on kernel memory, its record decoded by the generated module. Needs root
 and BPF on an x86_64 host, else skipped."""
@@ -62,3 +63,13 @@ def test_every_capture_kind_in_kernel_memory(bench, tmp_path, program):
 def test_a_string_that_fits_is_not_truncated(bench, tmp_path):
     caps = _run(bench, tmp_path, "generic_capture", "fs", string_size=100)
     assert caps["s"] == bench.TEXT and not caps["s"].truncated
+
+
+@pytest.mark.parametrize("program", ["generic_buffer", "interpreter_buffer"])
+def test_a_buffer_of_an_arguments_length(bench, tmp_path, program):
+    """`fb: buf[n]`, n 256: the BUF op reads the length from the record, then that many
+    bytes (the benchmark's figure is of this program), inline and on the interpreter."""
+    caps = _run(bench, tmp_path, program, "fb")
+    got = caps["buf[n]"]
+    assert bytes(got) == bench.TEXT.encode() + bytes(bench.BUFFER - len(bench.TEXT))
+    assert got.length == bench.BUFFER and not got.truncated and got.space == "kernel"

@@ -112,22 +112,24 @@ def test_plan_ops_and_heads(target):
     f = func(target, "vfs_read")
     caps = C.for_functions([f], [C.parse("vfs_read: file->f_path.dentry->d_name.name, "
                                          "file->busy")], limit=32, strings=True)["vfs_read"]
-    assert [c.text for c in caps] == ["buf", "name", "file->f_path.dentry->d_name.name",
-                                      "file->busy"]
+    # what the user named first, then the default strings (they give way first)
+    assert [c.text for c in caps] == ["file->f_path.dentry->d_name.name", "file->busy", "buf",
+                                      "name"]
+    assert [c.default for c in caps] == [False, False, True, True]
     p = _plan(target, "vfs_read", caps)
     heads = [cp.head for cp in p.captures]
     assert all(h % 8 == 0 for h in heads) and heads == sorted(heads)
     cap_ops = [o for o in p.entry_ops if o.source >= generic.CAP_ROOT]
     kinds = [o.source for o in cap_ops]
     R, H, S, K = generic.CAP_ROOT, generic.CAP_HOP, generic.CAP_STR, generic.CAP_COPY
-    assert kinds == [R, S, R, S, R, H, H, S, R, K]
+    assert kinds == [R, H, H, S, R, K, R, S, R, S]
     # the string reads one character past the limit and the NUL; it follows its head
     strs = [o for o in cap_ops if o.source == S]
     assert [o.size for o in strs] == [34] * 3
-    assert [o.dst for o in strs] == [h + generic.CAPTURE_HEAD_SIZE for h in heads[:3]]
+    assert [o.dst for o in strs] == [heads[i] + generic.CAPTURE_HEAD_SIZE for i in (0, 2, 3)]
     # each HOP names its capture's head; ROOT reads the argument's record bytes
-    assert all(o.dst == heads[2] for o in cap_ops if o.source == H)
-    assert cap_ops[0].src == p.entry[1].data_off and p.captures[0].root_mask == p.entry[1].op_mask
+    assert all(o.dst == heads[0] for o in cap_ops if o.source == H)
+    assert cap_ops[6].src == p.entry[1].data_off and p.captures[2].root_mask == p.entry[1].op_mask
     assert all(o.dst + o.size <= generic.DATA_SIZE and o.dst < generic.OP_LIMIT
                for o in cap_ops)
 
@@ -138,8 +140,13 @@ def test_plan_leaves_out_what_does_not_fit_and_says_so(target):
     p = _plan(target, "vfs_read", caps)
     assert p.captures[0] is not None and p.captures[1] is None  # one 511-byte string fits
     assert any("capture name: no room" in s for s in p.skipped)
+    # a default string the budget cannot hold whole is shrunk to the room left; one the user
+    # named is not: it is left out, said
     small = _plan(target, "vfs_read", caps[:1], budget=256)
-    assert small.captures == (None,)
+    (shrunk,) = small.captures
+    assert shrunk.size == 256 - shrunk.head - generic.CAPTURE_HEAD_SIZE - 2
+    asked = C.for_functions([f], [C.parse("vfs_read: buf")], limit=C.MAX_STRING_SIZE)
+    assert _plan(target, "vfs_read", asked["vfs_read"], budget=256).captures == (None,)
 
 
 DEEP = r"""

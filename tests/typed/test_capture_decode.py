@@ -92,8 +92,8 @@ def test_generator_option(tmp_path, capsys):
     ns: dict = {}
     exec((tmp_path / "cap" / "btfgen_x86_64.py").read_text(), ns)
     caps = ns["function"]("f").captures
-    assert [(c.name, c.kind, c.size) for c in caps] == [("p", "str", 32), ("*q", "value", 8),
-                                                        ("q->n", "value", 4)]
+    assert [(c.name, c.kind, c.size) for c in caps] == [("*q", "value", 8), ("q->n", "value", 4),
+                                                        ("p", "str", 32)]
     assert not ns["function"]("g").captures
     spec = ns["spec"]("f")
     assert spec[4] == 2 + 2 + 2 + 2  # nentry: two arguments, then ROOT + STR/COPY thrice: two arguments, then ROOT + STR/COPY thrice

@@ -57,12 +57,12 @@ from .records import (
     SPACES,
     DecodeError,
 )
-from .values import CapturedString, Enumerator, Unavailable, Unread
+from .values import CapturedBytes, CapturedString, Enumerator, Unavailable, Unread
 
 __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
            "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",
            "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS", "CaptureDesc",
-           "CapturedString",
+           "CapturedString", "CapturedBytes",
            "ArrayType", "BoolType", "BytesType", "CharsType", "CompositeType", "EnumType",
            "FloatType", "IntType", "PtrType", "Limit", "TRUSTED", "check_type", "type_size",
            "reader", "convert", "text_of", "TEXT_READERS", "CAPTURE_HEADS", "CAPTURE_HEAD_SIZE",

@@ -4,8 +4,9 @@ record."""
 from __future__ import annotations
 
 from .descriptors import CaptureDesc
-from .records import CAPTURE_FAULT, CAPTURE_HEAD_SIZE, CAPTURE_NULL, CAPTURE_OK, SPACES
-from .values import CapturedString, Enumerator, Unavailable
+from .records import (CAPTURE_EMPTY, CAPTURE_FAULT, CAPTURE_HEAD_SIZE, CAPTURE_NULL, CAPTURE_OK,
+                      CARRY_MISSING, SPACES)
+from .values import CapturedBytes, CapturedString, Enumerator, Unavailable
 
 
 def capture_reader(c: CaptureDesc, read, head, order: str):
@@ -36,9 +37,13 @@ def capture_reader(c: CaptureDesc, read, head, order: str):
 def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
     if c.head < 0:
         return Unavailable("no room in the record")
+    if failed & c.root_mask & CARRY_MISSING:  # an exit buffer's pointer, kept from its entry
+        return Unavailable(f"{c.pointers[0]} was NULL at entry, or its entry was not seen")
     if failed & c.root_mask:
         return Unavailable(f"{c.pointers[0]} could not be read")
     status, hop, space, _pad, n, _pad2, _ptr = head.unpack_from(data, c.head)
+    if c.kind == "buf" and status in (CAPTURE_OK, CAPTURE_EMPTY):
+        return _buffer(c, data, failed, head, order, status, space, n)
     at = c.head + CAPTURE_HEAD_SIZE
     where = SPACES[space] if space < len(SPACES) else f"space {space}"
     if status == CAPTURE_NULL:
@@ -58,6 +63,31 @@ def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
     if c.type.signed and raw >> (c.bit_size - 1):
         raw -= 1 << c.bit_size
     return Enumerator(raw, c.type.names.get(raw)) if c.type.tag == "enum" else raw
+
+
+def _buffer(c: CaptureDesc, data, failed: int, head, order: str, status: int, space: int,
+            n: int):
+    """A buffer's bytes, with the length the call said (from the record: an argument, the
+    return value, or what the length's own capture read)."""
+    at, nbytes, signed, name, lhead, lmask = c.length
+    if at < 0:
+        length = nbytes
+    else:
+        if failed & lmask:
+            return Unavailable(f"its length {name} could not be read")
+        if lhead >= 0:
+            lstatus = head.unpack_from(data, lhead)[0]
+            if lstatus != CAPTURE_OK:
+                why = _captured(CaptureDesc(name, "value", ("int", nbytes, signed), nbytes, 0, 0,
+                                            c.at_exit, lhead, lmask, (name.lstrip("*"),)),
+                                None, data, failed, head, order)
+                return Unavailable(f"its length: {why.reason}")
+        length = int.from_bytes(data[at:at + nbytes], order, signed=signed)
+    if status == CAPTURE_EMPTY or length <= 0:
+        return Unavailable(f"nothing to read: {name}={length}")
+    start = c.head + CAPTURE_HEAD_SIZE
+    where = SPACES[space] if space < len(SPACES) else f"space {space}"
+    return CapturedBytes(bytes(data[start:start + min(n, c.size)]), length, where)
 
 
 def _pointer(c: CaptureDesc, hop: int) -> str:

@@ -22,7 +22,11 @@ rebuilds them from either, checking each part.
   bit_offset, bit_size, at_exit, head, root_mask, pointers): what a pointer pointed to, copied
   into the record after a status head at data offset `head` (kind "str": a string of at most
   `size` characters; "value": `size` bytes of `type`, or a bitfield of them); `pointers` name
-  the pointers followed, for saying which one was NULL; head -1: not in the record.
+  the pointers followed, for saying which one was NULL; head -1: not in the record. An
+  eleventh, `length` (left out when empty), makes kind "buf" a buffer of at most `size` bytes
+  (`PATH[LEN]`): (data offset, bytes, signed, name, head, mask) of the integer saying how many
+  at the call, `head` the status head of the capture that read it (-1: a value of the record),
+  `mask` the failed bits that spoil it; a constant's offset is -1 and its bytes the constant.
 """
 
 from __future__ import annotations
@@ -382,14 +386,21 @@ class CaptureDesc(NamedTuple):
     head: int  # its status head's data offset; -1: left out of the record
     root_mask: int  # the record's failed bits that spoil the pointer it starts from
     pointers: tuple  # the names of the pointers it follows, first to last
+    length: tuple = ()  # a buffer's: where its length is (the module's docstring)
 
     @classmethod
     def check(cls, obj, what: str, limit: Limit) -> CaptureDesc:
-        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers = _fields(
-            obj, cls, what)
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + ((),)  # not a buffer
+        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers, length = \
+            _fields(obj, cls, what)
         what = f"{what} {_str(name, what)!r}"
-        if kind not in ("str", "value"):
+        if kind not in ("str", "value", "buf"):
             _malformed(f"{what}: kind {kind!r}")
+        if (kind == "buf") != bool(length):
+            _malformed(f"{what}: a length {length!r} for kind {kind!r}")
+        if length:
+            length = _length(length, f"{what}: length", limit)
         t = check_type(t, f"{what}: type", limit)
         _int(size, f"{what}: size", 0, limit.size)
         if kind == "value" and not bit_size and type_size(t) > size:
@@ -402,7 +413,26 @@ class CaptureDesc(NamedTuple):
                    _int(bit_size, f"{what}: bit size", 0, 64), _flag(at_exit, f"{what}: exit"),
                    _int(head, f"{what}: head", -1, limit.size),
                    _int(mask, f"{what}: root mask", 0, (1 << 64) - 1),
-                   tuple(_str(p, f"{what}: pointer") for p in pointers))
+                   tuple(_str(p, f"{what}: pointer") for p in pointers), length)
+
+
+def _length(obj, what: str, limit: Limit) -> tuple:
+    at, size, signed, name, head, mask = _fields(obj, _LengthFields, what)
+    _int(at, f"{what}: offset", -1, limit.size)
+    if at >= 0 and size not in (1, 2, 4, 8):
+        _malformed(f"{what}: an integer of {size!r} bytes")
+    return (at, _int(size, f"{what}: bytes", 1, limit.size), _flag(signed, f"{what}: signed"),
+            _str(name, f"{what}: name"), _int(head, f"{what}: head", -1, limit.size),
+            _int(mask, f"{what}: mask", 0, (1 << 64) - 1))
+
+
+class _LengthFields(NamedTuple):
+    at: int
+    size: int
+    signed: bool
+    name: str
+    head: int
+    mask: int
 
 
 

@@ -63,3 +63,24 @@ class CapturedString(str):
 
     def __reduce__(self):
         return (CapturedString, (str(self), self.truncated, self.space))
+
+
+class CapturedBytes(bytes):
+    """A buffer read from the traced process or the kernel (`PATH[LEN]`): the bytes read;
+    `length` the length the call said (more than the bytes when cut: `truncated`), `space` the
+    memory it was read from."""
+
+    def __new__(cls, data: bytes, length: int, space: str):
+        self = bytes.__new__(cls, data)
+        self.length, self.space = length, space
+        return self
+
+    @property
+    def truncated(self) -> bool:
+        return self.length > len(self)
+
+    def __repr__(self) -> str:
+        return f"CapturedBytes({bytes(self)!r}, length={self.length})"
+
+    def __reduce__(self):
+        return (CapturedBytes, (bytes(self), self.length, self.space))
