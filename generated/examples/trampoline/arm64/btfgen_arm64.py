@@ -214,7 +214,7 @@ RECORD_HEADER_SIZE = size_of(RECORD_HEAD)
 CARRY_MISSING = 1 << 63
 CAPTURE_HEADS = structs(CAPTURE_HEAD)
 CAPTURE_HEAD_SIZE = size_of(CAPTURE_HEAD)
-CAPTURE_OK, CAPTURE_NULL, CAPTURE_FAULT = 1, 2, 3
+CAPTURE_OK, CAPTURE_NULL, CAPTURE_FAULT, CAPTURE_EMPTY = 1, 2, 3, 4  # EMPTY: generic.py's
 SPACES = ("kernel", "user")
 
 
@@ -575,14 +575,21 @@ class CaptureDesc(NamedTuple):
     head: int  # its status head's data offset; -1: left out of the record
     root_mask: int  # the record's failed bits that spoil the pointer it starts from
     pointers: tuple  # the names of the pointers it follows, first to last
+    length: tuple = ()  # a buffer's: where its length is (the module's docstring)
 
     @classmethod
     def check(cls, obj, what: str, limit: Limit) -> CaptureDesc:
-        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers = _fields(
-            obj, cls, what)
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + ((),)  # not a buffer
+        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers, length = \
+            _fields(obj, cls, what)
         what = f"{what} {_str(name, what)!r}"
-        if kind not in ("str", "value"):
+        if kind not in ("str", "value", "buf"):
             _malformed(f"{what}: kind {kind!r}")
+        if (kind == "buf") != bool(length):
+            _malformed(f"{what}: a length {length!r} for kind {kind!r}")
+        if length:
+            length = _length(length, f"{what}: length", limit)
         t = check_type(t, f"{what}: type", limit)
         _int(size, f"{what}: size", 0, limit.size)
         if kind == "value" and not bit_size and type_size(t) > size:
@@ -595,7 +602,26 @@ class CaptureDesc(NamedTuple):
                    _int(bit_size, f"{what}: bit size", 0, 64), _flag(at_exit, f"{what}: exit"),
                    _int(head, f"{what}: head", -1, limit.size),
                    _int(mask, f"{what}: root mask", 0, (1 << 64) - 1),
-                   tuple(_str(p, f"{what}: pointer") for p in pointers))
+                   tuple(_str(p, f"{what}: pointer") for p in pointers), length)
+
+
+def _length(obj, what: str, limit: Limit) -> tuple:
+    at, size, signed, name, head, mask = _fields(obj, _LengthFields, what)
+    _int(at, f"{what}: offset", -1, limit.size)
+    if at >= 0 and size not in (1, 2, 4, 8):
+        _malformed(f"{what}: an integer of {size!r} bytes")
+    return (at, _int(size, f"{what}: bytes", 1, limit.size), _flag(signed, f"{what}: signed"),
+            _str(name, f"{what}: name"), _int(head, f"{what}: head", -1, limit.size),
+            _int(mask, f"{what}: mask", 0, (1 << 64) - 1))
+
+
+class _LengthFields(NamedTuple):
+    at: int
+    size: int
+    signed: bool
+    name: str
+    head: int
+    mask: int
 
 
 
@@ -707,6 +733,27 @@ class CapturedString(str):
         return (CapturedString, (str(self), self.truncated, self.space))
 
 
+class CapturedBytes(bytes):
+    """A buffer read from the traced process or the kernel (`PATH[LEN]`): the bytes read;
+    `length` the length the call said (more than the bytes when cut: `truncated`), `space` the
+    memory it was read from."""
+
+    def __new__(cls, data: bytes, length: int, space: str):
+        self = bytes.__new__(cls, data)
+        self.length, self.space = length, space
+        return self
+
+    @property
+    def truncated(self) -> bool:
+        return self.length > len(self)
+
+    def __repr__(self) -> str:
+        return f"CapturedBytes({bytes(self)!r}, length={self.length})"
+
+    def __reduce__(self):
+        return (CapturedBytes, (bytes(self), self.length, self.space))
+
+
 def capture_reader(c: CaptureDesc, read, head, order: str):
     """A function (record data, failed bits) -> the capture's value: a whole string, the
     commonest capture, with its descriptor read here once; anything else by _captured."""
@@ -735,9 +782,13 @@ def capture_reader(c: CaptureDesc, read, head, order: str):
 def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
     if c.head < 0:
         return Unavailable("no room in the record")
+    if failed & c.root_mask & CARRY_MISSING:  # an exit buffer's pointer, kept from its entry
+        return Unavailable(f"{c.pointers[0]} was NULL at entry, or its entry was not seen")
     if failed & c.root_mask:
         return Unavailable(f"{c.pointers[0]} could not be read")
     status, hop, space, _pad, n, _pad2, _ptr = head.unpack_from(data, c.head)
+    if c.kind == "buf" and status in (CAPTURE_OK, CAPTURE_EMPTY):
+        return _buffer(c, data, failed, head, order, status, space, n)
     at = c.head + CAPTURE_HEAD_SIZE
     where = SPACES[space] if space < len(SPACES) else f"space {space}"
     if status == CAPTURE_NULL:
@@ -757,6 +808,31 @@ def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
     if c.type.signed and raw >> (c.bit_size - 1):
         raw -= 1 << c.bit_size
     return Enumerator(raw, c.type.names.get(raw)) if c.type.tag == "enum" else raw
+
+
+def _buffer(c: CaptureDesc, data, failed: int, head, order: str, status: int, space: int,
+            n: int):
+    """A buffer's bytes, with the length the call said (from the record: an argument, the
+    return value, or what the length's own capture read)."""
+    at, nbytes, signed, name, lhead, lmask = c.length
+    if at < 0:
+        length = nbytes
+    else:
+        if failed & lmask:
+            return Unavailable(f"its length {name} could not be read")
+        if lhead >= 0:
+            lstatus = head.unpack_from(data, lhead)[0]
+            if lstatus != CAPTURE_OK:
+                why = _captured(CaptureDesc(name, "value", ("int", nbytes, signed), nbytes, 0, 0,
+                                            c.at_exit, lhead, lmask, (name.lstrip("*"),)),
+                                None, data, failed, head, order)
+                return Unavailable(f"its length: {why.reason}")
+        length = int.from_bytes(data[at:at + nbytes], order, signed=signed)
+    if status == CAPTURE_EMPTY or length <= 0:
+        return Unavailable(f"nothing to read: {name}={length}")
+    start = c.head + CAPTURE_HEAD_SIZE
+    where = SPACES[space] if space < len(SPACES) else f"space {space}"
+    return CapturedBytes(bytes(data[start:start + min(n, c.size)]), length, where)
 
 
 def _pointer(c: CaptureDesc, hop: int) -> str:
@@ -1128,7 +1204,7 @@ def _record_end(values: tuple, plans: tuple, pointer_size: int) -> int:
 __all__ = ["Enumerator", "Unavailable", "Unread", "DecodeError", "Function", "RECORD_HEADERS",
            "RECORD_HEADER_SIZE", "FunctionDesc", "ValueDesc", "RetDesc", "Piece", "Plan",
            "RecordPlans", "FastPath", "Member", "TYPES", "SCALAR_TAGS", "CaptureDesc",
-           "CapturedString",
+           "CapturedString", "CapturedBytes",
            "ArrayType", "BoolType", "BytesType", "CharsType", "CompositeType", "EnumType",
            "FloatType", "IntType", "PtrType", "Limit", "TRUSTED", "check_type", "type_size",
            "reader", "convert", "text_of", "TEXT_READERS", "CAPTURE_HEADS", "CAPTURE_HEAD_SIZE",

@@ -456,17 +456,23 @@ static __always_inline int btfgen_exit_narrow(const void *ctx, const struct btfg
  * and starts a struct btfgen_capture_head at data[dst]; each HOP loads the next pointer from
  * the one in hand + src (its head at data[dst]); COPY reads `size` bytes, STR a string of at
  * most `size` bytes with its NUL, from the pointer in hand + src into data[dst], right after
- * the head. `space`: the memory a load reads. */
+ * the head. `space`: the memory a load reads. A buffer (`PATH[LEN]`) ends in BUF instead: at
+ * most `size` bytes, as many as the integer at data[src] says (its log2 width in space bits
+ * 2-3, signed with bit 4); a length of zero or less reads nothing (status EMPTY). */
 #define BTFGEN_CAP_ROOT 3
 #define BTFGEN_CAP_HOP 4
 #define BTFGEN_CAP_COPY 5
 #define BTFGEN_CAP_STR 6
+#define BTFGEN_CAP_BUF 7
+#define BTFGEN_BUF_WIDTH(space) (((space) >> 2) & 3)
+#define BTFGEN_BUF_SIGNED 0x10
 #define BTFGEN_SPACE_KERNEL 0
 #define BTFGEN_SPACE_USER 1
 #define BTFGEN_SPACE_EITHER 2 /* unknown (BTF without __user tags): kernel, then user */
 #define BTFGEN_CAPTURE_OK 1
 #define BTFGEN_CAPTURE_NULL 2
 #define BTFGEN_CAPTURE_FAULT 3
+#define BTFGEN_CAPTURE_EMPTY 4 /* a buffer whose length was zero or less */
 
 struct btfgen_capture_head {
 	__u8 status; /* 0: not made, 1: read, 2: a NULL pointer, 3: a read faulted */
@@ -615,6 +621,60 @@ static __always_inline void btfgen_capture_load(struct btfgen_record *rec, __u32
 		h->len = string ? (__u16)n : (__u16)size;
 }
 
+/* A buffer's last op (BTFGEN_CAP_BUF): the length is the integer at data[lsrc] (an argument,
+ * the return value, or what another capture read), `how` its width and sign above the memory
+ * to read; then at most `size` of that many bytes at the pointer in hand. The head's len says
+ * how many were read; the length itself stays in the record, where the decoder reads it (to
+ * say a buffer was cut, or why nothing was read). Inline in a straight-line decoder, its
+ * offsets constants, as a string's load is. */
+static __always_inline void btfgen_capture_buf(struct btfgen_record *rec, __u32 lsrc, __u32 dst,
+					       __u32 size, __u8 how)
+{
+	struct btfgen_capture_head *h = (struct btfgen_capture_head *)
+		&rec->data[(dst - sizeof(*h)) & (BTFGEN_OP_LIMIT - 8)];
+	__u8 used = 0;
+	__s64 n;
+
+	if (h->status != BTFGEN_CAPTURE_OK)
+		return;
+	switch (BTFGEN_BUF_WIDTH(how)) {
+	case 0:
+		n = how & BTFGEN_BUF_SIGNED ? (__s64)(__s8)rec->data[lsrc & (BTFGEN_OP_LIMIT - 1)] :
+			rec->data[lsrc & (BTFGEN_OP_LIMIT - 1)];
+		break;
+	case 1: {
+		__u16 v = *(btfgen_a16 *)&rec->data[lsrc & (BTFGEN_OP_LIMIT - 2)];
+
+		n = how & BTFGEN_BUF_SIGNED ? (__s64)(__s16)v : v;
+		break;
+	}
+	case 2: {
+		__u32 v = *(btfgen_a32 *)&rec->data[lsrc & (BTFGEN_OP_LIMIT - 4)];
+
+		n = how & BTFGEN_BUF_SIGNED ? (__s64)(__s32)v : v;
+		break;
+	}
+	default:
+		n = *(btfgen_a64 *)&rec->data[lsrc & (BTFGEN_OP_LIMIT - 8)];
+		/* An unsigned length past 2^63 is a length, not a negative one. */
+		if (!(how & BTFGEN_BUF_SIGNED) && n < 0)
+			n = size;
+	}
+	if (n <= 0) {
+		h->status = BTFGEN_CAPTURE_EMPTY;
+		return;
+	}
+	if (n > size)
+		n = size;
+	n &= BTFGEN_OP_LIMIT - 1;
+	if (btfgen_capture_read(&rec->data[dst & (BTFGEN_OP_LIMIT - 1)], (__u32)n, h->ptr,
+				how & 3, &used, 0) < 0)
+		h->status = BTFGEN_CAPTURE_FAULT;
+	else
+		h->len = (__u16)n;
+	h->space = used;
+}
+
 /* One capture op. Its state (the pointer in hand, whether it stopped at a NULL or a fault)
  * is in the capture's head in the record, not in registers: the verifier, which knows nothing
  * of record bytes, then walks the generic loop once per op instead of once per outcome.
@@ -632,6 +692,10 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
 
 	if (op->from == BTFGEN_CAP_ROOT) {
 		btfgen_capture_root(rec, op->src, op->dst);
+		return;
+	}
+	if (op->from == BTFGEN_CAP_BUF) {
+		btfgen_capture_buf(rec, op->src, op->dst, op->size, op->space);
 		return;
 	}
 	if (op->from != BTFGEN_CAP_HOP) {

@@ -32,17 +32,23 @@
  * and starts a struct btfgen_capture_head at data[dst]; each HOP loads the next pointer from
  * the one in hand + src (its head at data[dst]); COPY reads `size` bytes, STR a string of at
  * most `size` bytes with its NUL, from the pointer in hand + src into data[dst], right after
- * the head. `space`: the memory a load reads. */
+ * the head. `space`: the memory a load reads. A buffer (`PATH[LEN]`) ends in BUF instead: at
+ * most `size` bytes, as many as the integer at data[src] says (its log2 width in space bits
+ * 2-3, signed with bit 4); a length of zero or less reads nothing (status EMPTY). */
 #define BTFGEN_CAP_ROOT 3
 #define BTFGEN_CAP_HOP 4
 #define BTFGEN_CAP_COPY 5
 #define BTFGEN_CAP_STR 6
+#define BTFGEN_CAP_BUF 7
+#define BTFGEN_BUF_WIDTH(space) (((space) >> 2) & 3)
+#define BTFGEN_BUF_SIGNED 0x10
 #define BTFGEN_SPACE_KERNEL 0
 #define BTFGEN_SPACE_USER 1
 #define BTFGEN_SPACE_EITHER 2 /* unknown (BTF without __user tags): kernel, then user */
 #define BTFGEN_CAPTURE_OK 1
 #define BTFGEN_CAPTURE_NULL 2
 #define BTFGEN_CAPTURE_FAULT 3
+#define BTFGEN_CAPTURE_EMPTY 4 /* a buffer whose length was zero or less */
 
 struct btfgen_capture_head {
 	__u8 status; /* 0: not made, 1: read, 2: a NULL pointer, 3: a read faulted */
