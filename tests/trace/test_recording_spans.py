@@ -143,3 +143,46 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
             loop = fn == r.index[d.btf_id]
             assert (p.strides[0] == step) == loop and np.shares_memory(p, span) == loop
             assert len(p) == 50 or not loop
+
+
+@pytest.mark.parametrize("version", [3, 2])
+def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version):
+    """Spans of many chunks (a chunk made small), their checks taken on the writer's thread
+    (version 3): every event reads back in order, and a byte changed anywhere in the bytes or
+    their checks is refused where a later span follows, and taken as the cut of a killed
+    writer where it is the last."""
+    import recording_v2
+
+    monkeypatch.setattr(recording, "CHUNK", 64)
+    monkeypatch.setattr(recording, "THREADED", 0)
+    mod = MODULES["x86_64"]
+    descs = synth.descriptors(mod)
+    evs = synth.events(descs, 60, 5, "little")
+    path = tmp_path / "r.btfrec"
+    make = recording.Writer if version == 3 else recording_v2.Writer
+    w = make(str(path), synth.header(mod), descs, "little")
+    spans = [evs[:25], evs[25:26], evs[26:]]
+    for part in spans:
+        w.records(part)
+    w.close(0)
+    with recording.Reader(str(path)) as r:
+        got = [bytes(e) for b in r.batches() for e in b.events()]
+        assert r.version == version and r.events == len(evs) and r.cut is None
+    assert got == [bytes(e) for e in evs]
+    good = path.read_bytes()
+    first = good.index(b"SPAN")
+    second = good.index(b"SPAN", first + 4)
+    for at in range(first + recording.SPAN_HEAD.size, second, 7):  # the first span's bytes on
+        data = bytearray(good)
+        data[at] ^= 0x40
+        path.write_bytes(bytes(data))
+        with pytest.raises(recording.RecordError), recording.Reader(str(path)) as r:
+            for _ in r.batches():
+                pass
+    last = good.rindex(b"SPAN")
+    data = bytearray(good[:-recording.END.size])
+    data[-1 if version == 3 else -3] ^= 1  # the last span's checks (3) or bytes (2), no end
+    path.write_bytes(bytes(data))
+    with recording.Reader(str(path)) as r:
+        n = sum(b.count for b in r.batches())
+        assert r.cut == (last, n) and n == len(spans[0]) + len(spans[1])
