@@ -56,7 +56,7 @@ import os
 import struct
 import zlib
 
-from . import ringspan, spec_format
+from . import crc, ringspan, spec_format
 
 MAGIC = b"BTFGREC\n"
 VERSION = 3  # what the writer writes
@@ -68,7 +68,10 @@ END = struct.Struct("<4sIQQII")
 SPAN_HEAD = struct.Struct("<4sIIIII")
 RUN = struct.Struct("<II4I")
 CHUNK = 1 << 20  # a version 3 span's bytes are checked a CHUNK at a time
-THREADED = 256 << 10  # a span this long or longer has its checks taken on the writer's thread
+# A span this long or longer has its checks taken on the writer's thread, where they are
+# zlib's (libdeflate's take a fifth of the write's time: a thread would cost more than it saves
+# where no CPU is free).
+THREADED = 256 << 10
 CHECKERS = 2  # threads checking a version 3 span's chunks as the reader reads them
 MAX_SPAN_BYTES = 1 << 28  # a span is far shorter: the reader's are at most ringspan.MAX_SPAN
 MAX_HEADER = 64 << 20
@@ -149,14 +152,29 @@ def stride(desc) -> int:
 def checks(data) -> bytes:
     """A version 3 span's checks of its bytes `data`: the crc32 of each CHUNK, padded to 8."""
     view = memoryview(data)
-    return _packed([zlib.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)])
+    return _packed([crc.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)])
 
 
 def _take(view, todo, crcs: list[int]) -> None:
     """The CRCs of the chunks of `view` whose indexes `todo` (an iterator shared by two threads)
     yields, into `crcs`."""
     for i in todo:
-        crcs[i] = zlib.crc32(view[i * CHUNK:(i + 1) * CHUNK])
+        crcs[i] = crc.crc32(view[i * CHUNK:(i + 1) * CHUNK])
+
+
+class _Done:
+    """A CRC taken at once, as a checker's future would give it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def result(self) -> int:
+        return self.value
+
+    def cancel(self) -> None:
+        pass
 
 
 def _packed(crcs: list[int]) -> bytes:
@@ -207,7 +225,7 @@ class Writer:
         head = SPAN_HEAD.pack(b"SPAN", span.records, len(span.runs), len(data),
                               zlib.crc32(table), 0)
         head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
-        if len(data) < THREADED:
+        if len(data) < THREADED or crc.WHOSE != "zlib":
             self._write([head, table, data, checks(data)])
         else:
             # The chunks' CRCs taken on the thread while the bytes are written; once written,
@@ -398,7 +416,7 @@ class Reader:
             raise RecordError(f"{self.path}: not a btfgen recording")
         if len(first) < FILE_HEAD.size:
             raise RecordError(f"{self.path}: truncated (in the head)")
-        _magic, version, size, crc, pad = FILE_HEAD.unpack(first)
+        _magic, version, size, said_crc, pad = FILE_HEAD.unpack(first)
         if version not in VERSIONS:
             raise RecordError(f"{self.path}: recording version {version}, this btfgen reads "
                               f"{' and '.join(map(str, VERSIONS))}")
@@ -406,7 +424,7 @@ class Reader:
         if size > MAX_HEADER or pad:
             raise RecordError(f"{self.path}: corrupt (a header of {size} bytes)")
         text = self._read(size, "the header")
-        if zlib.crc32(text) != crc:
+        if zlib.crc32(text) != said_crc:
             raise RecordError(f"{self.path}: corrupt header (checksum)")
         try:
             head = json.loads(text)
@@ -437,9 +455,9 @@ class Reader:
         while True:
             tag = self._read(4, "a batch")
             if tag == b"END\0":
-                _, zero, events, lost, crc, pad = END.unpack(
+                _, zero, events, lost, said_crc, pad = END.unpack(
                     tag + self._read(END.size - 4, "the end"))
-                if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != crc:
+                if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != said_crc:
                     raise RecordError(f"{self.path}: corrupt end (checksum)")
                 if self.file.read(1):
                     raise RecordError(f"{self.path}: corrupt (data after the end)")
@@ -451,8 +469,9 @@ class Reader:
             yield self._batch(tag + self._read(BATCH_HEAD.size - 4, "a batch"))
 
     def _end(self, tag: bytes) -> None:
-        _, zero, events, lost, crc, pad = END.unpack(tag + self._read(END.size - 4, "the end"))
-        if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != crc:
+        _, zero, events, lost, said_crc, pad = END.unpack(
+            tag + self._read(END.size - 4, "the end"))
+        if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != said_crc:
             raise RecordError(f"{self.path}: corrupt end (checksum)")
         if self.file.read(1):
             raise RecordError(f"{self.path}: corrupt (data after the end)")
@@ -474,14 +493,16 @@ class Reader:
         return True
 
     def _spans(self):
-        # The next span is read and checked in threads while the caller works on this one
-        # (zlib.crc32 and the read let go of the GIL): the columnar path decodes tens of
-        # millions of events a second, and a CRC of their bytes on one thread takes as long.
-        # A version 3 span's chunks are checked as they are read, on CHECKERS threads.
+        # The next span is read and checked in a thread while the caller works on this one
+        # (the CRC and the read let go of the GIL): the columnar path decodes tens of
+        # millions of events a second. Where the CRC is zlib's (~4 GB/s: as long as the
+        # decoding takes), a version 3 span's chunks are checked as they are read, on CHECKERS
+        # threads more; libdeflate's takes a fraction of that, and more threads would cost
+        # more than they save where no CPU is free.
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(CHECKERS) as checkers:
-            self._checkers = checkers
+            self._checkers = checkers if crc.WHOSE == "zlib" else None
             ahead = pool.submit(self._chunk, 0)
             n = 1
             try:
@@ -527,7 +548,7 @@ class Reader:
         if len(rest) < SPAN_HEAD.size - 4:
             return None
         head = tag + rest
-        _, records, nruns, nbytes, crc, head_crc = SPAN_HEAD.unpack(head)
+        _, records, nruns, nbytes, said_crc, head_crc = SPAN_HEAD.unpack(head)
         if zlib.crc32(head[:-4]) != head_crc:
             return None if self._rest_is_zeros() else self._corrupt(at, "its head's checksum")
         if nbytes % 8 or nbytes > MAX_SPAN_BYTES or nruns * 8 > nbytes or not nruns:
@@ -538,7 +559,7 @@ class Reader:
         tail = checks_size(nbytes) if self.version >= 3 else 0
         end = at + SPAN_HEAD.size + len(table) + nbytes + tail
         check = end > self.trust
-        if self.version >= 3 and zlib.crc32(table) != crc:
+        if self.version >= 3 and zlib.crc32(table) != said_crc:
             return None if self._torn(at) else self._corrupt(at, "its runs' checksum")
         if self.reuse:
             if len(self._bufs[slot]) < nbytes:
@@ -555,14 +576,15 @@ class Reader:
                     c.cancel()
                 return None
             if check and self.version >= 3:
-                crcs.append(self._checkers.submit(zlib.crc32, piece))
+                crcs.append(self._checkers.submit(crc.crc32, piece) if self._checkers
+                            else _Done(crc.crc32(piece)))
         if self.version >= 3:
             said = f.read(tail)
             if len(said) < tail:
                 return None
             if check and said != _packed([c.result() for c in crcs]):
                 return None if self._torn(at) else self._corrupt(at, "checksum")
-        elif check and zlib.crc32(data, zlib.crc32(table)) != crc:
+        elif check and crc.crc32(data, zlib.crc32(table)) != said_crc:
             return None if self._torn(at) else self._corrupt(at, "checksum")
         runs, total, count = [], 0, 0
         for n, period, *words in RUN.iter_unpack(table):
@@ -586,7 +608,7 @@ class Reader:
         raise RecordError(f"{self.path}: corrupt span at byte {at} ({what})")
 
     def _batch(self, head: bytes) -> Batch:
-        _, n, nsec, crc, total_sum = BATCH_HEAD.unpack(head)
+        _, n, nsec, said_crc, total_sum = BATCH_HEAD.unpack(head)
         if not 0 < n <= MAX_BATCH_EVENTS or not 0 < nsec <= min(n, MAX_SECTIONS):
             raise RecordError(f"{self.path}: corrupt batch ({n} events, {nsec} sections)")
         table = self._read(nsec * SECTION.size, "a batch")
@@ -610,7 +632,8 @@ class Reader:
                 raise RecordError(f"{self.path}: truncated (in a batch)")
         else:
             payload = memoryview(self._read(total, "a batch"))
-        if zlib.crc32(order, zlib.crc32(table)) != crc or self.word_sum(payload) != total_sum:
+        if zlib.crc32(order, zlib.crc32(table)) != said_crc or \
+                self.word_sum(payload) != total_sum:
             raise RecordError(f"{self.path}: corrupt batch (checksum)")
         out, at = [], 0
         for fn, kind, count in sections:

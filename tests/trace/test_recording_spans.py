@@ -145,16 +145,28 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
             assert len(p) == 50 or not loop
 
 
+@pytest.mark.parametrize("whose", ["zlib", "fast"])
 @pytest.mark.parametrize("version", [3, 2])
-def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version):
-    """Spans of many chunks (a chunk made small), their checks taken on the writer's thread
-    (version 3): every event reads back in order, and a byte changed anywhere in the bytes or
+def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, whose):
+    """Spans of many chunks (a chunk made small), their checks taken (version 3) on the
+    writer's thread and the reader's checkers (zlib's CRC) or at once (libdeflate's, where it
+    is installed): every event reads back in order, and a byte changed anywhere in the bytes or
     their checks is refused where a later span follows, and taken as the cut of a killed
     writer where it is the last."""
+    import zlib
+
     import recording_v2
+
+    from btfgen.probe import crc
 
     monkeypatch.setattr(recording, "CHUNK", 64)
     monkeypatch.setattr(recording, "THREADED", 0)
+    if whose == "zlib":
+        monkeypatch.setattr(crc, "crc32", zlib.crc32)
+        monkeypatch.setattr(crc, "WHOSE", "zlib")
+    else:
+        monkeypatch.setattr(crc, "SMALL", 0)  # every CRC through the library, where it is
+
     mod = MODULES["x86_64"]
     descs = synth.descriptors(mod)
     evs = synth.events(descs, 60, 5, "little")
