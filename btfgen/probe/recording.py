@@ -72,6 +72,9 @@ CHUNK = 1 << 20  # a version 3 span's bytes are checked a CHUNK at a time
 # zlib's (libdeflate's take a fifth of the write's time: a thread would cost more than it saves
 # where no CPU is free).
 THREADED = 256 << 10
+# Whether this process may run on more than one CPU: on one, the thread only costs.
+_SPARE_CPU = len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") else \
+    (os.cpu_count() or 1) > 1
 CHECKERS = 2  # threads checking a version 3 span's chunks as the reader reads them
 MAX_SPAN_BYTES = 1 << 28  # a span is far shorter: the reader's are at most ringspan.MAX_SPAN
 MAX_HEADER = 64 << 20
@@ -225,7 +228,7 @@ class Writer:
         head = SPAN_HEAD.pack(b"SPAN", span.records, len(span.runs), len(data),
                               zlib.crc32(table), 0)
         head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
-        if len(data) < THREADED or crc.WHOSE != "zlib":
+        if len(data) < THREADED or crc.WHOSE != "zlib" or not _SPARE_CPU:
             self._write([head, table, data, checks(data)])
         else:
             # The chunks' CRCs taken on the thread while the bytes are written; once written,
