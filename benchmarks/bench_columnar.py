@@ -102,6 +102,7 @@ def formats(records: int, rounds: int) -> int:
             paths[version] = Path(tmp) / f"v{version}.btfrec"
             make_format(paths[version], records, version)
         runs = {k: [] for k in ("1", "2", "3", "3, checks not taken")}
+        cpus = {k: [] for k in runs}  # records a second of the process's CPU time
 
         def rate(key: str) -> float:
             path = paths[int(key[0])]
@@ -109,12 +110,16 @@ def formats(records: int, rounds: int) -> int:
             real = columnar.recording.Reader
             columnar.recording.Reader = lambda *a, **k: real(*a, **dict(k, trust=trust))
             try:
-                return columnar_rate(path)[0]
+                cpu = time.process_time()
+                rate, rows = columnar_rate(path)
+                cpus[key].append(rows / (time.process_time() - cpu))
+                return rate
             finally:
                 columnar.recording.Reader = real
 
         for key in runs:
             rate(key)  # each file in the page cache, its code warm
+            cpus[key].clear()
         for r in range(rounds):
             for key in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
                 runs[key].append(rate(key))
@@ -122,8 +127,10 @@ def formats(records: int, rounds: int) -> int:
               f"alternating rounds, load {os.getloadavg()[0]:.1f} at the end:")
         for key, rates in runs.items():
             ratio = statistics.median(a / b for a, b in zip(rates, runs["1"]))
+            cpu = statistics.median(a / b for a, b in zip(cpus[key], cpus["1"]))
             print(f"format {key:22s} {statistics.median(rates) / 1e6:6.2f} M records/s "
-                  f"(x{ratio:.2f} format 1's, round by round)")
+                  f"(x{ratio:.2f} format 1's, round by round); "
+                  f"{statistics.median(cpus[key]) / 1e6:6.2f} M a CPU second (x{cpu:.2f})")
     return 0
 
 
