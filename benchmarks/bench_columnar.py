@@ -16,6 +16,15 @@ BENCH_RECORD_BYTES=1080 gives today's generic record.
 Target (issue 14): >= 20 M records/s for scalar-only functions.
 
     BENCH_RECORDS=20000000 python3 benchmarks/bench_columnar.py
+
+With --formats, the recording formats back to back instead (the machine's load moves the
+figure more than anything else): BENCH_RECORDS records written in each format by its own writer
+(1: tests/trace/recording_v1.py, 2: tests/trace/recording_v2.py, 3: today's), then
+columnar.record_batches over each in turn, the order alternating, BENCH_ROUNDS rounds (and
+format 3 once more with its checks not taken: a second pass's `trust`); medians and each round's
+ratio to format 1's.
+
+    BENCH_RECORDS=2000000 BENCH_ROUNDS=7 python3 benchmarks/bench_columnar.py --formats
 """
 
 from __future__ import annotations
@@ -67,6 +76,62 @@ def make(path: Path, records: int) -> None:
         events = n * SPAN
         tail = recording.struct.pack("<QQ", events, 0)
         f.write(recording.END.pack(b"END\0", 0, events, 0, recording.zlib.crc32(tail), 0))
+
+
+def make_format(path: Path, records: int, version: int) -> None:
+    """`records` entries of FUNCTION in recording format `version`, written by its writer a
+    span (version 1: a batch) of SPAN records at a time, one span's records repeated."""
+    mod = synth.module("x86_64")
+    descs = synth.descriptors(mod)
+    desc = mod._descriptor(FUNCTION)[0]
+    size = RECORD_BYTES or recording.stride(desc)
+    rng = random.Random(1)
+    span = [synth.event(desc, 0, rng, 1000 + i)[:size] for i in range(SPAN)]
+    synth.write(path, mod, span * (records // SPAN), batch=SPAN, version=version)
+
+
+def formats(records: int, rounds: int) -> int:
+    import statistics
+
+    from btfgen.recordings import columnar
+
+    with tempfile.TemporaryDirectory(prefix="bench-columnar-", dir=os.environ.get("TMPDIR"))\
+            as tmp:
+        paths = {}
+        for version in (1, 2, 3):
+            paths[version] = Path(tmp) / f"v{version}.btfrec"
+            make_format(paths[version], records, version)
+        runs = {k: [] for k in ("1", "2", "3", "3, checks not taken")}
+        cpus = {k: [] for k in runs}  # records a second of the process's CPU time
+
+        def rate(key: str) -> float:
+            path = paths[int(key[0])]
+            trust = path.stat().st_size if "not" in key else 0
+            real = columnar.recording.Reader
+            columnar.recording.Reader = lambda *a, **k: real(*a, **dict(k, trust=trust))
+            try:
+                cpu = time.process_time()
+                rate, rows = columnar_rate(path)
+                cpus[key].append(rows / (time.process_time() - cpu))
+                return rate
+            finally:
+                columnar.recording.Reader = real
+
+        for key in runs:
+            rate(key)  # each file in the page cache, its code warm
+            cpus[key].clear()
+        for r in range(rounds):
+            for key in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                runs[key].append(rate(key))
+        print(f"{records} entries of {FUNCTION}, {SPAN} records a span, median of {rounds} "
+              f"alternating rounds, load {os.getloadavg()[0]:.1f} at the end:")
+        for key, rates in runs.items():
+            ratio = statistics.median(a / b for a, b in zip(rates, runs["1"]))
+            cpu = statistics.median(a / b for a, b in zip(cpus[key], cpus["1"]))
+            print(f"format {key:22s} {statistics.median(rates) / 1e6:6.2f} M records/s "
+                  f"(x{ratio:.2f} format 1's, round by round); "
+                  f"{statistics.median(cpus[key]) / 1e6:6.2f} M a CPU second (x{cpu:.2f})")
+    return 0
 
 
 def columnar_rate(path: Path) -> tuple[float, int]:
@@ -145,6 +210,8 @@ def main() -> int:
     except ImportError as e:
         print(f"bench_columnar: needs the btfgen[arrow] extra ({e.name} is missing)")
         return 1
+    if "--formats" in sys.argv[1:]:
+        return formats(RECORDS, int(os.environ.get("BENCH_ROUNDS", 7)))
     with tempfile.TemporaryDirectory(prefix="bench-columnar-", dir=os.environ.get("TMPDIR"))\
             as tmp:
         path = Path(tmp) / "big.btfrec"

@@ -43,7 +43,8 @@ where one did not. The readers:
 
 Records/s and MB/s (10^6 bytes of records, without the ring's 8-byte headers) at each size,
 and --record's records/s over libbpf's C consumer's (the median of each round's ratio); then
-the same per second of each reader's own CPU time (its thread's, user and system), which other
+the same per second of each reader's own CPU time (user and system: the C reader's thread's, a
+Python reader's process's, whose threads are the reader's alone while it reads), which other
 work on a shared machine moves less. Needs root (BPF), x86_64 (the producer's register image
 is x86_64's pt_regs), gcc, clang and pahole (the trace build); the C rows need libbpf's headers
 (Debian: libbpf-dev) and say so when they are missing. Prints figures, asserts nothing of their
@@ -423,7 +424,7 @@ def fill(setup: Setup, name: str, records: int, ring: int = 0) -> Made:
 class Read(NamedTuple):
     records: int  # what the reader handed on (counted where it lands: file, lines)
     seconds: float
-    cpu: float  # seconds of the reader's thread's CPU time (user and system)
+    cpu: float  # seconds of the reader's CPU time (user and system; a Python reader's threads)
 
 
 class _Lines:
@@ -494,11 +495,12 @@ class RecordReader:
 
         setup = self.setup
         self.writer = run.recorder(str(self.path), setup.manifest, setup.decoders, who=False)
-        cpu, start = time.thread_time(), time.perf_counter()
+        # The process's CPU time: the writer takes a long span's checks on a thread of its own.
+        cpu, start = time.process_time(), time.perf_counter()
         while self.ring.drain() > 0:
             pass
         self.writer.close(0)
-        took, cpu = time.perf_counter() - start, time.thread_time() - cpu
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
         with recording.Reader(str(self.path)) as r:
             kept = sum(sum(1 for _ in batch.events(r.strides)) for batch in r.batches())
             if r.cut or r.events != kept:
@@ -531,11 +533,11 @@ class TextReader:
 
     def read(self, expect: int) -> Read:
         before = self.out.lines
-        cpu, start = time.thread_time(), time.perf_counter()
+        cpu, start = time.process_time(), time.perf_counter()
         while self.ring.drain() > 0:
             self.printer.flush_lines()
         self.printer.flush_lines()
-        took, cpu = time.perf_counter() - start, time.thread_time() - cpu
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
         return Read(self.out.lines - before, took, cpu)
 
     def close(self) -> None:
@@ -655,7 +657,7 @@ def ratio(a: dict, b: dict, clock: str = "seconds") -> float:
 
 
 def cpu_figures(rows: dict) -> str:
-    """Records a second of each reader's own CPU time (its thread's, user and system): what
+    """Records a second of each reader's own CPU time (user and system, every thread's): what
     it would take with a CPU of its own, which other work on a shared machine moves less than
     the time."""
     said = []

@@ -27,8 +27,9 @@ class OpenCalls:
 
     def enter(self, tid: int, fn, entry) -> None:
         stack = self.threads.get(tid)
-        if stack is None:
-            stack = self.threads[tid] = []
+        if stack is None:  # the common case (a thread with no call open), at once
+            self.threads[tid] = [(fn, entry)]
+            return
         stack.append((fn, entry))
         if self.max_depth is not None and len(stack) > self.max_depth:
             del stack[0]

@@ -51,9 +51,15 @@ class Behind:
 
 @dataclass(frozen=True)
 class Losses:
-    lost: int  # records the ring buffer had no room for, since the start
+    lost: int  # records lost since the start, whatever the reason
     missed: int  # calls the kernel did not run the program for (its missed counts), since the start
     behind_s: float  # how old the oldest event handed on in the last second was
+    no_scratch: int = 0  # of `lost`, those the BPF side had no scratch for (NO_SCRATCH below)
+
+    @classmethod
+    def of(cls, obj, missed: int, behind_s: float) -> Losses:
+        ring_full, no_scratch = lost_by_reason(obj)
+        return cls(ring_full + no_scratch, missed, behind_s, no_scratch)
 
 
 def say_losses(now: Losses, said: Losses) -> Losses:
@@ -62,18 +68,43 @@ def say_losses(now: Losses, said: Losses) -> Losses:
     if now.lost > said.lost or now.missed > said.missed or now.behind_s >= BEHIND_S:
         behind = (f"; the reader is {now.behind_s:.1f}s behind the calls"
                   if now.behind_s >= BEHIND_S else "")
+        scratch = (f"; {now.no_scratch} of them no scratch: more threads in the traced "
+                   f"functions at once than the BPF side has slots for" if now.no_scratch else "")
         print(f"{prog.NAME}: {now.lost} records lost so far (ring buffer full: the reader is "
-              f"behind; a larger --ring-size may help), {now.missed} calls missed by the kernel"
-              f"{behind}", file=sys.stderr, flush=True)
+              f"behind; a larger --ring-size may help{scratch}), {now.missed} calls missed by "
+              f"the kernel{behind}", file=sys.stderr, flush=True)
         return now
     return said
 
 
-def lost(obj) -> int:
-    """Events the ring buffer had no room for so far (the BPF side counts them per CPU)."""
+# The BPF side's loss counters (trace.bpf.c's `lost`, per CPU): why each record was lost.
+RING_FULL = 0  # the ring buffer had no room
+NO_SCRATCH = 1  # the user build: every spill slot in use (more threads at once than slots)
+
+
+def lost_by_reason(obj) -> tuple[int, int]:
+    """(ring buffer full, no scratch): records lost so far, by why."""
     ncpu = possible_cpus()
-    counts = obj.lookup("lost", struct.pack("I", 0), 8 * ncpu)
-    return sum(struct.unpack(f"{ncpu}Q", counts))
+    return tuple(sum(struct.unpack(f"{ncpu}Q", obj.lookup("lost", struct.pack("I", why),
+                                                           8 * ncpu)))
+                 for why in (RING_FULL, NO_SCRATCH))
+
+
+def lost(obj) -> int:
+    """Records lost so far, whatever the reason (the BPF side counts them per CPU)."""
+    return sum(lost_by_reason(obj))
+
+
+def say_lost(ring_full: int, no_scratch: int, kept: int | None = None) -> None:
+    """At the end: the records lost, each reason on its own line (the ring buffer's last,
+    always), and with `kept` (the records the reader took) what the BPF side made."""
+    if kept is not None:
+        print(f"{prog.NAME}: {kept + ring_full + no_scratch} events made by the BPF side, "
+              f"{kept} kept", file=sys.stderr)
+    if no_scratch:
+        print(f"{prog.NAME}: {no_scratch} records lost (no scratch: more threads in the traced "
+              f"functions at once than the BPF side has slots for)", file=sys.stderr)
+    print(f"{prog.NAME}: {ring_full} records lost (ring buffer full)", file=sys.stderr)
 
 
 def say_missed(missed: int, kernel: bool) -> None:

@@ -107,9 +107,27 @@ class Printer:
         """Print a batch of events (an iterable of each one's bytes: a recording's), their lines
         in one write; a bad one raises BadEvent or the decoder's error, the lines before it
         kept for flush_lines()."""
-        event = self.event
+        kept = self._kept
+        if kept is None or self.errors:
+            event = self.event
+            for raw in batch:
+                event(raw)
+            self.flush_lines()
+            return
+        # event() without its per-event calls and its BATCH_LINES check: a recording's batch
+        # (a span) is its lines' bound. The same steps, in the same order.
+        key_of, handler_of, lost_before = self._key, self._handler_of, self._lost_before
+        append = kept.append
         for raw in batch:
-            event(raw)
+            if len(raw) < _HEADS:
+                raise BadEvent(f"an event of {len(raw)} bytes")
+            flags, key = key_of(raw, _FLAGS_AT)
+            if flags:
+                lost_before(self._tid(raw, _TID_AT)[0], flags)
+            handler = handler_of(key) or self._handler(raw)
+            line = handler(raw)
+            if line is not None:
+                append(line)
         self.flush_lines()
 
     def record(self, raw) -> None:

@@ -3,19 +3,29 @@ self-describing file that `btfgen decode` reads on any machine, with no BPF and 
 
 Standard library only (the writer runs in the trace directory on the target).
 
-Version 2 (written since the ring buffer is read in place; framing little-endian, the events
+Version 3 (written since the ring buffer is read in place; framing little-endian, the events
 and the ring's record headers keep the target's byte order, which the header names):
 
-    magic "BTFGREC\n" | u32 version 2 | u32 header size H | u32 crc32(header) | u32 0
+    magic "BTFGREC\n" | u32 version 3 | u32 header size H | u32 crc32(header) | u32 0
     header: H bytes of JSON (arch, byte order, pointer size, kernel release, event header
             size, the functions: name, stride, generated decoder descriptor)
-    span*:  "SPAN" | u32 records | u32 runs | u32 bytes | u32 crc32(runs, bytes)
+    span*:  "SPAN" | u32 records | u32 runs | u32 bytes | u32 crc32(runs)
             | u32 crc32(the 20 bytes before)
             runs x (u32 repeats, u32 period, u32 words[4]): the ring's record headers' first
             words (length, DISCARD bit 30), a period of 1 to 4 of them repeating
             bytes: the span as the ring held it, each record's 8-byte kernel header, its
             bytes, padding to 8; discarded records included (and skipped when read)
+            checks: ceil(bytes / CHUNK) x u32, the crc32 of each CHUNK (1 MiB) of the bytes
+            (the last one the rest), then u32 0 where their count is odd
     end:    "END\0" | u32 0 | u64 events | u64 lost | u32 crc32(events, lost) | u32 0
+
+The bytes' checks come after them so that the writer takes them on a thread while the bytes
+are written (zlib lets go of the GIL, as does the write): the CRC, which alone takes as long
+as the write, then costs no time where a CPU is free. One a MiB, so that a reader checks a
+span's chunks on several threads while it decodes.
+
+Version 2 (read still) is version 3 with one check, crc32(runs, bytes), in the head's fourth
+word and none after the bytes.
 
 The writer writes each span of the ring as the reader takes it (one write, straight from the
 ring's pages: no event is held in memory), to FILE itself. A file without its end (the tracer
@@ -46,17 +56,26 @@ import os
 import struct
 import zlib
 
-from . import ringspan, spec_format
+from . import crc, ringspan, spec_format
 
 MAGIC = b"BTFGREC\n"
-VERSION = 2  # what the writer writes
-VERSIONS = (1, 2)  # what the reader reads
+VERSION = 3  # what the writer writes
+VERSIONS = (1, 2, 3)  # what the reader reads
 FILE_HEAD = struct.Struct("<8sIIII")
 BATCH_HEAD = struct.Struct("<4sIIIQ")
 SECTION = struct.Struct("<IIII")
 END = struct.Struct("<4sIQQII")
 SPAN_HEAD = struct.Struct("<4sIIIII")
 RUN = struct.Struct("<II4I")
+CHUNK = 1 << 20  # a version 3 span's bytes are checked a CHUNK at a time
+# A span this long or longer has its checks taken on the writer's thread, where they are
+# zlib's (libdeflate's take a fifth of the write's time: a thread would cost more than it saves
+# where no CPU is free).
+THREADED = 256 << 10
+# Whether this process may run on more than one CPU: on one, the thread only costs.
+_SPARE_CPU = len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") else \
+    (os.cpu_count() or 1) > 1
+CHECKERS = 2  # threads checking a version 3 span's chunks as the reader reads them
 MAX_SPAN_BYTES = 1 << 28  # a span is far shorter: the reader's are at most ringspan.MAX_SPAN
 MAX_HEADER = 64 << 20
 MAX_BATCH_EVENTS = 1 << 16  # the order array's u16 sections: also the writer's batch size
@@ -133,6 +152,43 @@ def stride(desc) -> int:
 
 # -- writing ----------------------------------------------------------------------------------
 
+def checks(data) -> bytes:
+    """A version 3 span's checks of its bytes `data`: the crc32 of each CHUNK, padded to 8."""
+    view = memoryview(data)
+    return _packed([crc.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)])
+
+
+def _take(view, todo, crcs: list[int]) -> None:
+    """The CRCs of the chunks of `view` whose indexes `todo` (an iterator shared by two threads)
+    yields, into `crcs`."""
+    for i in todo:
+        crcs[i] = crc.crc32(view[i * CHUNK:(i + 1) * CHUNK])
+
+
+class _Done:
+    """A CRC taken at once, as a checker's future would give it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def result(self) -> int:
+        return self.value
+
+    def cancel(self) -> None:
+        pass
+
+
+def _packed(crcs: list[int]) -> bytes:
+    return struct.pack(f"<{len(crcs) + len(crcs) % 2}I", *crcs, *(0,) * (len(crcs) % 2))
+
+
+def checks_size(nbytes: int) -> int:
+    n = -(-nbytes // CHUNK)
+    return (n + n % 2) * 4
+
+
 class Writer:
     """Spans of the ring in, a recording out: each span written as it comes (one write, no
     event held here), to FILE itself, so a kill leaves every span written before it
@@ -147,6 +203,7 @@ class Writer:
         text = json.dumps(head, sort_keys=True).encode()
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.events = self.spans = 0
+        self._pool = None  # the thread taking a long span's checks, made at the first
         try:
             self._write([FILE_HEAD.pack(MAGIC, VERSION, len(text), zlib.crc32(text), 0), text])
         except BaseException:
@@ -163,13 +220,34 @@ class Writer:
                 parts[0] = memoryview(parts[0])[done:]
 
     def span(self, span) -> None:
-        """Write a ringspan.Span: its runs, then its bytes as the ring holds them."""
+        """Write a ringspan.Span: its runs, then its bytes as the ring holds them, then their
+        checks (taken on a thread while the bytes are written, where the span is long)."""
+        data = span.data
         table = b"".join(RUN.pack(n, len(words), *words, *(0,) * (4 - len(words)))
                          for n, words in span.runs)
-        crc = zlib.crc32(span.data, zlib.crc32(table))
-        head = SPAN_HEAD.pack(b"SPAN", span.records, len(span.runs), len(span.data), crc, 0)
+        head = SPAN_HEAD.pack(b"SPAN", span.records, len(span.runs), len(data),
+                              zlib.crc32(table), 0)
         head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
-        self._write([head, table, span.data])
+        if len(data) < THREADED or crc.WHOSE != "zlib" or not _SPARE_CPU:
+            self._write([head, table, data, checks(data)])
+        else:
+            # The chunks' CRCs taken on the thread while the bytes are written; once written,
+            # the chunks the thread has not begun are taken here (where no CPU is free, the
+            # thread would only begin them once the write is done).
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="btfgen-crc")
+            view = memoryview(data)
+            crcs = [0] * -(-len(view) // CHUNK)
+            todo = iter(range(len(crcs)))  # shared: each index taken once (the GIL's next())
+            ahead = self._pool.submit(_take, view, todo, crcs)
+            try:
+                self._write([head, table, data])
+            finally:
+                _take(view, todo, crcs)
+                ahead.result()  # the ring's bytes are read before they are given back
+            self._write([_packed(crcs)])
         self.events += span.records
         self.spans += 1
 
@@ -184,6 +262,12 @@ class Writer:
         self._write([END.pack(b"END\0", 0, self.events, lost, zlib.crc32(tail), 0)])
         os.close(self.fd)
         self.fd = -1
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def abandon(self) -> None:
         """The trace failed: the file is removed if it holds no event, else kept as a cut
@@ -191,6 +275,7 @@ class Writer:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        self._stop()
         if not self.events:
             os.unlink(self.path)
 
@@ -231,11 +316,14 @@ class SpanBatch:
     reader's grouping (numpy's, from replay.py, where there is numpy); events() in arrival
     order, each as its record's bytes."""
 
-    __slots__ = ("data", "runs", "count", "_reader", "_sections")
+    __slots__ = ("data", "runs", "count", "_reader", "_sections", "_trusted")
 
-    def __init__(self, data, runs, count: int, reader) -> None:
+    def __init__(self, data, runs, count: int, reader, trusted: bool = False) -> None:
         self.data, self.runs, self.count, self._reader = data, runs, count, reader
         self._sections = None
+        # Checked whole by an earlier pass (the reader's `trust`): its headers were found to be
+        # the ones its runs say, so events() finds the records from the runs alone.
+        self._trusted = trusted
 
     @property
     def sections(self):
@@ -261,9 +349,30 @@ class SpanBatch:
     def events(self, strides=None):
         """The records not discarded, in arrival order, each as its bytes."""
         data = self.data
-        for at, w in self.walk():
-            if not w & ringspan.DISCARD:
-                yield data[at + ringspan.HEADER:at + ringspan.HEADER + (w & ringspan.LENGTH)]
+        if not self._trusted:
+            for at, w in self.walk():
+                if not w & ringspan.DISCARD:
+                    yield data[at + ringspan.HEADER:at + ringspan.HEADER + (w & ringspan.LENGTH)]
+            return
+        at, head = 0, ringspan.HEADER
+        for count, words in self.runs:
+            sizes = [ringspan.record_size(w) for w in words]
+            period = sum(sizes)
+            if len(words) == 1:
+                if not words[0] & ringspan.DISCARD:
+                    n = words[0] & ringspan.LENGTH
+                    yield from [data[o:o + n] for o in range(at + head, at + head + count *
+                                                                period, period)]
+            else:
+                cuts = []
+                for w, size in zip(words, sizes):
+                    if not w & ringspan.DISCARD:
+                        cuts.append((at + head, w & ringspan.LENGTH))
+                    at += size
+                at -= period
+                yield from [data[o + first:o + first + n] for o in range(0, count * period, period)
+                            for first, n in cuts]
+            at += count * period
 
 
 def group(batch: SpanBatch, reader) -> list:
@@ -334,7 +443,7 @@ class Reader:
             raise RecordError(f"{self.path}: not a btfgen recording")
         if len(first) < FILE_HEAD.size:
             raise RecordError(f"{self.path}: truncated (in the head)")
-        _magic, version, size, crc, pad = FILE_HEAD.unpack(first)
+        _magic, version, size, said_crc, pad = FILE_HEAD.unpack(first)
         if version not in VERSIONS:
             raise RecordError(f"{self.path}: recording version {version}, this btfgen reads "
                               f"{' and '.join(map(str, VERSIONS))}")
@@ -342,7 +451,7 @@ class Reader:
         if size > MAX_HEADER or pad:
             raise RecordError(f"{self.path}: corrupt (a header of {size} bytes)")
         text = self._read(size, "the header")
-        if zlib.crc32(text) != crc:
+        if zlib.crc32(text) != said_crc:
             raise RecordError(f"{self.path}: corrupt header (checksum)")
         try:
             head = json.loads(text)
@@ -367,15 +476,15 @@ class Reader:
         """The file's batches (version 1) or spans (version 2), one at a time, then its end. A
         version 2 file cut short (its tracer killed) ends where its last whole span does:
         `cut` then says where, (byte offset, events before it), and `lost` is None."""
-        if self.version == 2:
+        if self.version >= 2:
             yield from self._spans()
             return
         while True:
             tag = self._read(4, "a batch")
             if tag == b"END\0":
-                _, zero, events, lost, crc, pad = END.unpack(
+                _, zero, events, lost, said_crc, pad = END.unpack(
                     tag + self._read(END.size - 4, "the end"))
-                if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != crc:
+                if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != said_crc:
                     raise RecordError(f"{self.path}: corrupt end (checksum)")
                 if self.file.read(1):
                     raise RecordError(f"{self.path}: corrupt (data after the end)")
@@ -387,12 +496,13 @@ class Reader:
             yield self._batch(tag + self._read(BATCH_HEAD.size - 4, "a batch"))
 
     def _end(self, tag: bytes) -> None:
-        _, zero, events, lost, crc, pad = END.unpack(tag + self._read(END.size - 4, "the end"))
-        if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != crc:
+        _, zero, events, lost, said_crc, pad = END.unpack(
+            tag + self._read(END.size - 4, "the end"))
+        if zero or pad or zlib.crc32(struct.pack("<QQ", events, lost)) != said_crc:
             raise RecordError(f"{self.path}: corrupt end (checksum)")
         if self.file.read(1):
             raise RecordError(f"{self.path}: corrupt (data after the end)")
-        if self.version == 2 and events != self._counted:
+        if self.version >= 2 and events != self._counted:
             raise RecordError(f"{self.path}: corrupt end ({events} events, the spans hold "
                               f"{self._counted})")
         self.events, self.lost = events, lost
@@ -410,12 +520,33 @@ class Reader:
         return True
 
     def _spans(self):
-        # The next span is read and its checksum taken in a thread while the caller works on
-        # this one (zlib.crc32 and the read let go of the GIL): the columnar path decodes
-        # tens of millions of events a second, and a CRC of their bytes alone takes as long.
+        if crc.WHOSE != "zlib":
+            # libdeflate's CRC and the read take a fraction of what the decoding takes: a thread
+            # reading ahead saves little where a CPU is free, and where none is (a shared
+            # machine) it waits for one between every span, which cost half the rate at load
+            # 5-10 (bench_columnar --formats).
+            self._checkers = None
+            n = 0
+            while True:
+                what, got = self._chunk(n)
+                n += 1
+                if what == "end":
+                    return
+                if what == "cut":
+                    self._cut(got)
+                    return
+                self._counted += got.count
+                yield got
+        # The next span is read and checked in a thread while the caller works on this one
+        # (the CRC and the read let go of the GIL): the columnar path decodes tens of
+        # millions of events a second. Where the CRC is zlib's (~4 GB/s: as long as the
+        # decoding takes), a version 3 span's chunks are checked as they are read, on CHECKERS
+        # threads more; libdeflate's takes a fraction of that, and more threads would cost
+        # more than they save where no CPU is free.
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(CHECKERS) as checkers:
+            self._checkers = checkers if crc.WHOSE == "zlib" else None
             ahead = pool.submit(self._chunk, 0)
             n = 1
             try:
@@ -461,7 +592,7 @@ class Reader:
         if len(rest) < SPAN_HEAD.size - 4:
             return None
         head = tag + rest
-        _, records, nruns, nbytes, crc, head_crc = SPAN_HEAD.unpack(head)
+        _, records, nruns, nbytes, said_crc, head_crc = SPAN_HEAD.unpack(head)
         if zlib.crc32(head[:-4]) != head_crc:
             return None if self._rest_is_zeros() else self._corrupt(at, "its head's checksum")
         if nbytes % 8 or nbytes > MAX_SPAN_BYTES or nruns * 8 > nbytes or not nruns:
@@ -469,21 +600,36 @@ class Reader:
         table = f.read(nruns * RUN.size)
         if len(table) < nruns * RUN.size:
             return None
+        tail = checks_size(nbytes) if self.version >= 3 else 0
+        end = at + SPAN_HEAD.size + len(table) + nbytes + tail
+        check = end > self.trust
+        if self.version >= 3 and zlib.crc32(table) != said_crc:
+            return None if self._torn(at) else self._corrupt(at, "its runs' checksum")
         if self.reuse:
             if len(self._bufs[slot]) < nbytes:
                 self._bufs[slot] = bytearray(nbytes)
             data = memoryview(self._bufs[slot])[:nbytes]
-            got = f.readinto(data)
         else:
-            data = f.read(nbytes)
-            got = len(data)
-        if got < nbytes:
-            return None
-        end = at + SPAN_HEAD.size + len(table) + nbytes
-        if end > self.trust and zlib.crc32(data, zlib.crc32(table)) != crc:
-            if not f.read(1):
-                return None  # the last span, torn
-            self._corrupt(at, "checksum")
+            data = memoryview(bytearray(nbytes))
+        # Read a chunk at a time, each one's CRC taken on a checker thread as the next is read.
+        crcs = []
+        for start in range(0, nbytes, CHUNK):
+            piece = data[start:start + CHUNK]
+            if f.readinto(piece) < len(piece):
+                for c in crcs:
+                    c.cancel()
+                return None
+            if check and self.version >= 3:
+                crcs.append(self._checkers.submit(crc.crc32, piece) if self._checkers
+                            else _Done(crc.crc32(piece)))
+        if self.version >= 3:
+            said = f.read(tail)
+            if len(said) < tail:
+                return None
+            if check and said != _packed([c.result() for c in crcs]):
+                return None if self._torn(at) else self._corrupt(at, "checksum")
+        elif check and crc.crc32(data, zlib.crc32(table)) != said_crc:
+            return None if self._torn(at) else self._corrupt(at, "checksum")
         runs, total, count = [], 0, 0
         for n, period, *words in RUN.iter_unpack(table):
             words = tuple(words[:period])
@@ -495,13 +641,18 @@ class Reader:
         if total != nbytes or count != records:
             self._corrupt(at, "its runs do not add up")
         self.checked = end
-        return SpanBatch(memoryview(data), runs, records, self)
+        return SpanBatch(memoryview(data), runs, records, self, trusted=not check)
+
+    def _torn(self, at: int) -> bool:
+        """Whether the span at byte `at`, which failed its check, is the file's last bytes:
+        written in part when the writer was killed."""
+        return not self.file.read(1)
 
     def _corrupt(self, at: int, what: str):
         raise RecordError(f"{self.path}: corrupt span at byte {at} ({what})")
 
     def _batch(self, head: bytes) -> Batch:
-        _, n, nsec, crc, total_sum = BATCH_HEAD.unpack(head)
+        _, n, nsec, said_crc, total_sum = BATCH_HEAD.unpack(head)
         if not 0 < n <= MAX_BATCH_EVENTS or not 0 < nsec <= min(n, MAX_SECTIONS):
             raise RecordError(f"{self.path}: corrupt batch ({n} events, {nsec} sections)")
         table = self._read(nsec * SECTION.size, "a batch")
@@ -525,7 +676,8 @@ class Reader:
                 raise RecordError(f"{self.path}: truncated (in a batch)")
         else:
             payload = memoryview(self._read(total, "a batch"))
-        if zlib.crc32(order, zlib.crc32(table)) != crc or self.word_sum(payload) != total_sum:
+        if zlib.crc32(order, zlib.crc32(table)) != said_crc or \
+                self.word_sum(payload) != total_sum:
             raise RecordError(f"{self.path}: corrupt batch (checksum)")
         out, at = [], 0
         for fn, kind, count in sections:

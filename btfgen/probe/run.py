@@ -16,7 +16,7 @@ from pathlib import Path
 from . import attach, features, output, prog, recording, ringspan, spec_format, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
-from .losses import Behind, Losses, lost, say_missed
+from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed
 from .loop import follow
 from .manifest import LazyFunctions, check_target, cookies, load_decoders, load_manifest
 from .options import Options
@@ -114,10 +114,10 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             # Python flushes stdout again at exit: to nothing, not to the closed pipe.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if writer:
-        writer.close(lost)
+        writer.close(sum(lost))
         print(f"{prog.NAME}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
-    # Never silent about what the ring buffer had no room for.
-    print(f"{prog.NAME}: {lost} records lost (ring buffer full)", file=sys.stderr)
+    # Never silent about what was lost, nor (recording) about what the BPF side made.
+    say_lost(*lost, kept=writer.events if writer else None)
     return status
 
 
@@ -136,9 +136,10 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
 
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
-           sink, timings: Timings | None = None, drained=None) -> tuple[int, int]:
-    """(the exit status, records lost); `sink(span)` takes each span of the ring's records
-    (ringspan.Span); `drained()` after each drain of the ring buffer."""
+           sink, timings: Timings | None = None, drained=None) -> tuple[int, tuple[int, int]]:
+    """(the exit status, records lost by why: losses.lost_by_reason); `sink(span)` takes each
+    span of the ring's records (ringspan.Span); `drained()` after each drain of the ring
+    buffer."""
     kernel = manifest["kind"] == "kernel"
     timings = timings or Timings(False)
     fork_offset = tracefs.child_pid_offset()
@@ -185,8 +186,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 print(f"{prog.NAME}: tracing {len(keep)} {what} {until}", file=sys.stderr,
                       flush=True)
             with timings.stage("run: tracing"):
-                status = follow(rb, child, opts, lambda: Losses(
-                    lost(obj), obj.missed(mode.programs), behind.take()), drained)
+                status = follow(rb, child, opts, lambda: Losses.of(
+                    obj, obj.missed(mode.programs), behind.take()), drained)
             missed = obj.missed(mode.programs)  # while the links that count it are there
             # Then no call makes a record any more: what the ring buffer holds is all there
             # is, drained to the end (a traced process that goes on calling, after a signal
@@ -201,7 +202,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             if drained:
                 drained()
         say_missed(missed, kernel)
-        return status, lost(obj)
+        return status, lost_by_reason(obj)
 
 
 def reader(map_fd: int, sink):

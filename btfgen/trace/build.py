@@ -125,7 +125,7 @@ def build(req: Request, out: Path) -> dict:
             (out / name).write_text(text)
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
-                 wanted=plan.filtered_names())
+                 wanted=plan.filtered_names(), wide=conv.pointer_size == 8)
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
@@ -306,15 +306,17 @@ def _wanted_flags(out: Path, wanted: list[str]) -> list[str]:
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
-             wanted: list[str]) -> None:
+             wanted: list[str], wide: bool = True) -> None:
     """The pair-of-links object and the two session objects, compiled side by side. Of the
     header's per-function decoders only those of `wanted` (the filtered functions', by C name)
-    are compiled: for a whole kernel the others are a million lines and 35 s of compile."""
+    are compiled: for a whole kernel the others are a million lines and 35 s of compile.
+    `wide`: a 64-bit target, whose JITs all make BPF's atomic add (trace.bpf.c's note_loss)."""
     clang = shutil.which("clang-19") or shutil.which("clang")
     if clang is None:
         raise BuildError("clang is needed to compile the BPF program", status=1)
     base = [clang, "-O2", "-g", "-target", "bpfel" if byte_order == "little" else "bpfeb",
             f"-D__TARGET_ARCH_{target_arch}", *(["-DBTFGEN_USER"] if user else []),
+            *(["-DBTFGEN_WIDE"] if wide else []),
             *_wanted_flags(out, wanted),
             f"-I{out}", "-c", str(HERE / "trace.bpf.c")]
     variants = {OBJECT: [],

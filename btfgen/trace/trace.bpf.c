@@ -69,12 +69,14 @@ struct {
 	__uint(max_entries, 1 << 22); /* run.py sizes it before loading: --ring-size */
 } events SEC(".maps");
 
-/* Records the ring buffer had no room for (or, in the user build, no scratch: see `spill`),
- * per CPU (a plain add: no atomics, which 32-bit JITs may lack). User space sums them at the
- * end. */
+/* Records lost, per CPU, by why (losses.py's RING_FULL, NO_SCRATCH): [LOST_RING_FULL] the
+ * ring buffer had no room; [LOST_NO_SCRATCH] (the user build) every slot of `spill` was in use.
+ * User space sums them. */
+#define LOST_RING_FULL 0
+#define LOST_NO_SCRATCH 1
 struct {
 	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
@@ -174,15 +176,24 @@ struct {
 #define EVENT_THREAD_LOST 1
 #define EVENT_SOME_LOST 2
 
-static __always_inline void note_loss(__u32 pid)
+static __always_inline void note_loss(__u32 pid, __u32 why)
 {
 	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	__u64 *n = bpf_map_lookup_elem(&lost, &why);
 	__u32 *seen = bpf_map_lookup_elem(&losses, &zero);
 	__u8 yes = 1;
 
+	/* A kernel build's programs never run two at once on a CPU (see the scratch): a plain
+	 * add. A uprobe program is preemptible, so two on one CPU may interleave in the add: an
+	 * atomic one, where the target's JITs all make it (64-bit: BTFGEN_WIDE); a 32-bit JIT
+	 * may not, and a program it cannot JIT is refused where the JIT is always on. */
+#if defined(BTFGEN_USER) && defined(BTFGEN_WIDE)
+	if (n)
+		__sync_fetch_and_add(n, 1);
+#else
 	if (n)
 		*n += 1;
+#endif
 	if (!seen)
 		return;
 	if (bpf_map_update_elem(&lost_threads, &pid, &yes, 0 /* BPF_ANY */))
@@ -275,7 +286,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 		return 0;
 	e = scratch_event(tid, &spilled);
 	if (!e) {
-		note_loss(tid);
+		note_loss(tid, LOST_NO_SCRATCH);
 		return 0;
 	}
 	e->tgid = id >> 32;
@@ -309,7 +320,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 		/* Taken only for a record sent: one not sent must not take the thread's loss. */
 		e->flags = loss_flags(tid);
 		if (bpf_ringbuf_output(&events, e, n <= sizeof(*e) ? n : sizeof(*e), wakeup()))
-			note_loss(tid);
+			note_loss(tid, LOST_RING_FULL);
 	}
 #ifdef BTFGEN_USER
 	if (spilled)

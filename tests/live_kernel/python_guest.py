@@ -50,7 +50,8 @@ def packages(apt: debian.Apt) -> list[str]:
     libelf = "libelf1t64" if apt.show("libelf1t64") else "libelf1"
     return [f"python{v}-minimal", f"libpython{v}-minimal", f"libpython{v}-stdlib", "libffi8",
             "libbpf1", libelf, "zlib1g", "libzstd1", "libc6", "libexpat1", "libgcc-s1",
-            "libatomic1"]  # the ring reader's memory fence (probe/ringspan.py)
+            "libatomic1",  # the ring reader's memory fence (probe/ringspan.py)
+            "libdeflate0"]  # a recording's CRC-32 at the write's pace (probe/crc.py)
 
 
 def files(target: Target) -> Files:

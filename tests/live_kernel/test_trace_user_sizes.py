@@ -30,6 +30,7 @@ from test_event_sizes import FUNCTIONS, PROGRAM  # noqa: E402
 # The attach modes each kernel has for uprobes: 6.1 only single ones; arm64's 7.2 the session
 # link and the uprobe_multi pair; armhf's 7.2 no uprobe_multi links (EOPNOTSUPP).
 MODES = {"bookworm-amd64": ("single",), "bookworm-i386": ("single",),
+         "unstable-amd64": ("session", "multi"),
          "unstable-arm64": ("session", "multi"), "unstable-armhf": ("single",)}
 # armhf's gcc makes Thumb-2 code by default, where the uprobe refuses the functions' addresses
 # (EINVAL, a matter of attaching, not of this test): ARM code.

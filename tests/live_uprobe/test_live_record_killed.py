@@ -23,11 +23,14 @@ CALLS = 50_000_000  # more than a trace makes in the seconds before its kill
 def _whole_spans(data: bytes) -> tuple[int, int]:
     """(byte after the last span written whole, events in the spans up to it), read here
     from the format's description (recording.py's docstring), apart from its reader."""
-    size = struct.unpack_from("<I", data, 12)[0]
+    version, size = struct.unpack_from("<II", data, 8)
     at, events = 24 + size, 0
     while data[at:at + 4] == b"SPAN" and at + 24 <= len(data):
         n, runs, nbytes = struct.unpack_from("<III", data, at + 4)
         end = at + 24 + 24 * runs + nbytes
+        if version >= 3:  # the bytes' checks after them: a u32 a MiB, padded to 8
+            chunks = -(-nbytes // (1 << 20))
+            end += 4 * (chunks + chunks % 2)
         if end > len(data):
             break
         at, events = end, events + n

@@ -67,8 +67,9 @@ def header(mod) -> dict:
 
 def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = None,
           version: int = recording.VERSION, head: dict | None = None) -> None:
-    """A recording of `evs`: version 2 (today's), a span of `batch` events at a time (all in
-    one without), or version 1 (recording_v1.py, a batch flushed every `batch` events)."""
+    """A recording of `evs`: version 3 (today's) or 2 (recording_v2.py), a span of `batch`
+    events at a time (all in one without), or version 1 (recording_v1.py, a batch flushed
+    every `batch` events)."""
     head = head or header(mod)
     descs = descriptors(mod)
     if version == 1:
@@ -81,7 +82,12 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
                 w.flush()
         w.close(lost)
         return
-    w = recording.Writer(str(path), head, descs, mod.BYTE_ORDER)
+    if version == 2:
+        import recording_v2
+
+        w = recording_v2.Writer(str(path), head, descs, mod.BYTE_ORDER)
+    else:
+        w = recording.Writer(str(path), head, descs, mod.BYTE_ORDER)
     step = batch or max(len(evs), 1)
     for i in range(0, len(evs), step):
         w.records(evs[i:i + step])
@@ -93,7 +99,7 @@ def reseal(path: Path, header=None, sections=None, runs=None) -> None:
     """Damage a recording past its checksums: `header(dict)` changes the parsed JSON header,
     `sections(list)` the batches' section tables ([function, kind, count, pad] each, batch by
     batch: version 1), `runs(list, data)` a span's runs ([repeats, period, w0..w3] each) and
-    its bytes (a bytearray), span by span (version 2); every CRC and sum is recomputed, so
+    its bytes (a bytearray), span by span (versions 2 and 3); every CRC and sum is recomputed, so
     only the reader's own checks can catch it."""
     import json
     import zlib
@@ -134,11 +140,15 @@ def reseal(path: Path, header=None, sections=None, runs=None) -> None:
         at += nruns * recording.RUN.size
         body = bytearray(data[at:at + nbytes])
         at += nbytes
+        if version >= 3:
+            at += recording.checks_size(nbytes)
         if runs:
             runs(table, body)
         packed = b"".join(recording.RUN.pack(*r) for r in table)
-        head = recording.SPAN_HEAD.pack(b"SPAN", n, len(table), len(body),
-                                        zlib.crc32(body, zlib.crc32(packed)), 0)
+        crc = zlib.crc32(packed) if version >= 3 else zlib.crc32(body, zlib.crc32(packed))
+        head = recording.SPAN_HEAD.pack(b"SPAN", n, len(table), len(body), crc, 0)
         out += head[:-4] + zlib.crc32(head[:-4]).to_bytes(4, "little") + packed + body
+        if version >= 3:
+            out += recording.checks(body)
     out += data[at:]
     Path(path).write_bytes(bytes(out))

@@ -152,3 +152,39 @@ def test_python_says_the_bytes_bpf_sends(directory, mode, slots, monkeypatch, ca
     assert max(sizes.values()) < spec_format.DATA_SIZE
     assert printed.count("named(s=\"a string the capture reads\", t=\"\")") == 2, printed
     assert printed.count("make_big -> {v=[10, 11, 12, 13, 14]}") == 2, printed
+
+
+@pytest.mark.parametrize("mode", _modes())
+def test_no_scratch_is_its_own_loss(directory, mode, monkeypatch, capfd):
+    """The user build's scratch slots and spill slots all taken (by threads that are not the
+    program's, put there before it runs): each of its events is lost for want of a scratch,
+    counted as that (the BPF side's LOST_NO_SCRATCH, losses.NO_SCRATCH) and said as that, not
+    as a full ring buffer."""
+    from btfgen.probe import losses, ringspan
+
+    load = bpf_object.BpfObject.load
+
+    def taken(self):
+        self.set_max_entries("scratch", 1)
+        self.set_max_entries("spill", 1)
+        load(self)
+        info, size = ringspan._MapInfo(), ringspan.ctypes.c_uint32(
+            ringspan.ctypes.sizeof(ringspan._MapInfo))
+        for at, name in enumerate(("scratch", "spill")):
+            lib = ringspan.libbpf()
+            assert not lib.bpf_obj_get_info_by_fd(self.map_fd(name), ringspan.ctypes.byref(info),
+                                                  ringspan.ctypes.byref(size))
+            self.update(name, (0x7FFFFFF0 + at).to_bytes(4, "little"), bytes(info.value_size))
+
+    monkeypatch.setattr(bpf_object.BpfObject, "load", taken)
+    out = io.StringIO()
+    assert run.run(directory, run.Options([], attach=mode), out=out) == 0
+    err = capfd.readouterr().err
+    events = 2 * len(FUNCTIONS) * 2  # two threads, each function's entry and exit
+    assert out.getvalue() == ""
+    assert err.endswith(f"btfgen trace: {events} records lost (no scratch: more threads in the "
+                        "traced functions at once than the BPF side has slots for)\n"
+                        "btfgen trace: 0 records lost (ring buffer full)\n"), err
+    assert (losses.RING_FULL, losses.NO_SCRATCH) == (0, 1)
+    source = (Path(run.__file__).parent.parent / "trace" / "trace.bpf.c").read_text()
+    assert "#define LOST_RING_FULL 0\n" in source and "#define LOST_NO_SCRATCH 1\n" in source

@@ -84,9 +84,9 @@ def test_an_exit_after_its_threads_loss_is_not_paired_across_it():
 GOOD_EVENTS = synth.events(synth.descriptors(MODULES["s390x"]), 40, 1, "big")
 
 
-@pytest.fixture(scope="module", params=[2, 1])
+@pytest.fixture(scope="module", params=[3, 2, 1])
 def good(tmp_path_factory, request) -> bytes:
-    """A whole recording of either version (version 1: as btfgen wrote them before)."""
+    """A whole recording of each version (versions 1 and 2: as btfgen wrote them before)."""
     mod = MODULES["s390x"]
     path = tmp_path_factory.mktemp("rec") / "r.btfrec"
     synth.write(path, mod, GOOD_EVENTS, lost=3, batch=16, version=request.param)
@@ -113,12 +113,13 @@ def _refused(tmp_path, data: bytes) -> str:
 
 
 def _span_ends(data: bytes) -> list[tuple[int, int]]:
-    """(byte after each span, events up to it) of a whole version 2 file."""
-    size = recording.FILE_HEAD.unpack_from(data)[2]
+    """(byte after each span, events up to it) of a whole version 2 or 3 file."""
+    _, version, size, _, _ = recording.FILE_HEAD.unpack_from(data)
     at, events, out = recording.FILE_HEAD.size + size, 0, []
     while data[at:at + 4] == b"SPAN":
         _, n, runs, nbytes, _crc, _hcrc = recording.SPAN_HEAD.unpack_from(data, at)
         at += recording.SPAN_HEAD.size + runs * recording.RUN.size + nbytes
+        at += recording.checks_size(nbytes) if version >= 3 else 0
         events += n
         out.append((at, events))
     return out
@@ -129,7 +130,7 @@ def _span_ends(data: bytes) -> list[tuple[int, int]]:
 @given(cut=st.integers(0, 10**6))
 def test_truncated_anywhere_is_refused_or_decoded_up_to_the_cut(tmp_path, good, cut):
     """Version 1 (written to FILE.part, renamed when whole): a truncated file is refused.
-    Version 2 (written as it goes): every event of a span wholly before the cut is printed as
+    Versions 2 and 3 (written as they go): every event of a span wholly before the cut is printed as
     the tracer printed it, and one line says where the file was cut."""
     cut %= len(good)
     if _version(good) == 1:
@@ -175,7 +176,7 @@ def test_garbage_after_a_good_prefix_is_refused(tmp_path, good, junk, keep):
     (lambda g: g[:len(g) // 2], "truncated", 1),
     (lambda g: b"", "not a btfgen recording", None),
     (lambda g: b"hello world\n", "not a btfgen recording", None),
-    (lambda g: g[:8] + (3).to_bytes(4, "little") + g[12:], "recording version 3", None),
+    (lambda g: g[:8] + (4).to_bytes(4, "little") + g[12:], "recording version 4", None),
     (lambda g: g + b"x", "data after the end", None),
 ])
 def test_cli_one_line_exit_2(tmp_path, good, damage, says, version):

@@ -143,3 +143,83 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
             loop = fn == r.index[d.btf_id]
             assert (p.strides[0] == step) == loop and np.shares_memory(p, span) == loop
             assert len(p) == 50 or not loop
+
+
+@pytest.mark.parametrize("whose", ["zlib", "fast"])
+@pytest.mark.parametrize("version", [3, 2])
+def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, whose):
+    """Spans of many chunks (a chunk made small), their checks taken (version 3) on the
+    writer's thread and the reader's checkers (zlib's CRC) or at once (libdeflate's, where it
+    is installed): every event reads back in order, and a byte changed anywhere in the bytes or
+    their checks is refused where a later span follows, and taken as the cut of a killed
+    writer where it is the last."""
+    import zlib
+
+    import recording_v2
+
+    from btfgen.probe import crc
+
+    monkeypatch.setattr(recording, "CHUNK", 64)
+    monkeypatch.setattr(recording, "THREADED", 0)
+    if whose == "zlib":
+        monkeypatch.setattr(crc, "crc32", zlib.crc32)
+        monkeypatch.setattr(crc, "WHOSE", "zlib")
+    else:
+        monkeypatch.setattr(crc, "SMALL", 0)  # every CRC through the library, where it is
+
+    mod = MODULES["x86_64"]
+    descs = synth.descriptors(mod)
+    evs = synth.events(descs, 60, 5, "little")
+    path = tmp_path / "r.btfrec"
+    make = recording.Writer if version == 3 else recording_v2.Writer
+    w = make(str(path), synth.header(mod), descs, "little")
+    spans = [evs[:25], evs[25:26], evs[26:]]
+    for part in spans:
+        w.records(part)
+    w.close(0)
+    with recording.Reader(str(path)) as r:
+        got = [bytes(e) for b in r.batches() for e in b.events()]
+        assert r.version == version and r.events == len(evs) and r.cut is None
+    assert got == [bytes(e) for e in evs]
+    good = path.read_bytes()
+    first = good.index(b"SPAN")
+    second = good.index(b"SPAN", first + 4)
+    for at in range(first + recording.SPAN_HEAD.size, second, 7):  # the first span's bytes on
+        data = bytearray(good)
+        data[at] ^= 0x40
+        path.write_bytes(bytes(data))
+        with pytest.raises(recording.RecordError), recording.Reader(str(path)) as r:
+            for _ in r.batches():
+                pass
+    last = good.rindex(b"SPAN")
+    data = bytearray(good[:-recording.END.size])
+    data[-1 if version == 3 else -3] ^= 1  # the last span's checks (3) or bytes (2), no end
+    path.write_bytes(bytes(data))
+    with recording.Reader(str(path)) as r:
+        n = sum(b.count for b in r.batches())
+        assert r.cut == (last, n) and n == len(spans[0]) + len(spans[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(1, 80))
+def test_a_trusted_span_gives_the_records_a_walk_gives(tmp_path_factory, seed, n):
+    """A span checked by an earlier pass (the reader's `trust`) gives its records from its runs
+    alone: the same records, in the same order, as the walk that reads every header, for runs
+    of periods 1 to 4 with discarded records among them."""
+    rng = random.Random(seed)
+    mod = MODULES["x86_64"]
+    descs = synth.descriptors(mod)
+    pool = synth.events(descs, 4, seed % 1000, "little")
+    evs = [pool[rng.randrange(len(pool))] for _ in range(n)]
+    if rng.random() < 0.5:  # a loop: a period repeating
+        evs = evs[:rng.randint(1, 4)] * rng.randint(2, 20)
+    gone = [rng.random() < 0.2 for _ in evs]
+    path = tmp_path_factory.mktemp("trust") / "r.btfrec"
+    w = recording.Writer(str(path), synth.header(mod), descs, "little")
+    w.span(span_of(evs, gone, "little"))
+    w.close(0)
+    got = {}
+    for trust in (0, path.stat().st_size):
+        with recording.Reader(str(path), trust=trust) as r:
+            got[trust] = [bytes(e) for b in r.batches() for e in b.events()]
+    assert got[0] == got[path.stat().st_size] == [e for e, g in zip(evs, gone) if not g]

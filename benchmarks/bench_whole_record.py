@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The whole kernel recorded: `btfgen trace --record` with every attachable function of the
+unstable-amd64 guest (Debian's 7.2, QEMU TCG) attached, while `ls`, `cat` and a shell loop
+run; the events the BPF side made and those the recording kept, both as the tool says them
+(its last lines: "N events made by the BPF side, K kept", then the losses by why), and the
+recording read back in the guest (its spans' checks, its events counted).
+
+  python3 benchmarks/bench_whole_record.py [--target unstable-amd64] [--ring-size MIB]
+
+The functions: the guest's available_filter_functions that its BTF has, less btfgen's deny
+list, as bench_mass_attach.py's "all" (its WORKLOAD too). Needs QEMU and the network once (the
+live tests' cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # as pytest imports it (the cache pickles its classes)
+
+from btfgen.trace import deny  # noqa: E402
+from live_kernel import btf as live_btf  # noqa: E402
+from live_kernel import kernel as kernels  # noqa: E402
+from live_kernel import mass, python_guest  # noqa: E402
+from live_kernel.targets import TARGETS  # noqa: E402
+
+WORKLOAD = "ls -l /usr/lib >/dev/null; cat /proc/version /trace-all/trace.json >/dev/null; " \
+           "i=0; while [ $i -lt 200 ]; do i=$((i+1)); done"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--target", default="unstable-amd64")
+    ap.add_argument("--ring-size", type=int, default=0, help="MiB (0: the tool's default)")
+    args = ap.parse_args()
+    target = TARGETS[args.target]
+    if not target.qemu_available():
+        print(f"skipped: {target.qemu[0]} is not installed")
+        return 0
+    k = kernels.fetch(target)
+    kernels.busybox(target)
+    btf = live_btf.vmlinux_btf(k)
+    python_guest.files(target)
+    candidates = deny.split(mass.attachable(k, btf), deny.patterns()).kept
+    with tempfile.TemporaryDirectory(prefix="bench-whole-record-") as tmp:
+        out = Path(tmp) / "trace-all"
+        functions = mass.build_trace(btf, target.arch, candidates, out)
+        g, py = mass.guest_with(k, {"trace-all": out})
+        env = f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
+        ring = f"--ring-size {args.ring_size} " if args.ring_size else ""
+        g.step("record", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
+                         f"--timings {ring}--record /tmp/all.btfrec -- sh -c '{WORKLOAD}' "
+                         ">/dev/null 2>/tmp/err; rc=$?; cat /tmp/err; "
+                         "echo \"bytes $(wc -c </tmp/all.btfrec)\"; exit $rc")
+        g.step("check", f"{env} {py.python} -c \"import sys; sys.path.insert(0, '/trace-all'); "
+                        "from btfgen_probe import recording; r = recording.Reader("
+                        "'/tmp/all.btfrec'); n = sum(b.count for b in r.batches()); "
+                        "print('the recording holds', n, 'events; its end says', r.events, "
+                        "'events,', r.lost, 'lost; cut:', r.cut)\" 2>&1")
+        started = time.time()
+        boot = g.run(k, timeout=3000)
+        text, rc = boot.section("record")
+        print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, {k.release}, {len(functions)} functions,"
+              f" guest boot and run {time.time() - started:.0f} s, host load "
+              f"{__import__('os').getloadavg()[0]:.1f}")
+        said = [line for line in text.splitlines() if re.match(
+            r"btfgen_trace: (\d+ events made|\d+ records lost|recorded|attaching|tracing)|"
+            r"bytes |btfgen_trace: time: run: (attach|tracing)", line)]
+        print("\n".join(said))
+        if rc:
+            print(f"bench_whole_record: the tool failed (exit {rc}):\n{text[-3000:]}",
+                  file=sys.stderr)
+            return 1
+        print(boot.section("check")[0].strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
