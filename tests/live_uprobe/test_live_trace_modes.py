@@ -159,37 +159,78 @@ def test_record_then_decode(tmp_path):
     assert errors == ""  # target.c returns no errors
 
 
+# LOOP forever, saying in a file how many calls it has made every 4,096 of them: the stalled
+# reader below waits on calls made, not on time, so the ring is overrun whatever the load.
+FOREVER = r"""
+#include <stdio.h>
+int __attribute__((noipa)) tick(int i) { return i + 1; }
+int main(void)
+{
+	int s = 0;
+	for (;;) {
+		s = tick(s);
+		if ((s & 4095) == 0) {
+			FILE *f = fopen("%s", "w");
+			if (f) { fprintf(f, "%%d\n", s); fclose(f); }
+		}
+	}
+}
+"""
+
+
+def _calls_made(progress) -> int:
+    try:
+        return int(progress.read_text() or 0)
+    except (FileNotFoundError, ValueError):  # not yet written, or caught mid-write
+        return 0
+
+
 @pytest.mark.parametrize("stalled", [False, True], ids=["file", "stalled-reader"])
 def test_sigterm_ends_tracing_as_the_command_ending_would(tmp_path, stalled):
     """timeout(1) or a service manager stops the tracer with SIGTERM: the ring buffer is drained,
     every line decoded so far printed (lines are written in batches), the losses said, and the
     exit status says the signal (143), as a shell's would. `stalled`: the lines go to a pipe
-    nobody reads for a while and the ring is the smallest, so records are lost for sure: the
-    pairing and the count of losses must hold across them."""
+    nobody reads until the traced command has made far more calls than the smallest ring
+    holds, so records are lost for sure: the pairing and the count of losses must hold across
+    them."""
     import signal
     import threading
     import time
     from pathlib import Path
 
     harness.require_live()
-    exe = _exe(tmp_path, "forever", LOOP.replace("i < %d", "1").replace("%d", "0"))
+    progress = tmp_path / "progress"
+    exe = _exe(tmp_path, "forever", FOREVER % progress)
+    # 1 MiB of ring holds fewer than 30,000 of tick's records (each over 32 bytes): 200,000
+    # calls make 400,000 records, overrunning it whatever the machine's load.
+    overrun = 200_000
     read: list[bytes] = []
     with open(tmp_path / "out", "w") as out_file, open(tmp_path / "err", "w") as err_file:
         # A file, or a pipe read only once the tracer has been blocked writing it long enough
-        # to fill the ring. The traced command inherits either: a pipe is read to its end only
-        # once the command is gone too.
+        # to overrun the ring. The traced command inherits either: a pipe is read to its end
+        # only once the command is gone too.
         ring = ["--ring-size", "1"] if stalled else []
         proc = subprocess.Popen([*TOOL, *ring, str(exe), "tick"], stderr=err_file,
                                 stdout=subprocess.PIPE if stalled else out_file)
-        reader = threading.Thread(target=lambda: (time.sleep(1.5),
-                                                  read.append(proc.stdout.read())))
+
+        def read_once_overrun():
+            began = time.monotonic()
+            while _calls_made(progress) < overrun and time.monotonic() - began < 240:
+                time.sleep(0.05)
+            read.append(proc.stdout.read())
+
+        reader = threading.Thread(target=read_once_overrun)
         started = time.monotonic()
         while "attaching" not in (tmp_path / "err").read_text():  # then the command starts
             assert time.monotonic() - started < 120 and proc.poll() is None
             time.sleep(0.1)
         if stalled:
-            reader.start()  # the calls have begun: nothing is read for 1.5 s of their 2
-        time.sleep(2)
+            reader.start()
+            began = time.monotonic()
+            while _calls_made(progress) < overrun:
+                assert time.monotonic() - began < 240, "the traced loop made too few calls"
+                time.sleep(0.05)
+        time.sleep(0.5 if stalled else 2)  # then some lines printed after the stall
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         proc.send_signal(signal.SIGTERM)
         try:
