@@ -350,6 +350,10 @@ def _summary_bys(req: Request, funcs: list) -> list:
         if req.by:
             raise BuildError("--by keys a summary: give --count or --latency")
         return [], []
+    if req.count and any("$retval" in f for f in req.filters):
+        # counted at entry, where the return value is not there yet
+        raise BuildError("--count counts calls at entry: a filter on $retval decides at exit "
+                         "(give it with --latency alone)")
     try:
         bys = trace_summary.parse(req.by)
         return bys, trace_summary.captures(bys, funcs)

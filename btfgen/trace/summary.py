@@ -65,6 +65,8 @@ def captures(bys: list[By], funcs) -> list[str]:
         matched = [f for f in funcs if fnmatch.fnmatchcase(f.name, by.func)]
         if not matched:
             raise by.error(f"no traced function {by.func!r}", 1)
+        if by.path.startswith("$retval"):
+            raise by.error("a key is made at entry: $retval has no value then")
         if _IDENT.fullmatch(by.path):
             continue  # an argument: keys() says when it is none
         out.append(by.text)  # as given: a capture error's column is the --by's
