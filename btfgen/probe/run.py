@@ -212,7 +212,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             if drained:
                 drained()
             if summed:  # what the maps hold since the last print, before they are closed
-                summed.print(final=True)
+                summed.print()
         say_missed(missed, kernel)
         return status, lost(obj)
 

@@ -14,7 +14,6 @@ import struct
 import sys
 import time
 
-from . import prog
 from .libbpf import libbpf, possible_cpus
 
 # struct sum_keyspec: off, size, how, pad, mask
@@ -148,8 +147,7 @@ class Summary:
         """The key's bytes put back where the entry's record had them, decoded by the
         function's own decoder."""
         fn = self._fn(fid)
-        desc = fn.desc if hasattr(fn, "desc") else None
-        desc = desc or self.decoders._descriptor(self.names[fid])[0]
+        desc = self.decoders._descriptor(self.names[fid])[0]
         if spec["by"] == "arg":
             off = desc.record.entry[spec["index"]].data_off
         else:
@@ -173,7 +171,7 @@ class Summary:
             self.next_print += self.interval
             self.print()
 
-    def print(self, final: bool = False) -> None:
+    def print(self) -> None:
         counts, hists, stats = self.read()
         new_counts = {k: v - self.printed_counts.get(k, 0) for k, v in counts.items()}
         new_hists = {}
@@ -298,6 +296,3 @@ def log2_hist(slots: list[int], unit: str) -> str:
             out.append(f"{low(b):10d} -> {(2 << b) - 1:<10d} : {c:<8d} |{stars:<{width}}|\n")
     return "".join(out)
 
-
-def say(line: str) -> None:
-    print(f"{prog.NAME}: {line}", file=sys.stderr)

@@ -201,3 +201,18 @@ def test_log2_hist_as_funclatency():
                     + "         2 -> 3          : 1        " + bar("*" * 10)
                     + "         4 -> 7          : 0        " + bar("")
                     + "         8 -> 15         : 4        " + bar("*" * 40))
+
+
+def test_built_here_run_there(exe, tmp_path):
+    directory = tmp_path / "dir"
+    subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(directory), "--count",
+                    "--by", "nap: c", str(exe), "nap"], check=True, capture_output=True)
+    run = [sys.executable, str(directory / "btfgen_trace.py"), "--run", str(directory)]
+    proc = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["counts"] == [
+        {"function": "nap", "key": {"c": {"value": 7, "name": "BLUE"}}, "count": 1},
+        {"function": "nap", "key": {"c": {"value": 1, "name": "RED"}}, "count": 2}]
+    proc = subprocess.run([*run, "--count"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "chosen at --build" in proc.stderr
