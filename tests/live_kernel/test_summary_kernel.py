@@ -24,6 +24,7 @@ from .conftest import btf_for, kernel_for
 pytestmark = pytest.mark.live
 
 LOOPS = 1000
+MODES = ("multi", "single")  # a pair of kprobe_multi links; a kprobe and a kretprobe
 LOOP = (f"import os; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT)\n"
         f"for _ in range({LOOPS}): os.lseek(fd, {scenario.SEEK_TO}, os.SEEK_SET)\n")
 # Run in the guest on the JSON summary: the few numbers the test needs (40,000 functions' rows
@@ -60,14 +61,33 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
     assert len(functions) > 0.97 * len(candidates) > 20000, (len(functions), len(candidates))
     assert "shmem_file_llseek" in functions
 
-    g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
+    # The other attach modes on the one function: the entry's time and key on the stack map.
+    small = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
+                                arch=k.target.arch, count=True, latency=True, strings=False,
+                                by=["shmem_file_llseek: offset"])
+    trace_build.build(small, tmp_path / "small")
+
+    g, py = mass.guest_with(k, {"trace": tmp_path / "trace", "small": tmp_path / "small"})
     g.file("loop.py", LOOP.encode())
     g.file("digest.py", DIGEST.encode())
-    g.step("summary", f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(k.target)}; "
+    libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
+    g.step("summary", f"cd / && {libs}; "
                       f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json -- "
                       f"{py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
                       f"cat /tmp/err; {py.python} /digest.py; exit $rc")
+    for mode in MODES:
+        g.step(mode, f"cd / && {libs}; {py.python} /small/btfgen_trace.py --run /small --json "
+                     f"--attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
+                     f"cat /tmp/err; {py.python} /digest.py; exit $rc")
     boot = g.run(k, timeout=1200)
+    for mode in MODES:
+        text, rc = boot.section(mode)
+        assert rc == 0, f"{mode}: the tool failed (exit {rc}):\n{text[-3000:]}"
+        assert f"attaching {'kprobe_multi links' if mode == 'multi' else 'one kprobe'}" in text, \
+            text[-3000:]
+        got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+        assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text
+        assert json.loads(got["not-timed"]) == {"map_full": 0, "no_entry": 0, "no_room": 0}, text
     text, rc = boot.section("summary")
     # Kept for reading (docs/benchmarks.md's whole-kernel figure comes from here).
     cache.write_atomic(cache.ROOT / "results" / f"summary-{name}.txt",
