@@ -289,6 +289,12 @@ static __always_inline int record(void *ctx, __u32 kind)
 	e = scratch_event(tid, &spilled);
 	if (!e) {
 		note_loss(tid);
+#ifdef BTFGEN_SUMMARY
+		/* a key from the record, with no scratch to decode it in: lost (and counted), */
+		/* its exit still popping its own slot */
+		if (!kind)
+			summary_rejected(ctx, at, 0);
+#endif
 		return 0;
 	}
 	e->tgid = id >> 32;
