@@ -19,7 +19,7 @@
  * is not timed, and counted. */
 #ifndef BTFGEN_SUMMARY_H
 #define BTFGEN_SUMMARY_H
-/* The three calls record() makes are subprograms (noinline): the verifier then sees the
+/* The calls record() makes are subprograms (noinline): the verifier then sees the
  * decoder after them from one state, not from each path through the summary (inlined, they
  * took the session program past its million instructions). */
 
@@ -395,6 +395,16 @@ static __noinline void summary_rejected(void *ctx, __u32 at, __u32 kind)
 	}
 	if (!sum_in_cookie(ks, mode))
 		sum_push(); /* its time stays 0 */
+}
+
+/* An entry whose key is in its record, lost before it was decoded (no scratch): as a rejected
+ * one, its exit pops the zero time it pushes (summary_early pushed nothing for it). */
+static __noinline void summary_lost(void *ctx, __u32 at)
+{
+	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
+
+	if (ks && (ks->how & SUM_RECORD))
+		summary_rejected(ctx, at, 0);
 }
 
 /* The session entry's return: 1 skips the exit, which a count alone does not need. */

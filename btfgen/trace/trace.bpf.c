@@ -293,7 +293,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 		/* a key from the record, with no scratch to decode it in: lost (and counted), */
 		/* its exit still popping its own slot */
 		if (!kind)
-			summary_rejected(ctx, at, 0);
+			summary_lost(ctx, at);
 #endif
 		return 0;
 	}
