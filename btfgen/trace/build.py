@@ -119,6 +119,12 @@ def build(req: Request, out: Path) -> dict:
             kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
     bys, keyed = _summary_bys(req, funcs)
     req = replace(req, captures=keyed + req.captures)
+    if bys and not req.strings and req.string_size == Request.string_size:
+        # Only the keys are captured: a string key is KEY_STRING_SIZE characters unless asked
+        # (it is hashed on every call, and lives on the BPF stack).
+        from btfgen.trace.summary import KEY_STRING_SIZE
+
+        req = replace(req, string_size=KEY_STRING_SIZE)
     with timings.stage("build: placement"):
         plan = _plan(target, funcs, req, parsed)
     layout, conv = plan.layout, target.convention

@@ -44,17 +44,13 @@ def _build(args, out: Path) -> None:
 
 def _summary_request(args) -> dict:
     """--count / --latency: the request's part. Without --record nothing but the keys is
-    decoded, so the string of every char * is not captured, and a string key is 64 characters
-    unless --string-size says otherwise (a key lives on the BPF stack)."""
+    decoded, so the string of every char * is not captured (and a string key is the build's
+    KEY_STRING_SIZE characters unless --string-size says otherwise)."""
     if not (args.count or args.latency):
         return {}
-    from btfgen.trace.summary import KEY_STRING_SIZE
-
     out = {"count": args.count, "latency": args.latency, "by": args.by}
     if not args.record:
         out["strings"] = False
-        if args.string_size == 256:  # the default: not asked
-            out["string_size"] = KEY_STRING_SIZE
     return out
 
 

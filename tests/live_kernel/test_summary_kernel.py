@@ -32,9 +32,10 @@ LOOP = (f"import os; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT)\n"
 DIGEST = r"""import json, sys
 doc = json.load(open('/tmp/out'))
 counts, lats = doc['counts'], doc['latencies']
+key = json.loads(sys.argv[1])
 def keyed(rows):
     return sum(r['count'] for r in rows if r['function'] == 'shmem_file_llseek'
-               and r.get('key') == {'offset': %d})
+               and r.get('key') == key)
 print('functions-counted', len({r['function'] for r in counts}))
 print('calls', sum(r['count'] for r in counts))
 print('keyed-count', keyed(counts))
@@ -42,7 +43,12 @@ print('keyed-timed', keyed(lats))
 print('timed', sum(r['count'] for r in lats))
 print('not-counted', doc['not_counted'])
 print('not-timed', json.dumps(doc['not_timed']))
-""" % scenario.SEEK_TO
+"""
+# shmem_file_llseek's keys: its offset argument on the whole kernel, its file's name (a capture
+# path, read through three pointers) on the one function.
+BY_OFFSET = "'{\"offset\": %d}'" % scenario.SEEK_TO
+NAME = "file->f_path.dentry->d_name.name"
+BY_NAME = "'{\"%s\": \"seek\"}'" % NAME
 
 
 @pytest.mark.parametrize("name", ["unstable-amd64", "unstable-arm64"])
@@ -61,10 +67,11 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
     assert len(functions) > 0.97 * len(candidates) > 20000, (len(functions), len(candidates))
     assert "shmem_file_llseek" in functions
 
-    # The other attach modes on the one function: the entry's time and key on the stack map.
+    # The other attach modes on the one function, keyed by its file's name: the entry's time
+    # and key on the stack map.
     small = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
                                 arch=k.target.arch, count=True, latency=True, strings=False,
-                                by=["shmem_file_llseek: offset"])
+                                by=[f"shmem_file_llseek: {NAME}"])
     trace_build.build(small, tmp_path / "small")
 
     g, py = mass.guest_with(k, {"trace": tmp_path / "trace", "small": tmp_path / "small"})
@@ -74,11 +81,11 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
     g.step("summary", f"cd / && {libs}; "
                       f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json -- "
                       f"{py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
-                      f"cat /tmp/err; {py.python} /digest.py; exit $rc")
+                      f"cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
     for mode in MODES:
         g.step(mode, f"cd / && {libs}; {py.python} /small/btfgen_trace.py --run /small --json "
                      f"--attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
-                     f"cat /tmp/err; {py.python} /digest.py; exit $rc")
+                     f"cat /tmp/err; {py.python} /digest.py {BY_NAME}; exit $rc")
     boot = g.run(k, timeout=1200)
     for mode in MODES:
         text, rc = boot.section(mode)
