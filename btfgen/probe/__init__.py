@@ -22,6 +22,7 @@ One concept a module:
     output.py       what is printed: text or JSON lines, or only failed calls
     lines.py        a function's lines made by one struct and one format (output's fast path)
     recording.py    the --record file: writing, and reading it back
+    summary.py      --count / --latency: the summary maps set up, read and printed
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)
     options.py      what a run is asked to do
