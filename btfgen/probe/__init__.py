@@ -23,6 +23,7 @@ One concept a module:
     lines.py        a function's lines made by one struct and one format (output's fast path)
     recording.py    the --record file: writing, and reading it back
     crc.py          CRC-32 as zlib makes it, by libdeflate where it is installed (recordings)
+    summary.py      --count / --latency: the summary maps set up, read and printed
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)
     options.py      what a run is asked to do

@@ -85,6 +85,7 @@ def _load_libbpf() -> ctypes.CDLL:
         "bpf_map__set_max_entries": ([c_void_p, ctypes.c_uint32], c_int),
         "bpf_map_update_elem": ([c_int, c_void_p, c_void_p, c_uint64], c_int),
         "bpf_map_lookup_elem": ([c_int, c_void_p, c_void_p], c_int),
+        "bpf_map_get_next_key": ([c_int, c_void_p, c_void_p], c_int),  # summary.py
         "libbpf_num_possible_cpus": ([], c_int),
         "ring_buffer__new": ([c_int, SAMPLE_FN, c_void_p, c_void_p], c_void_p),
         "ring_buffer__poll": ([c_void_p, c_int], c_int),

@@ -19,3 +19,7 @@ class Options:
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
     timings: bool = False  # say how long each stage took (Timings)
     bytes_as: str = "auto"  # a captured buffer as text: output.show_bytes' `how`
+    # --count / --latency (built in: the manifest's summary): print every `interval` seconds
+    # (None: at the end only); each summary map holds `map_size` keys (None: summary.MAP_SIZE)
+    interval: float | None = None
+    map_size: int | None = None

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import attach, features, output, prog, recording, ringspan, spec_format, tracefs
+from . import attach, features, output, prog, recording, ringspan, spec_format, summary, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed
@@ -90,10 +90,17 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
     sink = writer = printer = None
+    # --count / --latency: the maps' summary, printed at the end and every --interval; no
+    # event comes through the ring unless --record asks for them too.
+    summed = summary.Summary(manifest, decoders, out, as_json=opts.as_json,
+                             interval=opts.interval, map_size=opts.map_size) \
+        if manifest.get("summary") else None
     with timings.stage("run: output setup"):
         if opts.record:
             writer = recorder(opts.record, manifest, decoders, who)
             sink = writer.span  # a span of the ring, one write
+        elif summed:
+            sink = _no_events
         else:
             printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
                                      decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
@@ -104,7 +111,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
             sink = printer.records
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
-                              printer.flush_lines if printer else None)
+                              printer.flush_lines if printer else None, summed)
     except BaseException:
         if writer:
             writer.abandon()
@@ -136,10 +143,11 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
 
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
-           sink, timings: Timings | None = None, drained=None) -> tuple[int, tuple[int, int]]:
+           sink, timings: Timings | None = None, drained=None,
+           summed: summary.Summary | None = None) -> tuple[int, tuple[int, int]]:
     """(the exit status, records lost by why: losses.lost_by_reason); `sink(span)` takes each
     span of the ring's records (ringspan.Span); `drained()` after each drain of the ring
-    buffer."""
+    buffer; `summed` prints the summary maps every interval and at the end."""
     kernel = manifest["kind"] == "kernel"
     timings = timings or Timings(False)
     fork_offset = tracefs.child_pid_offset()
@@ -170,6 +178,9 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         if child:
             child.cancel()
         raise
+    if summed:
+        summed.attached(obj)
+        drained = _and_tick(drained, summed)
     with _detaching(obj, timings) as probes:
         probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
@@ -201,8 +212,24 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 pass
             if drained:
                 drained()
+            if summed:  # what the maps hold since the last print, before they are closed
+                summed.print()
         say_missed(missed, kernel)
         return status, lost_by_reason(obj)
+
+
+def _no_events(span) -> None:
+    """A summary's sink: the BPF side sends nothing then (a record here would be a bug of the
+    BPF side's, not an event to print)."""
+
+
+def _and_tick(drained, summed):
+    """`drained` (or nothing), then the summary's interval clock."""
+    def both():
+        ok = drained() if drained else None
+        summed.tick()
+        return ok
+    return both
 
 
 def reader(map_fd: int, sink):
@@ -238,10 +265,14 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
     # One spec per function of the directory, however many (the object's own size is only a
     # default).
     obj.set_max_entries("specs", len(names))
+    if manifest.get("summary"):
+        summary.before_load(obj, manifest, opts.map_size)
     with timings.stage("run: object load"):
         obj.load()
     with timings.stage("run: spec map fill"):
         obj.fill_array("specs", specs, len(names))
+    if manifest.get("summary"):
+        summary.after_load(obj, directory, manifest, bool(opts.record))
     for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
         obj.update("filter", struct.pack("I", at), struct.pack("I", value))
     if only:

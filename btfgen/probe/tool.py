@@ -134,6 +134,23 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="the ring buffer's size in MiB, a power of two (default: 16, more for "
                         "many functions, up to 64); events it had no room for are counted "
                         "and said")
+    # ---- summaries kept in the kernel (summary.py) ----
+    p.add_argument("--count", action="store_true",
+                   help="count the calls of each function in the kernel (BPF maps) and print "
+                        "the counts at the end (and every --interval), as bcc's funccount; "
+                        "no event is sent per call unless --record is given too")
+    p.add_argument("--latency", action="store_true",
+                   help="a log2 histogram of each function's duration in nanoseconds, kept "
+                        "in the kernel and printed as bcc's funclatency prints it")
+    p.add_argument("--by", action="append", default=[], metavar="KEY",
+                   help="key --count and --latency by `comm`, or 'FUNC: ARG' (an argument: "
+                        "an enum by name), or 'FUNC: PATH' (a capture path: 'vfs_read: "
+                        "file->f_path.dentry->d_name.name'); one a function (repeatable)")
+    p.add_argument("--interval", type=float, metavar="S",
+                   help="with --count or --latency: print what came in each S seconds")
+    p.add_argument("--map-size", type=int, metavar="KEYS", dest="map_size",
+                   help="keys each summary map holds (default 10240); calls whose key did "
+                        "not fit are counted and said")
     p.add_argument("--build", metavar="DIR", type=Path,
                    help="only write the trace directory DIR (generated decoders, BPF object, "
                         "manifest, these scripts)")
@@ -173,7 +190,8 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
     _check(p, args, command)
     opts = Options(command, args.pid, args.duration, errors=args.errors, as_json=args.json,
                    record=args.record, attach=args.attach, ring_mib=args.ring_mib,
-                   timings=args.timings, bytes_as=args.bytes_as)
+                   timings=args.timings, bytes_as=args.bytes_as, interval=args.interval,
+                   map_size=args.map_size)
     if args.run:
         return trace_run.run(args.run, opts)
     if build is None:
@@ -209,6 +227,7 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--ring-size: a power of two from 1 to 1024 (MiB)")
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
+    _check_summary(p, args)
     if args.run:
         return
     if args.kernel and args.header:
@@ -220,3 +239,20 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if not args.kernel and len(args.names) < 2:
         p.error("name the program or library and at least one of its functions (or use "
                 "--kernel)")
+
+
+def _check_summary(p: argparse.ArgumentParser, args) -> None:
+    """--count / --latency and their options (the build checks the --by keys themselves)."""
+    summary = args.count or args.latency
+    if args.run and (summary or args.by):
+        p.error("--count, --latency and --by were chosen at --build")
+    if args.by and not (summary or args.run):
+        p.error("--by keys a summary: give --count or --latency")
+    if summary and args.errors:
+        p.error("--errors prints calls; --count and --latency sum them")
+    if args.build and (args.interval is not None or args.map_size is not None):
+        p.error("--interval and --map-size are for tracing: give them with --run")
+    if args.interval is not None and args.interval <= 0:
+        p.error("--interval must be positive")
+    if args.map_size is not None and not 1 <= args.map_size <= 1 << 24:
+        p.error("--map-size: from 1 to 16777216 keys")

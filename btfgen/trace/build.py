@@ -71,6 +71,10 @@ class Request:
     string_size: int = 256  # capture.STRING_SIZE (--value-size)
     capture_budget: int = 1024  # capture.CALL_BUDGET: record bytes a call's captures may take
     deny: bool = True  # kernel: leave out of the globs what btfgen itself calls (deny.txt)
+    # --count / --latency, each kept in BPF maps (summary.bpf.h), keyed by --by options
+    count: bool = False
+    latency: bool = False
+    by: list[str] = field(default_factory=list)
     timings: bool = False  # say how long each stage took
 
 
@@ -114,6 +118,14 @@ def build(req: Request, out: Path) -> dict:
     if not req.kernel:
         with timings.stage("build: symbol resolution"):
             kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
+    bys, keyed = _summary_bys(req, funcs)
+    req = replace(req, captures=keyed + req.captures)
+    if bys and not req.strings and req.string_size == Request.string_size:
+        # Only the keys are captured: a string key is KEY_STRING_SIZE characters unless asked
+        # (it is hashed on every call, and lives on the BPF stack).
+        from btfgen.trace.summary import KEY_STRING_SIZE
+
+        req = replace(req, string_size=KEY_STRING_SIZE)
     with timings.stage("build: placement"):
         plan = _plan(target, funcs, req, parsed)
     layout, conv = plan.layout, target.convention
@@ -123,9 +135,11 @@ def build(req: Request, out: Path) -> dict:
     with timings.stage("build: generation"):
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
+    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout)
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
-                 wanted=plan.filtered_names(), wide=conv.pointer_size == 8)
+                 wanted=plan.filtered_names(), wide=conv.pointer_size == 8,
+                 extra=summary.pop("flags", []))
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
@@ -150,6 +164,8 @@ def build(req: Request, out: Path) -> dict:
         "btf": source,
         "filters": req.filters,  # compiled into the object; for the record
     }
+    if summary:
+        manifest["summary"] = summary
     if req.kernel:
         # The run step warns when the target kernel's BTF is not the one built for.
         manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
@@ -236,7 +252,11 @@ def _plan(target, funcs: list, req: Request, filters: list):
                            capture_budget=req.capture_budget,
                            self_contained=True)
     except capture.CaptureOptionError as e:
-        raise BuildError(str(e)) from None
+        line = str(e)
+        for by in req.by:  # a --by path's capture: the line names the --by
+            if line.startswith(f"--capture {by!r}:"):
+                line = "--by" + line[len("--capture"):]
+        raise BuildError(line) from None
     left = plan.unguessable
     if left:
         print(f"btfgen trace: {target.arch}: strings not captured by default (kernel and user "
@@ -306,7 +326,7 @@ def _wanted_flags(out: Path, wanted: list[str]) -> list[str]:
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
-             wanted: list[str], wide: bool = True) -> None:
+             wanted: list[str], wide: bool = True, extra: list[str] = ()) -> None:
     """The pair-of-links object and the two session objects, compiled side by side. Of the
     header's per-function decoders only those of `wanted` (the filtered functions', by C name)
     are compiled: for a whole kernel the others are a million lines and 35 s of compile.
@@ -317,7 +337,7 @@ def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
     base = [clang, "-O2", "-g", "-target", "bpfel" if byte_order == "little" else "bpfeb",
             f"-D__TARGET_ARCH_{target_arch}", *(["-DBTFGEN_USER"] if user else []),
             *(["-DBTFGEN_WIDE"] if wide else []),
-            *_wanted_flags(out, wanted),
+            *_wanted_flags(out, wanted), *extra,
             f"-I{out}", "-c", str(HERE / "trace.bpf.c")]
     variants = {OBJECT: [],
                 SESSION_OBJECTS["no_ctx"]: ["-DBTFGEN_SESSION"],
@@ -328,3 +348,49 @@ def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
     for proc, err in zip(procs, errors):
         if proc.returncode:
             raise BuildError(f"compiling trace.bpf.c failed: {err.strip()}", status=1)
+
+
+# ---- --count / --latency (summary.py) --------------------------------------------------------
+
+def _summary_bys(req: Request, funcs: list) -> list:
+    """The --by keys parsed, and the captures the paths among them need added to the
+    request's (a bad one: a BuildError naming its column)."""
+    from btfgen.trace import summary as trace_summary
+
+    if not (req.count or req.latency):
+        if req.by:
+            raise BuildError("--by keys a summary: give --count or --latency")
+        return [], []
+    if req.count and any("$retval" in f for f in req.filters):
+        # counted at entry, where the return value is not there yet
+        raise BuildError("--count counts calls at entry: a filter on $retval decides at exit "
+                         "(give it with --latency alone)")
+    try:
+        bys = trace_summary.parse(req.by)
+        return bys, trace_summary.captures(bys, funcs)
+    except trace_summary.KeyError_ as e:
+        raise BuildError(str(e)) from None
+
+
+def _summary(req: Request, bys: list, out: Path, names: list[str], layout) -> dict:
+    """The manifest's summary entry (with the compile flags, popped by the caller), and the
+    keys' sum_keyspec table written; {} without --count or --latency."""
+    from btfgen.trace import summary as trace_summary
+
+    if not (req.count or req.latency):
+        return {}
+    decoders = trace_manifest.load_decoders(out, {"module": outputs.file_name(
+        "python", layout.arch)})
+    descs = [decoders._descriptor(n)[0] for n in names]
+    try:
+        keys, blob, size = trace_summary.keys(bys, names, descs, decoders.POINTER_SIZE,
+                                              decoders.BYTE_ORDER)
+    except trace_summary.KeyError_ as e:
+        raise BuildError(str(e)) from None
+    (out / SUMMARY_KEYS).write_bytes(blob)
+    return {"count": req.count, "latency": req.latency, "by": req.by, "keys": keys,
+            "key_size": size, "keyspecs": SUMMARY_KEYS,
+            "flags": ["-DBTFGEN_SUMMARY", f"-DBTFGEN_SUMMARY_KEY={size}"]}
+
+
+SUMMARY_KEYS = "sum_keys.bin"

@@ -24,7 +24,7 @@ def _build(args, out: Path) -> None:
     except ImportError as e:
         raise RunError(f"building needs btfgen ({e.name} is missing); build elsewhere and "
                        "use --run here") from None
-    req = trace_build.Request(
+    fields = dict(
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
         btf=args.btf, dwarf=args.dwarf, arch=args.arch,
         program=None if args.kernel else args.names[0],
@@ -32,6 +32,7 @@ def _build(args, out: Path) -> None:
         captures=args.capture, strings=args.strings, string_size=args.string_size,
         capture_budget=args.capture_budget,
         deny=not args.no_deny, timings=args.timings)
+    req = trace_build.Request(**{**fields, **_summary_request(args)})
     try:
         trace_build.build(req, out)
     except trace_build.BuildError as e:
@@ -40,6 +41,18 @@ def _build(args, out: Path) -> None:
         raise BadInput(str(e), 2) from None
     except OSError as e:
         raise BadInput(f"{e.filename or out}: {e.strerror}", 2) from None
+
+
+def _summary_request(args) -> dict:
+    """--count / --latency: the request's part. Without --record nothing but the keys is
+    decoded, so the string of every char * is not captured (and a string key is the build's
+    KEY_STRING_SIZE characters unless --string-size says otherwise)."""
+    if not (args.count or args.latency):
+        return {}
+    out = {"count": args.count, "latency": args.latency, "by": args.by}
+    if not args.record:
+        out["strings"] = False
+    return out
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@
 #else
 #define btfgen_trace_wanted(ctx, cookie, kind) 1
 #endif
+/* --count / --latency: the summary maps and what each call does to them. */
+#ifdef BTFGEN_SUMMARY
+#include "summary.bpf.h"
+#endif
 
 #ifdef BTFGEN_USER
 #define TRACE_ENTRY "uprobe"
@@ -282,11 +286,26 @@ static __always_inline int record(void *ctx, __u32 kind)
 			return 0;
 	}
 	/* Before anything is decoded: a rejected event costs nothing more. */
-	if (!btfgen_trace_wanted(ctx, at, kind))
+	if (!btfgen_trace_wanted(ctx, at, kind)) {
+#ifdef BTFGEN_SUMMARY
+		summary_rejected(ctx, at, kind);
+#endif
 		return 0;
+	}
+#ifdef BTFGEN_SUMMARY
+	/* Summed without a record where the key needs none; the count alone skips the exit. */
+	if (summary_early(ctx, at, kind))
+		return !kind && summary_no_exit();
+#endif
 	e = scratch_event(tid, &spilled);
 	if (!e) {
 		note_loss(tid, LOST_NO_SCRATCH);
+#ifdef BTFGEN_SUMMARY
+		/* a key from the record, with no scratch to decode it in: lost (and counted), */
+		/* its exit still popping its own slot */
+		if (!kind)
+			summary_lost(ctx, at);
+#endif
 		return 0;
 	}
 	e->tgid = id >> 32;
@@ -316,6 +335,11 @@ static __always_inline int record(void *ctx, __u32 kind)
 		/* scratch, and a spec's size is never more: generic.py). */
 		n = sizeof(*e) - BTFGEN_DATA_SIZE + (kind ? spec->exit_size : spec->entry_size);
 	}
+#ifdef BTFGEN_SUMMARY
+	/* A key made of the entry's record: summed now, and sent only with SUM_EVENTS. */
+	if (!kind && summary_entry(ctx, at, &e->rec))
+		n = 0;
+#endif
 	if (n) {
 		/* Taken only for a record sent: one not sent must not take the thread's loss. */
 		e->flags = loss_flags(tid);
@@ -348,15 +372,17 @@ int trace_session(void *ctx)
 	/* A ring buffer without room loses the entry record, not the cookie: the exit, which */
 	/* still runs, reads a zero carried pointer as unavailable rather than a stale one. */
 	*btfgen_session_cookie(ctx) = 0;
-	record(ctx, 0);
-	return 0;
+	/* 0, or 1 to skip the exit (a call counted, and nothing else asked of it) */
+	return record(ctx, 0);
 }
 #else
+/* record() says 1 only for a session's entry (a perf-event probe takes nonzero as "emit a
+ * sample too"): a single probe returns 0. */
 SEC(TRACE_ENTRY)
-int trace_entry(void *ctx) { return record(ctx, 0); }
+int trace_entry(void *ctx) { record(ctx, 0); return 0; }
 
 SEC(TRACE_EXIT)
-int trace_exit(void *ctx) { return record(ctx, 1); }
+int trace_exit(void *ctx) { record(ctx, 1); return 0; }
 #endif
 
 char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,137 @@
+"""`btfgen trace --count / --latency --by KEY`, the build's part: each function's key, made into
+the `struct sum_keyspec` the BPF side reads (summary.bpf.h) and the manifest entry the run side
+decodes keys with (btfgen.probe.summary).
+
+A key is the thread's comm (`--by comm`), an argument (`--by 'f_int: c'`), or a capture path
+(`--by 'vfs_read: file->f_path.dentry->d_name.name'`): the path is captured as `--capture`
+would, and the key is the capture's bytes in the entry's record, so the generated decoder
+decodes it (an enum by name, a string as text).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import struct
+
+from btfgen.probe import summary as run_summary
+
+# A string key's characters by default: the key is hashed on every call, and lives on the BPF
+# stack (512 bytes, shared with the decoder's calls).
+KEY_STRING_SIZE = 64
+MAX_KEY = 200  # key bytes after the function's id and failed bits
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class KeyError_(ValueError):
+    """A --by that does not fit: one line naming the option and the column (exit 2)."""
+
+
+class By:
+    """One --by option: `comm`, or `FUNC: PATH` (FUNC a name or glob)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        if text.strip() == "comm":
+            self.func, self.path, self.column = "*", "comm", 1
+            return
+        func, colon, rest = text.partition(":")
+        if not colon or not func.strip() or not rest.strip():
+            raise KeyError_(f"--by {text!r}: column 1: expected `comm` or `FUNC: PATH` (an "
+                            "argument or a capture path)")
+        self.func = func.strip()
+        self.path = rest.strip()
+        self.column = len(func) + 2 + (len(rest) - len(rest.lstrip()))
+
+    @property
+    def comm(self) -> bool:
+        return self.path == "comm" and self.func == "*"
+
+    def error(self, why: str, column: int | None = None) -> KeyError_:
+        return KeyError_(f"--by {self.text!r}: column {column or self.column}: {why}")
+
+
+def parse(texts: list[str]) -> list[By]:
+    return [By(t) for t in texts]
+
+
+def captures(bys: list[By], funcs) -> list[str]:
+    """The --capture options the keys that are paths need (an argument's value is in every
+    record already). Raises KeyError_ for a name that is no argument of a function it names."""
+    out = []
+    for by in bys:
+        if by.comm:
+            continue
+        matched = [f for f in funcs if fnmatch.fnmatchcase(f.name, by.func)]
+        if not matched:
+            raise by.error(f"no traced function {by.func!r}", 1)
+        if by.path.startswith("$retval"):
+            raise by.error("a key is made at entry: $retval has no value then")
+        if _IDENT.fullmatch(by.path):
+            continue  # an argument: keys() says when it is none
+        out.append(by.text)  # as given: a capture error's column is the --by's
+    return out
+
+
+def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
+         byte_order: str) -> tuple[list[dict | None], bytes, int]:
+    """(each function's key for the manifest, their sum_keyspec structs in cookie order, the
+    key bytes the BPF side needs)."""
+    order = "<" if byte_order == "little" else ">"
+    spec = struct.Struct(order + run_summary.KEYSPEC_FORMAT)
+    per: list[dict | None] = []
+    blob = bytearray()
+    size = 8
+    comm = any(b.comm for b in bys)
+    for name, desc in zip(names, descs):
+        mine = [b for b in bys if not b.comm and fnmatch.fnmatchcase(name, b.func)]
+        if len(mine) > 1:
+            raise mine[1].error(f"{name} has a key already ({mine[0].text!r}): one a function")
+        if mine:
+            key, packed = _key(mine[0], desc, spec)
+            size = max(size, packed[1])
+            blob += spec.pack(*packed)
+        elif comm:
+            key = {"by": "comm", "name": "comm"}
+            size = max(size, 16)
+            blob += spec.pack(0, 16, run_summary.KEY_COMM, 0, 0)
+        else:
+            key = None
+            blob += spec.pack(0, 0, 0, 0, 0)
+        per.append(key)
+    size = (size + 7) & ~7
+    if size > MAX_KEY:
+        raise KeyError_(f"--by: a key of {size} bytes, past the {MAX_KEY} the BPF side keeps "
+                        f"(a string key: --string-size {KEY_STRING_SIZE} or less)")
+    return per, bytes(blob), size
+
+
+def _key(by: By, desc, spec) -> tuple[dict, tuple]:
+    if _IDENT.fullmatch(by.path):
+        names = [a.name for a in desc.args]
+        if by.path not in names:
+            raise by.error(f"no argument {by.path!r} in {desc.name} (its arguments: "
+                           f"{', '.join(names) or 'none'})")
+        at = names.index(by.path)
+        plan = desc.record.entry[at] if at < len(desc.record.entry) else None
+        value = desc.args[at]
+        if plan is None or plan.data_off < 0 or value.unavailable is not None:
+            raise by.error(f"{by.path} of {desc.name} is not in the record "
+                           f"({value.unavailable or 'a struct passed by reference'}): key on "
+                           "one of its members (ARG->member or ARG.member)")
+        return ({"by": "arg", "name": by.path, "index": at},
+                (plan.data_off, value.size, run_summary.KEY_RECORD, 0, plan.op_mask))
+    caps = [c for c in desc.captures if c.name == by.path]
+    if not caps:
+        raise by.error(f"{by.path!r} is no capture of {desc.name}")
+    c = caps[0]
+    if c.at_exit:
+        raise by.error("a key is made at entry: a path from $retval has no value then")
+    if c.head < 0:
+        raise by.error(f"{by.path} did not fit {desc.name}'s record")
+    how = run_summary.KEY_RECORD | run_summary.KEY_CAPTURE
+    size = run_summary.CAPTURE_HEAD + c.size
+    if c.kind == "str":
+        how |= run_summary.KEY_STRING
+        size += 2  # the character past the limit, and the NUL
+    return {"by": "capture", "name": by.path}, (c.head, size, how, 0, c.root_mask)

@@ -1,0 +1,114 @@
+"""`btfgen trace --count --latency` on the whole kernel in Debian's 7.2 guests: every function
+the guest's ftrace can attach to that its BTF has (less the deny list) on one kprobe.session
+link, counted and timed in the kernel, with one of them keyed by an argument, so a known loop
+of system calls is counted exactly however many other calls the kernel makes.
+
+The loop seeks a tmpfs file to SEEK_TO, LOOPS times: shmem_file_llseek keyed by its offset has
+exactly LOOPS calls at that offset (other seeks, the interpreter's own, are other keys), each
+timed. Nothing is sent per call, so nothing is lost, at any rate; the totals and the rate the
+kernel sustained are kept in the live cache (benchmarks/bench_summary.py reads them)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from btfgen.trace import build as trace_build
+from btfgen.trace import deny
+
+from . import cache, mass, python_guest, scenario
+from .conftest import btf_for, kernel_for
+
+pytestmark = pytest.mark.live
+
+LOOPS = 1000
+MODES = ("multi", "single")  # a pair of kprobe_multi links; a kprobe and a kretprobe
+LOOP = (f"import os; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT)\n"
+        f"for _ in range({LOOPS}): os.lseek(fd, {scenario.SEEK_TO}, os.SEEK_SET)\n")
+# Run in the guest on the JSON summary: the few numbers the test needs (40,000 functions' rows
+# would be megabytes over the serial console).
+DIGEST = r"""import json, sys
+doc = json.load(open('/tmp/out'))
+counts, lats = doc['counts'], doc['latencies']
+key = json.loads(sys.argv[1])
+def keyed(rows):
+    return sum(r['count'] for r in rows if r['function'] == 'shmem_file_llseek'
+               and r.get('key') == key)
+print('functions-counted', len({r['function'] for r in counts}))
+print('calls', sum(r['count'] for r in counts))
+print('keyed-count', keyed(counts))
+print('keyed-timed', keyed(lats))
+print('timed', sum(r['count'] for r in lats))
+print('not-counted', doc['not_counted'])
+print('not-timed', json.dumps(doc['not_timed']))
+"""
+# shmem_file_llseek's keys: its offset argument on the whole kernel, its file's name (a capture
+# path, read through three pointers) on the one function.
+BY_OFFSET = "'{\"offset\": %d}'" % scenario.SEEK_TO
+NAME = "file->f_path.dentry->d_name.name"
+BY_NAME = "'{\"%s\": \"seek\"}'" % NAME
+
+
+@pytest.mark.parametrize("name", ["unstable-amd64", "unstable-arm64"])
+def test_whole_kernel_counted_and_timed(tmp_path, name):
+    k = kernel_for(name)
+    btf = btf_for(k)
+    try:
+        python_guest.files(k.target)
+    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
+        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+    candidates = deny.split(mass.attachable(k, btf), deny.patterns()).kept
+    req = trace_build.Request(functions=candidates, kernel=True, btf=str(btf),
+                              arch=k.target.arch, count=True, latency=True, strings=False,
+                              by=["shmem_file_llseek: offset"])
+    functions = trace_build.build(req, tmp_path / "trace")["functions"]
+    assert len(functions) > 0.97 * len(candidates) > 20000, (len(functions), len(candidates))
+    assert "shmem_file_llseek" in functions
+
+    # The other attach modes on the one function, keyed by its file's name: the entry's time
+    # and key on the stack map.
+    small = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
+                                arch=k.target.arch, count=True, latency=True, strings=False,
+                                by=[f"shmem_file_llseek: {NAME}"])
+    trace_build.build(small, tmp_path / "small")
+
+    g, py = mass.guest_with(k, {"trace": tmp_path / "trace", "small": tmp_path / "small"})
+    g.file("loop.py", LOOP.encode())
+    g.file("digest.py", DIGEST.encode())
+    libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
+    g.step("summary", f"cd / && {libs}; "
+                      f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json -- "
+                      f"{py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
+                      f"cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
+    for mode in MODES:
+        g.step(mode, f"cd / && {libs}; {py.python} /small/btfgen_trace.py --run /small --json "
+                     f"--attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
+                     f"cat /tmp/err; {py.python} /digest.py {BY_NAME}; exit $rc")
+    boot = g.run(k, timeout=1200)
+    for mode in MODES:
+        text, rc = boot.section(mode)
+        assert rc == 0, f"{mode}: the tool failed (exit {rc}):\n{text[-3000:]}"
+        assert f"attaching {'kprobe_multi links' if mode == 'multi' else 'one kprobe'}" in text, \
+            text[-3000:]
+        got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+        assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text
+        assert json.loads(got["not-timed"]) == {"map_full": 0, "no_entry": 0, "no_room": 0}, text
+    text, rc = boot.section("summary")
+    # Kept for reading (docs/benchmarks.md's whole-kernel figure comes from here).
+    cache.write_atomic(cache.ROOT / "results" / f"summary-{name}.txt",
+                       f"{k.release}, {len(functions)} functions, boot {boot.seconds:.1f}s\n"
+                       f"{text}".encode())
+    assert rc == 0, f"the tool failed (exit {rc}):\n{text[-3000:]}"
+    assert "btfgen_trace: attaching one kprobe.session link" in text, text[-3000:]
+    assert "was refused" not in text and "not traceable here" not in text, text[-3000:]
+    got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+    assert int(got["keyed-count"]) == LOOPS, text[-3000:]
+    assert int(got["keyed-timed"]) == LOOPS, text[-3000:]
+    # The interpreter's start alone is hundreds of thousands of calls over thousands of
+    # functions; every one of them counted, none sent.
+    assert int(got["calls"]) > 100000 and int(got["functions-counted"]) > 1000, text[-3000:]
+    assert int(got["not-counted"]) == 0, text[-3000:]
+    assert json.loads(got["not-timed"])["map_full"] == 0, text[-3000:]
+    assert re.search(r"^btfgen_trace: 0 records lost", text, re.M), text[-3000:]

@@ -1,0 +1,218 @@
+"""`btfgen trace --count / --latency / --by` live on this machine's kernel (uprobes on
+summary_target.c, whose calls are known): exact counts, keyed and unkeyed, the 20 ms sleeps in
+their histogram slot or later (a loaded machine only adds time), text and JSON, on every attach
+mode; bad keys are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_filter_live import _require_live
+
+from btfgen.probe import summary
+
+HERE = Path(__file__).parent
+FUNCS = ["nap", "quick", "work"]
+# 20 ms is 20,000,000 ns: slot 24 (2^24 = 16,777,216 to 2^25 - 1). Load can only lengthen a
+# sleep; four slots more (over 268 ms) would be a wrong clock, not a busy machine.
+NAP_SLOT = 24
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory) -> Path:
+    _require_live()
+    out = tmp_path_factory.mktemp("summary") / "summary_target"
+    proc = subprocess.run(["gcc", "-O2", "-g", str(HERE / "summary_target.c"), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def trace(exe: Path, *args: str, status: int = 0) -> tuple[str, str]:
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", *args, str(exe), *FUNCS],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == status, proc.stderr
+    return proc.stdout, proc.stderr
+
+
+def hists(text: str) -> dict[str, dict[int, int]]:
+    """funclatency's sections: {'Function = ...' title: {slot: count}} (slots by their low)."""
+    out: dict[str, dict[int, int]] = {}
+    title = None
+    for line in text.splitlines():
+        if line.startswith("Function = "):
+            title = line[len("Function = "):]
+            out[title] = {}
+        elif m := re.fullmatch(r"\s*(\d+) -> (\d+)\s*: (\d+)\s*\|[* ]*\|", line):
+            low, high, count = map(int, m.groups())
+            slot = 0 if low == 0 else low.bit_length() - 1
+            assert high == (2 << slot) - 1
+            if count:
+                out[title][slot] = count
+    return out
+
+
+def assert_naps(slots: dict[int, int], calls: int) -> None:
+    assert sum(slots.values()) == calls
+    assert all(NAP_SLOT <= s <= NAP_SLOT + 4 for s in slots), slots
+
+
+@pytest.mark.parametrize("attach", ["session", "multi", "single"])
+def test_count_exact_on_every_attach_mode(exe, attach):
+    out, err = trace(exe, "--count", "--attach", attach)
+    assert out == "FUNC   COUNT\nnap    3\nwork   7\nquick  1000\n"
+    assert err.endswith("0 records lost (ring buffer full)\n"), err
+
+
+@pytest.mark.parametrize("attach", ["session", "multi", "single"])
+def test_latency_slots_on_every_attach_mode(exe, attach):
+    out, _ = trace(exe, "--latency", "--attach", attach)
+    got = hists(out)
+    assert set(got) == {"nap", "quick", "work"}
+    assert_naps(got["nap"], 3)
+    assert sum(got["quick"].values()) == 1000
+    assert sum(got["work"].values()) == 7
+    # a call that returns at once takes less than a sleep
+    assert max(got["quick"]) < NAP_SLOT and max(got["work"]) < NAP_SLOT
+    assert "avg = " in out and "count: 1000\n" in out
+
+
+def test_keyed_by_enum_argument_and_string_path(exe):
+    out, _ = trace(exe, "--count", "--by", "nap: c", "--by", "work: j->name")
+    assert out == ("FUNC   KEY              COUNT\n"
+                   "nap    c=BLUE(7)        1\n"
+                   "nap    c=RED(1)         2\n"
+                   'work   j->name="beta"   2\n'
+                   'work   j->name="alpha"  5\n'
+                   "quick                   1000\n")
+
+
+@pytest.mark.parametrize("attach", ["session", "multi"])
+def test_latency_keyed_json(exe, attach):
+    out, _ = trace(exe, "--json", "--latency", "--count", "--attach", attach,
+                   "--by", "nap: c", "--by", "work: j->name")
+    doc = json.loads(out)
+    counts = {(c["function"], json.dumps(c.get("key"))): c["count"] for c in doc["counts"]}
+    assert counts == {
+        ("nap", '{"c": {"value": 1, "name": "RED"}}'): 2,
+        ("nap", '{"c": {"value": 7, "name": "BLUE"}}'): 1,
+        ("quick", "null"): 1000,
+        ("work", '{"j->name": "alpha"}'): 5,
+        ("work", '{"j->name": "beta"}'): 2,
+    }
+    lat = {(h["function"], json.dumps(h.get("key"))): h for h in doc["latencies"]}
+    assert set(lat) == set(counts)
+    for (func, _), h in lat.items():
+        assert h["count"] == counts[func, _]
+        assert sum(b["count"] for b in h["buckets"]) == h["count"]
+        for b in h["buckets"]:
+            assert b["high"] == 2 * max(b["low"], 1) - 1
+        if func == "nap":
+            assert all(NAP_SLOT <= b["low"].bit_length() - 1 <= NAP_SLOT + 4
+                       for b in h["buckets"])
+            assert h["total_ns"] >= 20_000_000 * h["count"]
+    assert doc["not_counted"] == 0
+    assert doc["not_timed"] == {"map_full": 0, "no_entry": 0, "no_room": 0}
+
+
+def test_by_comm_and_text_sections(exe):
+    out, _ = trace(exe, "--latency", "--by", "comm")
+    got = hists(out)
+    assert set(got) == {f"{f}, comm=summary_target" for f in ("nap", "quick", "work")}
+    assert_naps(got["nap, comm=summary_target"], 3)
+
+
+def test_filter_applies(exe):
+    out, _ = trace(exe, "--count", "--latency", "--filter", "nap: c == BLUE",
+                   "--filter", "quick: x < 10")
+    assert out.startswith("FUNC   COUNT\nnap    1\nwork   7\nquick  10\n")
+    got = hists(out)
+    assert_naps(got["nap"], 1)
+    assert sum(got["quick"].values()) == 10
+
+
+def test_retval_filter_times_the_calls_it_keeps(exe):
+    # decided at exit: the pair of links pops the entry's time of every call, kept or not
+    out, _ = trace(exe, "--latency", "--attach", "multi", "--filter", "nap: $retval == 7")
+    assert_naps(hists(out)["nap"], 1)
+
+
+def test_record_too(exe, tmp_path):
+    rec = tmp_path / "rec.btr"
+    out, err = trace(exe, "--count", "--record", str(rec))
+    assert out == "FUNC   COUNT\nnap    3\nwork   7\nquick  1000\n"
+    assert "recorded 2020 events" in err
+    decoded = subprocess.run([sys.executable, "-m", "btfgen", "decode", str(rec)],
+                             capture_output=True, text=True, check=True).stdout
+    assert decoded.count("quick(") == 1000
+
+
+def test_interval_prints_add_up(exe):
+    out, _ = trace(exe, "--json", "--count", "--interval", "0.01")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert [d["interval"] for d in docs] == list(range(1, len(docs) + 1))
+    total: dict[str, int] = {}
+    for d in docs:
+        for c in d["counts"]:
+            total[c["function"]] = total.get(c["function"], 0) + c["count"]
+    assert total == {"nap": 3, "quick": 1000, "work": 7}
+
+
+def test_full_map_is_said(exe):
+    out, _ = trace(exe, "--json", "--count", "--map-size", "8", "--by", "quick: x")
+    doc = json.loads(out)
+    counted = sum(c["count"] for c in doc["counts"])
+    assert doc["not_counted"] > 0
+    assert counted + doc["not_counted"] == 1010
+    assert len(doc["counts"]) <= 8
+
+
+@pytest.mark.parametrize("by, line", [
+    ("nap: zz", "--by 'nap: zz': column 6: no argument 'zz' in nap (its arguments: ms, c)"),
+    ("nope: c", "--by 'nope: c': column 1: no traced function 'nope'"),
+    ("nap: c->x", "--by 'nap: c->x': column 9: enum colour is not a pointer"),
+    ("nap: $retval", "--by 'nap: $retval': column 6: a key is made at entry: $retval has no "
+                     "value then"),
+    ("comm x", "--by 'comm x': column 1: expected `comm` or `FUNC: PATH` (an argument or a "
+               "capture path)"),
+])
+def test_bad_keys(exe, by, line):
+    out, err = trace(exe, "--count", "--by", by, status=2)
+    assert out == ""
+    assert err == f"btfgen trace: {line}\n"
+
+
+def test_count_refuses_a_retval_filter(exe):
+    _, err = trace(exe, "--count", "--filter", "nap: $retval == 7", status=2)
+    assert err.count("\n") == 1 and "$retval" in err
+
+
+def test_log2_hist_as_funclatency():
+    text = summary.log2_hist([0, 1, 0, 4] + [0] * 60, "nsecs")
+    bar = "|{:<40}|\n".format
+    assert text == ("     nsecs               : count     distribution\n"
+                    "         0 -> 1          : 0        " + bar("")
+                    + "         2 -> 3          : 1        " + bar("*" * 10)
+                    + "         4 -> 7          : 0        " + bar("")
+                    + "         8 -> 15         : 4        " + bar("*" * 40))
+
+
+def test_built_here_run_there(exe, tmp_path):
+    directory = tmp_path / "dir"
+    subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(directory), "--count",
+                    "--by", "nap: c", str(exe), "nap"], check=True, capture_output=True)
+    run = [sys.executable, str(directory / "btfgen_trace.py"), "--run", str(directory)]
+    proc = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["counts"] == [
+        {"function": "nap", "key": {"c": {"value": 7, "name": "BLUE"}}, "count": 1},
+        {"function": "nap", "key": {"c": {"value": 1, "name": "RED"}}, "count": 2}]
+    proc = subprocess.run([*run, "--count"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "chosen at --build" in proc.stderr
