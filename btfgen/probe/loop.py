@@ -16,13 +16,17 @@ from .options import Options
 DRAIN_MS = 10
 
 
-def follow(rb, child, opts: Options, losses, drained=None) -> int:
+def follow(rb, child, opts: Options, losses, drained=None, begin=None) -> int:
+    """`begin()` starts what is traced (the command, or the message that tracing began) once
+    a signal can no longer end the tracer before its lines are printed."""
     drained = drained or (lambda: None)
     stop: list[int] = []
     # Ctrl-C, or a SIGTERM (timeout(1), a service manager): the probes are detached, the ring
     # buffer drained and its lines printed before the end, as when the command exits.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stop.append(signum))
+    if begin:
+        begin()
     deadline = None if opts.duration is None else time.monotonic() + opts.duration
     status = None
     said, said_at = Losses(0, 0, 0.0), time.monotonic()

@@ -185,9 +185,10 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
         with reader(obj.map_fd("events"), behind.span) as rb:
-            if child:
-                child.start()
-            else:
+            def begin():
+                if child:
+                    child.start()
+                    return
                 what = "kernel functions" if kernel else "functions"
                 if manifest.get("library"):
                     what += f" of {Path(manifest['program']).name} in " + (
@@ -198,7 +199,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                       flush=True)
             with timings.stage("run: tracing"):
                 status = follow(rb, child, opts, lambda: Losses.of(
-                    obj, obj.missed(mode.programs), behind.take()), drained)
+                    obj, obj.missed(mode.programs), behind.take()), drained, begin)
             missed = obj.missed(mode.programs)  # while the links that count it are there
             # Then no call makes a record any more: what the ring buffer holds is all there
             # is, drained to the end (a traced process that goes on calling, after a signal
