@@ -223,12 +223,17 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
     pointer_size = decoders.POINTER_SIZE
     kernel = manifest["kind"] == "kernel"
     names = manifest["functions"]
-    if mode.kind != "single":
+    if mode.trampoline:
+        trampoline_keep, _ = attach.trampoline_split(manifest, keep)
+        for program, attach_type in zip(mode.programs, mode.attach_types):
+            obj.expect_tracing(program, attach_type, names[trampoline_keep[0]]
+                               if mode.kind == "fsession" else None)
+    elif mode.kind != "single":
         for program in mode.programs:
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
                 program, session=mode.kind == "session")
     obj.set_autoload("follow_fork", following and fork_offset is not None)
-    specs = (directory / manifest["specs"]).read_bytes()
+    specs = (directory / (mode.specs or manifest["specs"])).read_bytes()
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
         mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size))
     if mode.kind == "single":
@@ -248,9 +253,56 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
         obj.attach("follow_fork")
     before = len(obj.links)
     with timings.stage("run: attach"):
-        attach.attach_functions(obj, manifest, keep, mode,
-                                cookies(decoders, specs, len(names), manifest["byte_order"]))
+        if mode.trampoline:
+            _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders)
+        else:
+            attach.attach_functions(obj, manifest, keep, mode,
+                                    cookies(decoders, specs, len(names), manifest["byte_order"]))
     return before
+
+
+# What the objects of one run share (BpfObject.share_maps): the ring, its loss counts, and the
+# settings. Not the scratch: a trampoline program may run inside another program on its CPU
+# (the kernel keeps them from nesting only in themselves), so each object keeps its own.
+SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
+
+
+def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
+                       keep: list[int], specs: bytes, decoders) -> None:
+    """The trampoline's links for what it takes of `keep`, and a kprobe link (mode.rest) in a
+    second object writing to the same ring for the rest."""
+    names, order = manifest["functions"], manifest["byte_order"]
+    taken, rest = attach.trampoline_split(manifest, keep)
+
+    def fsession_object(name: str):
+        # One program a function: the object again, its program on `name`.
+        more = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
+        obj.companions.append(more)
+        more.share_maps(obj, (*SHARED_MAPS, "specs"))
+        more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
+        more.set_autoload("follow_fork", False)
+        more.set_max_entries("specs", len(names))
+        more.load()
+        return more
+
+    attach.attach_trampoline(obj, manifest, taken, mode,
+                             cookies(decoders, specs, len(names), order), fsession_object)
+    if not rest:
+        return
+    kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
+    obj.companions.append(kprobe)
+    kprobe.share_maps(obj, SHARED_MAPS)
+    if mode.rest.kind != "single":
+        for program in mode.rest.programs:
+            kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
+    kprobe.set_autoload("follow_fork", False)
+    kprobe.set_max_entries("specs", len(names))
+    kprobe.load()
+    kspecs = (directory / manifest["specs"]).read_bytes()
+    kprobe.fill_array("specs", kspecs, len(names))
+    attach.attach_functions(kprobe, manifest, rest, mode.rest,
+                            cookies(decoders, kspecs, len(names), order))
+    obj.links.extend(kprobe.links)
 
 
 @contextmanager
