@@ -175,6 +175,23 @@ class CtxInfo:
     # ctx[K]), read in BPF through bpf_get_func_arg / bpf_get_func_ret, not a struct's fields.
     slots: bool = False
 
+    @property
+    def ret_slot(self) -> int | None:
+        """A trampoline's ctx: the offset, one word past every slot, at which the generic
+        decoder's table reads the return value (register RET_SLOT). The return slot's index is
+        the function's argument slot count, which the kernel knows (bpf_get_func_ret reads
+        ctx[bpf_get_func_arg_cnt]) and one table for every function would have to guess; read
+        there, every function's return value is one op, the same op. None: another ctx."""
+        for r in self.registers:
+            if r.hwreg == RET_SLOT:
+                return r.offset if self.slots else None
+        return None
+
+
+# The pseudo-register of a trampoline's ctx that is the return slot wherever the argument count
+# puts it (CtxInfo.ret_slot): ctx[nargs].
+RET_SLOT = "retval"
+
 
 @dataclass(frozen=True, slots=True)
 class ArchLayout:

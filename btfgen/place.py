@@ -208,7 +208,8 @@ class _Engine:
         else:
             width = self.word
             count = max(1, (size + width - 1) // width)
-        if conv.shared_slots:
+        # A ctx's own slots (a trampoline's) shadow no stack, whatever the native ABI does.
+        if conv.shared_slots and not self.ctx.slots:
             return self._shared(act, pool, size, width, count, alloc)
         pi = self._pool_index[pool_name]
         start = alloc.next[pi]

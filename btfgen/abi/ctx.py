@@ -15,7 +15,7 @@ from btfgen.abi.convention import Convention, CtxSpec
 from btfgen.btf import measure, walk
 from btfgen.btf import types as T
 from btfgen.errors import AbiError
-from btfgen.layout import CtxInfo, CtxRegister
+from btfgen.layout import RET_SLOT, CtxInfo, CtxRegister
 
 _COMPONENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([0-9]+)\])?$")
 
@@ -26,8 +26,10 @@ def resolve_ctx(types, conv: Convention, name: str) -> CtxInfo:
         known = ", ".join(sorted(conv.ctxs)) or "none"
         raise AbiError(f"{conv.path}: arch {conv.name} describes no {name} ctx (has: {known})")
     if spec.slots:  # an array of words, not a struct the BTF could describe
-        return _info(spec, f"__u64[{len(spec.entries)}]", spec.size, "default",
-                     [(e.hwreg, e.field, e.offset, e.size) for e in spec.entries])
+        # Past the slots, the return slot as the generic decoder reads it (CtxInfo.ret_slot).
+        ret = (RET_SLOT, "[nargs]", spec.size, 8)
+        return _info(spec, f"__u64[{len(spec.entries)}]", spec.size + 8, "default",
+                     [(e.hwreg, e.field, e.offset, e.size) for e in spec.entries] + [ret])
     found = _find_struct(types, spec.structs)
     if found is None:
         return _info(spec, spec.structs[0], spec.size, "default",

@@ -154,6 +154,9 @@ class HeaderView:
     straight_entry: tuple[straight.Straight, ...] = ()
     straight_exit: tuple[straight.Straight, ...] = ()
     straight_counts: str = "none"
+    # A trampoline's ctx: the slot index past every argument slot at which the generic
+    # decoder's table reads the return value (CtxInfo.ret_slot / 8), read with bpf_get_func_ret
+    ret_slot: int = 0
 
 
 def reg_type(size: int) -> str:
@@ -353,6 +356,7 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str,
         ctx_name=c_comment(ctx.name),
         ctx_struct=c_comment(ctx.struct_name),
         slots=ctx.slots,
+        ret_slot=(ctx.ret_slot or 0) // 8,
         sp_offset=ctx.sp_offset,
         sp_type=reg_type(arch.pointer_size),
         self_contained=ctypes.mode == "self",

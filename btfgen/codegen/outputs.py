@@ -28,8 +28,9 @@ def plans(arch: ArchLayout, captures: dict | None = None) -> list[generic.Generi
     fs = arch.functions
     captures = captures or {}
     firsts, at = _by_plan(fs, captures)
+    ret_at = arch.ctx.ret_slot  # a trampoline's: one return slot for every function
     made = [generic.plan(fs[i].proto, arch.byte_order, arch.pointer_size,
-                         captures.get(fs[i].name, ())) for i in firsts]
+                         captures.get(fs[i].name, ()), ret_at=ret_at) for i in firsts]
     return [made[k] for k in at]
 
 

@@ -144,8 +144,13 @@ class _PlanBuilder:
         self.high = max(self.high, dst + size)
         return 1 << (self.first + len(self.ops) - 1)
 
-    def value(self, v: ValueLayout, what: str) -> ValuePlan | None:
+    def value(self, v: ValueLayout, what: str, ret_at: int | None = None) -> ValuePlan | None:
+        """`ret_at`: the return value's register is read at this ctx offset, whatever its own
+        (a trampoline's return slot: CtxInfo.ret_slot)."""
         if v.unavailable is not None:
+            return None
+        if ret_at is not None and (len(v.pieces) != 1 or v.by_ref):
+            self.skipped.append(f"{what}: not one slot")
             return None
         target_len = self.psize if v.by_ref else v.size
         budget = MAX_OPS - self.first - len(self.ops)
@@ -164,7 +169,10 @@ class _PlanBuilder:
             return None
         mask = 0
         for p in v.pieces:
-            mask |= self._copy(*piece_source(p, self.order), start + p.value_offset, p.size)
+            source, src = piece_source(p, self.order)
+            if ret_at is not None and source == FROM_CTX:
+                src = ret_at + p.skip(self.order)
+            mask |= self._copy(source, src, start + p.value_offset, p.size)
         self.cursor = _align8(start + target_len)
         if not v.by_ref:
             return ValuePlan(start, -1, mask)
@@ -221,9 +229,11 @@ class _PlanBuilder:
 
 
 def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
-         captures: tuple = (), budget: int = DATA_SIZE) -> GenericPlan:
+         captures: tuple = (), budget: int = DATA_SIZE, ret_at: int | None = None) -> GenericPlan:
     """`captures` (btfgen.typed.capture.Capture) take what room the record has after the
-    values, up to data byte `budget`, in order."""
+    values, up to data byte `budget`, in order. `ret_at`: a trampoline's ctx reads the return
+    value at this offset (CtxInfo.ret_slot), not at its slot, whose index depends on the
+    function; the record is the same either way."""
     b = _PlanBuilder(byte_order, pointer_size, 0)
     entry = tuple(b.value(a, f"argument {i}") for i, a in enumerate(f.args))
     cplans: dict[int, CapturePlan | None] = {}
@@ -245,7 +255,7 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
     if carries:
         exit_ = (x.carried(ret, carry),)
     elif ret is not None:
-        exit_ = (x.value(ret, "return value"),)
+        exit_ = (x.value(ret, "return value", ret_at),)
     for i, c in enumerate(captures):
         if c.at_exit:
             cplans[i] = x.capture(c, exit_[0] if exit_ else None, budget)

@@ -39,7 +39,7 @@ def test_all_ten_descriptions_parse():
 
 # The arches whose BPF JIT builds trampolines (arch_prepare_bpf_trampoline), the ones whose
 # description has a `ctx trampoline` and rules of its own.
-TRAMPOLINE_ARCHES = {"x86_64"}
+TRAMPOLINE_ARCHES = {"x86_64", "arm64", "riscv64", "s390x", "loongarch64", "ppc64le"}
 
 
 def line_col(text: str, pos: int) -> tuple[int, int]:

@@ -17,6 +17,13 @@ from btfgen.abi.arches import conventions, load_arch
 
 REGEN = os.environ.get("BTFGEN_REGEN_GOLDEN") == "1"
 ARCHES = sorted(c.name for c in conventions() if "trampoline" in c.ctxs)
+# The arches whose trampoline outputs are kept as goldens (the others are compiled and
+# imported below, not kept: their text differs from these only where their rules do).
+GOLDEN_ARCHES = ("arm64", "x86_64")
+
+
+def test_every_arch_with_a_trampoline_is_tested():
+    assert ARCHES == ["arm64", "loongarch64", "ppc64le", "riscv64", "s390x", "x86_64"]
 
 
 @pytest.fixture(scope="module", params=ARCHES)
@@ -32,6 +39,8 @@ def arch_outputs(request):
 
 def test_golden_files_match(arch_outputs):
     arch, out, _ = arch_outputs
+    if arch not in GOLDEN_ARCHES:
+        pytest.skip(f"{arch}: no trampoline goldens kept")
     d = golden.TRAMPOLINE / arch
     if REGEN:
         from btfgen.commands.write import write_if_changed

@@ -11,7 +11,7 @@ import golden
 import pytest
 from toolchains import ARCHES, TOOLCHAINS, compile_c
 
-from btfgen.abi.arches import load_arch
+from btfgen.abi.arches import conventions, load_arch
 
 HEADERS = ("btfgen.bpf.h", "btfgen_specs.h")
 # A kernel's BTF always has the <linux/types.h> names the headers use; a small object has them
@@ -222,3 +222,28 @@ def _kind(v) -> int:
     if isinstance(t, (T.Int, T.Enum)):
         return 1 if v.signed else 2
     return 5
+
+
+TRAMPOLINE_BODY = {
+    "btfgen.bpf.h": 'SEC("fentry/scalars") int run(__u64 *ctx) { struct btfgen_args_scalars a; '
+                    "return btfgen_entry_scalars(ctx, &a); }\n"
+                    'SEC("fexit/scalars") int out(__u64 *ctx) { struct btfgen_ret_scalars r; '
+                    "return btfgen_exit_scalars(ctx, 0, &r); }\n",
+    "btfgen_specs.h": "struct btfgen_record rec; __u64 cookie;\n"
+                      'SEC("fexit.multi/*") int run(__u64 *ctx) { const struct btfgen_spec *s = '
+                      "btfgen_spec_at(BTFGEN_SPEC_scalars);\n"
+                      "\treturn (s ? btfgen_generic_decode(ctx, BTFGEN_SP(ctx), s, 1, &rec) : 0)"
+                      " + btfgen_generic_decode_cookie(ctx, cookie, 1, &rec); }\n",
+}
+
+
+@pytest.mark.parametrize("arch", sorted(c.name for c in conventions() if "trampoline" in c.ctxs))
+def test_trampoline_headers_after_vmlinux_h(arch, tmp_path):
+    """`--ctx trampoline` on every arch that has one: both headers after the arch's vmlinux.h,
+    in fentry, fexit and fexit.multi programs (their ctx is the slot array)."""
+    obj = _generate(arch, tmp_path, "--ctx", "trampoline")
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(obj), "format", "c"],
+                          capture_output=True, check=True)
+    (tmp_path / "vmlinux.h").write_bytes(dump.stdout)
+    for header in HEADERS:
+        _compile(arch, tmp_path, '#include "vmlinux.h"\n', header, TRAMPOLINE_BODY[header])

@@ -77,6 +77,11 @@ typedef __u32 __wsum;
 #define BTFGEN_READ(dst, size, src) bpf_probe_read_kernel((dst), (size), (const void *)(unsigned long)(src))
 #endif
 #endif
+/* A trampoline's slots are read through the helpers alone (the generic decoder's snapshot
+ * holds every one): never as memory at an offset from the ctx. */
+#ifndef BTFGEN_READ_CTX
+#define BTFGEN_READ_CTX(dst, size, src) ((void)(dst), (void)(size), (void)(src), -22)
+#endif
 /* The trace ctx is kernel memory even for uprobes (only the stack and by-reference values are
  * user memory there), so the generic decoder reads it apart from BTFGEN_READ. */
 #ifndef BTFGEN_READ_CTX
@@ -90,11 +95,19 @@ typedef __u32 __wsum;
  * program: the return slot reads as 0 there. A function the trampoline refuses has every value
  * unavailable and its reason in its comment: trace it through a kprobe. */
 #define BTFGEN_TRAMP_NARGS(ctx) bpf_get_func_arg_cnt((void *)(ctx))
+/* Slot BTFGEN_TRAMP_RET, past every argument slot, is the return value whatever the argument
+ * count: the generic decoder's table reads it there, one op for every function (its index
+ * would otherwise be each function's slot count, which the kernel knows and the table would
+ * have to trust). The per-function decoders read the slot after their arguments, having
+ * checked the count. */
+#define BTFGEN_TRAMP_RET 13
 static __always_inline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
 {
 	__u64 v = 0;
 
-	if (bpf_get_func_arg((void *)ctx, k, &v) && k == BTFGEN_TRAMP_NARGS(ctx))
+	if (k == BTFGEN_TRAMP_RET)
+		bpf_get_func_ret((void *)ctx, &v);
+	else if (bpf_get_func_arg((void *)ctx, k, &v) && k == BTFGEN_TRAMP_NARGS(ctx))
 		bpf_get_func_ret((void *)ctx, &v);
 	return v;
 }
@@ -499,7 +512,7 @@ struct btfgen_record {
 /* The ctx registers are copied once a call into a stack buffer with constant-offset ctx loads
  * (a helper call per register costs far more), then each ctx op takes its bytes from there. */
 #define BTFGEN_SNAP_LO 0 /* ctx offset of the buffer's first byte */
-#define BTFGEN_SNAP_BYTES 104 /* ctx bytes in it */
+#define BTFGEN_SNAP_BYTES 112 /* ctx bytes in it */
 #define BTFGEN_SNAP_CAP 128 /* its size: a power of two, offsets are masked */
 
 /* Bytes moved as words: may_alias, because the buffers are written as other types (the ctx
@@ -653,7 +666,7 @@ static __attribute__((__noinline__)) void btfgen_capture_op(const struct btfgen_
 #define BTFGEN_STACK_WINDOW 64
 
 /* Straight-line decoders, one per distinct list of copy operations; here
- * 1 entry, 4 exit; 0 op lists on the interpreter.
+ * 1 entry, 1 exit; 0 op lists on the interpreter.
  * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Number 1 of each
  * kind is the register image: the argument (return) register words, each copied whole, for
  * every function whose values are only such registers, with no branch on which function.
@@ -670,7 +683,6 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 					   struct btfgen_record *rec)
 {
 #ifndef BTFGEN_INTERPRET_ONLY
-	__u64 f = 0; /* the failed bits */
 
 	if (!kind) {
 		/* The register image: no branch on which function. */
@@ -693,22 +705,10 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
 			rec->failed = 0;
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 72, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 104, __u64, 0, 8);
 			return 0;
 		}
 		switch (plan) {
-		case 2:
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 24, __u64, 0, 4);
-			rec->failed = f;
-			return f ? -14 : 0;
-		case 3:
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 8);
-			rec->failed = f;
-			return f ? -14 : 0;
-		case 4:
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 1);
-			rec->failed = f;
-			return f ? -14 : 0;
 		}
 	}
 #endif
@@ -741,7 +741,7 @@ static __always_inline int btfgen_generic_interpret(const void *ctx, __u64 sp,
 	snap[10] = BTFGEN_CTX_LOAD(ctx, 80, __u64);
 	snap[11] = BTFGEN_CTX_LOAD(ctx, 88, __u64);
 	snap[12] = BTFGEN_CTX_LOAD(ctx, 96, __u64);
-	snap[13] = 0;
+	snap[13] = BTFGEN_CTX_LOAD(ctx, 104, __u64);
 	snap[14] = 0;
 	snap[15] = 0;
 

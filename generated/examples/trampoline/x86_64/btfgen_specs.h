@@ -96,13 +96,13 @@ struct btfgen_record {
 #define BTFGEN_NSPECS 7
 
 static const struct btfgen_spec btfgen_specs[7] __attribute__((unused)) = {
-	{ .btf_id = 41, .nentry = 9, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 8, 8, 1, 0 }, { 16, 16, 1, 0 }, { 24, 24, 8, 0 }, { 32, 32, 8, 0 }, { 40, 40, 2, 0 }, { 48, 48, 8, 0 }, { 56, 56, 4, 0 }, { 64, 64, 8, 0 }, { 72, 0, 8, 0 }, } }, /* scalars */
+	{ .btf_id = 41, .nentry = 9, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 8, 8, 1, 0 }, { 16, 16, 1, 0 }, { 24, 24, 8, 0 }, { 32, 32, 8, 0 }, { 40, 40, 2, 0 }, { 48, 48, 8, 0 }, { 56, 56, 4, 0 }, { 64, 64, 8, 0 }, { 104, 0, 8, 0 }, } }, /* scalars */
 	{ .btf_id = 39, .nentry = 0, .nexit = 0, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { } }, /* pass_pair */
 	{ .btf_id = 37, .nentry = 0, .nexit = 0, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { } }, /* ret_big */
-	{ .btf_id = 35, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 2, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 8, 8, 4, 0 }, { 16, 16, 8, 0 }, { 24, 0, 4, 0 }, } }, /* with_enum */
+	{ .btf_id = 35, .nentry = 3, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 8, 8, 4, 0 }, { 16, 16, 8, 0 }, { 104, 0, 4, 0 }, } }, /* with_enum */
 	{ .btf_id = 33, .nentry = 0, .nexit = 0, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { } }, /* tiny */
-	{ .btf_id = 31, .nentry = 4, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 3, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 8, 8, 8, 0 }, { 16, 16, 8, 0 }, { 24, 24, 2, 0 }, { 32, 0, 8, 0 }, } }, /* two_slots */
-	{ .btf_id = 29, .nentry = 4, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 4, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 1, 0 }, { 8, 8, 2, 0 }, { 16, 16, 4, 0 }, { 24, 24, 4, 0 }, { 32, 0, 1, 0 }, } }, /* narrow */
+	{ .btf_id = 31, .nentry = 4, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 4, 0 }, { 8, 8, 8, 0 }, { 16, 16, 8, 0 }, { 24, 24, 2, 0 }, { 104, 0, 8, 0 }, } }, /* two_slots */
+	{ .btf_id = 29, .nentry = 4, .nexit = 1, .ptr_size = 8, .entry_plan = 1, .exit_plan = 1, .entry_size = 72, .exit_size = 8, .ops = { { 0, 0, 1, 0 }, { 8, 8, 2, 0 }, { 16, 16, 4, 0 }, { 24, 24, 4, 0 }, { 104, 0, 1, 0 }, } }, /* narrow */
 };
 #ifdef __bpf__
 
