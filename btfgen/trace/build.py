@@ -232,9 +232,20 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
              TRAMPOLINE_OBJECTS["fentry_multi"]: ["-DBTFGEN_TRAMPOLINE"]}
     objects = {k: TRAMPOLINE_OBJECTS[k] for k in variants}
     conv = target.convention
-    _compile(out, conv.target_arch, conv.byte_order, user=False,
-             wanted=plan.filtered_names(),
-             variants={o: flags[o] for o in set(objects.values())}, headers=tdir)
+    try:
+        _compile(out, conv.target_arch, conv.byte_order, user=False,
+                 wanted=plan.filtered_names(),
+                 variants={o: flags[o] for o in set(objects.values())}, headers=tdir)
+    except BuildError as e:
+        # The kprobe's programs are built: the trace directory still works, without the
+        # trampoline (a whole kernel's slot decoders overran a BPF jump's range: "Branch target
+        # out of insn range"), and says so.
+        why = next((line for line in str(e).splitlines() if "error" in line), str(e))
+        print(f"{prog.NAME}: the BPF trampoline's programs were not built ({why.strip()[:200]}):"
+              " the kprobe modes only", file=sys.stderr)
+        for name in set(objects.values()):
+            (out / name).unlink(missing_ok=True)
+        return None
     module = f"{TRAMPOLINE_DIR}/{outputs.file_name('python', layout.arch)}"
     decoders = trace_manifest.load_decoders(out, {"module": module})
     (out / TRAMPOLINE_SPECS).write_bytes(b"".join(decoders.spec(n) for n in names))
