@@ -293,10 +293,14 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
         obj.update("followed", struct.pack("I", only), b"\x01")
     if only and fork_offset is not None:
         obj.attach("follow_fork")
+    kprobe = None
+    if mode.trampoline and attach.trampoline_split(manifest, keep)[1]:
+        with timings.stage("run: object load (kprobe link's)"):
+            kprobe = _kprobe_companion(obj, directory, mode, manifest)
     before = len(obj.links)
     with timings.stage("run: attach"):
         if mode.trampoline:
-            _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders)
+            _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders, kprobe)
         else:
             attach.attach_functions(obj, manifest, keep, mode,
                                     cookies(decoders, specs, len(names), manifest["byte_order"]))
@@ -309,10 +313,27 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
 SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
 
 
+def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: dict):
+    """The object of the kprobe link (mode.rest) for what the trampoline cannot take, loaded,
+    writing to `obj`'s ring, its specs filled."""
+    names = manifest["functions"]
+    kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
+    obj.companions.append(kprobe)
+    kprobe.share_maps(obj, SHARED_MAPS)
+    if mode.rest.kind != "single":
+        for program in mode.rest.programs:
+            kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
+    kprobe.set_autoload("follow_fork", False)
+    kprobe.set_max_entries("specs", len(names))
+    kprobe.load()
+    kprobe.fill_array("specs", (directory / manifest["specs"]).read_bytes(), len(names))
+    return kprobe
+
+
 def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
-                       keep: list[int], specs: bytes, decoders) -> None:
-    """The trampoline's links for what it takes of `keep`, and a kprobe link (mode.rest) in a
-    second object writing to the same ring for the rest."""
+                       keep: list[int], specs: bytes, decoders, kprobe) -> None:
+    """The trampoline's links for what it takes of `keep`, and the kprobe link (mode.rest) of
+    `kprobe` (_kprobe_companion) for the rest."""
     names, order = manifest["functions"], manifest["byte_order"]
     taken, rest = attach.trampoline_split(manifest, keep)
 
@@ -331,17 +352,7 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
                              cookies(decoders, specs, len(names), order), fsession_object)
     if not rest:
         return
-    kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
-    obj.companions.append(kprobe)
-    kprobe.share_maps(obj, SHARED_MAPS)
-    if mode.rest.kind != "single":
-        for program in mode.rest.programs:
-            kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
-    kprobe.set_autoload("follow_fork", False)
-    kprobe.set_max_entries("specs", len(names))
-    kprobe.load()
     kspecs = (directory / manifest["specs"]).read_bytes()
-    kprobe.fill_array("specs", kspecs, len(names))
     attach.attach_functions(kprobe, manifest, rest, mode.rest,
                             cookies(decoders, kspecs, len(names), order))
     obj.links.extend(kprobe.links)
