@@ -52,12 +52,13 @@ class AttachMode(NamedTuple):
         return self.kind in ("tracing_multi", "fsession")
 
 
-def attach_modes(asked: str, kernel: bool, manifest: dict) -> list[AttachMode]:
+def attach_modes(asked: str, kernel: bool, manifest: dict,
+                 keep: list[int] | None = None) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
     one is tried and why."""
     modes = []
     if asked in TRAMPOLINE_ASKED or (asked == "auto" and kernel):
-        tramp, why = _trampoline_mode(asked, kernel, manifest)
+        tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is None and asked != "auto":
             raise InputError(f"--attach {asked}: {why}")
         if tramp is not None:
@@ -97,9 +98,11 @@ def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
     return modes
 
 
-def _trampoline_mode(asked: str, kernel: bool, manifest: dict) -> tuple[AttachMode | None, str]:
+def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
+                     keep: list[int] | None) -> tuple[AttachMode | None, str]:
     """The trampoline's mode for `asked` ("tracing-multi", "fsession" or "auto": the first
-    of tracing-multi this kernel has), or (None, why not)."""
+    of tracing-multi this kernel has), or (None, why not). `keep`: the functions traceable
+    here (all: None)."""
     if not kernel:
         return None, "the trampoline is for kernel functions (--kernel)"
     tramp = manifest.get("trampoline")
@@ -139,7 +142,13 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict) -> tuple[AttachMo
     if "fsession_multi" not in objects and "fentry_multi" not in objects:
         return None, ("this trace directory has no tracing_multi programs (built for a kernel "
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
-    variant, why = features.tracing_multi_support(manifest["bpf_syscall"])
+    # A function it takes, for the probe's link: an arch may load the program and refuse that.
+    first = next((i for i in (range(len(names)) if keep is None else keep)
+                  if str(i) not in refused), None)
+    if first is None:
+        return None, "none of the functions the trampoline takes is traceable here"
+    variant, why = features.tracing_multi_support(manifest["bpf_syscall"],
+                                                  manifest["btf_ids"][first])
     if variant is None:
         return None, why
     if variant not in objects:

@@ -26,6 +26,7 @@ from .syscall import (
     BPF_TRACE_UPROBE_MULTI,
     BPF_TRACE_UPROBE_SESSION,
     LinkCreateKprobeMulti,
+    LinkCreateTracingMulti,
     LinkCreateUprobeMulti,
     ProgLoad,
     ProgLoadAttach,
@@ -203,9 +204,10 @@ def kernel_attach_types() -> tuple[frozenset[str] | None, str]:
     return names, ""
 
 
-def _tracing_prog_refused(bpf_syscall: int, attach_type: int) -> int:
+def _tracing_prog_refused(bpf_syscall: int, attach_type: int, btf_id: int = 0) -> int:
     """0 where this kernel loads a trivial TRACING program of `attach_type` on the multi
-    placeholder (attach_btf_id 0: the kernel names bpf_multi_func itself), else the errno."""
+    placeholder (attach_btf_id 0: the kernel names bpf_multi_func itself) and, given a kernel
+    function's `btf_id`, links it there; else the errno."""
     insns = ctypes.create_string_buffer(b"\xb7" + bytes(7) + b"\x95" + bytes(7), 16)
     license_ = ctypes.create_string_buffer(b"GPL")
     load = ProgLoadAttach(prog_type=BPF_PROG_TYPE_TRACING, insn_cnt=2,
@@ -214,15 +216,28 @@ def _tracing_prog_refused(bpf_syscall: int, attach_type: int) -> int:
     fd = sys_bpf(bpf_syscall, BPF_PROG_LOAD, load)
     if fd < 0:
         return ctypes.get_errno()
+    err = 0
+    if btf_id:
+        # Debian's 7.2.13 arm64 kernel loads the program and refuses the link: EOPNOTSUPP.
+        ids = (ctypes.c_uint32 * 1)(btf_id)
+        cookies = (c_uint64 * 1)(0)
+        attr = LinkCreateTracingMulti(prog_fd=fd, attach_type=attach_type,
+                                      ids=ctypes.addressof(ids),
+                                      cookies=ctypes.addressof(cookies), cnt=1)
+        link = sys_bpf(bpf_syscall, BPF_LINK_CREATE, attr)
+        err = ctypes.get_errno() if link < 0 else 0
+        if link >= 0:
+            os.close(link)
     os.close(fd)
-    return 0
+    return err
 
 
-def tracing_multi_support(bpf_syscall: int) -> tuple[str | None, str]:
+def tracing_multi_support(bpf_syscall: int, btf_id: int = 0) -> tuple[str | None, str]:
     """("fsession_multi": one fsession.multi link, or "fentry_multi": an fentry.multi and an
     fexit.multi link, "") where this kernel makes tracing_multi links, else (None, why not):
-    its BTF names the attach type, and it loads a program of that type (an arch whose JIT has
-    no multi trampoline refuses it there)."""
+    its BTF names the attach type, and it loads a program of that type and (given a function
+    it takes: `btf_id`) links it there (an arch whose JIT has no multi trampoline refuses
+    one or the other)."""
     names, why = kernel_attach_types()
     if names is None:
         return None, why
@@ -232,11 +247,12 @@ def tracing_multi_support(bpf_syscall: int) -> tuple[str | None, str]:
                                         BPF_TRACE_FENTRY_MULTI)):
         if name not in names:
             continue
-        err = _tracing_prog_refused(bpf_syscall, attach_type)
+        err = _tracing_prog_refused(bpf_syscall, attach_type, btf_id)
         if not err:
             return variant, ""
-        why = (f"the kernel refuses a {variant.replace('_', '.')} program: "
-               f"{os.strerror(err) if err != 524 else 'not supported on this arch'}")
+        why = (f"the kernel refuses a {variant.replace('_', '.')} program or link: "
+               f"{os.strerror(err) if err != 524 else 'not supported'}"
+               f"{' (on this arch)' if err in (errno.EOPNOTSUPP, 524) else ''}")
         if variant == "fentry_multi":
             return None, why
     return None, why or "this kernel has no tracing_multi links (Linux 7.2+)"

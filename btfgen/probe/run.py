@@ -96,7 +96,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     else:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
-    modes = attach.attach_modes(opts.attach, kernel, manifest)
+    modes = attach.attach_modes(opts.attach, kernel, manifest, keep)
     # Each function decoded by the module of the ctx it is attached through (the trampoline's
     # slots or the kprobe's registers): set for the first mode, again for one it falls back to.
     view = DecoderView(decoders)
@@ -344,7 +344,6 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
         more.share_maps(obj, (*SHARED_MAPS, "specs"))
         more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
         more.set_autoload("follow_fork", False)
-        more.set_max_entries("specs", len(names))
         more.load()
         return more
 

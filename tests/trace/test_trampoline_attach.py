@@ -14,7 +14,7 @@ from btfgen.trace import build
 
 MANIFEST = {"bpf_syscall": 321, "object": "trace.bpf.o", "btf": "/sys/kernel/btf/vmlinux",
             "session_objects": {"no_ctx": "s.o", "ctx": "s-ctx.o"},
-            "functions": ["vfs_read", "make_kuid", "do_mmap"],
+            "functions": ["vfs_read", "make_kuid", "do_mmap"], "btf_ids": [11, 12, 13],
             "trampoline": {"variants": ["fsession_multi", "fsession", "fentry_multi"],
                            "objects": build.TRAMPOLINE_OBJECTS, "specs": "t.bin",
                            "refused": {}}}
@@ -30,7 +30,7 @@ def kernel(monkeypatch):
     whether the trace directory was built for its BTF."""
     state = {"multi": ("fsession_multi", ""), "fsession": (True, ""), "same_btf": True,
              "session": ("ctx", "")}
-    monkeypatch.setattr(features, "tracing_multi_support", lambda _n: state["multi"])
+    monkeypatch.setattr(features, "tracing_multi_support", lambda _n, _id: state["multi"])
     monkeypatch.setattr(features, "fsession_support", lambda: state["fsession"])
     monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
     monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: None)
