@@ -115,11 +115,15 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
         return None, (f"the trace directory was built for the BTF of {manifest['btf']}, not "
                       "this kernel's, and the trampoline names functions by BTF id")
     names = manifest["functions"]
-    refused = tramp.get("refused", {})
-    taken = len(names) - len(refused)
+    here = range(len(names)) if keep is None else keep
+    # What it cannot take of the functions traced here: on a kprobe link of the run.
+    refused = {str(i): tramp.get("refused", {})[str(i)] for i in here
+               if str(i) in tramp.get("refused", {})}
+    taken = len(here) - len(refused)
     if not taken:
-        return None, f"no function of this trace can be taken by the trampoline " \
-                     f"(as {names[0]}: {next(iter(refused.values()))})"
+        first = next(iter(refused.items()), None)
+        return None, "no function of this trace can be taken by the trampoline" + (
+            f" (as {names[int(first[0])]}: {first[1]})" if first else "")
     rest = None
     if refused:
         rest = _kprobe_modes("auto", kernel, manifest, quiet=True)[0]
@@ -143,10 +147,7 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
         return None, ("this trace directory has no tracing_multi programs (built for a kernel "
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
     # A function it takes, for the probe's link: an arch may load the program and refuse that.
-    first = next((i for i in (range(len(names)) if keep is None else keep)
-                  if str(i) not in refused), None)
-    if first is None:
-        return None, "none of the functions the trampoline takes is traceable here"
+    first = next(i for i in here if str(i) not in refused)
     variant, why = features.tracing_multi_support(manifest["bpf_syscall"],
                                                   manifest["btf_ids"][first])
     if variant is None:

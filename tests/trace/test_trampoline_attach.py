@@ -130,6 +130,18 @@ def test_every_function_refused_leaves_the_trampoline_out(kernel):
         attach.attach_modes("tracing-multi", True, manifest)
 
 
+def test_only_the_functions_traced_here_count(kernel, capsys):
+    # make_kuid (refused) is not traceable on this kernel: no kprobe link for it, none said.
+    manifest = _manifest(refused={"1": "return value: a struct or union return value"})
+    (mode, *_) = attach.attach_modes("auto", True, manifest, keep=[0, 2])
+    assert mode.kind == "tracing_multi" and mode.rest is None
+    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (the "
+                                       "BPF trampoline, the kernel's cheapest)\n")
+    with pytest.raises(errors.InputError, match=r"no function of this trace can be taken by the "
+                                                r"trampoline \(as make_kuid: return value"):
+        attach.attach_modes("tracing-multi", True, manifest, keep=[1])
+
+
 def test_the_build_reads_which_attach_types_the_target_kernel_has():
     made = MadeTypes()
     values = ("BPF_TRACE_KPROBE_SESSION", "BPF_TRACE_FSESSION", "BPF_TRACE_FENTRY_MULTI")
