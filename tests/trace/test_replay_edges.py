@@ -31,10 +31,12 @@ def test_a_bad_struct_format_is_one_line(path):
 
 
 def test_a_bug_while_printing_is_not_called_a_corrupt_event(path, monkeypatch):
-    def event(self, raw):
+    def bug(self, raw):
         raise KeyError("a bug of ours")
 
-    monkeypatch.setattr(output.Printer, "event", event)
+    # Both ways a line is made: one event at a time, and a batch's compiled handlers.
+    monkeypatch.setattr(output.Printer, "event", bug)
+    monkeypatch.setattr(output.Printer, "_handler", bug)
     with pytest.raises(KeyError, match="a bug of ours"):
         replay.print_recording(str(path), io.StringIO())
 
