@@ -137,7 +137,8 @@ def test_the_trampoline_ctx_with_captures_and_filters_compiles(program, tmp_path
     module = types.ModuleType("g")
     exec(files["btfgen_x86_64.py"], module.__dict__)
     fn = module.function("open_file")
-    assert [c.name for c in fn.captures] == ["filename", "how->next->name", "how->mid"]
+    # What the user named comes before the default string (capture.py's order).
+    assert [c.name for c in fn.captures] == ["how->next->name", "how->mid", "filename"]
     # The table's row: its ops, {src, dst, size, from[, space]}, start the captures (CAP_ROOT).
     row = next(line for line in files["btfgen_specs.h"].splitlines() if "/* open_file */" in line)
     assert re.search(r"\{ \d+, \d+, \d+, %d[ ,]" % CAP_ROOT, row), row
