@@ -26,8 +26,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -48,8 +51,155 @@ WORKLOAD = "ls -l /usr/lib >/dev/null; cat /proc/version /trace-all/trace.json >
 STAGES = ["decoders load", "symbol check", "output setup", "object load", "spec map fill"]
 SINGLE = {"bookworm-i386", "bookworm-amd64"}  # Debian's 6.1: no kprobe_multi
 
+# --phases: btfgen's attach stage taken apart in one process of the guest. The trace object is
+# loaded as the run side loads it (its own _load_and_attach, the link creation held back); then,
+# alternately, the empty session program and btfgen's (each a kprobe.session link on the same
+# functions), timing the cookies' computation, the link's creation and its destruction apart.
+PHASES_PY = """\
+import sys, time
+sys.path.insert(0, "/")
+from btfgen_probe import attach, manifest as mf, run, timings as tm
+from btfgen_probe.bpf_object import BpfObject
+from btfgen_probe.options import Options
+d = run.Path(sys.argv[1])
+t = time.perf_counter
+def say(what, took):
+    print(f"phase {what} {took:.6f}", flush=True)
+a = t()
+m = mf.load_manifest(d)
+dec = mf.load_decoders(d, m)
+say("decoders", t() - a)
+if sys.argv[2:] == ["fork"]:  # as the run side forks the command it will trace
+    from btfgen_probe.processes import Gated
+    child = Gated(["true"])
+keep = list(range(len(m["functions"])))
+names = [m["functions"][i] for i in keep]
+specs = (d / m["specs"]).read_bytes()
+a = t()
+cookie = mf.cookies(dec, specs, len(m["functions"]), m["byte_order"])
+say("cookies", t() - a)
+held = []
+attach.attach_functions = lambda *args: held.append(args)
+mode = attach.attach_modes("session", True, m)[0]
+obj = BpfObject(str(d / mode.object), bpf_syscall=m["bpf_syscall"])
+a = t()
+run._load_and_attach(obj, d, mode, m, Options(command=[]), keep, 0, None, False,
+                     tm.Timings(False), dec)
+say("load", t() - a)
+empty = BpfObject("/empty.bpf.o", bpf_syscall=m["bpf_syscall"])
+empty.expect_kprobe_multi("empty_session", session=True)
+empty.load()
+cooks = [cookie[i] for i in keep]
+for r in range(2):
+    for who, o, p, c in (("empty", empty, "empty_session", list(range(len(keep)))),
+                         ("btfgen", obj, "trace_session", cooks))[::1 if r == 0 else -1]:
+        a = t()
+        link = o.attach_kprobe_multi(p, names, c, session=True)
+        b = t()
+        link.destroy()
+        o.links.remove(link)
+        say(f"{who}-attach", b - a)
+        say(f"{who}-detach", t() - b)
+obj.close()
+empty.close()
+if sys.argv[2:] == ["fork"]:
+    child.cancel()
+"""
+# --per-call: what a call of one function costs under each way of attaching an empty program,
+# by a loop of getppid() (which calls __task_pid_nr_ns once) in a static C program, timed bare
+# and with the program attached, round after round in one boot. The trampoline's programs are
+# their own object: each names its function at load.
+CALL_FUNCTION = "__task_pid_nr_ns"
+CALL_LOOP_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv)
+{
+	long n = atol(argv[1]);
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (long i = 0; i < n; i++)
+		syscall(SYS_getppid);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("%.3f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+	return 0;
+}
+"""
+CALL_BPF = """\
+#define SEC(name) __attribute__((section(name), used))
+SEC("kprobe") int k(void *ctx) { return 0; }
+SEC("kprobe") int k_multi(void *ctx) { return 0; }
+SEC("kprobe") int k_session(void *ctx) { return 0; }
+char LICENSE[] SEC("license") = "GPL";
+"""
+CALL_TRAMPOLINE_BPF = """\
+#define SEC(name) __attribute__((section(name), used))
+SEC("fentry/FUNCTION") int fentry(void *ctx) { return 0; }
+SEC("fexit/FUNCTION") int fexit(void *ctx) { return 0; }
+char LICENSE[] SEC("license") = "GPL";
+""".replace("FUNCTION", CALL_FUNCTION)
+CALL_PY = """\
+import subprocess, sys
+from btfgen_probe import bpf_object
+syscall, calls, rounds, f = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+obj = bpf_object.BpfObject("/call.bpf.o", bpf_syscall=syscall)
+obj.expect_kprobe_multi("k_multi")
+obj.expect_kprobe_multi("k_session", session=True)
+obj.load()
+tramp = bpf_object.BpfObject("/call-tramp.bpf.o", bpf_syscall=syscall)
+tramp.load()
+def loop():
+    return float(subprocess.run(["/loop", calls], capture_output=True, check=True).stdout)
+modes = {
+    "kprobe": lambda: obj.attach_kprobe("k", f, 0),
+    "kprobe+kretprobe": lambda: (obj.attach_kprobe("k", f, 0),
+                                 obj.attach_kprobe("k", f, 0, retprobe=True)),
+    "kprobe_multi": lambda: obj.attach_kprobe_multi("k_multi", [f], [0]),
+    "kprobe_multi pair": lambda: (obj.attach_kprobe_multi("k_multi", [f], [0]),
+                                  obj.attach_kprobe_multi("k_multi", [f], [0], retprobe=True)),
+    "kprobe.session": lambda: obj.attach_kprobe_multi("k_session", [f], [0], session=True),
+    "fentry": lambda: tramp.attach("fentry"),
+    "fentry+fexit": lambda: (tramp.attach("fentry"), tramp.attach("fexit")),
+}
+for r in range(rounds):
+    for name, attach in modes.items():
+        bare = loop()
+        attach()
+        on = loop()
+        for o in (obj, tramp):
+            for link in reversed(o.links):
+                link.destroy()
+            o.links.clear()
+        print(f"call {name}|{bare:.3f}|{on:.3f}", flush=True)
+"""
+CALL_LINE = re.compile(r"^call ([^|]+)\|(\d+\.\d+)\|(\d+\.\d+)$", re.M)
+CALLS = 300_000  # getppid() calls a loop
 
-def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
+
+def call_files(out: Path) -> dict[str, bytes]:
+    """The guest's files for --per-call: the loop (static, the guest has no C library of the
+    host's), the programs, the script."""
+    clang = shutil.which("clang-19") or shutil.which("clang")
+    (out / "loop.c").write_text(CALL_LOOP_C)
+    subprocess.run(["gcc", "-O2", "-static", "-o", str(out / "loop"), str(out / "loop.c")],
+                   check=True)
+    files = {"loop": (out / "loop").read_bytes(), "call.py": CALL_PY.encode()}
+    for name, text in (("call", CALL_BPF), ("call-tramp", CALL_TRAMPOLINE_BPF)):
+        (out / f"{name}.bpf.c").write_text(text)
+        subprocess.run([clang, "-O2", "-target", "bpfel", "-c", str(out / f"{name}.bpf.c"),
+                        "-o", str(out / f"{name}.bpf.o")], check=True)
+        files[f"{name}.bpf.o"] = (out / f"{name}.bpf.o").read_bytes()
+    return files
+
+
+PHASE_LINE = re.compile(r"^phase (\S+) (\d+\.\d+)$", re.M)
+
+
+def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
+            per_call: int) -> dict:
     target = TARGETS[name]
     if not target.qemu_available():
         return {"target": name, "skipped": f"{target.qemu[0]} is not installed"}
@@ -86,46 +236,87 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int) -> dict:
     for path, data in files.items():
         g.file(path, data)
     g.file("empty.bpf.o", mass.empty_object(out).read_bytes())
+    g.file("phases.py", PHASES_PY.encode(), 0o755)
+    if per_call and mode == "session":
+        for path, data in call_files(out).items():
+            g.file(path, data, 0o755)
     # One kprobe each is a perf event file each (two for btfgen: entry and return): past the
     # default 1,024 open files both would fail with EMFILE.
     env = f"cd / && ulimit -n 65536 && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
     syscall = json.loads((out / "trace-all" / "trace.json").read_text())["bpf_syscall"]
-    # Floor and btfgen one after the other, size by size: the host's load drifts (TCG on a
-    # shared machine), and what is compared should see the same.
-    # The whole kernel once: a round of it is minutes under TCG.
-    plan = {n: 1 if n == len(everything) else rounds for n in counts}
+    # Floors and btfgen one after the other, size by size, round by round: the host's load
+    # drifts (TCG on a shared machine), and what is compared should see the same. Ratios are
+    # taken round by round (btfgen's over the floors' just before), then their median.
     for n in counts:
         d = "trace-all" if n == len(everything) else f"trace-{n}"
-        for r in range(plan[n]):
+        for r in range(rounds):
             floor = "single" if mode == "single" else "multi"  # an empty program's links
             g.step(f"floor-{n}-{r}", f"{env} {py.python} floor.py {floor} {syscall} {n} 2>&1")
             g.step(f"btfgen-{n}-{r}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} "
                                       f"--timings --attach {mode} -- true 2>&1 >/dev/null")
+            if phases and mode == "session":
+                g.step(f"phases-{n}-{r}", f"{env} {py.python} phases.py /{d} 2>&1")
+                g.step(f"phasesf-{n}-{r}", f"{env} {py.python} phases.py /{d} fork 2>&1")
+    if per_call and mode == "session":
+        g.step("per-call", f"{env} {py.python} call.py {syscall} {CALLS} {per_call} "
+                           f"{CALL_FUNCTION} 2>&1")
     if "all" in sizes:
         g.step("events", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings -- sh -c '{WORKLOAD}' >/tmp/out 2>/tmp/err; rc=$?; "
                          "cat /tmp/err; echo \"lines $(wc -l </tmp/out)\"; exit $rc")
-    boot = g.run(k, timeout=3000)
+    load_before = os.getloadavg()
+    boot = g.run(k, timeout=6000)
+    load_after = os.getloadavg()
     rows = []
     for n in counts:
-        floors, times = [], []
-        for r in range(plan[n]):
+        floors, times, parts = [], [], []
+        for r in range(rounds):
             text, rc = boot.section(f"floor-{n}-{r}")
             assert rc == 0, f"{name}: the floor with {n} functions failed:\n{text[-2000:]}"
             floors.append(mass.floors(text))
             text, rc = boot.section(f"btfgen-{n}-{r}")
             assert rc == 0, f"{name}: btfgen with {n} functions failed:\n{text[-2000:]}"
             times.append(mass.timings(text))
-        rows.append({"functions": n, "rounds": plan[n],
-                     "floor": _median([f[("floor", n)] for f in floors]),
-                     "pair": _median([f[("pair", n)] for f in floors if ("pair", n) in f]),
-                     "btfgen": _median([(t["run: attach"], t["run: detach"]) for t in times]),
-                     "start": {s: _median([(t.get(f"run: {s}", 0.0),) for t in times])[0]
-                               for s in STAGES}})
+            if phases and mode == "session":
+                seen: dict[str, list[float]] = {}
+                for step, tag in (("phases", ""), ("phasesf", "forked ")):
+                    text, rc = boot.section(f"{step}-{n}-{r}")
+                    assert rc == 0, f"{name}: {step} with {n} functions failed:\n{text[-2000:]}"
+                    for m in PHASE_LINE.finditer(text):
+                        seen.setdefault(tag + m.group(1), []).append(float(m.group(2)))
+                parts.append({k: statistics.median(v) for k, v in seen.items()})
+        btfgen = [(t["run: attach"], t["run: detach"]) for t in times]
+        sess = [f.get(("session", n)) for f in floors]
+        row = {"functions": n, "rounds": rounds,
+               "floor": _median([f[("floor", n)] for f in floors]),
+               "pair": _median([f[("pair", n)] for f in floors if ("pair", n) in f]),
+               "session": _median([s for s in sess if s]),
+               "btfgen": _median(btfgen),
+               "x_session": _median([(b[0] / s[0], b[1] / s[1])
+                                     for b, s in zip(btfgen, sess) if s]),
+               "x_floor": _median([(b[0] / f[("floor", n)][0], b[1] / f[("floor", n)][1])
+                                   for b, f in zip(btfgen, floors)]),
+               "start": {s: _median([(t.get(f"run: {s}", 0.0),) for t in times])[0]
+                         for s in STAGES}}
+        if parts:
+            row["phases"] = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+            row["phases_x"] = [statistics.median(p[f"{tag}btfgen-attach"] /
+                                                 p[f"{tag}empty-attach"] for p in parts)
+                               for tag in ("", "forked ")]
+        rows.append(row)
     result = {"target": name, "kernel": k.release, "attach": mode, "boot_s": boot.seconds,
               "build": build_stages, "attachable": len(attachable),
-              "candidates": len(candidates),
+              "candidates": len(candidates), "load": [load_before[0], load_after[0]],
               "date": datetime.date.today().isoformat(), "rows": rows}
+    if per_call and mode == "session":
+        text, rc = boot.section("per-call")
+        assert rc == 0, f"{name}: per-call failed:\n{text[-2000:]}"
+        seen: dict[str, list[tuple[float, float]]] = {}
+        for m in CALL_LINE.finditer(text):
+            seen.setdefault(m.group(1), []).append((float(m.group(2)), float(m.group(3))))
+        result["per_call"] = {k: {"bare": statistics.median(b for b, _ in v),
+                                  "added": statistics.median(o - b for b, o in v),
+                                  "rounds": len(v)} for k, v in seen.items()}
     if "all" in sizes:
         text, rc = boot.section("events")
         lines = int(re.search(r"^lines (\d+)$", text, re.M).group(1))
@@ -145,27 +336,45 @@ def _median(pairs: list[tuple]) -> tuple | None:
 def table(result: dict) -> str:
     if "skipped" in result:
         return f"{result['target']}: skipped ({result['skipped']})"
+    load = result["load"]
     out = [f"{result['target']} ({result['kernel']}, {result['attach']}, {result['date']}, "
-           f"boot {result['boot_s']:.0f} s; seconds, medians of the rounds)",
-           f"{'functions':>9} {'floor att':>9} {'pair att':>9} {'btfgen':>9} {'x floor':>7} "
-           f"{'x pair':>6} | {'floor det':>9} {'pair det':>9} {'btfgen':>9} {'x floor':>7} | "
-           "btfgen's start: " + ", ".join(STAGES)]
+           f"boot {result['boot_s']:.0f} s, host load {load[0]:.1f} before, {load[1]:.1f} "
+           "after; seconds, medians of the rounds; x: median of each round's ratio)",
+           f"{'functions':>9} {'floor':>8} {'pair':>8} {'session':>8} {'btfgen':>8} "
+           f"{'x sess':>6} {'x floor':>7} | {'floor':>8} {'pair':>8} {'session':>8} "
+           f"{'btfgen':>8} {'x sess':>6} | btfgen's start: " + ", ".join(STAGES)]
+
+    def s(v):
+        return f"{v:8.3f}" if v is not None else f"{'-':>8}"
+
+    def x(v, i):
+        return f"{v[i]:.2f}" if v else "-"
     for r in result["rows"]:
         (fa, fd), (ba, bd) = r["floor"], r["btfgen"]
         pa, pd = r["pair"] or (None, None)
-
-        def s(v):
-            return f"{v:9.3f}" if v is not None else f"{'-':>9}"
-
-        def x(a, b):
-            return f"{a / b:.2f}" if a is not None and b else "-"
-        out.append(f"{r['functions']:>9} {s(fa)} {s(pa)} {s(ba)} {x(ba, fa):>7} {x(ba, pa):>6} | "
-                   f"{s(fd)} {s(pd)} {s(bd)} {x(bd, fd):>7} | "
+        sa, sd = r["session"] or (None, None)
+        out.append(f"{r['functions']:>9} {s(fa)} {s(pa)} {s(sa)} {s(ba)} "
+                   f"{x(r['x_session'], 0):>6} {x(r['x_floor'], 0):>7} | {s(fd)} {s(pd)} "
+                   f"{s(sd)} {s(bd)} {x(r['x_session'], 1):>6} | "
                    + ", ".join(f"{v:.3f}" if v is not None else "-"
                                for v in r["start"].values()))
+    for r in result["rows"]:
+        if "phases" in r:
+            out.append(f"phases, {r['functions']} functions (one process; medians): "
+                       + ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
+                       + "; btfgen's link / the empty one's {:.2f}, forked {:.2f}".format(
+                           *r["phases_x"]))
+    traced = result["rows"][-1]["functions"] if result["rows"] else 0
     out.append(f"attachable {result['attachable']}, less the deny list {result['candidates']}, "
-               f"traced {result['rows'][-1]['functions']}; the whole kernel's build (host): "
+               f"traced {traced}; the whole kernel's build (host): "
                + ", ".join(f"{k} {v:.2f}" for k, v in result["build"].items()))
+    calls = result.get("per_call")
+    if calls:
+        out.append(f"per call of {CALL_FUNCTION} (getppid() in a loop; ns a call, medians of "
+                   f"{max(c['rounds'] for c in calls.values())} rounds, each against the bare "
+                   "loop just before): " + ", ".join(
+                       f"{k} +{c['added']:.0f}" for k, c in calls.items())
+                   + f"; the bare loop {statistics.median(c['bare'] for c in calls.values()):.0f}")
     ev = result.get("events")
     if ev:
         rate = f"{ev['per_second']:.0f}/s" if ev["per_second"] else "-"
@@ -179,10 +388,15 @@ def main() -> int:
     p.add_argument("--targets", default="unstable-amd64,unstable-arm64,bookworm-i386")
     p.add_argument("--sizes", default="10,100,1000,all")
     p.add_argument("--rounds", type=int, default=3,
-                   help="rounds of each size but the whole kernel's (once); medians shown")
+                   help="rounds of each size; medians shown")
+    p.add_argument("--phases", action="store_true",
+                   help="also btfgen's attach stage taken apart, in the session guests")
+    p.add_argument("--per-call", type=int, default=0, metavar="ROUNDS",
+                   help="also each attach mode's cost a call of one function, in the session "
+                        "guests, this many rounds")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
-    sizes = args.sizes.split(",")
+    sizes = args.sizes.split(",") if args.sizes else []
     if any(s != "all" and not s.isdigit() for s in sizes):
         p.error("--sizes: numbers or 'all'")
     results = []
@@ -190,7 +404,7 @@ def main() -> int:
         for name in args.targets.split(","):
             if name not in TARGETS:
                 p.error(f"no target {name!r}")
-            result = measure(name, sizes, Path(tmp), args.rounds)
+            result = measure(name, sizes, Path(tmp), args.rounds, args.phases, args.per_call)
             print(table(result), flush=True)
             results.append(result)
     if args.json:

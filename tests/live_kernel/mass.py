@@ -25,14 +25,16 @@ from .kernel import Kernel
 EMPTY_BPF = """\
 #define SEC(name) __attribute__((section(name), used))
 SEC("kprobe") int empty(void *ctx) { return 0; }
+SEC("kprobe") int empty_session(void *ctx) { return 0; }
 char LICENSE[] SEC("license") = "GPL";
 """
 
 # Run in the guest beside a trace directory's run side (/btfgen_probe): attach the empty
 # program to the names of /names-N for each N asked, then detach, timing both (the same clock
-# as --timings): one link ("floor": one kprobe_multi link, or one kprobe each), and an entry
+# as --timings): one link ("floor": one kprobe_multi link, or one kprobe each), an entry
 # and a return link ("pair": what btfgen attaches without kprobe.session, or a kprobe and a
-# kretprobe each).
+# kretprobe each), and one kprobe.session link ("session", multi only: the same link kind as
+# btfgen's on 7.2, which registers the return hooks an entry-only link does not).
 FLOOR_PY = """\
 import sys, time
 from btfgen_probe import bpf_object
@@ -40,13 +42,20 @@ mode, syscall, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 obj = bpf_object.BpfObject("/empty.bpf.o", bpf_syscall=syscall)
 if mode == "multi":
     obj.expect_kprobe_multi("empty")
+    obj.expect_kprobe_multi("empty_session", session=True)
 obj.load()
+links = [("floor", (False,)), ("pair", (False, True))]
+if mode == "multi":
+    links.append(("session", (None,)))
 for n in sizes:
     chosen = open(f"/names-{n}").read().split()
-    for what, returns in (("floor", (False,)), ("pair", (False, True))):
+    for what, returns in links:
         start = time.perf_counter()
         for ret in returns:
-            if mode == "multi":
+            if ret is None:
+                obj.attach_kprobe_multi("empty_session", chosen, list(range(len(chosen))),
+                                        session=True)
+            elif mode == "multi":
                 obj.attach_kprobe_multi("empty", chosen, list(range(len(chosen))), retprobe=ret)
             else:
                 for i, name in enumerate(chosen):
@@ -59,7 +68,7 @@ for n in sizes:
               f"{time.perf_counter() - attached:.6f}", flush=True)
 obj.close()
 """
-FLOOR_LINE = re.compile(r"^(floor|pair) (\d+) attach (\d+\.\d+) detach (\d+\.\d+)$", re.M)
+FLOOR_LINE = re.compile(r"^(floor|pair|session) (\d+) attach (\d+\.\d+) detach (\d+\.\d+)$", re.M)
 TIME_LINE = re.compile(r"^btfgen_trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d+) s$", re.M)
 BUILD_LINE = re.compile(r"^btfgen trace: time: build: ([A-Za-z ]+): (\d+\.\d+) s$", re.M)
 # What the guest needs of a trace directory (the generated C headers are the build's only).
@@ -145,7 +154,7 @@ def timings(text: str) -> dict[str, float]:
 
 
 def floors(text: str) -> dict[tuple[str, int], tuple[float, float]]:
-    """("floor" or "pair", functions) -> (attach, detach) seconds."""
+    """("floor", "pair" or "session", functions) -> (attach, detach) seconds."""
     return {(m.group(1), int(m.group(2))): (float(m.group(3)), float(m.group(4)))
             for m in FLOOR_LINE.finditer(text)}
 
