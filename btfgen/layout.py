@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from btfgen.btf.types import Type
 
-# The trace contexts a layout can refer to (every description describes both).
-CTX_NAMES = ("pt_regs", "ftrace_regs")
+# The trace contexts a layout can refer to (every description describes the first two; the
+# trampoline's u64 slots only the arches whose BPF JIT builds trampolines).
+CTX_NAMES = ("pt_regs", "ftrace_regs", "trampoline")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,10 @@ class ProtoLayout:
     args: tuple[ValueLayout, ...]
     ret: ValueLayout | None  # None: void
     variadic: bool
+    # Why the ctx cannot take the function at all (a BPF trampoline the kernel would not build
+    # for it: a struct over 16 bytes, too many slots, ...), "argN (name): reason" or "return
+    # value: reason"; every value is then unavailable. None: taken.
+    refused: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,20 @@ class FunctionLayout:
     @property
     def variadic(self) -> bool:
         return self.proto.variadic
+
+    @property
+    def refused(self) -> str | None:
+        """Why the layout's ctx cannot take this function (see ProtoLayout.refused)."""
+        return self.proto.refused
+
+
+def arg_slots(proto: ProtoLayout) -> int:
+    """The ctx words a prototype's arguments take, counted up to the last one used: in a
+    trampoline's ctx (u64 slots) the kernel's argument count (bpf_get_func_arg_cnt), after
+    which the return value's slot is. Of a refused prototype, 0 (nothing is placed)."""
+    ends = [p.ctx_offset + p.reg_size for a in proto.args for p in a.pieces
+            if isinstance(p, RegPiece)]
+    return -(-max(ends) // 8) if ends else 0
 
 
 def by_prototype(functions) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -152,6 +171,9 @@ class CtxInfo:
     sp_field: str  # ctx field holding the stack pointer at entry
     sp_offset: int | None  # None: the ctx does not hold it, so no stack argument is readable
     registers: tuple[CtxRegister, ...]  # every argument/return register and the stack pointer
+    # The ctx is an array of u64 slots (a BPF trampoline's: `ctx` is `u64 *`, a register is
+    # ctx[K]), read in BPF through bpf_get_func_arg / bpf_get_func_ret, not a struct's fields.
+    slots: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ args[name, type, size, pieces, by_ref, at_exit, unavailable], ret, variadic]. A 
 is {"reg", "hwreg", "value_offset", "size"} (plus the ctx offset), a stack piece {"stack",
 "value_offset", "size"} with `stack` the byte offset from the entry SP. Where DWARF was
 consulted, every value also has "source": "abi" | "dwarf" (which of the two placed it). `ctx_info` says which
-struct the register fields are in and whether it was read from the BTF or defaulted.
+struct the register fields are in and whether it was read from the BTF or defaulted (a
+trampoline's: "slots": true, a register being the u64 slot ctx[K]). A function the ctx cannot
+take at all (a trampoline the kernel would not build) has "refused": its reason.
 """
 
 from __future__ import annotations
@@ -29,8 +31,15 @@ def _functions(functions) -> list[dict]:
     # Functions sharing a prototype share its placement: convert each prototype once.
     firsts, at = by_prototype(functions)
     protos = [proto_json(functions[i].proto) for i in firsts]
-    return [{"name": f.name, "btf_id": f.btf_id, "args": protos[k][0], "ret": protos[k][1],
-             "variadic": f.variadic} for f, k in zip(functions, at)]
+    return [_refused({"name": f.name, "btf_id": f.btf_id, "args": protos[k][0],
+                      "ret": protos[k][1], "variadic": f.variadic}, f)
+            for f, k in zip(functions, at)]
+
+
+def _refused(out: dict, f: FunctionLayout) -> dict:
+    if f.refused is not None:  # only where the ctx refuses it (a trampoline's rules)
+        out["refused"] = f.refused
+    return out
 
 
 def ctx_json(ctx: CtxInfo) -> dict:
@@ -40,6 +49,7 @@ def ctx_json(ctx: CtxInfo) -> dict:
         "size": ctx.size,
         "source": ctx.source,
         "sp": {"field": ctx.sp_field, "offset": ctx.sp_offset},
+        **({"slots": True} if ctx.slots else {}),
         "registers": [
             {"hwreg": r.hwreg, "field": r.field, "offset": r.offset, "size": r.size}
             for r in ctx.registers
@@ -49,7 +59,8 @@ def ctx_json(ctx: CtxInfo) -> dict:
 
 def function_json(f: FunctionLayout) -> dict:
     args, ret = proto_json(f.proto)
-    return {"name": f.name, "btf_id": f.btf_id, "args": args, "ret": ret, "variadic": f.variadic}
+    return _refused({"name": f.name, "btf_id": f.btf_id, "args": args, "ret": ret,
+                     "variadic": f.variadic}, f)
 
 
 def proto_json(p: ProtoLayout) -> tuple[list[dict], dict | None]:

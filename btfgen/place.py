@@ -67,6 +67,7 @@ class _Placed:
     shape: Shape
     next: tuple[int, ...]  # the allocation state after it
     stack: int
+    refused: bool = False  # `unavailable` is why the ctx refuses the whole function
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +83,28 @@ class _RetSret:
 @dataclass(frozen=True, slots=True)
 class _RetUnavailable:
     reason: str
+    refused: bool = False  # the ctx refuses the whole function
 
 
-_RetPlan = _RetInRegs | _RetSret | _RetUnavailable
+@dataclass(frozen=True, slots=True)
+class _RetAfter:
+    """`regs(POOL, after_args)`: placed once the arguments are, after the registers they took."""
+
+    act: Regs
+    shape: Shape
+
+
+_RetPlan = _RetInRegs | _RetSret | _RetUnavailable | _RetAfter
 @dataclass(frozen=True, slots=True)
 class _Start:
     """Where a prototype's placement starts: its return value, the allocation state after it."""
 
+    ret_refused: bool
+
     ret: ValueLayout | None  # None: void
     next: tuple[int, ...]
     stack: int
+    after: _RetAfter | None = None  # the return value waits for the arguments' placement
 
 
 class _Engine:
@@ -106,6 +119,10 @@ class _Engine:
         self.regmap = {r.hwreg: r for r in ctx.registers}
         self.ptr = pointer_shape(conv.pointer_size)
         self._rule_cache: dict[tuple, Rule | None] = {}
+        # A ctx with rules of its own (a trampoline's slots) is placed by them.
+        self.arg_rules, self.ret_rules = conv.ctx_rules.get(ctx.name,
+                                                            (conv.arg_rules, conv.ret_rules))
+        self._after_cache: dict[tuple, ValueLayout] = {}
         self._pool_index = {name: i for i, name in enumerate(conv.pools)}
         # Placing one value depends only on its type and the allocation state before it, and
         # kernels share prototypes between many functions: these two caches are what makes
@@ -134,7 +151,7 @@ class _Engine:
         cache_key = (which, key, variadic)
         if key is not None and cache_key in self._rule_cache:
             return self._rule_cache[cache_key]
-        rules = self.conv.arg_rules if which == "args" else self.conv.ret_rules
+        rules = self.arg_rules if which == "args" else self.ret_rules
         rule = next((r for r in rules if r.matches(shape, variadic)), None)
         if key is not None:
             self._rule_cache[cache_key] = rule
@@ -142,20 +159,21 @@ class _Engine:
 
     # -- actions -------------------------------------------------------------------------------
     def place_arg(self, shape: Shape, key: int | None, alloc: _Alloc, variadic: bool,
-                  nested: bool = False) -> tuple[list[_Raw], bool, str | None]:
-        """-> (raw pieces, by_ref, unavailable reason)."""
+                  nested: bool = False) -> ArgPlace:
+        """-> (raw pieces, by_ref, unavailable reason, refused)."""
         if shape.cls in ("opaque", "void"):
-            return [], False, shape.reason or "void is not a value"
+            return [], False, shape.reason or "void is not a value", False
         rule = self.rule_for("args", key, shape, variadic)
         if rule is None:
             return [], False, (f"{self.conv.path}: no argument rule for a {shape.cls} of "
-                               f"{shape.size} bytes")
+                               f"{shape.size} bytes"), False
         for act in rule.actions:
             try:
                 return act.arg(self, shape, alloc, variadic, nested)
             except _NoPlace:
                 continue
-        return [], False, f"{rule.where(self.conv.path)}: no action of this rule found a place"
+        return ([], False, f"{rule.where(self.conv.path)}: no action of this rule found a place",
+                False)
 
     # -- what actions ask for (convention.Placer) ---------------------------------------------
     def no_room(self):
@@ -164,8 +182,8 @@ class _Engine:
     def by_ref(self, alloc: _Alloc, variadic: bool, nested: bool) -> ArgPlace:
         if nested:
             raise _NoPlace  # the pointer to a copy is never itself passed by reference
-        pieces, _, why = self.place_arg(self.ptr, -1, alloc, variadic, True)
-        return pieces, True, why
+        pieces, _, why, refused = self.place_arg(self.ptr, -1, alloc, variadic, True)
+        return pieces, True, why, refused
 
     def ret_located(self, raw: list[_Raw]) -> _RetPlan:
         return _RetInRegs(tuple(raw))
@@ -175,6 +193,9 @@ class _Engine:
 
     def ret_unavailable(self, reason: str) -> _RetPlan:
         return _RetUnavailable(reason)
+
+    def ret_refused(self, reason: str) -> _RetPlan:
+        return _RetUnavailable(reason, refused=True)
 
     def regs(self, act: Regs, shape: Shape, alloc: _Alloc) -> list[_Raw]:
         conv = self.conv
@@ -204,6 +225,8 @@ class _Engine:
             ends = [off for off, _ in fields[1:]] + [size]
             return [_InReg(pool[start + k], off, max(n, min(self.word, end - off)))
                     for k, ((off, n), end) in enumerate(zip(fields, ends))]
+        if act.below and start + count > act.below:
+            raise _NoPlace  # it would reach past the pool's first `below` registers
         if count <= free:
             alloc.next[pi] = start + count
             return [_InReg(pool[start + k], k * width, min(width, size - k * width))
@@ -307,8 +330,42 @@ class _Engine:
         if start is None:
             start = self._start_cache[key] = self._start(proto.ret, proto.ret_id, variadic)
         alloc = _Alloc(list(start.next), start.stack)
-        args = tuple(self._arg(p, alloc, variadic) for p in proto.params)
-        return ProtoLayout(args, start.ret, variadic)
+        refusals: list[str] = []
+        args = tuple(self._arg(p, alloc, variadic, i, refusals)
+                     for i, p in enumerate(proto.params))
+        ret = start.ret
+        if start.after is not None:
+            ret = self._ret_after(proto.ret, start.after, sum(alloc.next))
+        if ret is not None and ret.unavailable and start.ret_refused:
+            refusals.append(f"return value: {ret.unavailable}")
+        if not refusals:
+            return ProtoLayout(args, ret, variadic)
+        # The ctx cannot take the function: no value of it is readable there, whatever its own
+        # placement said (a trampoline is never built for it).
+        why = refusals[0]
+        return ProtoLayout(tuple(self._refused(a, why) for a in args),
+                           None if ret is None else self._refused(ret, why), variadic, why)
+
+    def _refused(self, v: ValueLayout, why: str) -> ValueLayout:
+        return ValueLayout(name=v.name, type=v.type, type_name=v.type_name, size=v.size,
+                           pieces=(), by_ref=v.by_ref, at_exit=False,
+                           unavailable=f"the {self.ctx.name} cannot take the function: {why}",
+                           signed=v.signed)
+
+    def _ret_after(self, ret_t: T.Type, plan: _RetAfter, taken: int) -> ValueLayout:
+        """A return value placed after the `taken` registers the arguments took."""
+        key = (ret_t.id, taken)
+        value = self._after_cache.get(key)
+        if value is None:
+            alloc = self.new_alloc()
+            alloc.next[self._pool_index[plan.act.pool]] = taken
+            try:
+                raw_plan: _RetPlan = _RetInRegs(tuple(self.regs(plan.act, plan.shape, alloc)))
+            except _NoPlace:
+                raw_plan = _RetUnavailable(f"{plan.act.line}:{plan.act.column}: no register of "
+                                           f"{plan.act.pool} after {taken} argument registers")
+            value = self._after_cache[key] = self._ret(ret_t, plan.shape, raw_plan, [], None)
+        return value
 
     def _start(self, ret_t: T.Type, ret_id: int, variadic: bool) -> _Start:
         """The return value's layout and the allocation state the arguments start from: both
@@ -317,19 +374,23 @@ class _Engine:
         alloc = self.new_alloc()
         ret_shape = self.classifier.shape(ret_t)
         if ret_shape.cls == "void":
-            return _Start(None, tuple(alloc.next), alloc.stack)
+            return _Start(False, None, tuple(alloc.next), alloc.stack)
         sret_raw: list[_Raw] = []
         sret_why = None
         ret_plan = self._ret_plan(ret_shape, ret_id, variadic)
+        if isinstance(ret_plan, _RetAfter):
+            return _Start(False, None, tuple(alloc.next), alloc.stack, ret_plan)
+        refused = isinstance(ret_plan, _RetUnavailable) and ret_plan.refused
         if isinstance(ret_plan, _RetSret):
             if self.conv.sret_mode == "arg":
-                sret_raw, _, sret_why = self.place_arg(self.ptr, -1, alloc, variadic)
+                sret_raw, _, sret_why, _ = self.place_arg(self.ptr, -1, alloc, variadic)
             else:
                 sret_raw = [_InReg(self.conv.sret_reg, 0, self.word)]
         ret = self._ret(ret_t, ret_shape, ret_plan, sret_raw, sret_why)
-        return _Start(ret, tuple(alloc.next), alloc.stack)
+        return _Start(refused, ret, tuple(alloc.next), alloc.stack)
 
-    def _arg(self, param: T.Param, alloc: _Alloc, variadic: bool) -> ValueLayout:
+    def _arg(self, param: T.Param, alloc: _Alloc, variadic: bool, index: int,
+             refusals: list[str]) -> ValueLayout:
         """One argument's layout. Where a value goes depends only on its type and the allocation
         state before it; the layout object also on its name (`struct file *file` first is one
         object for thousands of functions). Both are memoized."""
@@ -337,15 +398,18 @@ class _Engine:
         hit = self._arg_cache.get(state)
         if hit is None:
             shape = self.classifier.shape(param.type)
-            raw, by_ref, why = self.place_arg(shape, param.type_id, alloc, variadic)
+            raw, by_ref, why, refused = self.place_arg(shape, param.type_id, alloc, variadic)
             pieces: tuple = ()
             if why is None:
                 pieces, why = self.pieces(raw)
             hit = self._arg_cache[state] = _Placed(pieces, by_ref, why, shape, tuple(alloc.next),
-                                                   alloc.stack)
+                                                   alloc.stack, refused)
         else:
             alloc.next[:] = hit.next
             alloc.stack = hit.stack
+        if hit.refused:
+            refusals.append(f"arg{index}" + (f" ({param.name})" if param.name else "")
+                            + f": {hit.unavailable}")
         key = (param.name, state)
         value = self._value_cache.get(key)
         if value is None:
@@ -364,6 +428,8 @@ class _Engine:
             return _RetUnavailable(f"{self.conv.path}: no return rule for a {shape.cls} of "
                                    f"{shape.size} bytes")
         for act in rule.actions:
+            if isinstance(act, Regs) and act.after_args:
+                return _RetAfter(act, shape)
             try:
                 return act.ret(self, shape)
             except _NoPlace:

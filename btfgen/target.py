@@ -296,7 +296,9 @@ class Target:
         whole = functions is None
         funcs = self.every_function() if whole else list(functions)
         layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
-        if self.dwarf is None or not funcs:
+        # A trampoline's slots are the kernel's model of the BTF prototype (save_args follows
+        # btf_distill_func_proto's sizes), not where the compiler put the values: no DWARF.
+        if self.dwarf is None or not funcs or layout.ctx.slots:
             return Placement(layout, None, ())
         from btfgen.dwarf.correct import correct
 
@@ -316,6 +318,17 @@ class Target:
             if line.startswith("warning: "):
                 warnings.warn(line[len("warning: "):], BtfgenWarning, stacklevel=2)
         return p.layout
+
+    def refusals(self, functions: Iterable[T.Func] | None = None) -> dict[int, str]:
+        """The functions (default: every one) this Target's ctx cannot take at all, by BTF id,
+        each with its reason: with ctx="trampoline", those the kernel would build no BPF
+        trampoline for (a struct over 16 bytes, too many slots, a struct return, ...), which a
+        tracer takes through a kprobe instead. Empty for a ctx that refuses nothing."""
+        from btfgen.place import place_functions
+
+        funcs = self.every_function() if functions is None else list(functions)
+        layout = place_functions(self.types, self.convention, funcs, ctx=self.ctx)
+        return {f.btf_id: f.refused for f in layout.functions if f.refused is not None}
 
     def check(self, functions: Iterable[T.Func] | None = None, on_unit=None) -> list:
         """Each function (default: every one) as placed by the description, against where

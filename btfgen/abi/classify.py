@@ -56,6 +56,8 @@ class Shape:
             return self.hfa_members > 0
         if name == "sysv_memory":
             return self.sysv_memory
+        if name == "sysv_sse":  # an eightbyte of class SSE: in an xmm register, not a GPR
+            return "SSE" in (self.sysv or ())
         if name == "int_mode":
             return self.mode == "int" if self.cls == "aggregate" else self.scalar
         if name == "float_mode":

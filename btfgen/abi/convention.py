@@ -11,9 +11,11 @@ from typing import NoReturn, Protocol
 
 # What a condition may test (see btfgen/abi/classify.py for their meaning).
 CLASSES = frozenset({"integer", "bool", "enum", "pointer", "float", "aggregate", "scalar"})
-FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "int_mode", "float_mode"})
+FLAGS = frozenset({"signed", "variadic", "hfa", "sysv_memory", "sysv_sse", "int_mode",
+                   "float_mode"})
 NUMERIC = frozenset({"size", "align", "hfa_members", "bitfield_align", "float_fields"})
-REG_OPTIONS = frozenset({"even", "split", "per_member", "per_field"})
+REG_OPTIONS = frozenset({"even", "split", "per_member", "per_field", "after_args", "below"})
+REG_NUMBERED = frozenset({"below"})  # options that take a number: `below 6`
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
         "==": operator.eq, "!=": operator.ne}
@@ -59,7 +61,9 @@ Cond = Flag | Compare | Member
 # they hold: `arg` places an argument, `ret` plans a return value, both by calling back the
 # engine's `Placer` methods. The engine keeps the allocation state and builds its own records,
 # and knows no action by name; this module does not import it.
-ArgPlace = tuple  # (raw pieces, by_ref, unavailable reason or None): an argument's placement
+# (raw pieces, by_ref, unavailable reason or None, refused): an argument's placement; refused:
+# the reason is why the ctx cannot take the function at all (`refuse`), not this value alone
+ArgPlace = tuple
 
 
 class Placer(Protocol):
@@ -75,6 +79,7 @@ class Placer(Protocol):
     def ret_located(self, raw: list): ...
     def ret_sret(self): ...
     def ret_unavailable(self, reason: str): ...
+    def ret_refused(self, reason: str): ...
 
 
 class _Locates:
@@ -87,7 +92,7 @@ class _Locates:
         raise NotImplementedError
 
     def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
-        return self.locate(placer, shape, alloc), False, None
+        return self.locate(placer, shape, alloc), False, None, False
 
     def ret(self, placer: Placer, shape):
         return placer.ret_located(self.locate(placer, shape, placer.new_alloc()))
@@ -100,6 +105,12 @@ class Regs(_Locates):
     split: bool = False  # what does not fit goes on the stack
     per_member: bool = False  # one register per HFA member
     per_field: bool = False  # one register per float field (float_fields), at its own offset
+    # (ret only) start at the number of registers the arguments took, all pools together: a
+    # trampoline's return slot follows the argument slots
+    after_args: bool = False
+    # only where the value fits wholly in the pool's first `below` registers (0: anywhere):
+    # x86-64's trampoline refuses a struct that reaches past the six argument registers
+    below: int = 0
     line: int = field(default=0, kw_only=True)
     column: int = field(default=0, kw_only=True)
 
@@ -190,13 +201,30 @@ class Unavailable:
     pools = ()
 
     def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
-        return [], False, self.reason
+        return [], False, self.reason, False
 
     def ret(self, placer: Placer, shape):
         return placer.ret_unavailable(self.reason)
 
 
-Action = Regs | Chunks | Stack | ByRef | Sret | NoPlace | Unavailable
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """The ctx cannot take the function at all (a trampoline the kernel will not build for it):
+    this value is unavailable and so is every other of the function, each saying why."""
+
+    reason: str
+    line: int = field(default=0, kw_only=True)
+    column: int = field(default=0, kw_only=True)
+    pools = ()
+
+    def arg(self, placer: Placer, shape, alloc, variadic: bool, nested: bool) -> ArgPlace:
+        return [], False, self.reason, True
+
+    def ret(self, placer: Placer, shape):
+        return placer.ret_refused(self.reason)
+
+
+Action = Regs | Chunks | Stack | ByRef | Sret | NoPlace | Unavailable | Refuse
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +255,10 @@ class CtxSpec:
     name: str  # "pt_regs" | "ftrace_regs"
     structs: tuple[str, ...]  # struct names to look for in the BTF, first non-opaque wins
     size: int  # default size of the struct
-    entries: tuple[CtxEntry, ...]  # includes the stack pointer (hwreg "sp")
+    entries: tuple[CtxEntry, ...]  # includes the stack pointer (hwreg "sp") unless `slots`
+    # An array of words (`ctx NAME slots POOL`: a trampoline's u64 *ctx), not a struct: nothing
+    # to look up in the BTF, no stack pointer, and the rules are the ctx's own (`ctx_rules`).
+    slots: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +302,9 @@ class Convention:
     arg_rules: tuple[Rule, ...]
     ret_rules: tuple[Rule, ...]
     ctxs: dict[str, CtxSpec] = field(default_factory=dict)
+    # `args NAME { }` / `ret NAME { }`: a ctx's own rules, (args, ret), used in place of the
+    # native ones when placing for that ctx (a trampoline's slots are not the ABI's registers)
+    ctx_rules: dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...]]] = field(default_factory=dict)
     dwarf: DwarfFacts | None = None
     symbol_entry: SymbolEntry = SymbolEntry()
     # What classify.py computes beyond class, size and alignment: 0 turns a classification off.

@@ -25,6 +25,9 @@ def resolve_ctx(types, conv: Convention, name: str) -> CtxInfo:
     if spec is None:
         known = ", ".join(sorted(conv.ctxs)) or "none"
         raise AbiError(f"{conv.path}: arch {conv.name} describes no {name} ctx (has: {known})")
+    if spec.slots:  # an array of words, not a struct the BTF could describe
+        return _info(spec, f"__u64[{len(spec.entries)}]", spec.size, "default",
+                     [(e.hwreg, e.field, e.offset, e.size) for e in spec.entries])
     found = _find_struct(types, spec.structs)
     if found is None:
         return _info(spec, spec.structs[0], spec.size, "default",
@@ -46,7 +49,7 @@ def _info(spec: CtxSpec, struct: str, size: int, source: str, entries: list) -> 
     regs = tuple(CtxRegister(hw, fld, off, sz) for hw, fld, off, sz in entries)
     sp = next((r for r in regs if r.hwreg == "sp"), None)
     return CtxInfo(
-        name=spec.name, struct_name=struct, size=size, source=source,
+        name=spec.name, struct_name=struct, size=size, source=source, slots=spec.slots,
         sp_field=sp.field if sp else "", sp_offset=sp.offset if sp else None, registers=regs,
     )
 

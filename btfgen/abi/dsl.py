@@ -20,6 +20,7 @@ from btfgen.abi.convention import (
     CLASSES,
     FLAGS,
     NUMERIC,
+    REG_NUMBERED,
     REG_OPTIONS,
     ByRef,
     Chunks,
@@ -32,6 +33,7 @@ from btfgen.abi.convention import (
     Member,
     NoPlace,
     Regs,
+    Refuse,
     Rule,
     Sret,
     Stack,
@@ -121,7 +123,8 @@ class _Draft:
     named_regs: list = field(default_factory=list)
     clang: str = ""
     libc: tuple = ()
-    rules: dict = field(default_factory=dict)  # "args" | "ret" -> (RULESET token, rules)
+    rules: dict = field(default_factory=dict)  # "args" | "ret" -> rules
+    ctx_rules: dict = field(default_factory=dict)  # (ctx name, "args" | "ret") -> rules
     ctxs: dict = field(default_factory=dict)
     dwarf: DwarfFacts | None = None
     symbol_entry: SymbolEntry = SymbolEntry()
@@ -237,12 +240,38 @@ class _ToConvention(lark.Transformer):
 
     def rules(self, meta, kids):
         which, *rules = kids
-        self.once(f"{which} rules", which)
+        ctx = None
+        if rules and isinstance(rules[0], lark.Token):
+            ctx, *rules = rules
+            if str(ctx) not in CTX_NAMES:
+                raise self.err(ctx, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        self.once(f"{which} rules" + (f" of ctx {ctx}" if ctx else ""), which)
         for rule in rules:
             for act in rule.actions:
                 if isinstance(act, Sret) and str(which) != "ret":
                     raise self.err(act, "`sret` is a return action")
-        self.draft.rules[str(which)] = tuple(rules)
+                if isinstance(act, Regs) and act.after_args and str(which) != "ret":
+                    raise self.err(act, "`after_args` places a return value")
+                if isinstance(act, Refuse) and ctx is None:
+                    # The native ABI always takes a function: only a ctx's rules refuse one.
+                    raise self.err(act, "`refuse` is for a ctx's own rules (`args CTX { }`)")
+        if ctx is None:
+            self.draft.rules[str(which)] = tuple(rules)
+        else:
+            self.draft.ctx_rules[str(ctx), str(which)] = tuple(rules)
+
+    def ctx_slots(self, meta, kids):
+        name_tok, pool = kids
+        if str(name_tok) not in CTX_NAMES:
+            raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
+        self.once(f"ctx {name_tok}", name_tok)
+        regs = self.draft.pools.get(str(pool))
+        if regs is None:
+            raise self.err(pool, f"ctx {name_tok} slots {pool}: no such register pool above")
+        # Element K of the array: C spells it ctx[K] (the field is the suffix after `ctx`).
+        entries = tuple(CtxEntry(r, f"[{k}]", 8 * k, 8) for k, r in enumerate(regs))
+        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), (), 8 * len(regs), entries,
+                                                 slots=True)
 
     def ctx(self, meta, kids):
         name_tok, *rest = kids
@@ -341,14 +370,23 @@ class _ToConvention(lark.Transformer):
 
     # -- actions -------------------------------------------------------------------------------
     def regs_action(self, meta, kids):
+        options: dict[str, int] = {}
         for t in kids[1:]:
+            if t.type == "NUMBER":
+                if not options or next(reversed(options)) not in REG_NUMBERED:
+                    raise self.err(t, "regs(): a number after an option that takes none")
+                options[next(reversed(options))] = self.number(t)
+                continue
             if str(t) not in REG_OPTIONS:
                 known = ", ".join(sorted(REG_OPTIONS))
                 raise self.err(t, f"unknown regs() option {str(t)!r} (known: {known})")
-        options = {str(t) for t in kids[1:]}
+            options[str(t)] = 1
+        for name in REG_NUMBERED & options.keys():
+            if options[name] == 1 and not any(t.type == "NUMBER" for t in kids[1:]):
+                raise self.err(meta, f"regs(): `{name}` takes a number")
         return Regs(str(kids[0]), "even" in options, "split" in options,
-                    "per_member" in options, "per_field" in options,
-                    line=meta.line, column=meta.column)
+                    "per_member" in options, "per_field" in options, "after_args" in options,
+                    options.get("below", 0), line=meta.line, column=meta.column)
 
     def chunks(self, meta, kids):
         return Chunks(str(kids[0]), str(kids[1]), line=meta.line, column=meta.column)
@@ -377,6 +415,9 @@ class _ToConvention(lark.Transformer):
     def unavailable(self, meta, kids):
         return Unavailable(str(kids[0])[1:-1], line=meta.line, column=meta.column)
 
+    def refuse(self, meta, kids):
+        return Refuse(str(kids[0])[1:-1], line=meta.line, column=meta.column)
+
     # -- the whole description -----------------------------------------------------------------
     def start(self, meta, kids):
         name_tok = kids[0]
@@ -398,7 +439,15 @@ class _ToConvention(lark.Transformer):
             raise self.err(meta, f"endian must be little or big, not {endian}")
         if "args" not in d.rules or "ret" not in d.rules:
             raise self.err(meta, f"arch {name_tok}: needs both `args` and `ret` rules")
-        for rules in d.rules.values():
+        for (ctx, which) in d.ctx_rules:
+            if ctx not in d.ctxs:
+                raise self.err(meta, f"{which} rules of ctx {ctx}, which is not described")
+        ctx_rules = {}
+        for ctx in {c for c, _ in d.ctx_rules}:
+            if (ctx, "args") not in d.ctx_rules or (ctx, "ret") not in d.ctx_rules:
+                raise self.err(meta, f"ctx {ctx}: needs both `args {ctx}` and `ret {ctx}` rules")
+            ctx_rules[ctx] = (d.ctx_rules[ctx, "args"], d.ctx_rules[ctx, "ret"])
+        for rules in (*d.rules.values(), *d.ctx_rules.values()):
             for rule in rules:
                 for act in rule.actions:
                     for pool in act.pools:
@@ -433,6 +482,7 @@ class _ToConvention(lark.Transformer):
             arg_rules=d.rules["args"],
             ret_rules=d.rules["ret"],
             ctxs=ctxs,
+            ctx_rules=ctx_rules,
             dwarf=d.dwarf,
             symbol_entry=d.symbol_entry,
             hfa_max_members=self.number(props.get("hfa_max_members", "0"), meta),

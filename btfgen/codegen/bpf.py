@@ -13,7 +13,8 @@ from btfgen.codegen.cdecl import CTypes, Definition
 from btfgen.codegen.names import Namespace, c_comment, c_ident, c_string, function_keys
 from btfgen.decoder import generic
 from btfgen.probe import spec_format
-from btfgen.layout import ArchLayout, FunctionLayout, RegPiece, ValueLayout, by_prototype
+from btfgen.layout import (ArchLayout, FunctionLayout, RegPiece, ValueLayout, arg_slots,
+                           by_prototype)
 
 if TYPE_CHECKING:  # the capture language is imported only for captures
     from btfgen.codegen.bpf_captures import CaptureView
@@ -69,6 +70,10 @@ class FunctionView:
     # --capture: read by btfgen_capture_F after the entry, btfgen_capture_exit_F after the exit
     captures: tuple[CaptureView, ...] = ()
     exit_captures: tuple[CaptureView, ...] = ()
+    # A trampoline's ctx: the argument slots the function has (bpf_get_func_arg_cnt must say
+    # the same, or the return slot is elsewhere); None: another ctx
+    slots: int | None = None
+    refused: str = ""  # why the trampoline cannot take the function (a C comment), or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,7 @@ class HeaderView:
     ptr_type: str
     ctx_name: str
     ctx_struct: str
+    slots: bool  # the ctx is a trampoline's u64 slots (bpf_get_func_arg), not a struct
     sp_offset: int | None
     sp_type: str
     self_contained: bool
@@ -169,8 +175,10 @@ def _view_pieces(v_pieces, big: bool) -> tuple[PieceView, ...]:
     for p in v_pieces:
         if isinstance(p, RegPiece):
             skip = p.skip("big" if big else "little")
+            # A trampoline's slot is an array element (ctx[K]), a struct's register a member.
+            access = f"ctx{p.field}" if p.field.startswith("[") else f"ctx->{p.field}"
             out.append(PieceView(True, p.ctx_offset, reg_type(p.reg_size), skip, p.size,
-                                 p.value_offset, c_comment(f"{p.hwreg} (ctx->{p.field})")))
+                                 p.value_offset, c_comment(f"{p.hwreg} ({access})")))
         else:
             out.append(PieceView(False, p.stack, "", 0, p.size, p.value_offset,
                                  f"stack +{p.stack}"))
@@ -188,11 +196,12 @@ def _where(v: ValueLayout) -> str:
 def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNAME,
                   comment: str = COMMENT, btf_id: int | str = BTF_ID,
                   cache: dict | None = None, views: dict | None = None,
-                  captures: tuple = ()) -> FunctionView:
+                  captures: tuple = (), trampoline: bool = False) -> FunctionView:
     """`cache` (pieces) and `views` (argument views, by value, position and field: values recur
     across prototypes as one object) carry work from one prototype to the next. `captures`:
     the function's btfgen.typed.capture.Captures."""
     fields = Namespace(reserved={RETPTR_FIELD})
+    slots = arg_slots(f.proto) if trampoline else None
     args = []
     for i, a in enumerate(f.args):
         field = fields.take(a.name or f"arg{i}")
@@ -229,7 +238,8 @@ def function_view(f: FunctionLayout, ctypes: CTypes, big: bool, cname: str = CNA
                              "value" if ret is not None and ret.decl else None,
                              unavailable, ctypes, big)
     return FunctionView(cname, comment, btf_id, tuple(args), ret, via_entry, retptr,
-                        _stack_window(args), *caps)
+                        _stack_window(args), *caps, slots=slots,
+                        refused=c_comment(f.refused) if f.refused else "")
 
 
 def _stack_window(args: list[ValueView]) -> tuple[int, int]:
@@ -270,7 +280,8 @@ def function_blocks(arch: ArchLayout, names: list[str], ctypes: CTypes, render_a
     pieces: dict = {}
     arg_views: dict = {}
     views = [function_view(fs[i], ctypes, big, cache=pieces, views=arg_views,
-                           captures=captures.get(fs[i].name, ())) for i in firsts]
+                           captures=captures.get(fs[i].name, ()), trampoline=arch.ctx.slots)
+             for i in firsts]
     formats = [_wanted(_format(text)) for text in render_all(views)]
     return [formats[k] % {"c": cname, "i": f.btf_id, "m": function_comment(f)}
             for f, cname, k in zip(fs, names, at)]
@@ -341,6 +352,7 @@ def header_view(arch: ArchLayout, ctypes: CTypes, *, guard: str,
         ptr_type=reg_type(arch.pointer_size),
         ctx_name=c_comment(ctx.name),
         ctx_struct=c_comment(ctx.struct_name),
+        slots=ctx.slots,
         sp_offset=ctx.sp_offset,
         sp_type=reg_type(arch.pointer_size),
         self_contained=ctypes.mode == "self",

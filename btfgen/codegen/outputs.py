@@ -243,7 +243,8 @@ def layout_text(arch: ArchLayout) -> str:
     def proto_text(p: ProtoLayout) -> str:
         return ('"args":[' + ",".join(text(a, True) for a in p.args) + '],"ret":'
                 + ("null" if p.ret is None else text(p.ret, False))
-                + (',"variadic":true}' if p.variadic else ',"variadic":false}'))
+                + (',"variadic":true' if p.variadic else ',"variadic":false')
+                + ("}" if p.refused is None else f',"refused":{json.dumps(p.refused)}}}'))
 
     fs = arch.functions
     firsts, at = by_prototype(fs)

@@ -1,4 +1,8 @@
-"""How a trace's functions are attached, best first (as bpftrace's attached_probe): one session
+"""How a trace's functions are attached, best first (as bpftrace's attached_probe): for kernel
+functions, the BPF trampoline where the kernel and the trace directory have it (one
+fsession.multi link, Linux 7.2 on x86_64, else an fentry.multi and an fexit.multi link; each
+function's arguments read from the trampoline's u64 slots), the functions it cannot take
+(a struct returned, too many slots) on a kprobe link of the same run; then one session
 link where the kernel has them (kprobe.session, Linux 6.10+; uprobe.session, 6.13+: one
 program for entry and exit, the per-call state in the session cookie), else one kprobe_multi
 (uprobe_multi) link per direction, else one kprobe and kretprobe (uprobe and uretprobe) each,
@@ -14,23 +18,67 @@ import sys
 from typing import NamedTuple
 
 from . import features, prog
-from .errors import BpfLoadError, RunError
+from .errors import BpfLoadError, InputError, RunError
+from .manifest import KERNEL_BTF
+from .syscall import (
+    BPF_TRACE_FENTRY_MULTI,
+    BPF_TRACE_FEXIT_MULTI,
+    BPF_TRACE_FSESSION,
+    BPF_TRACE_FSESSION_MULTI,
+)
+
+# One fsession program a function, each verified on its own: for a few functions only.
+FSESSION_MAX = 16
+# What --attach takes on the trampoline, and the trace directory's objects for each variant
+# (btfgen.trace.build.TRAMPOLINE_OBJECTS).
+TRAMPOLINE_ASKED = ("tracing-multi", "fsession")
 
 
 class AttachMode(NamedTuple):
-    kind: str  # "session", "multi" or "single"
+    kind: str  # "session", "multi" or "single"; "tracing_multi" or "fsession" (trampoline)
     object: str  # its BPF object in the trace directory
     programs: tuple[str, ...]
     said: str  # what is attached, for the messages
     why: str = ""  # why this one: the others are missing, or it was asked for
+    attach_types: tuple[int, ...] = ()  # the trampoline's: each program's (syscall.BPF_TRACE_*)
+    specs: str = ""  # the trampoline's spec table (its ctx: slots), else the manifest's
+    rest: AttachMode | None = None  # the trampoline's: how what it cannot take is attached
 
     def announce(self) -> str:
         return f"attaching {self.said}" + (f" ({self.why})" if self.why else "")
+
+    @property
+    def trampoline(self) -> bool:
+        return self.kind in ("tracing_multi", "fsession")
 
 
 def attach_modes(asked: str, kernel: bool, manifest: dict) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
     one is tried and why."""
+    modes = []
+    if asked in TRAMPOLINE_ASKED or (asked == "auto" and kernel):
+        tramp, why = _trampoline_mode(asked, kernel, manifest)
+        if tramp is None and asked != "auto":
+            raise InputError(f"--attach {asked}: {why}")
+        if tramp is not None:
+            print(f"{prog.NAME}: {tramp.announce()}", file=sys.stderr)
+            if asked != "auto":
+                return [tramp]
+            # A link the kernel refuses after all (a function its trampoline cannot take that
+            # the build did not know of) falls back to the kprobe modes, said.
+            return [tramp, *_kprobe_modes("auto", kernel, manifest, quiet=True)]
+    modes = _kprobe_modes(asked, kernel, manifest)
+    if asked == "auto" and kernel and manifest.get("trampoline"):
+        # The directory carries the trampoline's programs: say why they were not used.
+        modes[0] = modes[0]._replace(why="; ".join(
+            w for w in (modes[0].why, f"no trampoline: {why}") if w))
+    print(f"{prog.NAME}: {modes[0].announce()}", file=sys.stderr)
+    return modes
+
+
+def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
+                  quiet: bool = False) -> list[AttachMode]:
+    """attach_modes without the trampoline, unsaid."""
     modes = []
     if asked in ("auto", "session"):
         session, why = _session_mode(kernel, manifest)
@@ -42,11 +90,97 @@ def attach_modes(asked: str, kernel: bool, manifest: dict) -> list[AttachMode]:
             if asked == "auto":
                 modes.append(_pair_or_single("auto", kernel, manifest, quiet=True))
         else:
-            modes.append(_pair_or_single("auto", kernel, manifest, no_session=why))
+            modes.append(_pair_or_single("auto", kernel, manifest, no_session=why,
+                                         quiet=quiet))
     else:
         modes.append(_pair_or_single(asked, kernel, manifest))
-    print(f"{prog.NAME}: {modes[0].announce()}", file=sys.stderr)
     return modes
+
+
+def _trampoline_mode(asked: str, kernel: bool, manifest: dict) -> tuple[AttachMode | None, str]:
+    """The trampoline's mode for `asked` ("tracing-multi", "fsession" or "auto": the first
+    of tracing-multi this kernel has), or (None, why not)."""
+    if not kernel:
+        return None, "the trampoline is for kernel functions (--kernel)"
+    tramp = manifest.get("trampoline")
+    if not tramp:
+        return None, ("this trace directory has no trampoline programs (built for a kernel "
+                      "whose BTF has no BPF_TRACE_FSESSION or BPF_TRACE_FENTRY_MULTI, for an "
+                      "arch without a trampoline context, or by an older btfgen)")
+    if not _same_btf(manifest):
+        # The link names functions by BTF id: another kernel's ids are other functions.
+        return None, (f"the trace directory was built for the BTF of {manifest['btf']}, not "
+                      "this kernel's, and the trampoline names functions by BTF id")
+    names = manifest["functions"]
+    refused = tramp.get("refused", {})
+    taken = len(names) - len(refused)
+    if not taken:
+        return None, f"no function of this trace can be taken by the trampoline " \
+                     f"(as {names[0]}: {next(iter(refused.values()))})"
+    rest = None
+    if refused:
+        rest = _kprobe_modes("auto", kernel, manifest, quiet=True)[0]
+    objects = tramp["objects"]
+    if asked == "fsession":
+        if "fsession" not in objects:
+            return None, ("this trace directory has no fsession program (built for a kernel "
+                          "whose BTF has no BPF_TRACE_FSESSION)")
+        ok, why = features.fsession_support()
+        if not ok:
+            return None, why
+        if taken > FSESSION_MAX:
+            return None, (f"one fsession program a function, each verified: at most "
+                          f"{FSESSION_MAX} functions, and this trace has {taken} (use "
+                          "--attach tracing-multi)")
+        return AttachMode("fsession", objects["fsession"], ("trace_session",),
+                          f"one fsession program per function ({taken})",
+                          "as asked" + _rest_said(rest, refused),
+                          (BPF_TRACE_FSESSION,), tramp["specs"], rest), ""
+    if "fsession_multi" not in objects and "fentry_multi" not in objects:
+        return None, ("this trace directory has no tracing_multi programs (built for a kernel "
+                      "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
+    variant, why = features.tracing_multi_support(manifest["bpf_syscall"])
+    if variant is None:
+        return None, why
+    if variant not in objects:
+        if variant != "fsession_multi" or "fentry_multi" not in objects:
+            return None, (f"this trace directory has no {variant.replace('_', '.')} program "
+                          "(built for another kernel)")
+        variant = "fentry_multi"  # a kernel with more than the one built for
+    how = "as asked" if asked != "auto" else "the BPF trampoline, the kernel's cheapest"
+    if variant == "fsession_multi":
+        return AttachMode("tracing_multi", objects["fsession_multi"], ("trace_session",),
+                          "one fsession.multi link", how + _rest_said(rest, refused),
+                          (BPF_TRACE_FSESSION_MULTI,), tramp["specs"], rest), ""
+    return AttachMode("tracing_multi", objects["fentry_multi"], ("trace_entry", "trace_exit"),
+                      "fentry.multi and fexit.multi links", how + _rest_said(rest, refused),
+                      (BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT_MULTI), tramp["specs"],
+                      rest), ""
+
+
+def _rest_said(rest: AttachMode | None, refused: dict) -> str:
+    if rest is None:
+        return ""
+    first = next(iter(refused.values()))
+    return (f"; {len(refused)} functions the trampoline cannot take (as {first}) on "
+            f"{rest.said}")
+
+
+def _same_btf(manifest: dict) -> bool:
+    """Whether the trace directory was built for this kernel's BTF (its digest)."""
+    import hashlib
+
+    want = manifest.get("btf_sha256")
+    try:
+        return bool(want) and hashlib.sha256(KERNEL_BTF.read_bytes()).hexdigest() == want
+    except OSError:
+        return False
+
+
+def trampoline_split(manifest: dict, keep: list[int]) -> tuple[list[int], list[int]]:
+    """(the functions of `keep` the trampoline takes, those left to its kprobe link)."""
+    refused = manifest.get("trampoline", {}).get("refused", {})
+    return ([i for i in keep if str(i) not in refused], [i for i in keep if str(i) in refused])
 
 
 def _session_mode(kernel: bool, manifest: dict) -> tuple[AttachMode | None, str]:
@@ -80,6 +214,29 @@ def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = Fals
     if also and not quiet:
         raise RunError(f"{why}; {also}")
     return single._replace(why=why)
+
+
+def attach_trampoline(obj, manifest: dict, keep: list[int], mode: AttachMode,
+                      cookie: list[int], more=None) -> None:
+    """The trampoline's links for the functions of `keep` (trampoline_split's first list):
+    a tracing_multi link a program, or an fsession program a function (`more(name)`: the
+    object, loaded with its own fsession program on `name` and the maps of `obj`, of each
+    function after the first)."""
+    ids = manifest["btf_ids"]
+    if mode.kind == "tracing_multi":
+        for program, attach_type in zip(mode.programs, mode.attach_types):
+            what = {BPF_TRACE_FSESSION_MULTI: "fsession.multi",
+                    BPF_TRACE_FENTRY_MULTI: "fentry.multi",
+                    BPF_TRACE_FEXIT_MULTI: "fexit.multi"}[attach_type]
+            obj.attach_tracing_multi(program, [ids[i] for i in keep], [cookie[i] for i in keep],
+                                     attach_type, what)
+        return
+    for n, i in enumerate(keep):
+        target = obj if n == 0 else more(manifest["functions"][i])
+        target.attach_tracing(mode.programs[0], BPF_TRACE_FSESSION, cookie[i],
+                              f"fsession on {manifest['functions'][i]}")
+        if target is not obj:
+            obj.links.extend(target.links)
 
 
 def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,

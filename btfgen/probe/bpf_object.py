@@ -31,7 +31,10 @@ from .syscall import (
     BPF_TRACE_KPROBE_SESSION,
     BPF_TRACE_UPROBE_MULTI,
     BPF_TRACE_UPROBE_SESSION,
+    BPF_PROG_TYPE_TRACING,
     LinkCreateKprobeMulti,
+    LinkCreateTracing,
+    LinkCreateTracingMulti,
     LinkCreateUprobeMulti,
     sys_bpf,
 )
@@ -47,6 +50,7 @@ class BpfObject:
         if not self._obj:
             raise fail(f"{path}: libbpf could not open the object")
         self.links: list[LibbpfLink | FdLink] = []
+        self.companions: list[BpfObject] = []
 
     def program(self, name: str) -> int:
         prog = libbpf().bpf_object__find_program_by_name(self._obj, name.encode())
@@ -63,6 +67,32 @@ class BpfObject:
         if libbpf().bpf_program__set_expected_attach_type(self.program(name), attach_type):
             raise fail(f"{self.path}: {name}: cannot set expected attach type")
 
+    def expect_tracing(self, name: str, attach_type: int, target: str | None = None) -> None:
+        """Call before load() for a program to run on the BPF trampoline: type TRACING, of
+        `attach_type` (syscall.BPF_TRACE_*), on kernel function `target` (an fsession), or,
+        without one, on the multi placeholder (attach_btf_id 0: the kernel names
+        bpf_multi_func) for attach_tracing_multi. Its section is a plain one (libbpf 1.1 knows
+        no fsession or .multi sections); libbpf loads it with these set, and the link is made
+        here."""
+        prog = self.program(name)
+        lib = libbpf()
+        if lib.bpf_program__set_type(prog, BPF_PROG_TYPE_TRACING):
+            raise fail(f"{self.path}: {name}: cannot set the program type")
+        self._expect(name, attach_type)
+        if target is not None and lib.bpf_program__set_attach_target(prog, 0, target.encode()):
+            raise fail(f"{self.path}: {name}: no kernel function {target} in the kernel's BTF",
+                       -ctypes.get_errno())
+
+    def share_maps(self, other: BpfObject, names: Sequence[str]) -> None:
+        """Before load(): this object's maps `names` are `other`'s (loaded) own: a second
+        object of the same run (the kprobe link of what the trampoline cannot take, or one
+        fsession program a function) writes to the same ring and reads the same settings."""
+        lib = libbpf()
+        for name in names:
+            m = lib.bpf_object__find_map_by_name(self._obj, name.encode())
+            if not m or lib.bpf_map__reuse_fd(m, other.map_fd(name)):
+                raise fail(f"{self.path}: cannot share map {name}")
+
     def set_autoload(self, name: str, on: bool) -> None:
         libbpf().bpf_program__set_autoload(self.program(name), on)
 
@@ -77,12 +107,21 @@ class BpfObject:
         program was running on that CPU (recursion_misses, 5.12+), and each kprobe_multi link's
         calls fprobe could not deliver (6.7+). Older kernels count neither, and say 0."""
         total = 0
+        for other in self.companions:
+            # their programs' misses (their links are in self.links: counted below)
+            total += other.missed([p for p in ("trace_session", "trace_entry", "trace_exit")
+                                   if other.has_program(p)]) - other.links_missed()
         for name in programs:
             fd = libbpf().bpf_program__fd(self.program(name))
             info = syscall.info(self.bpf_syscall, fd, syscall.PROG_INFO_SIZE) if fd >= 0 else None
             if info:
                 total += int.from_bytes(info[syscall.PROG_RECURSION_MISSES:][:8],
                                         syscall.BYTE_ORDER)
+        return total + self.links_missed()
+
+    def links_missed(self) -> int:
+        """The calls this object's kprobe_multi links missed (6.7+; else 0)."""
+        total = 0
         for link in self.links:
             if isinstance(link, FdLink) and link.kprobe_multi and link.fd >= 0:
                 info = syscall.info(self.bpf_syscall, link.fd, syscall.LINK_INFO_SIZE)
@@ -90,6 +129,9 @@ class BpfObject:
                     total += int.from_bytes(info[syscall.KPROBE_MULTI_MISSED:][:8],
                                             syscall.BYTE_ORDER)
         return total
+
+    def has_program(self, name: str) -> bool:
+        return bool(libbpf().bpf_object__find_program_by_name(self._obj, name.encode()))
 
     def load(self) -> None:
         log.clear()
@@ -211,6 +253,34 @@ class BpfObject:
         self.links.append(FdLink(fd, kprobe_multi=True))
         return self.links[-1]
 
+    def attach_tracing_multi(self, prog: str, btf_ids: Sequence[int], cookies: Sequence[int],
+                             attach_type: int, what: str) -> FdLink:
+        """One tracing_multi link (Linux 7.2) for `prog` (loaded with expect_tracing, no
+        target) on the kernel functions of `btf_ids` (FUNC ids in the BTF it was loaded
+        against), each with its cookie. `what`: the link, for the message of a refusal."""
+        n = len(btf_ids)
+        ids = (ctypes.c_uint32 * n)(*btf_ids)
+        cooks = (c_uint64 * n)(*cookies)
+        attr = LinkCreateTracingMulti(prog_fd=libbpf().bpf_program__fd(self.program(prog)),
+                                      attach_type=attach_type, ids=ctypes.addressof(ids),
+                                      cookies=ctypes.addressof(cooks), cnt=n)
+        fd = sys_bpf(self.bpf_syscall, BPF_LINK_CREATE, attr)
+        if fd < 0:
+            raise fail(f"{what} link for {prog} ({n} kernel functions)", ctypes.get_errno())
+        self.links.append(FdLink(fd))
+        return self.links[-1]
+
+    def attach_tracing(self, prog: str, attach_type: int, cookie: int, what: str) -> FdLink:
+        """The link of `prog`, loaded with expect_tracing on its one function, with a BPF
+        cookie: an fsession's (libbpf 1.1 makes its links without one)."""
+        attr = LinkCreateTracing(prog_fd=libbpf().bpf_program__fd(self.program(prog)),
+                                 attach_type=attach_type, cookie=cookie)
+        fd = sys_bpf(self.bpf_syscall, BPF_LINK_CREATE, attr)
+        if fd < 0:
+            raise fail(f"{what} link for {prog}", ctypes.get_errno())
+        self.links.append(FdLink(fd))
+        return self.links[-1]
+
     def attach_kprobe(self, prog: str, func: str, cookie: int, *,
                       retprobe: bool = False) -> LibbpfLink:
         """One kprobe (or kretprobe) link for `prog` on kernel function `func`, with a BPF
@@ -237,6 +307,10 @@ class BpfObject:
         for link in reversed(self.links):
             link.destroy()
         self.links.clear()
+        # the objects that share this one's maps (share_maps), their links already in ours
+        for other in reversed(self.companions):
+            other.close()
+        self.companions.clear()
         if self._obj:
             libbpf().bpf_object__close(self._obj)
             self._obj = None

@@ -18,6 +18,9 @@ from .syscall import (
     BPF_LINK_CREATE,
     BPF_PROG_LOAD,
     BPF_PROG_TYPE_KPROBE,
+    BPF_PROG_TYPE_TRACING,
+    BPF_TRACE_FENTRY_MULTI,
+    BPF_TRACE_FSESSION_MULTI,
     BPF_TRACE_KPROBE_MULTI,
     BPF_TRACE_KPROBE_SESSION,
     BPF_TRACE_UPROBE_MULTI,
@@ -25,6 +28,7 @@ from .syscall import (
     LinkCreateKprobeMulti,
     LinkCreateUprobeMulti,
     ProgLoad,
+    ProgLoadAttach,
     sys_bpf,
 )
 from .tracefs import TRACEFS
@@ -168,6 +172,86 @@ def session_support(bpf_syscall: int, kernel: bool) -> tuple[str | None, str]:
         return None, f"{kind}.session links are not permitted here: {os.strerror(err)}"
     since = "6.10" if kernel else "6.13"
     return None, f"this kernel has no {kind}.session links (Linux {since}+): {os.strerror(err)}"
+
+
+# The trampoline's attach types by their names in enum bpf_attach_type, as the build reads
+# them from the target's BTF (btfgen.trace.build) and this side from the running kernel's.
+TRAMPOLINE_ATTACH_TYPES = ("BPF_TRACE_FSESSION", "BPF_TRACE_FENTRY_MULTI",
+                           "BPF_TRACE_FEXIT_MULTI", "BPF_TRACE_FSESSION_MULTI")
+_BTF_KIND_ENUM = 6
+
+
+def kernel_attach_types() -> tuple[frozenset[str] | None, str]:
+    """(the names of enum bpf_attach_type in this kernel's BTF, "") or (None, why not): an
+    attach type the kernel's UAPI lacks is one it cannot take. (The enum is the same on every
+    arch: whether this arch's JIT builds the trampoline the probes below find out.)"""
+    lib = libbpf()
+    btf = lib.btf__load_vmlinux_btf()
+    if not btf:
+        return None, f"the kernel's BTF cannot be read: {os.strerror(ctypes.get_errno())}"
+    try:
+        enum = lib.btf__find_by_name_kind(btf, b"bpf_attach_type", _BTF_KIND_ENUM)
+        if enum <= 0:
+            return None, "the kernel's BTF has no enum bpf_attach_type"
+        # struct btf_type {name_off, info, size}, then vlen struct btf_enum {name_off, val}
+        head = ctypes.cast(lib.btf__type_by_id(btf, enum), POINTER(ctypes.c_uint32))
+        vlen = head[1] & 0xFFFFFF
+        names = frozenset(lib.btf__name_by_offset(btf, head[3 + 2 * i]).decode()
+                          for i in range(vlen))
+    finally:
+        lib.btf__free(btf)
+    return names, ""
+
+
+def _tracing_prog_refused(bpf_syscall: int, attach_type: int) -> int:
+    """0 where this kernel loads a trivial TRACING program of `attach_type` on the multi
+    placeholder (attach_btf_id 0: the kernel names bpf_multi_func itself), else the errno."""
+    insns = ctypes.create_string_buffer(b"\xb7" + bytes(7) + b"\x95" + bytes(7), 16)
+    license_ = ctypes.create_string_buffer(b"GPL")
+    load = ProgLoadAttach(prog_type=BPF_PROG_TYPE_TRACING, insn_cnt=2,
+                          insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
+                          expected_attach_type=attach_type)
+    fd = sys_bpf(bpf_syscall, BPF_PROG_LOAD, load)
+    if fd < 0:
+        return ctypes.get_errno()
+    os.close(fd)
+    return 0
+
+
+def tracing_multi_support(bpf_syscall: int) -> tuple[str | None, str]:
+    """("fsession_multi": one fsession.multi link, or "fentry_multi": an fentry.multi and an
+    fexit.multi link, "") where this kernel makes tracing_multi links, else (None, why not):
+    its BTF names the attach type, and it loads a program of that type (an arch whose JIT has
+    no multi trampoline refuses it there)."""
+    names, why = kernel_attach_types()
+    if names is None:
+        return None, why
+    for variant, name, attach_type in (("fsession_multi", "BPF_TRACE_FSESSION_MULTI",
+                                        BPF_TRACE_FSESSION_MULTI),
+                                       ("fentry_multi", "BPF_TRACE_FENTRY_MULTI",
+                                        BPF_TRACE_FENTRY_MULTI)):
+        if name not in names:
+            continue
+        err = _tracing_prog_refused(bpf_syscall, attach_type)
+        if not err:
+            return variant, ""
+        why = (f"the kernel refuses a {variant.replace('_', '.')} program: "
+               f"{os.strerror(err) if err != 524 else 'not supported on this arch'}")
+        if variant == "fentry_multi":
+            return None, why
+    return None, why or "this kernel has no tracing_multi links (Linux 7.2+)"
+
+
+def fsession_support() -> tuple[bool, str]:
+    """(True, "") where this kernel's BTF names BPF_TRACE_FSESSION (Linux 7.0+), else (False,
+    why not). Whether its JIT builds one is known at load: an fsession program names its
+    function then."""
+    names, why = kernel_attach_types()
+    if names is None:
+        return False, why
+    if "BPF_TRACE_FSESSION" not in names:
+        return False, "this kernel has no fsession programs (Linux 7.0+)"
+    return True, ""
 
 
 def kprobes_unavailable() -> str | None:

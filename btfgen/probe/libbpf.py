@@ -96,6 +96,12 @@ def _load_libbpf() -> ctypes.CDLL:
         "btf__find_by_name_kind": ([c_void_p, c_char_p, ctypes.c_uint32], c_int),
         "btf__type_by_id": ([c_void_p, ctypes.c_uint32], c_void_p),
         "btf__free": ([c_void_p], None),
+        # the trampoline's programs (attach.py): a TRACING program in a plain section, its
+        # target set before load; and the maps a second object shares with the first
+        "btf__name_by_offset": ([c_void_p, ctypes.c_uint32], c_char_p),
+        "bpf_program__set_type": ([c_void_p, c_int], c_int),
+        "bpf_program__set_attach_target": ([c_void_p, c_int, c_char_p], c_int),
+        "bpf_map__reuse_fd": ([c_void_p, c_int], c_int),
     }
     for fn, (argtypes, restype) in sigs.items():
         f = getattr(lib, fn)

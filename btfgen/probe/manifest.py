@@ -64,6 +64,32 @@ def check_target(manifest: dict) -> list[str]:
     return warnings
 
 
+class DecoderView:
+    """The generated module as the output sees it, a function's decoder from the module of
+    the ctx its calls are attached through: the trampoline's (slots: its own module, the
+    trampoline entry's `module`) for the functions on the trampoline, the directory's for the
+    rest. Chosen before any event (use()), as the attach mode is."""
+
+    def __init__(self, base) -> None:
+        self._base, self._other, self._names = base, None, frozenset()
+
+    def use(self, other, names) -> None:
+        """`other` (a module, or None) decodes the functions `names`."""
+        self._other, self._names = other, frozenset(names) if other is not None else frozenset()
+
+    def _module(self, name: str):
+        return self._other if name in self._names else self._base
+
+    def function(self, name: str):
+        return self._module(name).function(name)
+
+    def _descriptor(self, name: str):
+        return self._module(name)._descriptor(name)
+
+    def __getattr__(self, attr: str):  # BYTE_ORDER, POINTER_SIZE, ...: the same in both
+        return getattr(self._base, attr)
+
+
 class LazyFunctions(dict):
     """BTF id -> the decoder of the function with that id, made at its first event: making
     every one up front took a minute and most of a guest's memory for the whole kernel."""

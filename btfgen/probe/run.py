@@ -18,7 +18,14 @@ from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
 from .losses import Behind, Losses, lost, say_missed
 from .loop import follow
-from .manifest import LazyFunctions, check_target, cookies, load_decoders, load_manifest
+from .manifest import (
+    DecoderView,
+    LazyFunctions,
+    check_target,
+    cookies,
+    load_decoders,
+    load_manifest,
+)
 from .options import Options
 from .processes import Gated, everyone, processes
 from .ringbuf import RingBuffer
@@ -89,29 +96,46 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     else:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
-    sink = writer = printer = None
+    modes = attach.attach_modes(opts.attach, kernel, manifest)
+    # Each function decoded by the module of the ctx it is attached through (the trampoline's
+    # slots or the kprobe's registers): set for the first mode, again for one it falls back to.
+    view = DecoderView(decoders)
+    _decode_as(view, directory, manifest, modes[0], keep)
+    sink = printer = None
+    made: dict = {}  # the recording being written: a fallback writes it again
     with timings.stage("run: output setup"):
         if opts.record:
-            writer = recorder(opts.record, manifest, decoders, who)
-            sink = writer.span  # a span of the ring, one write
+            made["writer"] = recorder(opts.record, manifest, view, who)
+            sink = made["writer"].span  # a span of the ring, one write
         else:
-            printer = output.Printer(LazyFunctions(decoders, names, manifest["btf_ids"]),
+            printer = output.Printer(LazyFunctions(view, names, manifest["btf_ids"]),
                                      decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
                                      as_json=opts.as_json, prog=prog.NAME, batch=True)
             # Formats the span's records, their lines in one write, keeping no view of the ring
             # (its bytes are the producer's again after the span).
             sink = printer.records
+
+    def rebind(mode: attach.AttachMode):
+        """The sink for `mode`, attached in place of the first (nothing recorded yet)."""
+        _decode_as(view, directory, manifest, mode, keep)
+        if not opts.record:
+            return sink
+        made["writer"].abandon()
+        made["writer"] = recorder(opts.record, manifest, view, who)
+        return made["writer"].span
+
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
-                              printer.flush_lines if printer else None)
+                              printer.flush_lines if printer else None, modes, rebind)
     except BaseException:
-        if writer:
-            writer.abandon()
+        if made.get("writer"):
+            made["writer"].abandon()
         raise
     finally:
         if printer and not printer.flush_lines() and out is sys.stdout:
             # Python flushes stdout again at exit: to nothing, not to the closed pipe.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    writer = made.get("writer")
     if writer:
         writer.close(lost)
         print(f"{prog.NAME}: recorded {writer.events} events in {opts.record}", file=sys.stderr)
@@ -134,10 +158,24 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
         raise RunError(f"{path}: {e.strerror}") from None
 
 
+def _decode_as(view: DecoderView, directory: Path, manifest: dict, mode: attach.AttachMode,
+               keep: list[int]) -> None:
+    """`view` decodes what `mode` puts on the trampoline with the trampoline ctx's module."""
+    if not mode.trampoline:
+        view.use(None, ())
+        return
+    taken, _ = attach.trampoline_split(manifest, keep)
+    module = load_decoders(directory, {"module": manifest["trampoline"]["module"]})
+    view.use(module, [manifest["functions"][i] for i in taken])
+
+
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
-           sink, timings: Timings | None = None, drained=None) -> tuple[int, int]:
+           sink, timings: Timings | None = None, drained=None, modes=None,
+           rebind=None) -> tuple[int, int]:
     """(the exit status, records lost); `sink(span)` takes each span of the ring's records
-    (ringspan.Span); `drained()` after each drain of the ring buffer."""
+    (ringspan.Span); `drained()` after each drain of the ring buffer. `modes`: the ways to
+    attach (attach.attach_modes); `rebind(mode)`: the sink for a mode fallen back to, where
+    it decodes otherwise than the first."""
     kernel = manifest["kind"] == "kernel"
     timings = timings or Timings(False)
     fork_offset = tracefs.child_pid_offset()
@@ -146,7 +184,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     if following and fork_offset is None:
         print(f"{prog.NAME}: warning: no sched_process_fork event here: child processes "
               "are not traced", file=sys.stderr)
-    modes = attach.attach_modes(opts.attach, kernel, manifest)
+    modes = modes or attach.attach_modes(opts.attach, kernel, manifest)
     child = Gated(list(choice.argv)) if choice.argv else None
     only = child.pid if child else choice.pid
     try:
@@ -168,6 +206,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         if child:
             child.cancel()
         raise
+    if rebind and mode.trampoline != modes[0].trampoline:
+        sink = rebind(mode)
     with _detaching(obj, timings) as probes:
         probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
@@ -223,12 +263,19 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
     pointer_size = decoders.POINTER_SIZE
     kernel = manifest["kind"] == "kernel"
     names = manifest["functions"]
-    if mode.kind != "single":
+    if mode.trampoline:
+        trampoline_keep, _ = attach.trampoline_split(manifest, keep)
+        if not trampoline_keep:
+            raise BpfLoadError("none of the functions the trampoline takes is traceable here")
+        for program, attach_type in zip(mode.programs, mode.attach_types):
+            obj.expect_tracing(program, attach_type, names[trampoline_keep[0]]
+                               if mode.kind == "fsession" else None)
+    elif mode.kind != "single":
         for program in mode.programs:
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
                 program, session=mode.kind == "session")
     obj.set_autoload("follow_fork", following and fork_offset is not None)
-    specs = (directory / manifest["specs"]).read_bytes()
+    specs = (directory / (mode.specs or manifest["specs"])).read_bytes()
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
         mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size))
     if mode.kind == "single":
@@ -248,9 +295,56 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
         obj.attach("follow_fork")
     before = len(obj.links)
     with timings.stage("run: attach"):
-        attach.attach_functions(obj, manifest, keep, mode,
-                                cookies(decoders, specs, len(names), manifest["byte_order"]))
+        if mode.trampoline:
+            _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders)
+        else:
+            attach.attach_functions(obj, manifest, keep, mode,
+                                    cookies(decoders, specs, len(names), manifest["byte_order"]))
     return before
+
+
+# What the objects of one run share (BpfObject.share_maps): the ring, its loss counts, and the
+# settings. Not the scratch: a trampoline program may run inside another program on its CPU
+# (the kernel keeps them from nesting only in themselves), so each object keeps its own.
+SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
+
+
+def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
+                       keep: list[int], specs: bytes, decoders) -> None:
+    """The trampoline's links for what it takes of `keep`, and a kprobe link (mode.rest) in a
+    second object writing to the same ring for the rest."""
+    names, order = manifest["functions"], manifest["byte_order"]
+    taken, rest = attach.trampoline_split(manifest, keep)
+
+    def fsession_object(name: str):
+        # One program a function: the object again, its program on `name`.
+        more = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
+        obj.companions.append(more)
+        more.share_maps(obj, (*SHARED_MAPS, "specs"))
+        more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
+        more.set_autoload("follow_fork", False)
+        more.set_max_entries("specs", len(names))
+        more.load()
+        return more
+
+    attach.attach_trampoline(obj, manifest, taken, mode,
+                             cookies(decoders, specs, len(names), order), fsession_object)
+    if not rest:
+        return
+    kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
+    obj.companions.append(kprobe)
+    kprobe.share_maps(obj, SHARED_MAPS)
+    if mode.rest.kind != "single":
+        for program in mode.rest.programs:
+            kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
+    kprobe.set_autoload("follow_fork", False)
+    kprobe.set_max_entries("specs", len(names))
+    kprobe.load()
+    kspecs = (directory / manifest["specs"]).read_bytes()
+    kprobe.fill_array("specs", kspecs, len(names))
+    attach.attach_functions(kprobe, manifest, rest, mode.rest,
+                            cookies(decoders, kspecs, len(names), order))
+    obj.links.extend(kprobe.links)
 
 
 @contextmanager

@@ -28,6 +28,17 @@ BPF_F_UPROBE_MULTI_RETURN = 1
 # types (include/uapi/linux/bpf.h: the two after BPF_NETKIT_PEER).
 BPF_TRACE_KPROBE_SESSION = 56  # kernel ≥ 6.10
 BPF_TRACE_UPROBE_SESSION = 57  # kernel ≥ 6.13
+# The trampoline's: a program of type TRACING on the kernel's BPF trampoline (include/uapi/
+# linux/bpf.h, the enum's next four, as Debian's 7.2.13 vmlinux BTF names them). FSESSION
+# (Linux 7.0) is entry and exit as one program on one function, fixed at load; the MULTI ones
+# (7.2) one program on a tracing_multi link of many functions, its load target the kernel's
+# placeholder bpf_multi_func.
+BPF_PROG_TYPE_TRACING = 26
+BPF_TRACE_FSESSION = 58
+BPF_TRACE_FENTRY_MULTI = 59
+BPF_TRACE_FEXIT_MULTI = 60
+BPF_TRACE_FSESSION_MULTI = 61
+BPF_LINK_TYPE_TRACING_MULTI = 15  # enum bpf_link_type
 
 
 def sys_bpf(number: int, cmd: int, attr: ctypes.Structure) -> int:
@@ -51,6 +62,26 @@ class LinkCreateKprobeMulti(ctypes.Structure):
                 ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
                 ("km_flags", ctypes.c_uint32), ("cnt", ctypes.c_uint32),
                 ("syms", c_uint64), ("addrs", c_uint64), ("cookies", c_uint64)]
+
+
+class LinkCreateTracingMulti(ctypes.Structure):
+    # the link_create member with its tracing_multi arm (24 bytes after the head in 7.2's
+    # vmlinux BTF: ids, cookies, cnt): `ids` the functions' BTF ids (u32 each) in the BTF the
+    # program was loaded against (vmlinux, or a module's: a link per BTF object), `cookies` one
+    # u64 per id
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("ids", c_uint64), ("cookies", c_uint64), ("cnt", ctypes.c_uint32),
+                ("_pad", ctypes.c_uint32)]
+
+
+class LinkCreateTracing(ctypes.Structure):
+    # the link_create member with its tracing arm: a program loaded for one function (its
+    # attach_btf_id) with target_btf_id 0, and the BPF cookie of the link (Linux 6.0+)
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("target_btf_id", ctypes.c_uint32), ("_pad", ctypes.c_uint32),
+                ("cookie", c_uint64)]
 
 
 class InfoByFd(ctypes.Structure):
@@ -85,3 +116,14 @@ class ProgLoad(ctypes.Structure):
                 ("kern_version", ctypes.c_uint32), ("prog_flags", ctypes.c_uint32),
                 ("prog_name", ctypes.c_char * 16), ("prog_ifindex", ctypes.c_uint32),
                 ("expected_attach_type", ctypes.c_uint32)]
+
+
+class ProgLoadAttach(ctypes.Structure):
+    # the BPF_PROG_LOAD member on to attach_btf_obj_fd: a TRACING program's target (its BTF id
+    # and the BTF object it is in, 0 for vmlinux)
+    _fields_ = [*ProgLoad._fields_,
+                ("prog_btf_fd", ctypes.c_uint32), ("func_info_rec_size", ctypes.c_uint32),
+                ("func_info", c_uint64), ("func_info_cnt", ctypes.c_uint32),
+                ("line_info_rec_size", ctypes.c_uint32), ("line_info", c_uint64),
+                ("line_info_cnt", ctypes.c_uint32), ("attach_btf_id", ctypes.c_uint32),
+                ("attach_btf_obj_fd", ctypes.c_uint32)]

@@ -58,9 +58,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "functions; with --kernel, kernel functions or globs")
     p.add_argument("--kernel", action="store_true", help="trace kernel functions "
                    "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE; else one kprobe each: 5.15+)")
-    p.add_argument("--attach", choices=("auto", "session", "multi", "single"),
+    p.add_argument("--attach", choices=("auto", "tracing-multi", "fsession", "session",
+                                        "multi", "single"),
                    default="auto",
-                   help="one kprobe.session (uprobe.session) link for entry and exit (session: "
+                   help="kernel functions on the BPF trampoline: one fsession.multi link, or "
+                        "fentry.multi and fexit.multi links (tracing-multi: Linux 7.2, "
+                        "x86_64), or one fsession program per function (fsession: Linux 7.0, "
+                        "a few functions), what the trampoline cannot take on a kprobe link; "
+                        "one kprobe.session (uprobe.session) link for entry and exit (session: "
                         "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
                         "per direction (multi), one kprobe and kretprobe (uprobe and uretprobe) "
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "

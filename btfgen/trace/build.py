@@ -37,6 +37,20 @@ OBJECT = "trace.bpf.o"
 # The one-link session program, by the kernel's prototype of the session kfuncs (run.py picks by
 # the target's BTF): without arguments (Linux 6.10 to 6.19), or taking the ctx (7.0 on).
 SESSION_OBJECTS = {"no_ctx": "trace.session.bpf.o", "ctx": "trace.session-ctx.bpf.o"}
+# The BPF trampoline's programs (kernel functions; run.py's --attach tracing-multi / fsession),
+# each built where the target's BTF names its attach type and the arch describes the trampoline
+# ctx: the session program, as an fsession.multi link's or one fsession a function, and the
+# fentry.multi/fexit.multi pair; the functions' arguments read from the trampoline's u64 slots,
+# by their own header (TRAMPOLINE_DIR/btfgen.bpf.h, the `trampoline` ctx) and spec table.
+TRAMPOLINE_DIR = "trampoline"
+TRAMPOLINE_SESSION = "trace.tsession.bpf.o"
+TRAMPOLINE_OBJECTS = {"fsession_multi": TRAMPOLINE_SESSION, "fsession": TRAMPOLINE_SESSION,
+                      "fentry_multi": "trace.tpair.bpf.o"}
+TRAMPOLINE_SPECS = "specs.trampoline.bin"
+TRAMPOLINE_CTX = "trampoline"
+# enum bpf_attach_type's names of each object's attach types (btfgen.probe.features)
+_TRAMPOLINE_NEEDS = {"fsession_multi": "BPF_TRACE_FSESSION_MULTI", "fsession": "BPF_TRACE_FSESSION",
+                     "fentry_multi": "BPF_TRACE_FENTRY_MULTI"}
 # Every function's `struct btfgen_spec`, in cookie order: made here, where it is quick, so the
 # run side fills the specs map from one read (tens of thousands made there took a minute).
 SPECS = "specs.bin"
@@ -134,6 +148,10 @@ def build(req: Request, out: Path) -> dict:
         (out / SPECS).write_bytes(b"".join(specs))
     if line := _interpreted(specs, conv.byte_order):
         print(f"btfgen trace: {line}", file=sys.stderr)
+    trampoline = None
+    if req.kernel:
+        with timings.stage("build: trampoline"):
+            trampoline = _trampoline(target, funcs, req, parsed, out, names)
     manifest = {
         "format": trace_manifest.FORMAT,
         "kind": "kernel" if req.kernel else "user",
@@ -149,6 +167,8 @@ def build(req: Request, out: Path) -> dict:
         "btf": source,
         "filters": req.filters,  # compiled into the object; for the record
     }
+    if trampoline:
+        manifest["trampoline"] = trampoline
     if req.kernel:
         # The run step warns when the target kernel's BTF is not the one built for.
         manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
@@ -163,6 +183,56 @@ def build(req: Request, out: Path) -> dict:
         print(f"{prog.NAME}: time: build: total: {sum(timings.seconds.values()):.6f} s",
               file=sys.stderr)
     return manifest
+
+
+def trampoline_variants(types) -> list[str]:
+    """The trampoline's variants (TRAMPOLINE_OBJECTS' keys) whose attach type the enum
+    bpf_attach_type of `types` (the target kernel's BTF) names: what that kernel can take."""
+    values = set()
+    for enum in types.find_types("bpf_attach_type", "enum"):
+        values |= {v.name for v in enum.values}
+    return [k for k, name in _TRAMPOLINE_NEEDS.items() if name in values]
+
+
+def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
+                names: list[str]) -> dict | None:
+    """The trampoline's programs, spec table and manifest entry, where the target kernel has
+    an attach type of it and the arch describes the ctx; None: not built."""
+    from btfgen.target import Target
+
+    variants = trampoline_variants(target.types)
+    if not variants or TRAMPOLINE_CTX not in target.convention.ctxs:
+        return None
+    ctx_target = Target(target.types, target.convention, TRAMPOLINE_CTX, target.input,
+                        target.dwarf)
+    plan = ctx_target.plan(funcs, captures=req.captures, strings=req.strings,
+                           string_size=req.string_size, filters=filters, kernel=True,
+                           self_contained=True)
+    layout = plan.layout
+    if [f.name for f in layout.functions] != names:
+        raise BuildError("the trampoline's placement lists other functions than the "
+                         "kprobe's", status=1)
+    tdir = out / TRAMPOLINE_DIR
+    tdir.mkdir(exist_ok=True)
+    for name, text in plan.trace_files().items():
+        (tdir / name).write_text(text)
+    flags = {TRAMPOLINE_SESSION: ["-DBTFGEN_TRAMPOLINE", "-DBTFGEN_SESSION",
+                                  "-DBTFGEN_SESSION_KFUNC_CTX"],
+             TRAMPOLINE_OBJECTS["fentry_multi"]: ["-DBTFGEN_TRAMPOLINE"]}
+    objects = {k: TRAMPOLINE_OBJECTS[k] for k in variants}
+    conv = target.convention
+    _compile(out, conv.target_arch, conv.byte_order, user=False,
+             wanted=plan.filtered_names(),
+             variants={o: flags[o] for o in set(objects.values())}, headers=tdir)
+    module = f"{TRAMPOLINE_DIR}/{outputs.file_name('python', layout.arch)}"
+    decoders = trace_manifest.load_decoders(out, {"module": module})
+    (out / TRAMPOLINE_SPECS).write_bytes(b"".join(decoders.spec(n) for n in names))
+    return {"variants": variants, "objects": objects, "specs": TRAMPOLINE_SPECS,
+            "module": module,
+            # index (a string: JSON) -> why the trampoline cannot take that function: it goes
+            # through a kprobe link of the same run
+            "refused": {str(i): f.refused for i, f in enumerate(layout.functions)
+                        if f.refused}}
 
 
 def _copy_run_side(out: Path) -> None:
@@ -304,20 +374,25 @@ def _wanted_flags(out: Path, wanted: list[str]) -> list[str]:
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
-             wanted: list[str]) -> None:
-    """The pair-of-links object and the two session objects, compiled side by side. Of the
-    header's per-function decoders only those of `wanted` (the filtered functions', by C name)
-    are compiled: for a whole kernel the others are a million lines and 35 s of compile."""
+             wanted: list[str], variants: dict[str, list[str]] | None = None,
+             headers: Path | None = None) -> None:
+    """The pair-of-links object and the two session objects (or `variants`: object name ->
+    its flags), compiled side by side, with the generated header of `headers` (default: `out`).
+    Of the header's per-function decoders only those of `wanted` (the filtered functions', by C
+    name) are compiled: for a whole kernel the others are a million lines and 35 s of
+    compile."""
     clang = shutil.which("clang-19") or shutil.which("clang")
     if clang is None:
         raise BuildError("clang is needed to compile the BPF program", status=1)
+    headers = headers or out
     base = [clang, "-O2", "-g", "-target", "bpfel" if byte_order == "little" else "bpfeb",
             f"-D__TARGET_ARCH_{target_arch}", *(["-DBTFGEN_USER"] if user else []),
-            *_wanted_flags(out, wanted),
-            f"-I{out}", "-c", str(HERE / "trace.bpf.c")]
-    variants = {OBJECT: [],
-                SESSION_OBJECTS["no_ctx"]: ["-DBTFGEN_SESSION"],
-                SESSION_OBJECTS["ctx"]: ["-DBTFGEN_SESSION", "-DBTFGEN_SESSION_KFUNC_CTX"]}
+            *_wanted_flags(headers, wanted),
+            f"-I{headers}", "-c", str(HERE / "trace.bpf.c")]
+    if variants is None:
+        variants = {OBJECT: [],
+                    SESSION_OBJECTS["no_ctx"]: ["-DBTFGEN_SESSION"],
+                    SESSION_OBJECTS["ctx"]: ["-DBTFGEN_SESSION", "-DBTFGEN_SESSION_KFUNC_CTX"]}
     procs = [subprocess.Popen([*base, *flags, "-o", str(out / name)], stderr=subprocess.PIPE,
                               text=True) for name, flags in variants.items()]
     errors = [proc.communicate()[1] for proc in procs]

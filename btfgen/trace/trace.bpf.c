@@ -7,7 +7,9 @@
  * Built twice over: with -DBTFGEN_USER for uprobe_multi links on a user program (values read
  * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. And each of
  * those again with -DBTFGEN_SESSION: one program for entry and exit on one kprobe.session or
- * uprobe.session link, the per-call state in the session cookie instead of a map (build.py). */
+ * uprobe.session link, the per-call state in the session cookie instead of a map (build.py).
+ * And, for kernel functions, with -DBTFGEN_TRAMPOLINE: the same programs on the BPF trampoline
+ * (see "The trampoline's programs" below). */
 
 /* Self-contained (no vmlinux.h, no kernel headers): it brings the __u* types and
  * bpf_helpers.h. BTFGEN_SAVE_ARGS: btfgen_generic_exit follows a struct returned through a
@@ -130,9 +132,32 @@ struct {
 } scratch SEC(".maps");
 #endif
 
+/* ---- The trampoline's programs (BTFGEN_TRAMPOLINE) ------------------------------------------
+ * The programs below, loaded by the run side as type TRACING (their sections stay plain:
+ * libbpf 1.1 knows no fsession or .multi sections): trace_session as one fsession.multi link
+ * or one fsession a function, trace_entry and trace_exit on fentry.multi and fexit.multi links.
+ * The arguments are the trampoline's u64 slots, read through the header of the trampoline ctx
+ * (build.py compiles these objects against it). The kernel keeps a trampoline program from
+ * running inside itself on a CPU, not from running inside another program: trace_entry may
+ * interrupt trace_exit (an interrupt's traced function while trace_exit runs), so the pair
+ * does not share a scratch (the exit takes `scratch_exit`); one object's session program
+ * has only itself. */
+#if defined(BTFGEN_TRAMPOLINE) && !defined(BTFGEN_SESSION)
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_event);
+} scratch_exit SEC(".maps");
+
+#define TRACE_SCRATCH(kind) ((kind) ? (void *)&scratch_exit : (void *)&scratch)
+#else
+#define TRACE_SCRATCH(kind) ((void *)&scratch)
+#endif
+
 /* This event's scratch, `*spilled` set where it is a slot of `spill` to give back after;
  * NULL: none to be had. */
-static __always_inline struct trace_event *scratch_event(__u32 tid, int *spilled)
+static __always_inline struct trace_event *scratch_event(__u32 tid, int *spilled, __u32 kind)
 {
 #ifdef BTFGEN_USER
 	struct trace_event *e = bpf_map_lookup_elem(&scratch, &tid);
@@ -148,7 +173,7 @@ static __always_inline struct trace_event *scratch_event(__u32 tid, int *spilled
 #else
 	__u32 zero = 0;
 
-	return bpf_map_lookup_elem(&scratch, &zero);
+	return bpf_map_lookup_elem(TRACE_SCRATCH(kind), &zero);
 #endif
 }
 
@@ -273,7 +298,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 	/* Before anything is decoded: a rejected event costs nothing more. */
 	if (!btfgen_trace_wanted(ctx, at, kind))
 		return 0;
-	e = scratch_event(tid, &spilled);
+	e = scratch_event(tid, &spilled, kind);
 	if (!e) {
 		note_loss(tid);
 		return 0;
@@ -333,7 +358,16 @@ int trace_session(void *ctx)
 	/* A cookie naming the image was made from the function's spec: it has one. */
 	if (!wanted(bpf_get_current_pid_tgid() >> 32) ||
 	    (!BTFGEN_COOKIE_ON_IMAGE(cookie, 0) && !bpf_map_lookup_elem(&specs, &at)))
+#ifdef BTFGEN_TRAMPOLINE
+	{
+		/* An fsession returns 0 (the verifier's range for it): the exit runs, finds */
+		/* the call unwanted or without a spec as the entry did, and sends nothing. */
+		*btfgen_session_cookie(ctx) = 0;
+		return 0;
+	}
+#else
 		return 1;
+#endif
 	/* A ring buffer without room loses the entry record, not the cookie: the exit, which */
 	/* still runs, reads a zero carried pointer as unavailable rather than a stale one. */
 	*btfgen_session_cookie(ctx) = 0;

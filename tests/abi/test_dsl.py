@@ -32,7 +32,14 @@ def test_all_ten_descriptions_parse():
         ["x86_64", "i386", "arm64", "riscv64", "riscv32", "loongarch64", "s390x", "ppc64le", "arm",
          "mips64el"])
     for c in conventions():
-        assert set(c.ctxs) == {"pt_regs", "ftrace_regs"}, c.name
+        tramp = {"trampoline"} if c.name in TRAMPOLINE_ARCHES else set()
+        assert set(c.ctxs) == {"pt_regs", "ftrace_regs"} | tramp, c.name
+        assert set(c.ctx_rules) == tramp, c.name
+
+
+# The arches whose BPF JIT builds trampolines (arch_prepare_bpf_trampoline), the ones whose
+# description has a `ctx trampoline` and rules of its own.
+TRAMPOLINE_ARCHES = {"x86_64"}
 
 
 def line_col(text: str, pos: int) -> tuple[int, int]:

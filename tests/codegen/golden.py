@@ -58,23 +58,47 @@ void _start(void) {}
 """
 FUNCTIONS = ("scalars", "pass_pair", "ret_big", "with_enum", "tiny")
 
+# The trampoline's goldens (generated/examples/trampoline/<arch>/): SOURCE's functions (three of
+# which return structs, which a trampoline refuses) and two it takes whose slots say the most.
+TRAMPOLINE = GOLDEN / "trampoline"
+TRAMPOLINE_SOURCE = SOURCE.replace("void _start(void) {}", r"""
+__attribute__((noinline)) long two_slots(int a, struct pair p, short t)
+{
+	sink = p.a + p.b + t;
+	return a;
+}
 
-def build(arch: str):
-    """(btf, ArchLayout) of FUNCTIONS in SOURCE compiled for `arch`."""
+__attribute__((noinline)) unsigned char narrow(signed char a, unsigned short b, int c,
+                                               struct small s)
+{
+	sink = a + b + c + s.s;
+	return (unsigned char)a;
+}
+
+void _start(void) {}
+""")
+TRAMPOLINE_FUNCTIONS = (*FUNCTIONS, "two_slots", "narrow")
+
+
+def build(arch: str, ctx: str = "pt_regs"):
+    """(btf, ArchLayout) of FUNCTIONS in SOURCE compiled for `arch` (with ctx "trampoline":
+    TRAMPOLINE_FUNCTIONS in TRAMPOLINE_SOURCE), placed for `ctx`."""
     from toolchains import compile_c
 
     from btfgen.abi.arches import load_arch
     from btfgen.btf.reader import open_btf
     from btfgen.place import place_functions
 
-    obj = compile_c(SOURCE, arch)
+    tramp = ctx == "trampoline"
+    obj = compile_c(TRAMPOLINE_SOURCE if tramp else SOURCE, arch)
     btf = open_btf(str(obj))
-    funcs = [f for name in FUNCTIONS for f in btf.find_funcs(name)]
-    return btf, place_functions(btf, load_arch(arch, btf.pointer_size), funcs)
+    funcs = [f for name in (TRAMPOLINE_FUNCTIONS if tramp else FUNCTIONS)
+             for f in btf.find_funcs(name)]
+    return btf, place_functions(btf, load_arch(arch, btf.pointer_size), funcs, ctx=ctx)
 
 
-def outputs(arch: str) -> dict[str, str]:
+def outputs(arch: str, ctx: str = "pt_regs") -> dict[str, str]:
     from btfgen.codegen.outputs import generate
 
-    btf, layout = build(arch)
+    btf, layout = build(arch, ctx)
     return generate(layout, btf, self_contained=True)

@@ -44,6 +44,10 @@ HERE = Path(__file__).resolve().parent
 # BPF kretprobes do not run).
 GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x"]
 DEFAULT = {"unstable-amd64"}
+# Where `btfgen trace` attaches through the BPF trampoline by default (tracing_multi, Linux 7.2
+# on x86_64): the workload is recorded twice, by default and with --attach session, and each
+# run's values are compared with the kernel's.
+TRAMPOLINE = {"unstable-amd64"}
 ROUNDS = 6
 # The printing paths: text and JSON lines.
 PRINTING = (("text", ""), ("json", "--json"))
@@ -108,33 +112,56 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
                     f"{env} {py.python} /fetcher_probes.py {fetcher.GROUP} /functions.txt "
                     "/tmp/called")
     # The workload adds itself to set_event_pid (with `>>`: `>` would first empty the list and
-    # let every process through), and what it forks follows.
-    g.step("record", f"echo > {TRACING}/trace; cd /trace && {env} {py.python} btfgen_trace.py "
-                     f"--run /trace --record /tmp/r.btfrec -- sh -c 'echo $$ >> "
-                     f"{TRACING}/set_event_pid; exec {py.python} /fetcher_workload.py {ROUNDS}' "
-                     "2>&1")
-    g.step("stats", f"echo 0 > {TRACING}/tracing_on; cat {TRACING}/per_cpu/cpu*/stats")
+    # let every process through), and what it forks follows. Where auto takes the trampoline,
+    # the same again through the kprobe.session link: each path's values against the kernel's.
+    runs = [""] + (["session"] if name in TRAMPOLINE else [])
+    for run in runs:
+        tag = f"-{run}" if run else ""
+        attach = f"--attach {run} " if run else ""
+        g.step(f"record{tag}", f"echo > {TRACING}/trace; echo 1 > {TRACING}/tracing_on; "
+                               f"cd /trace && {env} {py.python} btfgen_trace.py --run /trace "
+                               f"{attach}--record /tmp/r{tag}.btfrec -- sh -c 'echo $$ >> "
+                               f"{TRACING}/set_event_pid; exec {py.python} "
+                               f"/fetcher_workload.py {ROUNDS}' 2>&1")
+        g.step(f"stats{tag}", f"echo 0 > {TRACING}/tracing_on; "
+                              f"cat {TRACING}/per_cpu/cpu*/stats")
+        g.step(f"dump{tag}", f"{_dump('trace' + tag, TRACING + '/trace')}; "
+                             f"{_dump('recording' + tag, f'/tmp/r{tag}.btfrec')}")
     # The printing paths at the same workload: they keep up, or say while running what they lose.
     for form, flag in PRINTING:
         g.step(f"print-{form}", f"cd /trace && {env} {py.python} btfgen_trace.py --run /trace "
                                 f"{flag} -- {py.python} /fetcher_workload.py {ROUNDS} "
                                 f"2>/tmp/said >/tmp/printed; rc=$?; cat /tmp/said; "
                                 f"echo \"printed $(grep -c . /tmp/printed) lines\"; exit $rc")
-    g.step("dump", f"{_dump('trace', TRACING + '/trace')}; {_dump('recording', '/tmp/r.btfrec')}")
     boot = g.run(k, timeout=3000)
     called, rc = boot.section("called")
     assert rc == 0, f"{name}: btfgen trace over the workload failed:\n{called[-3000:]}"
     setup, rc = boot.section("setup")
     assert rc == 0, f"{name}: fprobe events could not be set up:\n{setup[-3000:]}"
-    said, rc = boot.section("record")
-    assert rc == 0, f"{name}: btfgen trace --record failed (exit {rc}):\n{said[-3000:]}"
-    stats, _ = boot.section("stats")
-    dump, _ = boot.section("dump")
+    for run in runs:
+        _compared(name, k, boot, names, btf_path, called, setup, run)
+
+
+def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup: str,
+              run: str) -> None:
+    """One recorded run's values against the kernel's fetcher on the same calls (`run`: the
+    attach mode asked for, "" for auto), its summary kept in the results."""
+    t = k.target
+    tag = f"-{run}" if run else ""
+    said, rc = boot.section(f"record{tag}")
+    assert rc == 0, f"{name}: btfgen trace --record{tag} failed (exit {rc}):\n{said[-3000:]}"
+    if name in TRAMPOLINE:
+        # The trampoline by default, said; the kprobe path as asked.
+        how = "one kprobe.session link (as asked)" if run else "one fsession.multi link (the BPF"
+        assert f"btfgen_trace: attaching {how}" in said, said[:3000]
+    stats, _ = boot.section(f"stats{tag}")
+    dump, _ = boot.section(f"dump{tag}")
     # Kept for reading, beside the summary.
-    recording = cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}.btfrec",
-                                   _undump(dump, "recording"))
-    trace = _undump(dump, "trace")
-    cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}.trace.gz", gzip.compress(trace))
+    recording = cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}{tag}.btfrec",
+                                   _undump(dump, "recording" + tag))
+    trace = _undump(dump, "trace" + tag)
+    cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}{tag}.trace.gz",
+                       gzip.compress(trace))
     kernel_events = fetcher.parse_trace(trace.decode(errors="replace"))
     decoded = subprocess.run([sys.executable, "-m", "btfgen", "decode", "--format", "jsonl",
                               str(recording)], capture_output=True, text=True, timeout=900)
@@ -154,7 +181,9 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
     assert lost and missed, said[-3000:]
     overrun = sum(int(n) for n in re.findall(r"^overrun: (\d+)", stats, re.M))
     summary = {
-        "kernel": k.release, "traced": len(names), "called": _called(called),
+        "kernel": k.release, "attach": re.search(r"^btfgen_trace: attaching (.*)$", said,
+                                                  re.M)[1],
+        "traced": len(names), "called": _called(called),
         "functions": int(registered[1]),
         "register_s": float(registered[2]), "enable_s": float(registered[3]),
         "boot_s": round(boot.seconds, 1), "kernel_calls": len(kernel_events),
@@ -167,7 +196,7 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
         "failures": result.failures[:50],
         "printing": {form: _printing(boot, form) for form, _ in PRINTING},
     }
-    cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}.json",
+    cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}{tag}.json",
                        json.dumps(summary, indent=1, default=str).encode())
     text = json.dumps(summary, indent=1, default=str)
     assert summary["traced"] >= 1000, text

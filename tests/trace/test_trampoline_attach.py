@@ -1,0 +1,140 @@
+"""How `btfgen trace --attach` chooses the BPF trampoline (tracing-multi, fsession) for kernel
+functions, and falls back from it, with the kernel's probes faked: the live check is
+tests/live_kernel/test_fetcher.py (Linux 7.2 in the amd64 guest); this machine's kernel may have
+no trampoline links at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from btfgen.btf import types as T
+from btfgen.btf.made import MadeTypes
+from btfgen.probe import attach, errors, features, syscall
+from btfgen.trace import build
+
+MANIFEST = {"bpf_syscall": 321, "object": "trace.bpf.o", "btf": "/sys/kernel/btf/vmlinux",
+            "session_objects": {"no_ctx": "s.o", "ctx": "s-ctx.o"},
+            "functions": ["vfs_read", "make_kuid", "do_mmap"],
+            "trampoline": {"variants": ["fsession_multi", "fsession", "fentry_multi"],
+                           "objects": build.TRAMPOLINE_OBJECTS, "specs": "t.bin",
+                           "refused": {}}}
+
+
+def _manifest(**tramp):
+    return {**MANIFEST, "trampoline": {**MANIFEST["trampoline"], **tramp}}
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """What the fake kernel has: tracing_multi's variant (or None, why), fsession, session, and
+    whether the trace directory was built for its BTF."""
+    state = {"multi": ("fsession_multi", ""), "fsession": (True, ""), "same_btf": True,
+             "session": ("ctx", "")}
+    monkeypatch.setattr(features, "tracing_multi_support", lambda _n: state["multi"])
+    monkeypatch.setattr(features, "fsession_support", lambda: state["fsession"])
+    monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
+    monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: None)
+    monkeypatch.setattr(features, "kprobes_unavailable", lambda: None)
+    monkeypatch.setattr(attach, "_same_btf", lambda _m: state["same_btf"])
+    return state
+
+
+def test_auto_takes_one_fsession_multi_link_and_says_so(kernel, capsys):
+    modes = attach.attach_modes("auto", True, MANIFEST)
+    assert [(m.kind, m.object, m.programs, m.attach_types) for m in modes] == [
+        ("tracing_multi", "trace.tsession.bpf.o", ("trace_session",),
+         (syscall.BPF_TRACE_FSESSION_MULTI,)),
+        ("session", "s-ctx.o", ("trace_session",), ()),
+        ("multi", "trace.bpf.o", ("trace_entry", "trace_exit"), ())]
+    assert modes[0].specs == "t.bin" and modes[0].rest is None
+    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (the "
+                                       "BPF trampoline, the kernel's cheapest)\n")
+
+
+def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
+    kernel["multi"] = ("fentry_multi", "")
+    (mode, *_) = attach.attach_modes("tracing-multi", True, MANIFEST)
+    assert (mode.object, mode.programs, mode.attach_types) == (
+        "trace.tpair.bpf.o", ("trace_entry", "trace_exit"),
+        (syscall.BPF_TRACE_FENTRY_MULTI, syscall.BPF_TRACE_FEXIT_MULTI))
+    assert capsys.readouterr().err == ("btfgen trace: attaching fentry.multi and fexit.multi "
+                                       "links (as asked)\n")
+
+
+def test_what_the_trampoline_refuses_goes_to_a_kprobe_link_of_the_same_run(kernel, capsys):
+    manifest = _manifest(refused={"1": "return value: a struct or union return value"})
+    (mode, *_) = attach.attach_modes("auto", True, manifest)
+    assert mode.kind == "tracing_multi" and mode.rest.kind == "session"
+    assert attach.trampoline_split(manifest, [0, 1, 2]) == ([0, 2], [1])
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching one fsession.multi link (the BPF trampoline, the kernel's "
+        "cheapest; 1 functions the trampoline cannot take (as return value: a struct or union "
+        "return value) on one kprobe.session link)\n")
+
+
+def test_auto_without_the_trampoline_says_why_and_attaches_as_before(kernel, capsys):
+    kernel["multi"] = (None, "this kernel has no tracing_multi links (Linux 7.2+)")
+    assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; no "
+        "trampoline: this kernel has no tracing_multi links (Linux 7.2+))\n")
+    # Built for another kernel's BTF: the link names functions by BTF id.
+    kernel["multi"], kernel["same_btf"] = ("fsession_multi", ""), False
+    assert attach.attach_modes("auto", True, MANIFEST)[0].kind == "session"
+    assert "not this kernel's, and the trampoline names functions by BTF id" in \
+        capsys.readouterr().err
+    # A directory without the trampoline's programs (an older btfgen's, another kernel's):
+    # nothing said of it.
+    bare = {k: v for k, v in MANIFEST.items() if k != "trampoline"}
+    attach.attach_modes("auto", True, bare)
+    assert capsys.readouterr().err == ("btfgen trace: attaching one kprobe.session link (entry "
+                                       "and exit on one link)\n")
+
+
+def test_an_attach_mode_the_kernel_lacks_is_bad_input(kernel):
+    kernel["multi"] = (None, "this kernel has no tracing_multi links (Linux 7.2+)")
+    with pytest.raises(errors.InputError, match=r"^--attach tracing-multi: this kernel has no "
+                                                r"tracing_multi links \(Linux 7.2\+\)$"):
+        attach.attach_modes("tracing-multi", True, MANIFEST)
+    kernel["fsession"] = (False, "this kernel has no fsession programs (Linux 7.0+)")
+    with pytest.raises(errors.InputError, match=r"^--attach fsession: this kernel has no "):
+        attach.attach_modes("fsession", True, MANIFEST)
+    with pytest.raises(errors.InputError, match=r"is for kernel functions \(--kernel\)$"):
+        attach.attach_modes("tracing-multi", False, MANIFEST)
+    bare = {k: v for k, v in MANIFEST.items() if k != "trampoline"}
+    with pytest.raises(errors.InputError, match="no trampoline programs"):
+        attach.attach_modes("tracing-multi", True, bare)
+    only_multi = _manifest(variants=["fentry_multi"],
+                           objects={"fentry_multi": "trace.tpair.bpf.o"})
+    kernel["fsession"] = (True, "")
+    with pytest.raises(errors.InputError, match=r"no fsession program \(built for a kernel "):
+        attach.attach_modes("fsession", True, only_multi)
+
+
+def test_fsession_is_one_program_a_function_for_a_few_functions(kernel, capsys):
+    (mode,) = attach.attach_modes("fsession", True, MANIFEST)
+    assert (mode.kind, mode.object, mode.attach_types) == (
+        "fsession", "trace.tsession.bpf.o", (syscall.BPF_TRACE_FSESSION,))
+    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession program per "
+                                       "function (3) (as asked)\n")
+    many = {**MANIFEST, "functions": [f"f{i}" for i in range(attach.FSESSION_MAX + 1)]}
+    with pytest.raises(errors.InputError, match=r"at most 16 functions, and this trace has 17 "
+                                                r"\(use --attach tracing-multi\)"):
+        attach.attach_modes("fsession", True, many)
+
+
+def test_every_function_refused_leaves_the_trampoline_out(kernel):
+    manifest = _manifest(refused={str(i): "a struct over 16 bytes" for i in range(3)})
+    with pytest.raises(errors.InputError, match=r"no function of this trace can be taken by the "
+                                                r"trampoline \(as vfs_read: a struct over 16"):
+        attach.attach_modes("tracing-multi", True, manifest)
+
+
+def test_the_build_reads_which_attach_types_the_target_kernel_has():
+    made = MadeTypes()
+    values = ("BPF_TRACE_KPROBE_SESSION", "BPF_TRACE_FSESSION", "BPF_TRACE_FENTRY_MULTI")
+    made.add(T.Enum, "bpf_attach_type", size=4, signed=False,
+             values=tuple(T.EnumValue(n, 56 + i) for i, n in enumerate(values)))
+    # 7.0 and 7.1: fsession, no tracing_multi; and the pair without fsession.multi
+    assert build.trampoline_variants(made) == ["fsession", "fentry_multi"]
+    assert build.trampoline_variants(MadeTypes()) == []
