@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # as pytest imports it (the cache pickles its classes)
 
+from btfgen.btf.reader import open_btf  # noqa: E402
+from btfgen.trace import build as trace_build  # noqa: E402
 from btfgen.trace import deny  # noqa: E402
 from live_kernel import btf as live_btf  # noqa: E402
 from live_kernel import debian, mass, python_guest  # noqa: E402
@@ -139,18 +141,29 @@ CALL_TRAMPOLINE_BPF = """\
 #define SEC(name) __attribute__((section(name), used))
 SEC("fentry/FUNCTION") int fentry(void *ctx) { return 0; }
 SEC("fexit/FUNCTION") int fexit(void *ctx) { return 0; }
+SEC("kprobe") int fsession(void *ctx) { return 0; }
 char LICENSE[] SEC("license") = "GPL";
 """.replace("FUNCTION", CALL_FUNCTION)
 CALL_PY = """\
 import subprocess, sys
-from btfgen_probe import bpf_object
+from btfgen_probe import bpf_object, syscall as sc
 syscall, calls, rounds, f = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+btf_id = int(sys.argv[5])  # f's in the kernel's BTF, for a tracing_multi link; 0: none here
 obj = bpf_object.BpfObject("/call.bpf.o", bpf_syscall=syscall)
 obj.expect_kprobe_multi("k_multi")
 obj.expect_kprobe_multi("k_session", session=True)
 obj.load()
 tramp = bpf_object.BpfObject("/call-tramp.bpf.o", bpf_syscall=syscall)
+if btf_id:
+    tramp.expect_tracing("fsession", sc.BPF_TRACE_FSESSION, f)
+else:
+    tramp.set_autoload("fsession", False)
 tramp.load()
+multi = bpf_object.BpfObject("/empty-tramp.bpf.o", bpf_syscall=syscall)
+if btf_id:
+    multi.expect_tracing("empty_fsession_multi", sc.BPF_TRACE_FSESSION_MULTI)
+    multi.expect_tracing("empty_fentry_multi", sc.BPF_TRACE_FENTRY_MULTI)
+    multi.load()
 def loop():
     return float(subprocess.run(["/loop", calls], capture_output=True, check=True).stdout)
 modes = {
@@ -164,12 +177,20 @@ modes = {
     "fentry": lambda: tramp.attach("fentry"),
     "fentry+fexit": lambda: (tramp.attach("fentry"), tramp.attach("fexit")),
 }
+if btf_id:
+    modes.update({
+        "fsession": lambda: tramp.attach_tracing("fsession", sc.BPF_TRACE_FSESSION, 0, "f"),
+        "fentry.multi": lambda: multi.attach_tracing_multi(
+            "empty_fentry_multi", [btf_id], [0], sc.BPF_TRACE_FENTRY_MULTI, "fentry.multi"),
+        "fsession.multi": lambda: multi.attach_tracing_multi(
+            "empty_fsession_multi", [btf_id], [0], sc.BPF_TRACE_FSESSION_MULTI, "fs.multi"),
+    })
 for r in range(rounds):
     for name, attach in modes.items():
         bare = loop()
         attach()
         on = loop()
-        for o in (obj, tramp):
+        for o in (obj, tramp, multi):
             for link in reversed(o.links):
                 link.destroy()
             o.links.clear()
@@ -221,8 +242,17 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
     out = work / name
     out.mkdir(parents=True)
     build_stages: dict[str, float] = {}
-    everything = mass.build_trace(btf, target.arch, candidates, out / "trace-all",
-                                  stages=build_stages)
+    try:
+        everything = mass.build_trace(btf, target.arch, candidates, out / "trace-all",
+                                      stages=build_stages)
+        no_trampoline = ""
+    except trace_build.BuildError as e:
+        # The trampoline's program for every function may not build (said in the table);
+        # the kprobe path's rows need the directory still.
+        no_trampoline = str(e).splitlines()[0][:200]
+        shutil.rmtree(out / "trace-all")
+        everything = mass.build_trace(btf, target.arch, candidates, out / "trace-all",
+                                      stages=build_stages, trampoline=False)
     counts = [len(everything) if s == "all" else int(s) for s in sizes]
     dirs = {"trace-all": out / "trace-all"}
     files = {}
@@ -236,6 +266,21 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
     for path, data in files.items():
         g.file(path, data)
     g.file("empty.bpf.o", mass.empty_object(out).read_bytes())
+    g.file("empty-tramp.bpf.o", mass.empty_object(out, "empty-tramp",
+                                                  mass.EMPTY_TRAMPOLINE_BPF).read_bytes())
+    # The trampoline's rows where the build made its fsession.multi program (x86_64 7.2): an
+    # empty program on one tracing_multi link of the functions it takes, beside btfgen's
+    # --attach tracing-multi (which puts the rest on a kprobe.session link of the same run).
+    tramp = {}
+    for n in counts:
+        d = out / ("trace-all" if n == len(everything) else f"trace-{n}")
+        m = json.loads((d / "trace.json").read_text())
+        t = m.get("trampoline") or {}
+        if mode == "session" and "fsession_multi" in t.get("objects", {}):
+            refused = t.get("refused", {})
+            ids = [i for f, i in zip(m["functions"], m["btf_ids"]) if f not in refused]
+            g.file(f"tramp-ids-{n}", " ".join(map(str, ids)).encode())
+            tramp[n] = (len(ids), len(refused))
     g.file("phases.py", PHASES_PY.encode(), 0o755)
     if per_call and mode == "session":
         for path, data in call_files(out).items():
@@ -250,16 +295,22 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
     for n in counts:
         d = "trace-all" if n == len(everything) else f"trace-{n}"
         for r in range(rounds):
-            floor = "single" if mode == "single" else "multi"  # an empty program's links
+            # an empty program's links
+            floor = "single" if mode == "single" else "multi+tramp" if n in tramp else "multi"
             g.step(f"floor-{n}-{r}", f"{env} {py.python} floor.py {floor} {syscall} {n} 2>&1")
             g.step(f"btfgen-{n}-{r}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} "
                                       f"--timings --attach {mode} -- true 2>&1 >/dev/null")
+            if n in tramp:
+                g.step(f"btfgent-{n}-{r}", f"{env} {py.python} /{d}/btfgen_trace.py --run /{d} "
+                                           "--timings --attach tracing-multi -- true 2>&1 "
+                                           ">/dev/null")
             if phases and mode == "session":
                 g.step(f"phases-{n}-{r}", f"{env} {py.python} phases.py /{d} 2>&1")
                 g.step(f"phasesf-{n}-{r}", f"{env} {py.python} phases.py /{d} fork 2>&1")
     if per_call and mode == "session":
+        ids = {f.name: f.id for f in open_btf(str(btf)).funcs()}
         g.step("per-call", f"{env} {py.python} call.py {syscall} {CALLS} {per_call} "
-                           f"{CALL_FUNCTION} 2>&1")
+                           f"{CALL_FUNCTION} {ids[CALL_FUNCTION] if tramp else 0} 2>&1")
     if "all" in sizes:
         g.step("events", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings -- sh -c '{WORKLOAD}' >/tmp/out 2>/tmp/err; rc=$?; "
@@ -269,7 +320,7 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
     load_after = os.getloadavg()
     rows = []
     for n in counts:
-        floors, times, parts = [], [], []
+        floors, times, parts, ttimes = [], [], [], []
         for r in range(rounds):
             text, rc = boot.section(f"floor-{n}-{r}")
             assert rc == 0, f"{name}: the floor with {n} functions failed:\n{text[-2000:]}"
@@ -277,6 +328,10 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
             text, rc = boot.section(f"btfgen-{n}-{r}")
             assert rc == 0, f"{name}: btfgen with {n} functions failed:\n{text[-2000:]}"
             times.append(mass.timings(text))
+            if n in tramp:
+                text, rc = boot.section(f"btfgent-{n}-{r}")
+                assert rc == 0, f"{name}: btfgen tracing-multi, {n} functions:\n{text[-2000:]}"
+                ttimes.append(mass.timings(text))
             if phases and mode == "session":
                 seen: dict[str, list[float]] = {}
                 for step, tag in (("phases", ""), ("phasesf", "forked ")):
@@ -298,6 +353,11 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
                                    for b, f in zip(btfgen, floors)]),
                "start": {s: _median([(t.get(f"run: {s}", 0.0),) for t in times])[0]
                          for s in STAGES}}
+        if ttimes:
+            bt = [(t["run: attach"], t["run: detach"]) for t in ttimes]
+            fl = [f[("tramp", tramp[n][0])] for f in floors]
+            row.update(tramp=_median(fl), btfgen_tramp=_median(bt), taken=tramp[n],
+                       x_tramp=_median([(b[0] / f[0], b[1] / f[1]) for b, f in zip(bt, fl)]))
         if parts:
             row["phases"] = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
             row["phases_x"] = [statistics.median(p[f"{tag}btfgen-attach"] /
@@ -306,7 +366,7 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
         rows.append(row)
     result = {"target": name, "kernel": k.release, "attach": mode, "boot_s": boot.seconds,
               "build": build_stages, "attachable": len(attachable),
-              "candidates": len(candidates), "load": [load_before[0], load_after[0]],
+              "candidates": len(candidates), "no_trampoline": no_trampoline, "load": [load_before[0], load_after[0]],
               "date": datetime.date.today().isoformat(), "rows": rows}
     if per_call and mode == "session":
         text, rc = boot.section("per-call")
@@ -350,15 +410,26 @@ def table(result: dict) -> str:
     def x(v, i):
         return f"{v[i]:.2f}" if v else "-"
     for r in result["rows"]:
-        (fa, fd), (ba, bd) = r["floor"], r["btfgen"]
-        pa, pd = r["pair"] or (None, None)
-        sa, sd = r["session"] or (None, None)
+        (fa, fd, _), (ba, bd) = r["floor"], r["btfgen"]
+        pa, pd, _ = r["pair"] or (None, None, None)
+        sa, sd, _ = r["session"] or (None, None, None)
         out.append(f"{r['functions']:>9} {s(fa)} {s(pa)} {s(sa)} {s(ba)} "
                    f"{x(r['x_session'], 0):>6} {x(r['x_floor'], 0):>7} | {s(fd)} {s(pd)} "
                    f"{s(sd)} {s(bd)} {x(r['x_session'], 1):>6} | "
                    + ", ".join(f"{v:.3f}" if v is not None else "-"
                                for v in r["start"].values()))
     for r in result["rows"]:
+        if "tramp" in r:
+            (ta, td, tk), (ba, bd) = r["tramp"], r["btfgen_tramp"]
+            out.append(f"trampoline, {r['functions']} functions ({r['taken'][0]} on one "
+                       f"tracing_multi link, {r['taken'][1]} refused, on a kprobe link): empty "
+                       f"fsession.multi attach {ta:.3f}, detach {td:.3f}, {tk / 1024:.1f} MiB; "
+                       f"btfgen --attach tracing-multi attach {ba:.3f} "
+                       f"({r['x_tramp'][0]:.2f}x), detach {bd:.3f} ({r['x_tramp'][1]:.2f}x)")
+        mem = [(k, r[k][2]) for k in ("floor", "pair", "session") if r.get(k)]
+        out.append(f"memory the empty links took, {r['functions']} functions (MemAvailable "
+                   "before and after, median): "
+                   + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in mem))
         if "phases" in r:
             out.append(f"phases, {r['functions']} functions (one process; medians): "
                        + ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
@@ -368,6 +439,9 @@ def table(result: dict) -> str:
     out.append(f"attachable {result['attachable']}, less the deny list {result['candidates']}, "
                f"traced {traced}; the whole kernel's build (host): "
                + ", ".join(f"{k} {v:.2f}" for k, v in result["build"].items()))
+    if result.get("no_trampoline"):
+        out.append("the whole kernel's trace directory was built without the trampoline's "
+                   f"programs: {result['no_trampoline']}")
     calls = result.get("per_call")
     if calls:
         out.append(f"per call of {CALL_FUNCTION} (getppid() in a loop; ns a call, medians of "
