@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
 """Mass attach at the kernel's floor: `btfgen trace --kernel` attaching and detaching 10, 100,
-1,000 and every attachable kernel function, beside an empty BPF program on the same functions,
-in the same guest (QEMU, TCG) in the same run.
+1,000 and every attachable kernel function, beside empty BPF programs on the same functions,
+in the same guest (QEMU, TCG) in the same boot.
 
   python3 benchmarks/bench_mass_attach.py [--targets unstable-amd64,unstable-arm64,bookworm-i386]
-                                          [--sizes 10,100,1000,all] [--rounds 3] [--json FILE]
+          [--sizes 10,100,1000,all] [--rounds 3] [--phases] [--per-call ROUNDS] [--json FILE]
 
 Attachable: the guest's available_filter_functions that its BTF has (asked of the guest once,
 kept in the live cache), less btfgen's deny list (btfgen/trace/deny.txt), less what the build
 leaves out (static functions of one name with different prototypes). Each size is spread over
-that list. The floor is an empty program on one kprobe_multi link ("floor"), and on an entry
-and a return link ("pair": what btfgen attaches with --attach multi, one kprobe.multi and one
-kretprobe.multi); btfgen runs as `--attach auto` chooses: one kprobe.session link on 7.2;
-without kprobe_multi (bookworm's 6.1: no CONFIG_FPROBE) one kprobe each, as btfgen then does,
-and no "all" (tens of thousands of single kprobes take longer than a guest is given). btfgen's
-figures are its run side's own `--timings` lines (attach: both links; detach: both links, not
-the fork tracepoint's nor the object); the table says where the rest of its start goes. Floor
-and btfgen run one after the other, size by size, `--rounds` times (the whole kernel once);
-the table gives medians. Then events per second through the generic decoder with every function attached, while
-`ls`, `cat` and a shell loop run. Needs QEMU and the network once (the live tests' cache).
+that list. The floors, an empty program each: on one kprobe_multi link ("floor"), on an entry
+and a return link ("pair": what --attach multi attaches), on one kprobe.session link
+("session": the link kind btfgen's kprobe path takes on 7.2, which registers return hooks an
+entry-only link does not: the fair floor for it), and where the build made the trampoline's
+programs (x86_64 7.2) on one tracing_multi link of an fsession.multi program ("tramp", beside
+`--attach tracing-multi`); with the memory each floor's links took (MemAvailable). btfgen runs
+`--attach session` (on 6.1, no kprobe_multi: one kprobe each, and no "all"). btfgen's figures
+are its run side's own `--timings` lines (attach: its links; detach: the same, not the fork
+tracepoint's nor the object). Floors and btfgen run one after the other, size by size, round
+by round; the table gives each column's median and each ratio's median over the rounds (a
+round's btfgen over the same round's floor). --phases takes btfgen's attach stage apart in one
+guest process (the cookies; btfgen's link against the empty program's, alternately; as forked
+as the run side is before it attaches). --per-call: a getppid() loop's cost a call with an
+empty program on __task_pid_nr_ns by each way of attaching. Then events per second through the
+generic decoder with every function attached, while `ls`, `cat` and a shell loop run. Needs
+QEMU and the network once (the live tests' cache).
 """
 
 from __future__ import annotations
@@ -366,7 +372,8 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
         rows.append(row)
     result = {"target": name, "kernel": k.release, "attach": mode, "boot_s": boot.seconds,
               "build": build_stages, "attachable": len(attachable),
-              "candidates": len(candidates), "no_trampoline": no_trampoline, "load": [load_before[0], load_after[0]],
+              "candidates": len(candidates), "no_trampoline": no_trampoline,
+              "load": [load_before[0], load_after[0]],
               "date": datetime.date.today().isoformat(), "rows": rows}
     if per_call and mode == "session":
         text, rc = boot.section("per-call")
