@@ -461,6 +461,24 @@ def _ratio(g: float, h: float) -> str:
     return f"{g / h:.2f}x" if h > 0 else "none (hand-written not above the empty loop)"
 
 
+def machine() -> str:
+    """What f12's ratio depends on from one machine to the next: its hand-written decoder is
+    mostly one bpf_probe_read_kernel, a helper call whose cost is the CPU's and its
+    mitigations' (a `ret` through the Safe RET thunk, an indirect call through a retpoline),
+    where generic adds a fixed number of instructions to it."""
+    model = next((line.split(":", 1)[1].strip() for line in
+                  Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "?")
+    said = []
+    for v in ("spec_rstack_overflow", "retbleed", "spectre_v2"):
+        try:
+            text = Path(f"/sys/devices/system/cpu/vulnerabilities/{v}").read_text().strip()
+        except OSError:
+            continue
+        said.append(f"{v}: {text.split(';')[0]}")
+    return f"{model}, Linux {platform.release()}; " + "; ".join(said)
+
+
 def baseline(name: str) -> str:
     """The empty program a program's figure is taken from: its own loop, or callbacks."""
     if name.startswith("loop_"):
@@ -514,6 +532,7 @@ def main() -> int:
     held = "the running kernel's and the three functions'" if kernel else "the three functions'"
     print(f"program: {held} straight-line decoders ({counted}); clang {compile_s:.1f} s, "
           f"load (verifier, all programs) {min(load_s):.2f} s")
+    print(f"machine: {machine()}")
     print(f"BPF_PROG_TEST_RUN, repeat {args.repeat}, {args.batch} decodes a run, best of "
           f"{args.runs} per load, median of {args.loads} loads (the empty loop subtracted); "
           f"load {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs")
@@ -538,7 +557,9 @@ def main() -> int:
               f"{sp:6.2f}, its spec in hand {gv:6.2f}, its decoder alone {st:6.2f}, interpreter "
               f"{i:6.2f}), per-function {p:6.2f} ns, hand-written {h:6.2f} ns{ck}, through a "
               f"table {tb:6.2f} ns; generic/hand {_ratio(g, h)}{goal}, generic/table "
-              f"{g / tb:.2f}x")
+              f"{g / tb:.2f}x; generic - hand {g - h:.2f} ns"
+              + (f" (hand-written f12 - f6, its stack's one bpf_probe_read_kernel: "
+                 f"{h - figure['hand_f6']:.2f} ns)" if f == "f12" else ""))
     g, i, h, tb = (figure[f"{k}_fs"] for k in KINDS_FS)
     print(f"  fs (a register and a captured string): generic {g:6.2f} ns (interpreter "
           f"{i:6.2f}), hand-written {h:6.2f} ns, through a table {tb:6.2f} ns; generic/hand "

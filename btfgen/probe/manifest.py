@@ -110,6 +110,5 @@ def cookies(decoders, specs: bytes, n: int, byte_order: str) -> list[int]:
     """Each function's attach cookie (spec_format.Cookie: its index, the key of its spec, and
     whether the register image decodes it) from the `n` specs of specs.bin, by the generated
     module's copy of spec_format."""
-    size = len(specs) // n
-    return [decoders.cookie(i, specs[i * size:(i + 1) * size], byte_order) for i in range(n)]
+    return decoders.cookies(specs, n, byte_order)
 

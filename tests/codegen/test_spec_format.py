@@ -65,3 +65,18 @@ def test_the_record_starts_with_the_word_the_cookie_route_stores():
     # btfgen_generic_decode_cookie writes btf_id and kind as one 8-byte store
     assert [(f.name, f.ctype) for f in spec_format.RECORD_HEAD[:2]] == [("btf_id", "__u32"),
                                                                          ("kind", "__u32")]
+
+
+def test_the_cookies_of_a_spec_table_are_each_spec_s_cookie():
+    pack = spec_format.structs(spec_format.SPEC_HEAD)
+    plan = spec_format.IMAGE_PLAN
+    heads = [(77, 1, 1, 8, 0, plan, plan, 8, 8), (78, 1, 1, 8, 2, plan, plan, 8, 8),
+             (1 << 30, 1, 1, 8, 0, plan, 0, 8, 8), (79, 1, 1, 8, 0, 0, plan, 8, 8),
+             (80, 1, 1, 8, 0, 0, 0, 8, 8), (81, 1, 1, 8, 0, plan, 3, 8, 8)]
+    for order in ("little", "big"):
+        # each spec padded past its head, as specs.bin's are (ops after it)
+        specs = [pack[order].pack(*h) + bytes(range(40)) for h in heads]
+        table = b"".join(specs)
+        assert spec_format.cookies(table, len(specs), order) == \
+            [spec_format.cookie(i, s, order) for i, s in enumerate(specs)]
+    assert spec_format.cookies(b"", 0, "little") == []

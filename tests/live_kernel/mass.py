@@ -25,41 +25,89 @@ from .kernel import Kernel
 EMPTY_BPF = """\
 #define SEC(name) __attribute__((section(name), used))
 SEC("kprobe") int empty(void *ctx) { return 0; }
+SEC("kprobe") int empty_session(void *ctx) { return 0; }
+char LICENSE[] SEC("license") = "GPL";
+"""
+
+# The trampoline's empty programs (--attach tracing-multi's link kinds, Linux 7.2 x86_64): type
+# TRACING, set before load (floor.py), their own object (a kernel without them refuses the load).
+EMPTY_TRAMPOLINE_BPF = """\
+#define SEC(name) __attribute__((section(name), used))
+SEC("kprobe") int empty_fsession_multi(void *ctx) { return 0; }
+SEC("kprobe") int empty_fentry_multi(void *ctx) { return 0; }
 char LICENSE[] SEC("license") = "GPL";
 """
 
 # Run in the guest beside a trace directory's run side (/btfgen_probe): attach the empty
 # program to the names of /names-N for each N asked, then detach, timing both (the same clock
-# as --timings): one link ("floor": one kprobe_multi link, or one kprobe each), and an entry
-# and a return link ("pair": what btfgen attaches without kprobe.session, or a kprobe and a
-# kretprobe each).
+# as --timings), and the memory the links took (MemAvailable before and after the attach): one
+# link ("floor": one kprobe_multi link, or one kprobe each), an entry and a return link
+# ("pair": what btfgen attaches without kprobe.session, or a kprobe and a kretprobe each), one
+# kprobe.session link ("session", multi only: the same link kind as btfgen's kprobe path on 7.2,
+# which registers the return hooks an entry-only link does not), and with mode multi+tramp one
+# tracing_multi link of an fsession.multi program ("tramp": on the BTF ids of /tramp-ids-N, the
+# functions the trampoline takes).
 FLOOR_PY = """\
 import sys, time
-from btfgen_probe import bpf_object
+from btfgen_probe import bpf_object, syscall as sc
 mode, syscall, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 obj = bpf_object.BpfObject("/empty.bpf.o", bpf_syscall=syscall)
-if mode == "multi":
+if mode != "single":
     obj.expect_kprobe_multi("empty")
+    obj.expect_kprobe_multi("empty_session", session=True)
 obj.load()
+links = [("floor", (False,)), ("pair", (False, True))]
+if mode != "single":
+    links.append(("session", (None,)))
+if mode == "multi+tramp":
+    tramp = bpf_object.BpfObject("/empty-tramp.bpf.o", bpf_syscall=syscall)
+    tramp.expect_tracing("empty_fsession_multi", sc.BPF_TRACE_FSESSION_MULTI)
+    tramp.set_autoload("empty_fentry_multi", False)
+    tramp.load()
+    links.append(("tramp", ("tramp",)))
+def available():
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1])
 for n in sizes:
     chosen = open(f"/names-{n}").read().split()
-    for what, returns in (("floor", (False,)), ("pair", (False, True))):
+    for what, returns in links:
+        if what == "tramp":
+            ids = [int(i) for i in open(f"/tramp-ids-{n}").read().split()]
+        before = available()
         start = time.perf_counter()
         for ret in returns:
-            if mode == "multi":
+            if ret == "tramp":
+                try:
+                    tramp.attach_tracing_multi("empty_fsession_multi", ids,
+                                               list(range(len(ids))),
+                                               sc.BPF_TRACE_FSESSION_MULTI, "fsession.multi")
+                except Exception as e:  # said, and the other floors still measured
+                    print(f"tramp {len(ids)} refused: {str(e).splitlines()[0]}", flush=True)
+                    break
+            elif ret is None:
+                obj.attach_kprobe_multi("empty_session", chosen, list(range(len(chosen))),
+                                        session=True)
+            elif mode != "single":
                 obj.attach_kprobe_multi("empty", chosen, list(range(len(chosen))), retprobe=ret)
             else:
                 for i, name in enumerate(chosen):
                     obj.attach_kprobe("empty", name, i, retprobe=ret)
         attached = time.perf_counter()
-        for link in reversed(obj.links):
-            link.destroy()
-        obj.links.clear()
-        print(f"{what} {len(chosen)} attach {attached - start:.6f} detach "
-              f"{time.perf_counter() - attached:.6f}", flush=True)
+        took = before - available()
+        if what == "tramp" and not tramp.links:
+            continue
+        for o in (obj, tramp) if what == "tramp" else (obj,):
+            for link in reversed(o.links):
+                link.destroy()
+            o.links.clear()
+        print(f"{what} {len(ids) if what == 'tramp' else len(chosen)} attach "
+              f"{attached - start:.6f} detach {time.perf_counter() - attached:.6f} "
+              f"kib {took}", flush=True)
 obj.close()
 """
-FLOOR_LINE = re.compile(r"^(floor|pair) (\d+) attach (\d+\.\d+) detach (\d+\.\d+)$", re.M)
+FLOOR_LINE = re.compile(r"^(floor|pair|session|tramp) (\d+) attach (\d+\.\d+) detach "
+                        r"(\d+\.\d+) kib (-?\d+)$", re.M)
 TIME_LINE = re.compile(r"^btfgen_trace: time: ([a-z]+: [A-Za-z ]+): (\d+\.\d+) s$", re.M)
 BUILD_LINE = re.compile(r"^btfgen trace: time: build: ([A-Za-z ]+): (\d+\.\d+) s$", re.M)
 # What the guest needs of a trace directory (the generated C headers are the build's only).
@@ -103,25 +151,32 @@ def _kprobe_blacklist(kernel: Kernel) -> set[str]:
 
 
 def build_trace(btf: Path, arch: str, names: list[str], out: Path, deny: bool = True,
-                stages: dict | None = None) -> list[str]:
+                stages: dict | None = None, trampoline: bool = True) -> list[str]:
     """A trace directory for `names` (globs leave out the deny list; names are kept as they
-    are); the functions it traces, in cookie order. `stages` gets the build's --timings."""
+    are); the functions it traces, in cookie order. `stages` gets the build's --timings.
+    trampoline=False: without the trampoline's programs, as for a kernel without them."""
     req = trace_build.Request(functions=names, kernel=True, btf=str(btf), arch=arch, deny=deny,
                               timings=stages is not None)
     said = io.StringIO()
-    with contextlib.redirect_stderr(said):
-        functions = trace_build.build(req, out)["functions"]
+    variants = trace_build.trampoline_variants
+    try:
+        if not trampoline:
+            trace_build.trampoline_variants = lambda types: []
+        with contextlib.redirect_stderr(said):
+            functions = trace_build.build(req, out)["functions"]
+    finally:
+        trace_build.trampoline_variants = variants
     if stages is not None:
         stages.update({m.group(1): float(m.group(2)) for m in BUILD_LINE.finditer(said.getvalue())})
     return functions
 
 
-def empty_object(out: Path) -> Path:
+def empty_object(out: Path, name: str = "empty", text: str = EMPTY_BPF) -> Path:
     clang = shutil.which("clang-19") or shutil.which("clang")
-    (out / "empty.bpf.c").write_text(EMPTY_BPF)
-    subprocess.run([clang, "-O2", "-target", "bpfel", "-c", str(out / "empty.bpf.c"), "-o",
-                    str(out / "empty.bpf.o")], check=True)
-    return out / "empty.bpf.o"
+    (out / f"{name}.bpf.c").write_text(text)
+    subprocess.run([clang, "-O2", "-target", "bpfel", "-c", str(out / f"{name}.bpf.c"), "-o",
+                    str(out / f"{name}.bpf.o")], check=True)
+    return out / f"{name}.bpf.o"
 
 
 def guest_with(kernel: Kernel, directories: dict[str, Path]) -> tuple[Guest, python_guest.Files]:
@@ -144,9 +199,11 @@ def timings(text: str) -> dict[str, float]:
     return {m.group(1): float(m.group(2)) for m in TIME_LINE.finditer(text)}
 
 
-def floors(text: str) -> dict[tuple[str, int], tuple[float, float]]:
-    """("floor" or "pair", functions) -> (attach, detach) seconds."""
-    return {(m.group(1), int(m.group(2))): (float(m.group(3)), float(m.group(4)))
+def floors(text: str) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """("floor", "pair", "session" or "tramp", functions) -> (attach, detach) seconds and the
+    KiB of memory the links took; the functions of "tramp" are those the trampoline takes."""
+    return {(m.group(1), int(m.group(2))): (float(m.group(3)), float(m.group(4)),
+                                            float(m.group(5)))
             for m in FLOOR_LINE.finditer(text)}
 
 
