@@ -115,6 +115,28 @@ def cookie(key: int, spec: bytes, byte_order: str) -> int:
     return Cookie.of(key, read_head(spec, byte_order)).value
 
 
+def cookies(specs: bytes, n: int, byte_order: str) -> list[int]:
+    """cookie() of each of the `n` specs in `specs` (of one size, one after the other), each
+    keyed by its place: Cookie.of's rule over the heads unpacked in one pass. (A dict and a
+    Cookie a function cost a whole kernel's 43,000 about 1.1 s of attach in a TCG guest.)"""
+    if not n:
+        return []
+    head = _HEADS[byte_order]
+    if n >= 1 << Cookie.ID_SHIFT:
+        raise ValueError(f"spec key {n - 1} does not fit an attach cookie's 32 bits")
+    spec = struct.Struct(head.format + f"{len(specs) // n - head.size}x")
+    at = {f.name: i for i, f in enumerate(SPEC_HEAD)}  # (no array field: one value each)
+    i_id, i_carry, i_entry, i_exit = at["btf_id"], at["carry"], at["entry_plan"], at["exit_plan"]
+    out = []
+    top, shift, entry, ex = 1 << Cookie.ID_BITS, Cookie.ID_SHIFT, Cookie.ENTRY_BIT, IMAGE_PLAN
+    for key, h in enumerate(spec.iter_unpack(memoryview(specs)[:n * spec.size])):
+        btf_id, carry, entry_plan, exit_plan = h[i_id], h[i_carry], h[i_entry], h[i_exit]
+        bits = 0 if carry or btf_id >= top else \
+            (entry_plan == ex) << entry | (exit_plan == ex) << (entry - 1)
+        out.append(key | btf_id << shift | bits if bits else key)
+    return out
+
+
 # `btfgen trace`: who made the call and when, before the call's btfgen_record.
 EVENT_HEAD = (
     Field("__u32", "tgid"),

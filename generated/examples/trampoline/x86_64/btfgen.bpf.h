@@ -101,7 +101,9 @@ typedef __u32 __wsum;
  * have to trust). The per-function decoders read the slot after their arguments, having
  * checked the count. */
 #define BTFGEN_TRAMP_RET 13
-static __always_inline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
+/* A BPF-to-BPF call, not inlined: its three helper calls and branches inlined at every slot
+ * read of 256 straight-line decoders overran a BPF jump's range (a whole kernel's). */
+static __noinline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
 {
 	__u64 v = 0;
 
