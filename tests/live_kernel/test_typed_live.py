@@ -115,8 +115,10 @@ def _user_lines(text: str) -> str:
 
 
 def _build(btf, arch: str, out, captures: list[str], filters: list[str]) -> str:
+    # 128 bytes a value: s390x names three (two strings and the buffer), and a capture's head
+    # must start in the record's first 512 bytes (three of 256 leave the third no room).
     cmd = [sys.executable, "-m", "btfgen", "trace", "--kernel", "--btf", str(btf),
-           "--arch", arch, "--build", str(out)]
+           "--arch", arch, "--build", str(out), "--value-size", "128"]
     for c in captures:
         cmd += ["--capture", c]
     for f in filters:
