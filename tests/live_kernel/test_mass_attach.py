@@ -53,7 +53,8 @@ def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
     g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
     g.file("seek.py", SEEKER.encode())
     g.step("whole", f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(k.target)}; "
-                    f"{py.python} /trace/btfgen_trace.py --run /trace --timings --ring-size 1 -- "
+                    f"{py.python} /trace/btfgen_trace.py --run /trace --attach tracing-multi --timings "
+                    "--ring-size 1 -- "
                     f"{py.python} /seek.py >/tmp/out 2>/tmp/err; rc=$?; "
                     "cat /tmp/err; grep -m5 '^shmem_file_llseek\\|^[0-9][0-9]*$' /tmp/out; "
                     "echo \"lines $(wc -l </tmp/out)\"; exit $rc")
