@@ -120,7 +120,7 @@ def test_trace_tool_in_guest(name, tmp_path):
                        "until grep -q tracing /tmp/err || ! kill -0 $! 2>/dev/null; do sleep 0.2; done; "
                        f"/loader /empty.bundle lseek {scenario.SEEK_TO:#x} >/dev/null; "
                        "kill -INT $!; wait $!; rc=$?; cat /tmp/err /tmp/out; exit $rc")
-    boot = g.run(k)
+    boot = g.run(k, timeout=600)  # up to eight runs of the scenario, under TCG
     jit, _ = boot.section("jit")
     if jit.strip() and jit.split()[:2] != ["exit", "0"]:
         assert "net.core.bpf_jit_enable = 0" in jit, f"{name}: JIT off, not said:\n{jit}"
