@@ -283,8 +283,9 @@ def measure(name: str, sizes: list[str], work: Path, rounds: int, phases: bool,
         m = json.loads((d / "trace.json").read_text())
         t = m.get("trampoline") or {}
         if mode == "session" and "fsession_multi" in t.get("objects", {}):
+            # keyed by the function's index (a string: JSON), as the run side splits them
             refused = t.get("refused", {})
-            ids = [i for f, i in zip(m["functions"], m["btf_ids"]) if f not in refused]
+            ids = [i for j, i in enumerate(m["btf_ids"]) if str(j) not in refused]
             g.file(f"tramp-ids-{n}", " ".join(map(str, ids)).encode())
             tramp[n] = (len(ids), len(refused))
     g.file("phases.py", PHASES_PY.encode(), 0o755)

@@ -51,15 +51,23 @@ TRAMPOLINE_CTX = "trampoline"
 # enum bpf_attach_type's names of each object's attach types (btfgen.probe.features)
 _TRAMPOLINE_NEEDS = {"fsession_multi": "BPF_TRACE_FSESSION_MULTI", "fsession": "BPF_TRACE_FSESSION",
                      "fentry_multi": "BPF_TRACE_FENTRY_MULTI"}
-# What the verifier refuses a trampoline on by name (kernel/bpf/verifier.c, btf_id_deny), not
-# by prototype as the ctx's rules do: left to the kprobe link of the run, as those are. Not its
-# noreturn_deny (do_exit, ...): Debian's 7.2.13 amd64 kernel takes those on an fsession.multi
-# link, and on a kprobe.session link beside it they cost the trampoline's program over a
-# thousand missed calls of the fetcher comparison's workload (tests/live_kernel/test_fetcher.py).
+# What the kernel refuses a trampoline on by name, not by prototype as the ctx's rules do: left to
+# the kprobe link of the run, as those are. kernel/bpf/verifier.c's btf_id_deny (any tracing
+# program; ___migrate_enable since migrate_enable became an inline wrapper of it) and
+# noreturn_deny (the exit half of an fexit, fsession or fmod_ret: a __noreturn function never
+# returns to it), both checked again per BTF id when a tracing_multi link is created, where one
+# such id fails the whole link with EINVAL. Debian's 7.2.13 amd64 kernel refuses each of these
+# it has on an empty fsession.multi program's link, and takes the other 42,633 functions its
+# ftrace lists (tests/live_kernel/test_mass_attach.py). The sets' entries under a config option
+# (kunit's, ia32's) are listed whatever the config: a kernel without them has no such function.
 TRAMPOLINE_DENIED = dict.fromkeys(
-    ("migrate_disable", "migrate_enable", "rcu_read_unlock_strict", "preempt_count_add",
-     "preempt_count_sub", "__rcu_read_lock", "__rcu_read_unlock"),
-    "the verifier refuses a trampoline on it (btf_id_deny)")
+    ("___migrate_enable", "migrate_disable", "migrate_enable", "rcu_read_unlock_strict",
+     "preempt_count_add", "preempt_count_sub", "__rcu_read_lock", "__rcu_read_unlock"),
+    "the verifier refuses a trampoline on it (btf_id_deny)") | dict.fromkeys(
+    ("__ia32_sys_exit", "__ia32_sys_exit_group", "__kunit_abort", "kunit_try_catch_throw",
+     "__module_put_and_kthread_exit", "__x64_sys_exit", "__x64_sys_exit_group", "do_exit",
+     "do_group_exit", "kthread_complete_and_exit", "kthread_exit", "make_task_dead"),
+    "__noreturn: the verifier refuses its exit half (noreturn_deny)")
 # Every function's `struct btfgen_spec`, in cookie order: made here, where it is quick, so the
 # run side fills the specs map from one read (tens of thousands made there took a minute).
 SPECS = "specs.bin"

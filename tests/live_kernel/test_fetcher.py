@@ -44,10 +44,11 @@ HERE = Path(__file__).resolve().parent
 # BPF kretprobes do not run).
 GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x"]
 DEFAULT = {"unstable-amd64"}
-# Where `btfgen trace` attaches through the BPF trampoline by default (tracing_multi, Linux 7.2
-# on x86_64): the workload is recorded twice, by default and with --attach session, and each
-# run's values are compared with the kernel's.
-TRAMPOLINE = {"unstable-amd64"}
+# Where the workload is recorded twice, by default (kprobe.session) and through the BPF
+# trampoline (--attach tracing-multi), each run's values compared with the kernel's. None yet:
+# in the amd64 7.2 guest the trampoline's program missed 1,425 calls the session link did not,
+# and an exit whose entry was skipped paired with another call (docs/live-kernels.md).
+TRAMPOLINE: set[str] = set()
 ROUNDS = 6
 # The printing paths: text and JSON lines.
 PRINTING = (("text", ""), ("json", "--json"))
@@ -112,9 +113,9 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
                     f"{env} {py.python} /fetcher_probes.py {fetcher.GROUP} /functions.txt "
                     "/tmp/called")
     # The workload adds itself to set_event_pid (with `>>`: `>` would first empty the list and
-    # let every process through), and what it forks follows. Where auto takes the trampoline,
+    # let every process through), and what it forks follows. Where the trampoline is checked,
     # the same again through the kprobe.session link: each path's values against the kernel's.
-    runs = [""] + (["session"] if name in TRAMPOLINE else [])
+    runs = [""] + (["tracing-multi"] if name in TRAMPOLINE else [])
     for run in runs:
         tag = f"-{run}" if run else ""
         attach = f"--attach {run} " if run else ""
@@ -151,9 +152,12 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
     said, rc = boot.section(f"record{tag}")
     assert rc == 0, f"{name}: btfgen trace --record{tag} failed (exit {rc}):\n{said[-3000:]}"
     if name in TRAMPOLINE:
-        # The trampoline by default, said; the kprobe path as asked.
-        how = "one kprobe.session link (as asked)" if run else "one fsession.multi link (the BPF"
+        # The kprobe path by default, said; the trampoline as asked.
+        how = "one fsession.multi link (as asked" if run else "one kprobe.session link"
         assert f"btfgen_trace: attaching {how}" in said, said[:3000]
+        # ... and kept: a link the kernel refuses falls back to the kprobe modes, said after the
+        # first line (a function the build did not know the trampoline cannot take).
+        assert "was refused" not in said, said[:3000]
     stats, _ = boot.section(f"stats{tag}")
     dump, _ = boot.section(f"dump{tag}")
     # Kept for reading, beside the summary.
@@ -181,8 +185,8 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
     assert lost and missed, said[-3000:]
     overrun = sum(int(n) for n in re.findall(r"^overrun: (\d+)", stats, re.M))
     summary = {
-        "kernel": k.release, "attach": re.search(r"^btfgen_trace: attaching (.*)$", said,
-                                                  re.M)[1],
+        "kernel": k.release,
+        "attach": "; then ".join(re.findall(r"^btfgen_trace: attaching (.*)$", said, re.M)),
         "traced": len(names), "called": _called(called),
         "functions": int(registered[1]),
         "register_s": float(registered[2]), "enable_s": float(registered[3]),

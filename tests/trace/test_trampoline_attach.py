@@ -39,16 +39,25 @@ def kernel(monkeypatch):
     return state
 
 
-def test_auto_takes_one_fsession_multi_link_and_says_so(kernel, capsys):
-    modes = attach.attach_modes("auto", True, MANIFEST)
+WARNING = "btfgen trace: " + attach.TRAMPOLINE_PAIRING + "\n"
+
+
+def test_auto_takes_the_kprobe_path_and_names_the_trampoline_as_opt_in(kernel, capsys):
+    assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; the BPF "
+        "trampoline only when asked (--attach tracing-multi or fsession))\n")
+
+
+def test_tracing_multi_takes_one_fsession_multi_link_and_says_what_it_can_pair_wrong(
+        kernel, capsys):
+    modes = attach.attach_modes("tracing-multi", True, MANIFEST)
     assert [(m.kind, m.object, m.programs, m.attach_types) for m in modes] == [
         ("tracing_multi", "trace.tsession.bpf.o", ("trace_session",),
-         (syscall.BPF_TRACE_FSESSION_MULTI,)),
-        ("session", "s-ctx.o", ("trace_session",), ()),
-        ("multi", "trace.bpf.o", ("trace_entry", "trace_exit"), ())]
+         (syscall.BPF_TRACE_FSESSION_MULTI,))]
     assert modes[0].specs == "t.bin" and modes[0].rest is None
-    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (the "
-                                       "BPF trampoline, the kernel's cheapest)\n")
+    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (as "
+                                       "asked)\n" + WARNING)
 
 
 def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
@@ -58,31 +67,31 @@ def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
         "trace.tpair.bpf.o", ("trace_entry", "trace_exit"),
         (syscall.BPF_TRACE_FENTRY_MULTI, syscall.BPF_TRACE_FEXIT_MULTI))
     assert capsys.readouterr().err == ("btfgen trace: attaching fentry.multi and fexit.multi "
-                                       "links (as asked)\n")
+                                       "links (as asked)\n" + WARNING)
 
 
 def test_what_the_trampoline_refuses_goes_to_a_kprobe_link_of_the_same_run(kernel, capsys):
     manifest = _manifest(refused={"1": "return value: a struct or union return value"})
-    (mode, *_) = attach.attach_modes("auto", True, manifest)
+    (mode, *_) = attach.attach_modes("tracing-multi", True, manifest)
     assert mode.kind == "tracing_multi" and mode.rest.kind == "session"
     assert attach.trampoline_split(manifest, [0, 1, 2]) == ([0, 2], [1])
     assert capsys.readouterr().err == (
-        "btfgen trace: attaching one fsession.multi link (the BPF trampoline, the kernel's "
-        "cheapest; 1 functions the trampoline cannot take (as return value: a struct or union "
-        "return value) on one kprobe.session link)\n")
+        "btfgen trace: attaching one fsession.multi link (as asked; 1 functions the trampoline "
+        "cannot take (as return value: a struct or union return value) on one kprobe.session "
+        "link)\n" + WARNING)
 
 
 def test_auto_without_the_trampoline_says_why_and_attaches_as_before(kernel, capsys):
     kernel["multi"] = (None, "this kernel has no tracing_multi links (Linux 7.2+)")
     assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
     assert capsys.readouterr().err == (
-        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; no "
-        "trampoline: this kernel has no tracing_multi links (Linux 7.2+))\n")
+        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; the BPF "
+        "trampoline only when asked (--attach tracing-multi or fsession))\n")
     # Built for another kernel's BTF: the link names functions by BTF id.
     kernel["multi"], kernel["same_btf"] = ("fsession_multi", ""), False
-    assert attach.attach_modes("auto", True, MANIFEST)[0].kind == "session"
-    assert "not this kernel's, and the trampoline names functions by BTF id" in \
-        capsys.readouterr().err
+    with pytest.raises(errors.InputError, match="not this kernel's, and the trampoline names "
+                                                "functions by BTF id"):
+        attach.attach_modes("tracing-multi", True, MANIFEST)
     # A directory without the trampoline's programs (an older btfgen's, another kernel's):
     # nothing said of it.
     bare = {k: v for k, v in MANIFEST.items() if k != "trampoline"}
@@ -116,7 +125,7 @@ def test_fsession_is_one_program_a_function_for_a_few_functions(kernel, capsys):
     assert (mode.kind, mode.object, mode.attach_types) == (
         "fsession", "trace.tsession.bpf.o", (syscall.BPF_TRACE_FSESSION,))
     assert capsys.readouterr().err == ("btfgen trace: attaching one fsession program per "
-                                       "function (3) (as asked)\n")
+                                       "function (3) (as asked)\n" + WARNING)
     many = {**MANIFEST, "functions": [f"f{i}" for i in range(attach.FSESSION_MAX + 1)]}
     with pytest.raises(errors.InputError, match=r"at most 16 functions, and this trace has 17 "
                                                 r"\(use --attach tracing-multi\)"):
@@ -133,10 +142,10 @@ def test_every_function_refused_leaves_the_trampoline_out(kernel):
 def test_only_the_functions_traced_here_count(kernel, capsys):
     # make_kuid (refused) is not traceable on this kernel: no kprobe link for it, none said.
     manifest = _manifest(refused={"1": "return value: a struct or union return value"})
-    (mode, *_) = attach.attach_modes("auto", True, manifest, keep=[0, 2])
+    (mode, *_) = attach.attach_modes("tracing-multi", True, manifest, keep=[0, 2])
     assert mode.kind == "tracing_multi" and mode.rest is None
-    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (the "
-                                       "BPF trampoline, the kernel's cheapest)\n")
+    assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (as "
+                                       "asked)\n" + WARNING)
     with pytest.raises(errors.InputError, match=r"no function of this trace can be taken by the "
                                                 r"trampoline \(as make_kuid: return value"):
         attach.attach_modes("tracing-multi", True, manifest, keep=[1])

@@ -15,9 +15,9 @@ from btfgen.trace import build
 from btfgen.trace.command import main
 
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
-# A function the trampoline takes, one returning a struct (refused by its prototype), one the
-# verifier refuses by name.
-FUNCTIONS = ["vfs_read", "make_kuid", "migrate_disable"]
+# A function the trampoline takes, one returning a struct (refused by its prototype), two the
+# verifier refuses by name (btf_id_deny; noreturn_deny, the exit half of an fsession).
+FUNCTIONS = ["vfs_read", "make_kuid", "migrate_disable", "do_exit"]
 
 
 @pytest.fixture
@@ -54,7 +54,9 @@ def test_the_trampoline_is_built_with_what_it_cannot_take_named(kernel_btf, tmp_
     refused = {names[int(i)]: why for i, why in tramp["refused"].items()}
     assert refused == {"make_kuid": "return value: a struct or union return value "
                                     "(btf_distill_func_proto)",
-                       "migrate_disable": build.TRAMPOLINE_DENIED["migrate_disable"]}
+                       "migrate_disable": build.TRAMPOLINE_DENIED["migrate_disable"],
+                       "do_exit": "__noreturn: the verifier refuses its exit half "
+                                  "(noreturn_deny)"}
 
 
 def test_trampoline_programs_that_do_not_compile_leave_the_kprobes_and_say_so(
