@@ -113,9 +113,6 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     if not kernel:
         return None, "the trampoline is for kernel functions (--kernel)"
     tramp = manifest.get("trampoline")
-    if not tramp and manifest.get("summary"):
-        return None, ("--count and --latency are kept by the kprobe links' programs only: "
-                      "this trace directory has no trampoline programs")
     if not tramp:
         return None, ("this trace directory has no trampoline programs (built for a kernel "
                       "whose BTF has no BPF_TRACE_FSESSION or BPF_TRACE_FENTRY_MULTI, for an "

@@ -345,6 +345,15 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
 # settings. Not the scratch: a trampoline program may run inside another program on its CPU
 # (the kernel keeps them from nesting only in themselves), so each object keeps its own.
 SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
+# --count / --latency: every object's calls summed in the first one's maps (the ones read), and
+# a thread's stack of call times one for all (an exit pops what its entry pushed, whichever
+# object's program ran it).
+SUMMARY_MAPS = ("sum_keys", "sum_mode", "sum_counts", "sum_hists", "sum_stats", "sum_calls",
+                "sum_depth")
+
+
+def _shared(manifest: dict) -> tuple[str, ...]:
+    return SHARED_MAPS + (SUMMARY_MAPS if manifest.get("summary") else ())
 
 
 def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: dict):
@@ -353,7 +362,7 @@ def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: d
     names = manifest["functions"]
     kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
     obj.companions.append(kprobe)
-    kprobe.share_maps(obj, SHARED_MAPS)
+    kprobe.share_maps(obj, _shared(manifest))
     if mode.rest.kind != "single":
         for program in mode.rest.programs:
             kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
@@ -375,7 +384,7 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
         # One program a function: the object again, its program on `name`.
         more = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
         obj.companions.append(more)
-        more.share_maps(obj, (*SHARED_MAPS, "specs"))
+        more.share_maps(obj, (*_shared(manifest), "specs"))
         more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
         more.set_autoload("follow_fork", False)
         more.load()

@@ -167,10 +167,11 @@ def build(req: Request, out: Path) -> dict:
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
     summary = _summary(req, bys, out, [f.name for f in layout.functions], layout)
+    summary_flags = summary.pop("flags", [])
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
                  wanted=plan.filtered_names(), wide=conv.pointer_size == 8,
-                 extra=summary.pop("flags", []))
+                 extra=summary_flags)
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
@@ -181,11 +182,12 @@ def build(req: Request, out: Path) -> dict:
     if line := _interpreted(specs, conv.byte_order):
         print(f"btfgen trace: {line}", file=sys.stderr)
     trampoline = None
-    # A summary (--count, --latency) is kept by the kprobe programs' hooks only: the trampoline's
-    # would send events where the maps are asked for, and an fsession cannot skip its exit.
-    if req.kernel and not (req.count or req.latency):
+    if req.kernel:
+        # A summary's programs too (--count, --latency): the same maps, kept by the
+        # trampoline's programs as by the kprobe's (summary.bpf.h).
         with timings.stage("build: trampoline"):
-            trampoline = _trampoline(target, funcs, req, parsed, out, names)
+            trampoline = _trampoline(target, funcs, req, parsed, out, names,
+                                     summary_flags, bys, summary)
     manifest = {
         "format": trace_manifest.FORMAT,
         "kind": "kernel" if req.kernel else "user",
@@ -231,9 +233,12 @@ def trampoline_variants(types) -> list[str]:
 
 
 def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
-                names: list[str]) -> dict | None:
+                names: list[str], summary_flags: list[str] = (), bys: list = (),
+                summary: dict | None = None) -> dict | None:
     """The trampoline's programs, spec table and manifest entry, where the target kernel has
-    an attach type of it and the arch describes the ctx; None: not built."""
+    an attach type of it and the arch describes the ctx; None: not built. With a summary
+    (`summary`: its manifest entry, `summary_flags` its compile flags, `bys` its keys), the
+    programs keep it in the same maps as the kprobe's."""
     from btfgen.target import Target
 
     variants = trampoline_variants(target.types)
@@ -259,7 +264,7 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
     conv = target.convention
     try:
         _compile(out, conv.target_arch, conv.byte_order, user=False,
-                 wanted=plan.filtered_names(),
+                 wanted=plan.filtered_names(), extra=list(summary_flags),
                  variants={o: flags[o] for o in set(objects.values())}, headers=tdir)
     except BuildError as e:
         # The kprobe's programs are built: the trace directory still works, without the
@@ -273,6 +278,16 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
         return None
     module = f"{TRAMPOLINE_DIR}/{outputs.file_name('python', layout.arch)}"
     decoders = trace_manifest.load_decoders(out, {"module": module})
+    if summary and not _same_keys(decoders, names, bys, out / summary["keyspecs"]):
+        # One sum_keys table for both (the maps are shared, and the run side decodes a key
+        # with the kprobe's module): a key the slots' record lays out elsewhere would be read
+        # wrong, so the summary stays on the kprobe links.
+        print(f"{prog.NAME}: the BPF trampoline's programs were not built for this summary "
+              "(its records lay a --by key out otherwise than the kprobe's): the kprobe modes "
+              "only", file=sys.stderr)
+        for name in set(objects.values()):
+            (out / name).unlink(missing_ok=True)
+        return None
     (out / TRAMPOLINE_SPECS).write_bytes(b"".join(decoders.spec(n) for n in names))
     return {"variants": variants, "objects": objects, "specs": TRAMPOLINE_SPECS,
             "module": module,
@@ -281,6 +296,20 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
             "refused": {str(i): f.refused or TRAMPOLINE_DENIED[f.name]
                         for i, f in enumerate(layout.functions)
                         if f.refused or f.name in TRAMPOLINE_DENIED}}
+
+
+def _same_keys(decoders, names: list[str], bys: list, kprobe_keys: Path) -> bool:
+    """Whether the summary's sum_keys table made from `decoders` (the trampoline ctx's) is the
+    one made from the kprobe's, byte for byte."""
+    from btfgen.trace import summary as trace_summary
+
+    descs = [decoders._descriptor(n)[0] for n in names]
+    try:
+        _, blob, _ = trace_summary.keys(bys, names, descs, decoders.POINTER_SIZE,
+                                        decoders.BYTE_ORDER)
+    except trace_summary.KeyError_:
+        return False
+    return blob == kprobe_keys.read_bytes()
 
 
 def _copy_run_side(out: Path) -> None:
