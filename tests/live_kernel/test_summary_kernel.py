@@ -121,7 +121,7 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
 # seeks are exactly what is counted); do_exit, which the trampoline refuses (__noreturn), on the
 # kprobe link of the same run, its counts in the same maps.
 TRAMPOLINE_RUNS = {"tracing-multi": "one fsession.multi link",
-                   "fsession": "one fsession program per function"}
+                   "fsession": "one fsession program per function (1)"}
 
 
 def test_trampoline_counted_and_timed(tmp_path):
