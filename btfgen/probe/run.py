@@ -174,6 +174,8 @@ def _decode_as(view: DecoderView, directory: Path, manifest: dict, mode: attach.
         view.use(None, ())
         return
     taken, _ = attach.trampoline_split(manifest, keep)
+    instead = set(manifest.get(KPROBE_INSTEAD, ()))
+    taken = [i for i in taken if i not in instead]
     module = load_decoders(directory, {"module": manifest["trampoline"]["module"]})
     view.use(module, [manifest["functions"][i] for i in taken])
 
@@ -219,7 +221,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     if summed:
         summed.attached(obj)
         drained = _and_tick(drained, summed)
-    if rebind and mode.trampoline != modes[0].trampoline:
+    if rebind and (mode.trampoline != modes[0].trampoline or manifest.get(KPROBE_INSTEAD)):
         sink = rebind(mode)
     with _detaching(obj, timings) as probes:
         probes.append(before)
@@ -257,6 +259,11 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 summed.print()
         say_missed(missed, kernel)
         return status, lost_by_reason(obj)
+
+
+# The manifest's key, set while attaching (never written): the module's functions the trampoline
+# refused, traced through the kprobe link instead.
+KPROBE_INSTEAD = "kprobe_instead"
 
 
 def _no_events(span) -> None:
@@ -390,8 +397,18 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
         more.load()
         return more
 
-    attach.attach_trampoline(obj, manifest, taken, mode,
-                             cookies(decoders, specs, len(names), order), fsession_object)
+    moved = attach.attach_trampoline(obj, manifest, taken, mode,
+                                     cookies(decoders, specs, len(names), order),
+                                     fsession_object)
+    if moved:
+        # The module's functions the trampoline refused: on the kprobe link of the run (made
+        # now if nothing else needed one), decoded as the kprobe's (_decode_as).
+        manifest[KPROBE_INSTEAD] = moved
+        if mode.rest is None:
+            mode = mode._replace(rest=attach.kprobe_mode(manifest))
+        if kprobe is None:
+            kprobe = _kprobe_companion(obj, directory, mode, manifest)
+        rest = sorted(rest + moved)
     if not rest:
         return
     kspecs = (directory / manifest["specs"]).read_bytes()

@@ -89,6 +89,8 @@ class Request:
     functions: list[str]  # names (globs for kernel functions)
     kernel: bool = False
     btf: str | None = None  # kernel: the BTF file, else the running kernel's
+    module: str | None = None  # kernel: a module whose functions are traced too (--module)
+    module_btf: str | None = None  # its BTF (a .ko or raw split BTF), else /sys/kernel/btf/NAME
     dwarf: str | None = None  # DWARF of the same build; else the input's own, if it has any
     arch: str | None = None  # btfgen arch name, else the input's ELF machine, else the host's
     program: str | None = None  # user: the executable or shared library (a path, or a bare
@@ -117,10 +119,18 @@ def open_target(req: Request):
 
     from btfgen.target import open_options
 
+    base = None
     if req.kernel:
         input = req.btf or DEFAULT_PATH
         if not Path(input).exists():
             raise BuildError(f"{input}: no such file (a kernel without BTF? give --btf FILE)")
+        if req.module:
+            # The module's split BTF over the kernel's: the kernel's types and functions by
+            # their own ids, the module's after them (the ids its BTF object gives them).
+            base, input = input, req.module_btf or str(Path(DEFAULT_PATH).parent / req.module)
+            if not Path(input).exists():
+                raise BuildError(f"{input}: no such file (module {req.module} not loaded? "
+                                 "give --module-btf FILE: its .ko)")
     else:
         input = req.program
         if not Path(input).is_file():
@@ -129,7 +139,7 @@ def open_target(req: Request):
     headers = req.headers
     options = SimpleNamespace(header=headers, include_dirs=req.include if headers else (),
                               defines=req.define if headers else (), arch=req.arch,
-                              dwarf=req.dwarf)
+                              dwarf=req.dwarf, base=base)
     return open_options(options, input)
 
 
@@ -209,7 +219,11 @@ def build(req: Request, out: Path) -> dict:
         manifest["trampoline"] = trampoline
     if req.kernel:
         # The run step warns when the target kernel's BTF is not the one built for.
-        manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+        kernel_btf = (req.btf or DEFAULT_PATH) if req.module else source
+        manifest["btf"] = kernel_btf
+        manifest["btf_sha256"] = hashlib.sha256(Path(kernel_btf).read_bytes()).hexdigest()
+        if req.module:
+            manifest["btf_module"] = _module_entry(req, source, target.types)
     else:
         manifest["program"] = str(Path(req.program).resolve())
         # A library is only probed: the run side runs the command, or follows --pid, or every
@@ -221,6 +235,21 @@ def build(req: Request, out: Path) -> dict:
         print(f"{prog.NAME}: time: build: total: {sum(timings.seconds.values()):.6f} s",
               file=sys.stderr)
     return manifest
+
+
+def _module_entry(req: Request, path: str, types) -> dict:
+    """The manifest's word on the module: its name, the first BTF id of its own (the
+    functions from it on are its: a link of their own on the trampoline), and its BTF's
+    digest (the run side compares it with /sys/kernel/btf/NAME's)."""
+    from btfgen.btf import elf
+
+    with Path(path).open("rb") as f:
+        raw = f.read()
+        if raw[:len(elf.MAGIC)] == elf.MAGIC:
+            f.seek(0)
+            raw = elf.read_btf_section(path, f)[0]
+    return {"name": req.module, "btf": path, "first_id": types.first_id,
+            "btf_sha256": hashlib.sha256(raw).hexdigest()}
 
 
 def trampoline_variants(types) -> list[str]:
