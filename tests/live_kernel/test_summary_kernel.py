@@ -24,6 +24,8 @@ from .conftest import btf_for, kernel_for
 pytestmark = pytest.mark.live
 
 LOOPS = 1000
+# The whole kernel on the trampoline too, where the kernel has tracing_multi (7.2 x86_64)
+WHOLE_TRAMPOLINE = ("unstable-amd64",)
 MODES = ("multi", "single")  # a pair of kprobe_multi links; a kprobe and a kretprobe
 LOOP = (f"import os; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT)\n"
         f"for _ in range({LOOPS}): os.lseek(fd, {scenario.SEEK_TO}, os.SEEK_SET)\n")
@@ -83,6 +85,11 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
                       f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json -- "
                       f"{py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
                       f"cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
+    if name in WHOLE_TRAMPOLINE:
+        g.step("tramp", f"cd / && {libs}; "
+                        f"{py.python} /trace/btfgen_trace.py --run /trace --json "
+                        f"--attach tracing-multi -- {py.python} /loop.py >/tmp/out 2>/tmp/err; "
+                        f"rc=$?; cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
     for mode in MODES:
         g.step(mode, f"cd / && {libs}; {py.python} /small/btfgen_trace.py --run /small --json "
                      f"--attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
@@ -96,6 +103,15 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
         got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
         assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text
         assert json.loads(got["not-timed"]) == {"map_full": 0, "no_entry": 0, "no_room": 0}, text
+    if name in WHOLE_TRAMPOLINE:
+        text, rc = boot.section("tramp")
+        cache.write_atomic(cache.ROOT / "results" / f"summary-tramp-{name}.txt",
+                           f"{k.release}, {len(functions)} functions\n{text}".encode())
+        assert rc == 0, f"tracing-multi: the tool failed (exit {rc}):\n{text[-3000:]}"
+        assert "attaching one fsession.multi link (as asked" in text, text[-3000:]
+        got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+        assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text[-3000:]
+        assert int(got["calls"]) > 100000 and int(got["not-counted"]) == 0, text[-3000:]
     text, rc = boot.section("summary")
     # Kept for reading (docs/benchmarks.md's whole-kernel figure comes from here).
     cache.write_atomic(cache.ROOT / "results" / f"summary-{name}.txt",

@@ -96,3 +96,41 @@ def test_a_module_not_loaded_is_said(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "/sys/kernel/btf/no_such_module_here: no such file (module no_such_module_here " \
            "not loaded?" in err
+
+
+class _Refusing:
+    """A loaded object whose kernel takes the kernel's link and refuses the module's program
+    (as a kernel without tracing_multi on modules would)."""
+
+    def __init__(self):
+        self.links, self.made = [], []
+
+    def attach_tracing_multi(self, program, ids, cookies, attach_type, what):
+        self.made.append(("kernel", program, list(ids)))
+        self.links.append(object())
+
+    def load_clone(self, program, attach_type, fd):
+        from btfgen.probe.errors import BpfLoadError
+
+        raise BpfLoadError("trace_session loaded against the module's BTF: Invalid argument", 22)
+
+
+def test_a_refused_module_link_hands_its_functions_back(monkeypatch, capsys):
+    from btfgen.probe import syscall
+
+    monkeypatch.setattr(syscall, "kernel_btf_fd", lambda number, name: None)
+    manifest = {"btf_ids": [10, 500], "btf_module": {"name": "mod", "first_id": 400},
+                "bpf_syscall": 321}
+    mode = attach.AttachMode("tracing_multi", "o", ("trace_session",), "one fsession.multi link",
+                             attach_types=(syscall.BPF_TRACE_FSESSION_MULTI,))
+    obj = _Refusing()
+    assert attach.attach_trampoline(obj, manifest, [0, 1], mode, [7, 8]) == [1]
+    assert obj.made == [("kernel", "trace_session", [10])]
+    err = capsys.readouterr().err
+    assert ("module mod: the trampoline refused (no BTF object of module mod in the kernel "
+            "(not loaded?)): its 1 functions on a kprobe link instead") in err
+    # the BTF object found, the program refused: the same
+    monkeypatch.setattr(syscall, "kernel_btf_fd", lambda number, name: __import__("os").dup(0))
+    obj = _Refusing()
+    assert attach.attach_trampoline(obj, manifest, [0, 1], mode, [7, 8]) == [1]
+    assert "Invalid argument" in capsys.readouterr().err
