@@ -113,9 +113,6 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     if not kernel:
         return None, "the trampoline is for kernel functions (--kernel)"
     tramp = manifest.get("trampoline")
-    if not tramp and manifest.get("summary"):
-        return None, ("--count and --latency are kept by the kprobe links' programs only: "
-                      "this trace directory has no trampoline programs")
     if not tramp:
         return None, ("this trace directory has no trampoline programs (built for a kernel "
                       "whose BTF has no BPF_TRACE_FSESSION or BPF_TRACE_FENTRY_MULTI, for an "
@@ -178,6 +175,11 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
                       rest), ""
 
 
+def kprobe_mode(manifest: dict) -> AttachMode:
+    """The kprobe link a trampoline run makes for what the trampoline does not take."""
+    return _kprobe_modes("auto", True, manifest, quiet=True)[0]
+
+
 def _rest_said(rest: AttachMode | None, refused: dict) -> str:
     if rest is None:
         return ""
@@ -187,14 +189,29 @@ def _rest_said(rest: AttachMode | None, refused: dict) -> str:
 
 
 def _same_btf(manifest: dict) -> bool:
-    """Whether the trace directory was built for this kernel's BTF (its digest)."""
+    """Whether the trace directory was built for this kernel's BTF (its digest), and for the
+    module's as loaded (--module: its functions' ids are its BTF object's)."""
     import hashlib
 
     want = manifest.get("btf_sha256")
+    module = manifest.get("btf_module")
     try:
-        return bool(want) and hashlib.sha256(KERNEL_BTF.read_bytes()).hexdigest() == want
+        return (bool(want) and hashlib.sha256(KERNEL_BTF.read_bytes()).hexdigest() == want
+                and (not module or hashlib.sha256(
+                    (KERNEL_BTF.parent / module["name"]).read_bytes()).hexdigest()
+                    == module["btf_sha256"]))
     except OSError:
         return False
+
+
+def by_btf_object(manifest: dict, keep: list[int]) -> tuple[list[int], list[int]]:
+    """(the functions of `keep` in the kernel's BTF, those in the module's: --module), by
+    their BTF ids (a split BTF's own ids come after its base's)."""
+    module = manifest.get("btf_module")
+    if not module:
+        return list(keep), []
+    ids, first = manifest["btf_ids"], module["first_id"]
+    return [i for i in keep if ids[i] < first], [i for i in keep if ids[i] >= first]
 
 
 def trampoline_split(manifest: dict, keep: list[int]) -> tuple[list[int], list[int]]:
@@ -237,26 +254,70 @@ def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = Fals
 
 
 def attach_trampoline(obj, manifest: dict, keep: list[int], mode: AttachMode,
-                      cookie: list[int], more=None) -> None:
+                      cookie: list[int], more=None) -> list[int]:
     """The trampoline's links for the functions of `keep` (trampoline_split's first list):
-    a tracing_multi link a program, or an fsession program a function (`more(name)`: the
-    object, loaded with its own fsession program on `name` and the maps of `obj`, of each
-    function after the first)."""
+    a tracing_multi link a program and BTF object (the kernel's; the module's, its program
+    loaded again against the module's BTF), or an fsession program a function (`more(name)`:
+    the object, loaded with its own fsession program on `name` and the maps of `obj`, of each
+    function after the first). -> the module's functions whose link the kernel refused (for
+    a kprobe link of the run), said."""
     ids = manifest["btf_ids"]
     if mode.kind == "tracing_multi":
+        kernel, module = by_btf_object(manifest, keep)
         for program, attach_type in zip(mode.programs, mode.attach_types):
-            what = {BPF_TRACE_FSESSION_MULTI: "fsession.multi",
-                    BPF_TRACE_FENTRY_MULTI: "fentry.multi",
-                    BPF_TRACE_FEXIT_MULTI: "fexit.multi"}[attach_type]
-            obj.attach_tracing_multi(program, [ids[i] for i in keep], [cookie[i] for i in keep],
-                                     attach_type, what)
-        return
+            if kernel:
+                obj.attach_tracing_multi(program, [ids[i] for i in kernel],
+                                         [cookie[i] for i in kernel], attach_type,
+                                         _MULTI_SAID[attach_type])
+        return _attach_module(obj, manifest, module, mode, cookie) if module else []
     for n, i in enumerate(keep):
         target = obj if n == 0 else more(manifest["functions"][i])
         target.attach_tracing(mode.programs[0], BPF_TRACE_FSESSION, cookie[i],
                               f"fsession on {manifest['functions'][i]}")
         if target is not obj:
             obj.links.extend(target.links)
+    return []
+
+
+_MULTI_SAID = {BPF_TRACE_FSESSION_MULTI: "fsession.multi", BPF_TRACE_FENTRY_MULTI: "fentry.multi",
+               BPF_TRACE_FEXIT_MULTI: "fexit.multi"}
+
+
+def _attach_module(obj, manifest: dict, module: list[int], mode: AttachMode,
+                   cookie: list[int]) -> list[int]:
+    """The module's tracing_multi link(s): each program loaded again against the module's
+    BTF object, its link on the module's own ids. Refused (the module's BTF not found, the
+    program or the link refused): none made, and `module` handed back, said."""
+    from .syscall import kernel_btf_fd
+
+    name, ids = manifest["btf_module"]["name"], manifest["btf_ids"]
+    made = len(obj.links)
+    fd = kernel_btf_fd(manifest["bpf_syscall"], name)
+    try:
+        if fd is None:
+            raise BpfLoadError(f"no BTF object of module {name} in the kernel (not loaded?)")
+        for program, attach_type in zip(mode.programs, mode.attach_types):
+            what = f"{_MULTI_SAID[attach_type]} link on module {name}"
+            prog_fd = obj.load_clone(program, attach_type, fd)
+            obj.attach_tracing_multi_fd(prog_fd, [ids[i] for i in module],
+                                        [cookie[i] for i in module], attach_type, what)
+    except BpfLoadError as e:
+        for link in obj.links[made:]:
+            link.destroy()
+        del obj.links[made:]
+        print(f"{prog.NAME}: module {name}: the trampoline refused ({str(e).splitlines()[0]}):"
+              f" its {len(module)} functions on a kprobe link instead", file=sys.stderr)
+        return module
+    finally:
+        if fd is not None:
+            import os
+
+            os.close(fd)  # the programs loaded against it hold it
+    print(f"{prog.NAME}: module {name}: its {len(module)} functions on their own "
+          f"{' and '.join(_MULTI_SAID[t] for t in mode.attach_types)} link"
+          f"{'s' if len(mode.attach_types) > 1 else ''} (the module's BTF object)",
+          file=sys.stderr)
+    return []
 
 
 def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,

@@ -27,6 +27,7 @@ from .syscall import (
     BPF_F_KPROBE_MULTI_RETURN,
     BPF_F_UPROBE_MULTI_RETURN,
     BPF_LINK_CREATE,
+    BPF_PROG_LOAD,
     BPF_TRACE_KPROBE_MULTI,
     BPF_TRACE_KPROBE_SESSION,
     BPF_TRACE_UPROBE_MULTI,
@@ -36,6 +37,7 @@ from .syscall import (
     LinkCreateTracing,
     LinkCreateTracingMulti,
     LinkCreateUprobeMulti,
+    ProgLoadAttach,
     sys_bpf,
 )
 
@@ -51,6 +53,7 @@ class BpfObject:
             raise fail(f"{path}: libbpf could not open the object")
         self.links: list[LibbpfLink | FdLink] = []
         self.companions: list[BpfObject] = []
+        self.clones: list[int] = []  # load_clone's program fds
 
     def program(self, name: str) -> int:
         prog = libbpf().bpf_object__find_program_by_name(self._obj, name.encode())
@@ -114,6 +117,11 @@ class BpfObject:
         for name in programs:
             fd = libbpf().bpf_program__fd(self.program(name))
             info = syscall.info(self.bpf_syscall, fd, syscall.PROG_INFO_SIZE) if fd >= 0 else None
+            if info:
+                total += int.from_bytes(info[syscall.PROG_RECURSION_MISSES:][:8],
+                                        syscall.BYTE_ORDER)
+        for fd in self.clones:
+            info = syscall.info(self.bpf_syscall, fd, syscall.PROG_INFO_SIZE)
             if info:
                 total += int.from_bytes(info[syscall.PROG_RECURSION_MISSES:][:8],
                                         syscall.BYTE_ORDER)
@@ -270,6 +278,51 @@ class BpfObject:
         self.links.append(FdLink(fd))
         return self.links[-1]
 
+    def load_clone(self, name: str, attach_type: int, btf_obj_fd: int) -> int:
+        """Program `name` of this loaded object loaded once more, with bpf() (libbpf 1.1 cannot
+        set a program's BTF object without a target), as a TRACING program of `attach_type`
+        against the kernel BTF object `btf_obj_fd` (a module's) with no target (the multi
+        placeholder): a tracing_multi link takes the ids of the BTF its program was loaded
+        against. Its instructions are libbpf's as loaded (the maps' fds in them: the same maps);
+        its fd, for attach_tracing_multi, is closed with this object."""
+        lib = libbpf()
+        prog = self.program(name)
+        count, insns = lib.bpf_program__insn_cnt(prog), lib.bpf_program__insns(prog)
+        if not count or not insns:
+            raise BpfLoadError(f"{self.path}: {name}: libbpf kept no instructions to load again")
+        gpl = ctypes.create_string_buffer(b"GPL")
+        attr = ProgLoadAttach(prog_type=BPF_PROG_TYPE_TRACING, insn_cnt=count, insns=insns,
+                              license=ctypes.addressof(gpl), prog_name=name[:15].encode(),
+                              expected_attach_type=attach_type, attach_btf_obj_fd=btf_obj_fd)
+        fd = sys_bpf(self.bpf_syscall, BPF_PROG_LOAD, attr)
+        if fd < 0:
+            err = ctypes.get_errno()
+            # again with the verifier's log, for its last lines
+            text = ctypes.create_string_buffer(1 << 20)
+            attr.log_level, attr.log_size, attr.log_buf = 1, len(text), ctypes.addressof(text)
+            fd = sys_bpf(self.bpf_syscall, BPF_PROG_LOAD, attr)
+            if fd < 0:
+                said = "\n".join(text.value.decode(errors="replace").splitlines()[-5:])
+                raise BpfLoadError(f"{name} loaded against the module's BTF: "
+                                   f"{os.strerror(err)}" + (f"\n{said}" if said else ""), err)
+        self.clones.append(fd)
+        return fd
+
+    def attach_tracing_multi_fd(self, prog_fd: int, btf_ids: Sequence[int],
+                                cookies: Sequence[int], attach_type: int, what: str) -> FdLink:
+        """attach_tracing_multi for a program fd (load_clone's)."""
+        n = len(btf_ids)
+        ids = (ctypes.c_uint32 * n)(*btf_ids)
+        cooks = (c_uint64 * n)(*cookies)
+        attr = LinkCreateTracingMulti(prog_fd=prog_fd, attach_type=attach_type,
+                                      ids=ctypes.addressof(ids),
+                                      cookies=ctypes.addressof(cooks), cnt=n)
+        fd = sys_bpf(self.bpf_syscall, BPF_LINK_CREATE, attr)
+        if fd < 0:
+            raise fail(f"{what} link ({n} functions)", ctypes.get_errno())
+        self.links.append(FdLink(fd))
+        return self.links[-1]
+
     def attach_tracing(self, prog: str, attach_type: int, cookie: int, what: str) -> FdLink:
         """The link of `prog`, loaded with expect_tracing on its one function, with a BPF
         cookie: an fsession's (libbpf 1.1 makes its links without one)."""
@@ -311,6 +364,9 @@ class BpfObject:
         for other in reversed(self.companions):
             other.close()
         self.companions.clear()
+        for fd in self.clones:
+            os.close(fd)
+        self.clones.clear()
         if self._obj:
             libbpf().bpf_object__close(self._obj)
             self._obj = None

@@ -103,6 +103,9 @@ def _load_libbpf() -> ctypes.CDLL:
         "bpf_program__set_type": ([c_void_p, c_int], c_int),
         "bpf_program__set_attach_target": ([c_void_p, c_int, c_char_p], c_int),
         "bpf_map__reuse_fd": ([c_void_p, c_int], c_int),
+        # a program's instructions as loaded (0.7+), to load it again against a module's BTF
+        "bpf_program__insns": ([c_void_p], c_void_p),
+        "bpf_program__insn_cnt": ([c_void_p], ctypes.c_size_t),
     }
     for fn, (argtypes, restype) in sigs.items():
         f = getattr(lib, fn)

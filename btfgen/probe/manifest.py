@@ -61,6 +61,19 @@ def check_target(manifest: dict) -> list[str]:
         if digest and digest != manifest["btf_sha256"]:
             warnings.append(f"built for the BTF of {manifest['btf']}, not this kernel's: "
                             "arguments may be misplaced")
+        module = manifest.get("btf_module")
+        if module:
+            try:
+                here = hashlib.sha256((KERNEL_BTF.parent / module["name"]).read_bytes())
+            except OSError:
+                here = None
+            if here is None:
+                warnings.append(f"module {module['name']} is not loaded here: its functions "
+                                "cannot be traced")
+            elif here.hexdigest() != module["btf_sha256"]:
+                warnings.append(f"built for the BTF of module {module['name']} in "
+                                f"{module['btf']}, not the one loaded here: its arguments may "
+                                "be misplaced")
     return warnings
 
 

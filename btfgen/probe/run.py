@@ -174,6 +174,8 @@ def _decode_as(view: DecoderView, directory: Path, manifest: dict, mode: attach.
         view.use(None, ())
         return
     taken, _ = attach.trampoline_split(manifest, keep)
+    instead = set(manifest.get(KPROBE_INSTEAD, ()))
+    taken = [i for i in taken if i not in instead]
     module = load_decoders(directory, {"module": manifest["trampoline"]["module"]})
     view.use(module, [manifest["functions"][i] for i in taken])
 
@@ -219,7 +221,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     if summed:
         summed.attached(obj)
         drained = _and_tick(drained, summed)
-    if rebind and mode.trampoline != modes[0].trampoline:
+    if rebind and (mode.trampoline != modes[0].trampoline or manifest.get(KPROBE_INSTEAD)):
         sink = rebind(mode)
     with _detaching(obj, timings) as probes:
         probes.append(before)
@@ -257,6 +259,11 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 summed.print()
         say_missed(missed, kernel)
         return status, lost_by_reason(obj)
+
+
+# The manifest's key, set while attaching (never written): the module's functions the trampoline
+# refused, traced through the kprobe link instead.
+KPROBE_INSTEAD = "kprobe_instead"
 
 
 def _no_events(span) -> None:
@@ -345,6 +352,15 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
 # settings. Not the scratch: a trampoline program may run inside another program on its CPU
 # (the kernel keeps them from nesting only in themselves), so each object keeps its own.
 SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
+# --count / --latency: every object's calls summed in the first one's maps (the ones read), and
+# a thread's stack of call times one for all (an exit pops what its entry pushed, whichever
+# object's program ran it).
+SUMMARY_MAPS = ("sum_keys", "sum_mode", "sum_counts", "sum_hists", "sum_stats", "sum_calls",
+                "sum_depth")
+
+
+def _shared(manifest: dict) -> tuple[str, ...]:
+    return SHARED_MAPS + (SUMMARY_MAPS if manifest.get("summary") else ())
 
 
 def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: dict):
@@ -353,7 +369,7 @@ def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: d
     names = manifest["functions"]
     kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
     obj.companions.append(kprobe)
-    kprobe.share_maps(obj, SHARED_MAPS)
+    kprobe.share_maps(obj, _shared(manifest))
     if mode.rest.kind != "single":
         for program in mode.rest.programs:
             kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
@@ -375,14 +391,24 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
         # One program a function: the object again, its program on `name`.
         more = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
         obj.companions.append(more)
-        more.share_maps(obj, (*SHARED_MAPS, "specs"))
+        more.share_maps(obj, (*_shared(manifest), "specs"))
         more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
         more.set_autoload("follow_fork", False)
         more.load()
         return more
 
-    attach.attach_trampoline(obj, manifest, taken, mode,
-                             cookies(decoders, specs, len(names), order), fsession_object)
+    moved = attach.attach_trampoline(obj, manifest, taken, mode,
+                                     cookies(decoders, specs, len(names), order),
+                                     fsession_object)
+    if moved:
+        # The module's functions the trampoline refused: on the kprobe link of the run (made
+        # now if nothing else needed one), decoded as the kprobe's (_decode_as).
+        manifest[KPROBE_INSTEAD] = moved
+        if mode.rest is None:
+            mode = mode._replace(rest=attach.kprobe_mode(manifest))
+        if kprobe is None:
+            kprobe = _kprobe_companion(obj, directory, mode, manifest)
+        rest = sorted(rest + moved)
     if not rest:
         return
     kspecs = (directory / manifest["specs"]).read_bytes()

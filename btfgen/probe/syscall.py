@@ -127,3 +127,43 @@ class ProgLoadAttach(ctypes.Structure):
                 ("line_info_rec_size", ctypes.c_uint32), ("line_info", c_uint64),
                 ("line_info_cnt", ctypes.c_uint32), ("attach_btf_id", ctypes.c_uint32),
                 ("attach_btf_obj_fd", ctypes.c_uint32)]
+
+
+# A kernel module's BTF object (tracing_multi on its functions: the program loaded against it,
+# attach_btf_obj_fd, and the link's ids its own), found by name among the kernel's BTF objects.
+BPF_BTF_GET_FD_BY_ID = 19
+BPF_BTF_GET_NEXT_ID = 23
+
+
+class GetId(ctypes.Structure):
+    # union bpf_attr, the *_GET_NEXT_ID / *_GET_FD_BY_ID member: an id, the next one, flags
+    _fields_ = [("id", ctypes.c_uint32), ("next_id", ctypes.c_uint32),
+                ("open_flags", ctypes.c_uint32)]
+
+
+class BtfInfo(ctypes.Structure):
+    # struct bpf_btf_info (5.11+ for name and kernel_btf)
+    _fields_ = [("btf", c_uint64), ("btf_size", ctypes.c_uint32), ("id", ctypes.c_uint32),
+                ("name", c_uint64), ("name_len", ctypes.c_uint32),
+                ("kernel_btf", ctypes.c_uint32)]
+
+
+def kernel_btf_fd(number: int, name: str) -> int | None:
+    """A file descriptor of the kernel's BTF object called `name` (a module's: the name
+    lsmod gives it), or None: none loaded (or the kernel says no names)."""
+    import os
+
+    attr = GetId(id=0)
+    while sys_bpf(number, BPF_BTF_GET_NEXT_ID, attr) == 0:
+        attr = GetId(id=attr.next_id)
+        fd = sys_bpf(number, BPF_BTF_GET_FD_BY_ID, GetId(id=attr.id))
+        if fd < 0:
+            continue
+        text = ctypes.create_string_buffer(64)
+        got = BtfInfo(name=ctypes.addressof(text), name_len=len(text))
+        query = InfoByFd(bpf_fd=fd, info_len=ctypes.sizeof(got), info=ctypes.addressof(got))
+        if (sys_bpf(number, BPF_OBJ_GET_INFO_BY_FD, query) == 0 and got.kernel_btf
+                and text.value.decode(errors="replace") == name):
+            return fd
+        os.close(fd)
+    return None

@@ -27,6 +27,7 @@ directory's btfgen_trace.py runs it with no builder, so it imports nothing of bt
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -82,6 +83,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "load, spec map fill, attach, tracing, detach)")
     p.add_argument("--btf", metavar="FILE", help="kernel types from FILE (a vmlinux or raw "
                    "BTF) instead of /sys/kernel/btf/vmlinux")
+    p.add_argument("--module", metavar="NAME",
+                   help="kernel functions of module NAME too (its BTF, split over the kernel's: "
+                        "/sys/kernel/btf/NAME unless --module-btf): a glob matches the module's "
+                        "functions, a name either's; on the trampoline, a link per BTF object")
+    p.add_argument("--module-btf", metavar="FILE",
+                   help="the module's BTF from FILE (its .ko, or raw split BTF), built for "
+                        "another machine's kernel (--btf)")
     p.add_argument("--dwarf", metavar="FILE",
                    help="an ELF file with DWARF for the same build (a -dbg vmlinux): functions "
                         "compiled with another convention than their prototype are read where "
@@ -213,7 +221,8 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
 def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.run and args.build:
         p.error("--build and --run are two steps: give one")
-    if args.run and (args.names or args.kernel or args.btf or args.header or args.arch
+    if args.run and (args.names or args.kernel or args.btf or args.module or args.module_btf
+                     or args.header or args.arch
                      or args.filter or args.capture or not args.strings
                      or args.string_size != 256 or args.capture_budget != 1024
                      or args.no_deny):
@@ -239,6 +248,12 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--header is for user programs; kernel types come from BTF")
     if not args.kernel and (args.btf or args.no_deny):
         p.error("--btf and --no-deny are for kernel functions (--kernel)")
+    if not args.kernel and (args.module or args.module_btf):
+        p.error("--module is for kernel functions (--kernel)")
+    if args.module_btf and not args.module:
+        p.error("--module-btf is the BTF of a --module NAME: give its name")
+    if args.module and not re.fullmatch(r"[A-Za-z0-9_-]+", args.module):
+        p.error(f"--module {args.module!r}: a module's name (as lsmod says it)")
     if args.kernel and not args.names:
         p.error("name the kernel functions to trace")
     if not args.kernel and len(args.names) < 2:

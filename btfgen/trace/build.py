@@ -89,6 +89,8 @@ class Request:
     functions: list[str]  # names (globs for kernel functions)
     kernel: bool = False
     btf: str | None = None  # kernel: the BTF file, else the running kernel's
+    module: str | None = None  # kernel: a module whose functions are traced too (--module)
+    module_btf: str | None = None  # its BTF (a .ko or raw split BTF), else /sys/kernel/btf/NAME
     dwarf: str | None = None  # DWARF of the same build; else the input's own, if it has any
     arch: str | None = None  # btfgen arch name, else the input's ELF machine, else the host's
     program: str | None = None  # user: the executable or shared library (a path, or a bare
@@ -117,10 +119,18 @@ def open_target(req: Request):
 
     from btfgen.target import open_options
 
+    base = None
     if req.kernel:
         input = req.btf or DEFAULT_PATH
         if not Path(input).exists():
             raise BuildError(f"{input}: no such file (a kernel without BTF? give --btf FILE)")
+        if req.module:
+            # The module's split BTF over the kernel's: the kernel's types and functions by
+            # their own ids, the module's after them (the ids its BTF object gives them).
+            base, input = input, req.module_btf or str(Path(DEFAULT_PATH).parent / req.module)
+            if not Path(input).exists():
+                raise BuildError(f"{input}: no such file (module {req.module} not loaded? "
+                                 "give --module-btf FILE: its .ko)")
     else:
         input = req.program
         if not Path(input).is_file():
@@ -129,7 +139,7 @@ def open_target(req: Request):
     headers = req.headers
     options = SimpleNamespace(header=headers, include_dirs=req.include if headers else (),
                               defines=req.define if headers else (), arch=req.arch,
-                              dwarf=req.dwarf)
+                              dwarf=req.dwarf, base=base)
     return open_options(options, input)
 
 
@@ -167,10 +177,11 @@ def build(req: Request, out: Path) -> dict:
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
     summary = _summary(req, bys, out, [f.name for f in layout.functions], layout)
+    summary_flags = summary.pop("flags", [])
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
                  wanted=plan.filtered_names(), wide=conv.pointer_size == 8,
-                 extra=summary.pop("flags", []))
+                 extra=summary_flags)
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
@@ -181,11 +192,12 @@ def build(req: Request, out: Path) -> dict:
     if line := _interpreted(specs, conv.byte_order):
         print(f"btfgen trace: {line}", file=sys.stderr)
     trampoline = None
-    # A summary (--count, --latency) is kept by the kprobe programs' hooks only: the trampoline's
-    # would send events where the maps are asked for, and an fsession cannot skip its exit.
-    if req.kernel and not (req.count or req.latency):
+    if req.kernel:
+        # A summary's programs too (--count, --latency): the same maps, kept by the
+        # trampoline's programs as by the kprobe's (summary.bpf.h).
         with timings.stage("build: trampoline"):
-            trampoline = _trampoline(target, funcs, req, parsed, out, names)
+            trampoline = _trampoline(target, funcs, req, parsed, out, names,
+                                     summary_flags, bys, summary)
     manifest = {
         "format": trace_manifest.FORMAT,
         "kind": "kernel" if req.kernel else "user",
@@ -207,7 +219,11 @@ def build(req: Request, out: Path) -> dict:
         manifest["trampoline"] = trampoline
     if req.kernel:
         # The run step warns when the target kernel's BTF is not the one built for.
-        manifest["btf_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+        kernel_btf = (req.btf or DEFAULT_PATH) if req.module else source
+        manifest["btf"] = kernel_btf
+        manifest["btf_sha256"] = hashlib.sha256(Path(kernel_btf).read_bytes()).hexdigest()
+        if req.module:
+            manifest["btf_module"] = _module_entry(req, source, target.types)
     else:
         manifest["program"] = str(Path(req.program).resolve())
         # A library is only probed: the run side runs the command, or follows --pid, or every
@@ -221,6 +237,21 @@ def build(req: Request, out: Path) -> dict:
     return manifest
 
 
+def _module_entry(req: Request, path: str, types) -> dict:
+    """The manifest's word on the module: its name, the first BTF id of its own (the
+    functions from it on are its: a link of their own on the trampoline), and its BTF's
+    digest (the run side compares it with /sys/kernel/btf/NAME's)."""
+    from btfgen.btf import elf
+
+    with Path(path).open("rb") as f:
+        raw = f.read()
+        if raw[:len(elf.MAGIC)] == elf.MAGIC:
+            f.seek(0)
+            raw = elf.read_btf_section(path, f)[0]
+    return {"name": req.module, "btf": path, "first_id": types.first_id,
+            "btf_sha256": hashlib.sha256(raw).hexdigest()}
+
+
 def trampoline_variants(types) -> list[str]:
     """The trampoline's variants (TRAMPOLINE_OBJECTS' keys) whose attach type the enum
     bpf_attach_type of `types` (the target kernel's BTF) names: what that kernel can take."""
@@ -231,9 +262,12 @@ def trampoline_variants(types) -> list[str]:
 
 
 def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
-                names: list[str]) -> dict | None:
+                names: list[str], summary_flags: list[str] = (), bys: list = (),
+                summary: dict | None = None) -> dict | None:
     """The trampoline's programs, spec table and manifest entry, where the target kernel has
-    an attach type of it and the arch describes the ctx; None: not built."""
+    an attach type of it and the arch describes the ctx; None: not built. With a summary
+    (`summary`: its manifest entry, `summary_flags` its compile flags, `bys` its keys), the
+    programs keep it in the same maps as the kprobe's."""
     from btfgen.target import Target
 
     variants = trampoline_variants(target.types)
@@ -259,7 +293,7 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
     conv = target.convention
     try:
         _compile(out, conv.target_arch, conv.byte_order, user=False,
-                 wanted=plan.filtered_names(),
+                 wanted=plan.filtered_names(), extra=list(summary_flags),
                  variants={o: flags[o] for o in set(objects.values())}, headers=tdir)
     except BuildError as e:
         # The kprobe's programs are built: the trace directory still works, without the
@@ -273,6 +307,16 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
         return None
     module = f"{TRAMPOLINE_DIR}/{outputs.file_name('python', layout.arch)}"
     decoders = trace_manifest.load_decoders(out, {"module": module})
+    if summary and not _same_keys(decoders, names, bys, out / summary["keyspecs"]):
+        # One sum_keys table for both (the maps are shared, and the run side decodes a key
+        # with the kprobe's module): a key the slots' record lays out elsewhere would be read
+        # wrong, so the summary stays on the kprobe links.
+        print(f"{prog.NAME}: the BPF trampoline's programs were not built for this summary "
+              "(its records lay a --by key out otherwise than the kprobe's): the kprobe modes "
+              "only", file=sys.stderr)
+        for name in set(objects.values()):
+            (out / name).unlink(missing_ok=True)
+        return None
     (out / TRAMPOLINE_SPECS).write_bytes(b"".join(decoders.spec(n) for n in names))
     return {"variants": variants, "objects": objects, "specs": TRAMPOLINE_SPECS,
             "module": module,
@@ -281,6 +325,20 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
             "refused": {str(i): f.refused or TRAMPOLINE_DENIED[f.name]
                         for i, f in enumerate(layout.functions)
                         if f.refused or f.name in TRAMPOLINE_DENIED}}
+
+
+def _same_keys(decoders, names: list[str], bys: list, kprobe_keys: Path) -> bool:
+    """Whether the summary's sum_keys table made from `decoders` (the trampoline ctx's) is the
+    one made from the kprobe's, byte for byte."""
+    from btfgen.trace import summary as trace_summary
+
+    descs = [decoders._descriptor(n)[0] for n in names]
+    try:
+        _, blob, _ = trace_summary.keys(bys, names, descs, decoders.POINTER_SIZE,
+                                        decoders.BYTE_ORDER)
+    except trace_summary.KeyError_:
+        return False
+    return blob == kprobe_keys.read_bytes()
 
 
 def _copy_run_side(out: Path) -> None:

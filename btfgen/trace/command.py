@@ -26,7 +26,8 @@ def _build(args, out: Path) -> None:
                        "use --run here") from None
     fields = dict(
         functions=args.names if args.kernel else args.names[1:], kernel=args.kernel,
-        btf=args.btf, dwarf=args.dwarf, arch=args.arch,
+        btf=args.btf, module=args.module, module_btf=args.module_btf, dwarf=args.dwarf,
+        arch=args.arch,
         program=None if args.kernel else args.names[0],
         headers=args.header, include=args.include, define=args.define, filters=args.filter,
         captures=args.capture, strings=args.strings, string_size=args.string_size,

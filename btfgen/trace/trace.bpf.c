@@ -406,8 +406,15 @@ int trace_session(void *ctx)
 	/* A ring buffer without room loses the entry record, not the cookie: the exit, which */
 	/* still runs, reads a zero carried pointer as unavailable rather than a stale one. */
 	*btfgen_session_cookie(ctx) = 0;
+#ifdef BTFGEN_TRAMPOLINE
+	/* An fsession cannot skip its exit (0 is all the verifier lets it return): a call */
+	/* counted, and nothing else asked of it, has an exit that only returns (summary_early). */
+	record(ctx, 0);
+	return 0;
+#else
 	/* 0, or 1 to skip the exit (a call counted, and nothing else asked of it) */
 	return record(ctx, 0);
+#endif
 }
 #else
 /* record() says 1 only for a session's entry (a perf-event probe takes nonzero as "emit a

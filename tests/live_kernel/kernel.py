@@ -68,3 +68,22 @@ def debug_vmlinux(kernel: Kernel) -> Path:
     if not files:
         raise debian.PackageError(f"{deb.name}: no vmlinux file")
     return files[0]
+
+
+def module(kernel: Kernel, path: str) -> Path:
+    """Module `path` (under kernel/, without .ko: "fs/binfmt_misc") of the kernel's modules
+    package, uncompressed (busybox's insmod takes a plain .ko), cached beside the package."""
+    import lzma
+
+    deb = apt_for(kernel.target).download(f"linux-modules-{kernel.release}", kernel.version)
+    r = re.escape(kernel.release)
+    found = debian.extract(deb, rf"/modules/{r}/kernel/{re.escape(path)}\.ko(\.xz)?$")
+    ko = found[0]
+    if ko.suffix != ".xz":
+        return ko
+    plain = ko.with_suffix("")
+    if not plain.exists():
+        part = plain.with_suffix(".part")
+        part.write_bytes(lzma.decompress(ko.read_bytes()))
+        part.rename(plain)
+    return plain

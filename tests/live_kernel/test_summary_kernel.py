@@ -24,6 +24,8 @@ from .conftest import btf_for, kernel_for
 pytestmark = pytest.mark.live
 
 LOOPS = 1000
+# The whole kernel on the trampoline too, where the kernel has tracing_multi (7.2 x86_64)
+WHOLE_TRAMPOLINE = ("unstable-amd64",)
 MODES = ("multi", "single")  # a pair of kprobe_multi links; a kprobe and a kretprobe
 LOOP = (f"import os; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT)\n"
         f"for _ in range({LOOPS}): os.lseek(fd, {scenario.SEEK_TO}, os.SEEK_SET)\n")
@@ -43,6 +45,7 @@ print('keyed-timed', keyed(lats))
 print('timed', sum(r['count'] for r in lats))
 print('not-counted', doc['not_counted'])
 print('not-timed', json.dumps(doc['not_timed']))
+print('do-exit', sum(r['count'] for r in counts if r['function'] == 'do_exit'))
 """
 # shmem_file_llseek's keys: its offset argument on the whole kernel, its file's name (a capture
 # path, read through three pointers) on the one function.
@@ -82,6 +85,11 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
                       f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json -- "
                       f"{py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
                       f"cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
+    if name in WHOLE_TRAMPOLINE:
+        g.step("tramp", f"cd / && {libs}; "
+                        f"{py.python} /trace/btfgen_trace.py --run /trace --json "
+                        f"--attach tracing-multi -- {py.python} /loop.py >/tmp/out 2>/tmp/err; "
+                        f"rc=$?; cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
     for mode in MODES:
         g.step(mode, f"cd / && {libs}; {py.python} /small/btfgen_trace.py --run /small --json "
                      f"--attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
@@ -95,6 +103,15 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
         got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
         assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text
         assert json.loads(got["not-timed"]) == {"map_full": 0, "no_entry": 0, "no_room": 0}, text
+    if name in WHOLE_TRAMPOLINE:
+        text, rc = boot.section("tramp")
+        cache.write_atomic(cache.ROOT / "results" / f"summary-tramp-{name}.txt",
+                           f"{k.release}, {len(functions)} functions\n{text}".encode())
+        assert rc == 0, f"tracing-multi: the tool failed (exit {rc}):\n{text[-3000:]}"
+        assert "attaching one fsession.multi link (as asked" in text, text[-3000:]
+        got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+        assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text[-3000:]
+        assert int(got["calls"]) > 100000 and int(got["not-counted"]) == 0, text[-3000:]
     text, rc = boot.section("summary")
     # Kept for reading (docs/benchmarks.md's whole-kernel figure comes from here).
     cache.write_atomic(cache.ROOT / "results" / f"summary-{name}.txt",
@@ -112,3 +129,56 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
     assert int(got["not-counted"]) == 0, text[-3000:]
     assert json.loads(got["not-timed"])["map_full"] == 0, text[-3000:]
     assert re.search(r"^btfgen_trace: 0 records lost", text, re.M), text[-3000:]
+
+
+# The BPF trampoline (Linux 7.2 x86_64: tracing_multi and fsession) keeping the same summaries:
+# the entry's time in the fsession's cookie where the key is not in the record, else on the
+# thread's stack; keyed by the file's name, and unkeyed with a filter on the offset (so the loop's
+# seeks are exactly what is counted); do_exit, which the trampoline refuses (__noreturn), on the
+# kprobe link of the same run, its counts in the same maps.
+TRAMPOLINE_RUNS = {"tracing-multi": "one fsession.multi link",
+                   "fsession": "one fsession program per function (1)"}
+
+
+def test_trampoline_counted_and_timed(tmp_path):
+    name = "unstable-amd64"
+    k = kernel_for(name)
+    btf = btf_for(k)
+    try:
+        python_guest.files(k.target)
+    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
+        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+    keyed = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
+                                arch=k.target.arch, count=True, latency=True, strings=False,
+                                by=[f"shmem_file_llseek: {NAME}"])
+    plain = trace_build.Request(functions=["shmem_file_llseek", "do_exit"], kernel=True,
+                                btf=str(btf), arch=k.target.arch, count=True, latency=True,
+                                strings=False, filters=[
+                                    f"shmem_file_llseek: offset == {scenario.SEEK_TO}"])
+    for req, d in ((keyed, "keyed"), (plain, "plain")):
+        assert trace_build.build(req, tmp_path / d).get("trampoline"), d
+    g, py = mass.guest_with(k, {"keyed": tmp_path / "keyed", "plain": tmp_path / "plain"})
+    g.file("loop.py", LOOP.encode())
+    g.file("digest.py", DIGEST.encode())
+    libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
+    for attach in TRAMPOLINE_RUNS:
+        for d, key in (("keyed", BY_NAME), ("plain", "null")):
+            g.step(f"{d}-{attach}",
+                   f"cd / && {libs}; {py.python} /{d}/btfgen_trace.py --run /{d} --json "
+                   f"--attach {attach} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
+                   f"cat /tmp/err; {py.python} /digest.py {key}; exit $rc")
+    boot = g.run(k, timeout=1200)
+    for attach, said in TRAMPOLINE_RUNS.items():
+        for d in ("keyed", "plain"):
+            text, rc = boot.section(f"{d}-{attach}")
+            assert rc == 0, f"{d} {attach}: the tool failed (exit {rc}):\n{text[-3000:]}"
+            assert f"attaching {said} (as asked" in text, text[-3000:]
+            got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+            assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text
+            assert json.loads(got["not-timed"]) == {"map_full": 0, "no_entry": 0,
+                                                    "no_room": 0}, text
+            assert int(got["not-counted"]) == 0, text
+            if d == "plain":
+                # the python processes' exits, on the kprobe link: at least the loop's own
+                assert "1 functions the trampoline cannot take" in text, text[-3000:]
+                assert int(got["do-exit"]) >= 1, text
