@@ -53,9 +53,10 @@ class AttachMode(NamedTuple):
 
 
 def attach_modes(asked: str, kernel: bool, manifest: dict,
-                 keep: list[int] | None = None) -> list[AttachMode]:
+                 keep: list[int] | None = None, adjust=None) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
-    one is tried and why."""
+    one is tried and why. `adjust(mode)`: each kprobe mode as the run needs it (a summary's
+    entry alone: summary.entry_only), before it is said."""
     modes = []
     if asked in TRAMPOLINE_ASKED:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
@@ -65,6 +66,8 @@ def attach_modes(asked: str, kernel: bool, manifest: dict,
         print(f"{prog.NAME}: {TRAMPOLINE_PAIRING}", file=sys.stderr)
         return [tramp]
     modes = _kprobe_modes(asked, kernel, manifest)
+    if adjust:
+        modes = [adjust(m) for m in modes]
     if asked == "auto" and kernel and manifest.get("trampoline"):
         # Taken only when asked: what it gets wrong is said when it is (TRAMPOLINE_PAIRING).
         modes[0] = modes[0]._replace(why="; ".join(

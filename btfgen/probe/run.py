@@ -96,7 +96,8 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     else:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
-    modes = attach.attach_modes(opts.attach, kernel, manifest, keep)
+    modes = attach.attach_modes(opts.attach, kernel, manifest, keep, adjust=lambda m: (
+        summary.entry_only(m, manifest, bool(opts.record))))
     # Each function decoded by the module of the ctx it is attached through (the trampoline's
     # slots or the kprobe's registers): set for the first mode, again for one it falls back to.
     view = DecoderView(decoders)
@@ -305,6 +306,8 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
                 program, session=mode.kind == "session")
     obj.set_autoload("follow_fork", following and fork_offset is not None)
+    if mode.kind in ("multi", "single") and "trace_exit" not in mode.programs:
+        obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
     specs = (directory / (mode.specs or manifest["specs"])).read_bytes()
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
         mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size))

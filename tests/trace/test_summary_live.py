@@ -188,9 +188,49 @@ def test_bad_keys(exe, by, line):
     assert err == f"btfgen trace: {line}\n"
 
 
-def test_count_refuses_a_retval_filter(exe):
-    _, err = trace(exe, "--count", "--filter", "nap: $retval == 7", status=2)
-    assert err.count("\n") == 1 and "$retval" in err
+@pytest.mark.parametrize("attach", ["session", "multi", "single"])
+def test_count_alone_attaches_the_entry_only(exe, attach):
+    _, err = trace(exe, "--count", "--by", "comm", "--attach", attach)
+    first = err.splitlines()[0]
+    if attach == "session":
+        # one link: its entry returns 1, and the kernel skips the exit
+        assert first.endswith("one uprobe.session link (as asked)"), err
+    else:
+        assert "(entry only: a count needs no exit)" in first, err
+    _, err = trace(exe, "--count", "--latency", "--attach", attach)
+    assert "entry only" not in err
+
+
+# quick(x) returns x + 1 for x = 0..999; nap returns its colour (RED 1 twice, BLUE 7 once);
+# work returns its job's id: 1, 2, 3, 1, 2, 3, 1 (alpha is ids 1 and 3, beta 2).
+@pytest.mark.parametrize("attach", ["session", "multi", "single"])
+def test_count_with_a_retval_filter_counts_at_exit(exe, attach):
+    out, err = trace(exe, "--count", "--attach", attach, "--filter", "nap: $retval == 7",
+                     "--filter", "quick: $retval > 990")
+    assert out == "FUNC   COUNT\nnap    1\nwork   7\nquick  10\n"
+    assert "entry only" not in err
+
+
+@pytest.mark.parametrize("attach", ["session", "multi"])
+def test_count_with_entry_and_exit_filters_and_keys(exe, attach):
+    # the entry's condition at entry (x >= 500), the exit's at exit ($retval <= 600), the key
+    # (made at entry) carried to the exit that counts
+    out, _ = trace(exe, "--count", "--attach", attach,
+                   "--filter", "quick: x >= 500 && $retval <= 600",
+                   "--filter", "work: $retval == 1", "--by", "work: j->name",
+                   "--by", "nap: c", "--filter", "nap: $retval != 7")
+    assert out == ("FUNC   KEY              COUNT\n"
+                   "nap    c=RED(1)         2\n"
+                   'work   j->name="alpha"  3\n'
+                   "quick                   100\n")
+    out, _ = trace(exe, "--json", "--count", "--latency", "--attach", attach, "--by", "comm",
+                   "--filter", "quick: $retval > 500")
+    doc = json.loads(out)
+    counts = {c["function"]: c["count"] for c in doc["counts"]}
+    assert counts == {"nap": 3, "quick": 500, "work": 7}  # x = 500..999
+    assert {h["function"]: h["count"] for h in doc["latencies"]} == counts
+    assert doc["not_counted"] == 0
+    assert doc["not_timed"] == {"map_full": 0, "no_entry": 0, "no_room": 0}
 
 
 def test_log2_hist_as_funclatency():
