@@ -263,7 +263,9 @@ def attach_trampoline(obj, manifest: dict, keep: list[int], mode: AttachMode,
 
 
 def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
-            cookie: list[int]) -> None:
+            cookie: list[int], stopped=lambda: False) -> None:
+    """`stopped()`: the run was signalled; single probes, one at a time (thousands take
+    seconds), stop being attached then (the run ends with what it has)."""
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
     kernel = manifest["kind"] == "kernel"
@@ -274,6 +276,8 @@ def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
         if mode.kind == "single":
             # The same program on every function: the cookie (Linux 5.15+) picks the spec.
             for i, name in zip(keep, names):
+                if stopped():
+                    return
                 if not kernel:
                     obj.attach_uprobe(program, manifest["program"], name, cookie=cookie[i],
                                       retprobe=ret, offset=manifest["offsets"][i])
