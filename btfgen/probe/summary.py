@@ -82,6 +82,9 @@ class Summary:
                  interval: float | None = None, map_size: int | None = None) -> None:
         s = manifest["summary"]
         self.count, self.latency = s.get("count"), s.get("latency")
+        # functions counted at exit (their filter tests the return value): an exit without
+        # its entry's state loses their count, as it loses a duration
+        self.at_exit = bool(self.count and s.get("at_exit"))
         self.key_size = s["key_size"]
         self.keys = s["keys"]
         self.names = manifest["functions"]
@@ -256,11 +259,13 @@ class Summary:
         if stats[HISTS_FULL]:
             lines.append(f"{stats[HISTS_FULL]} calls not timed: their key did not fit the map "
                          f"({self.map_size} keys; --map-size)")
+        lost = " or ".join(w for w, on in (("timed", self.latency),
+                                            ("counted (at exit)", self.at_exit)) if on)
         if stats[NO_ENTRY]:
-            lines.append(f"{stats[NO_ENTRY]} exits without their entry (its time not kept): "
-                         "not timed")
+            lines.append(f"{stats[NO_ENTRY]} exits without their entry (its state not kept): "
+                         f"not {lost}")
         if stats[NO_ROOM]:
-            lines.append(f"{stats[NO_ROOM]} calls not timed: too many calls under way at once")
+            lines.append(f"{stats[NO_ROOM]} calls not {lost}: too many calls under way at once")
         return lines
 
     def _json(self, counts: dict, hists: dict, stats: list[int]) -> str:
@@ -285,6 +290,9 @@ class Summary:
         if self.latency:
             doc["not_timed"] = {"map_full": stats[HISTS_FULL], "no_entry": stats[NO_ENTRY],
                                 "no_room": stats[NO_ROOM]}
+        if self.at_exit:
+            doc["not_counted_at_exit"] = {"no_entry": stats[NO_ENTRY],
+                                          "no_room": stats[NO_ROOM]}
         return json.dumps(doc) + "\n"
 
 

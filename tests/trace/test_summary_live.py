@@ -173,6 +173,23 @@ def test_full_map_is_said(exe):
     assert len(doc["counts"]) <= 8
 
 
+def test_full_map_is_said_in_the_table(exe):
+    out, _ = trace(exe, "--count", "--latency", "--map-size", "8", "--by", "quick: x")
+    lines = out.splitlines()
+    said = [line for line in lines if "did not fit" in line]
+    m = re.fullmatch(r"(\d+) calls not counted: their key did not fit the map \(8 keys; "
+                     r"--map-size\)", said[0])
+    t = re.fullmatch(r"(\d+) calls not timed: their key did not fit the map \(8 keys; "
+                     r"--map-size\)", said[1])
+    assert m and t and len(said) == 2, out
+    assert lines[-2:] == said  # the table's last lines
+    table = lines[1:lines.index("")]
+    counted = sum(int(row.split()[-1]) for row in table)
+    assert counted + int(m.group(1)) == 1010 and len(table) <= 8
+    timed = sum(sum(s.values()) for s in hists(out).values())
+    assert timed + int(t.group(1)) == 1010
+
+
 @pytest.mark.parametrize("by, line", [
     ("nap: zz", "--by 'nap: zz': column 6: no argument 'zz' in nap (its arguments: ms, c)"),
     ("nope: c", "--by 'nope: c': column 1: no traced function 'nope'"),
@@ -231,6 +248,7 @@ def test_count_with_entry_and_exit_filters_and_keys(exe, attach):
     assert {h["function"]: h["count"] for h in doc["latencies"]} == counts
     assert doc["not_counted"] == 0
     assert doc["not_timed"] == {"map_full": 0, "no_entry": 0, "no_room": 0}
+    assert doc["not_counted_at_exit"] == {"no_entry": 0, "no_room": 0}
 
 
 def test_log2_hist_as_funclatency():
