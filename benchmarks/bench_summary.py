@@ -13,7 +13,11 @@ tracer adds to a call (the loop traced minus the loop alone, over N), the median
 - `btfgen trace --run DIR --count` (DIR built once with --build), `--count --by comm`,
   `--latency`, and `--latency --by 'traced: a'` (a key from the decoded record, its time and key
   kept on the per-thread stack instead of the session cookie), each printing its table at the
-  end; the counts are checked against N.
+  end; the counts are checked against N;
+- `--count` and `--latency` on a pair of uprobe_multi links (`--attach multi`) and on single
+  uprobes (`--attach single`): a count attaches the entry alone there (--latency both).
+  `--rows multi` runs only these (and the empty programs), to set them beside an older tree's
+  (PYTHONPATH=OLD_TREE: the tracer is run as `python -m btfgen`).
 
 The whole-kernel row is tests/live_kernel/test_summary_kernel.py's unstable-amd64 run, read
 from the live cache when it is there (that test writes it): calls counted over the tracing
@@ -47,11 +51,16 @@ EMPTY = """\
 SEC("uprobe") int empty(void *ctx) { return RET; }
 char LICENSE[] SEC("license") = "GPL";
 """
+# label: (build options, run options)
 ROWS = {
-    "count": ["--count"],
-    "count by comm": ["--count", "--by", "comm"],
-    "latency": ["--latency"],
-    "latency by an argument": ["--latency", "--by", "traced: a"],
+    "count": (["--count"], []),
+    "count by comm": (["--count", "--by", "comm"], []),
+    "latency": (["--latency"], []),
+    "latency by an argument": (["--latency", "--by", "traced: a"], []),
+    "count, --attach multi": (["--count"], ["--attach", "multi"]),
+    "latency, --attach multi": (["--latency"], ["--attach", "multi"]),
+    "count, --attach single": (["--count"], ["--attach", "single"]),
+    "latency, --attach single": (["--latency"], ["--attach", "single"]),
 }
 CLANG = shutil.which("clang-19") or shutil.which("clang") or "clang"
 DEFAULT_CALLS = 200_000
@@ -84,7 +93,7 @@ def empty(exe: Path, obj_path: Path, offset: int, calls: int, syscall: int) -> i
 
 def traced(exe: Path, directory: Path, args: list[str], calls: int) -> tuple[int, str]:
     proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--run", str(directory),
-                           "--", str(calls)], capture_output=True, text=True,
+                           *args, "--", str(calls)], capture_output=True, text=True,
                           check=True)
     return loop_ns(proc.stderr, calls), proc.stdout
 
@@ -113,7 +122,9 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=DEFAULT_CALLS)
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     p.add_argument("--json", metavar="FILE")
+    p.add_argument("--rows", choices=("all", "multi"), default="all")
     args = p.parse_args()
+    rows_asked = {k: v for k, v in ROWS.items() if args.rows == "all" or "--attach" in k}
     if missing := missing_tools():
         print(f"bench_summary: not installed: {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -135,8 +146,8 @@ def main() -> int:
             subprocess.run([CLANG, "-O2", "-target", "bpf", "-c", str(src), "-o",
                             str(objects[label])], check=True)
         dirs = {}
-        for label, opts in ROWS.items():
-            dirs[label] = t / label.replace(" ", "-")
+        for label, (opts, _) in rows_asked.items():
+            dirs[label] = t / re.sub(r"[^A-Za-z0-9]+", "-", label)
             subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(dirs[label]),
                             *opts, str(exe), "traced"], check=True, capture_output=True)
         syscall = json.loads((next(iter(dirs.values())) / "trace.json").read_text())[
@@ -147,7 +158,7 @@ def main() -> int:
             for label, obj in objects.items():
                 runs.setdefault(label, []).append(empty(exe, obj, offset, calls, syscall))
             for label, directory in dirs.items():
-                took, out = traced(exe, directory, ROWS[label], calls)
+                took, out = traced(exe, directory, ROWS[label][1], calls)
                 if label.startswith("count") and not re.search(rf"\b{calls}$", out, re.M):
                     raise SystemExit(f"bench_summary: {label}: not {calls} calls:\n{out}")
                 runs.setdefault(label, []).append(took)

@@ -53,9 +53,10 @@ class AttachMode(NamedTuple):
 
 
 def attach_modes(asked: str, kernel: bool, manifest: dict,
-                 keep: list[int] | None = None) -> list[AttachMode]:
+                 keep: list[int] | None = None, adjust=None) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
-    one is tried and why."""
+    one is tried and why. `adjust(mode)`: each kprobe mode as the run needs it (a summary's
+    entry alone: summary.entry_only), before it is said."""
     modes = []
     if asked in TRAMPOLINE_ASKED:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
@@ -65,6 +66,8 @@ def attach_modes(asked: str, kernel: bool, manifest: dict,
         print(f"{prog.NAME}: {TRAMPOLINE_PAIRING}", file=sys.stderr)
         return [tramp]
     modes = _kprobe_modes(asked, kernel, manifest)
+    if adjust:
+        modes = [adjust(m) for m in modes]
     if asked == "auto" and kernel and manifest.get("trampoline"):
         # Taken only when asked: what it gets wrong is said when it is (TRAMPOLINE_PAIRING).
         modes[0] = modes[0]._replace(why="; ".join(
@@ -321,7 +324,9 @@ def _attach_module(obj, manifest: dict, module: list[int], mode: AttachMode,
 
 
 def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
-            cookie: list[int]) -> None:
+            cookie: list[int], stopped=lambda: False) -> None:
+    """`stopped()`: the run was signalled; single probes, one at a time (thousands take
+    seconds), stop being attached then (the run ends with what it has)."""
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
     kernel = manifest["kind"] == "kernel"
@@ -332,6 +337,8 @@ def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
         if mode.kind == "single":
             # The same program on every function: the cookie (Linux 5.15+) picks the spec.
             for i, name in zip(keep, names):
+                if stopped():
+                    return
                 if not kernel:
                     obj.attach_uprobe(program, manifest["program"], name, cookie=cookie[i],
                                       retprobe=ret, offset=manifest["offsets"][i])

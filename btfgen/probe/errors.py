@@ -17,6 +17,18 @@ class InputError(RunError):
     """Bad input (a directory that is no trace directory): exit status 2, as every command."""
 
 
+class Interrupted(Exception):
+    """SIGINT or SIGTERM before any function was attached: one line, and 128 + the signal
+    (nothing was traced, so there is nothing else to say)."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(f"interrupted ({signal.Signals(signum).name}) before tracing began: "
+                         "nothing attached")
+        self.signum = signum
+
+
 class BadInput(Exception):
     """What the build refused: bad usage or input (2, as every btfgen command), or a function
     that is not there (1, as `btfgen` and `btfgen layout` say it)."""

@@ -16,15 +16,39 @@ from .options import Options
 DRAIN_MS = 10
 
 
-def follow(rb, child, opts: Options, losses, drained=None, begin=None) -> int:
-    """`begin()` starts what is traced (the command, or the message that tracing began) once
-    a signal can no longer end the tracer before its lines are printed."""
-    drained = drained or (lambda: None)
+def catch_signals() -> tuple[list[int], dict]:
+    """From here on, SIGINT and SIGTERM are kept in the list this returns, never raised: the
+    run ends at its next step with its usual lines (a KeyboardInterrupt raised inside a long
+    attach was a traceback, or, raised in libbpf's print callback, swallowed: the tracer went on
+    attaching and tracing as if never signalled). -> (the list, the handlers to restore)."""
     stop: list[int] = []
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        old[sig] = signal.signal(sig, lambda signum, _frame: stop.append(signum))
+    return stop, old
+
+
+def restore_signals(old: dict) -> None:
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+
+
+def follow(rb, child, opts: Options, losses, drained=None, begin=None,
+           stop: list[int] | None = None) -> int:
+    """`begin()` starts what is traced (the command, or the message that tracing began) once
+    a signal can no longer end the tracer before its lines are printed. `stop`: catch_signals'
+    list, where a signal that came while attaching already is (tracing then never begins)."""
+    drained = drained or (lambda: None)
     # Ctrl-C, or a SIGTERM (timeout(1), a service manager): the probes are detached, the ring
     # buffer drained and its lines printed before the end, as when the command exits.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, _frame: stop.append(signum))
+    if stop is None:
+        stop, _ = catch_signals()
+    if stop:
+        # Signalled while attaching: the command never runs (cancelled), nothing was traced.
+        if child:
+            child.cancel()
+            return 128 + stop[0]
+        return 0
     if begin:
         begin()
     deadline = None if opts.duration is None else time.monotonic() + opts.duration

@@ -17,7 +17,8 @@ from . import attach, features, output, prog, recording, ringspan, spec_format, 
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed
-from .loop import follow
+from .errors import Interrupted
+from .loop import catch_signals, follow, restore_signals
 from .manifest import (
     DecoderView,
     LazyFunctions,
@@ -73,6 +74,15 @@ def ring_size(event_bytes: float, functions: int, pointer_size: int = 8) -> int:
 
 
 def run(directory: Path, opts: Options, out=sys.stdout) -> int:
+    # A signal from here on ends the run at its next step, never in the middle of one.
+    stop, old = catch_signals()
+    try:
+        return _run(directory, opts, out, stop)
+    finally:
+        restore_signals(old)
+
+
+def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
     timings = Timings(opts.timings)
     manifest = load_manifest(directory)
     with timings.stage("run: decoders load"):
@@ -96,7 +106,8 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     else:
         keep = list(range(len(names)))
     who = everyone(processes(manifest, opts))  # then each line says whose call it was
-    modes = attach.attach_modes(opts.attach, kernel, manifest, keep)
+    modes = attach.attach_modes(opts.attach, kernel, manifest, keep, adjust=lambda m: (
+        summary.entry_only(m, manifest, bool(opts.record))))
     # Each function decoded by the module of the ctx it is attached through (the trampoline's
     # slots or the kprobe's registers): set for the first mode, again for one it falls back to.
     view = DecoderView(decoders)
@@ -135,7 +146,7 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
                               printer.flush_lines if printer else None, modes, rebind,
-                              summed)
+                              summed, stop)
     except BaseException:
         if made.get("writer"):
             made["writer"].abandon()
@@ -182,13 +193,19 @@ def _decode_as(view: DecoderView, directory: Path, manifest: dict, mode: attach.
 
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
            sink, timings: Timings | None = None, drained=None, modes=None,
-           rebind=None, summed: summary.Summary | None = None) -> tuple[int, tuple[int, int]]:
+           rebind=None, summed: summary.Summary | None = None,
+           stop: list[int] | None = None) -> tuple[int, tuple[int, int]]:
     """(the exit status, records lost by why: losses.lost_by_reason); `sink(span)` takes each
     span of the ring's records (ringspan.Span); `drained()` after each drain of the ring
     buffer. `modes`: the ways to attach (attach.attach_modes); `rebind(mode)`: the sink for a
     mode fallen back to, where it decodes otherwise than the first; `summed` prints the
-    summary maps every interval and at the end."""
+    summary maps every interval and at the end. `stop`: the signals caught since the run began
+    (loop.catch_signals): one before anything is attached ends the run (Interrupted), one
+    after ends it as Ctrl-C while tracing does."""
     kernel = manifest["kind"] == "kernel"
+    stop = [] if stop is None else stop
+    if stop:
+        raise Interrupted(stop[0])
     timings = timings or Timings(False)
     fork_offset = tracefs.child_pid_offset()
     choice = processes(manifest, opts)
@@ -204,7 +221,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
             obj = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
             try:
                 before = _load_and_attach(obj, directory, mode, manifest, opts, keep, only,
-                                          fork_offset, following, timings, decoders)
+                                          fork_offset, following, timings, decoders, stop)
                 break
             except BaseException as e:
                 obj.close()
@@ -241,7 +258,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                       flush=True)
             with timings.stage("run: tracing"):
                 status = follow(rb, child, opts, lambda: Losses.of(
-                    obj, obj.missed(mode.programs), behind.take()), drained, begin)
+                    obj, obj.missed(mode.programs), behind.take()), drained, begin, stop)
             missed = obj.missed(mode.programs)  # while the links that count it are there
             # Then no call makes a record any more: what the ring buffer holds is all there
             # is, drained to the end (a traced process that goes on calling, after a signal
@@ -293,7 +310,8 @@ def reader(map_fd: int, sink):
 
 def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
                      opts: Options, keep: list[int], only: int, fork_offset: int | None,
-                     following: bool, timings: Timings, decoders) -> int:
+                     following: bool, timings: Timings, decoders,
+                     stop: list[int] | None = None) -> int:
     """Load `obj` for `mode` and attach it; -> how many links it had before the function
     probes (what _detaching detaches, timed). `decoders`: the generated module (its pointer
     size, and its copy of spec_format for the cookies)."""
@@ -312,6 +330,8 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
             (obj.expect_kprobe_multi if kernel else obj.expect_uprobe_multi)(
                 program, session=mode.kind == "session")
     obj.set_autoload("follow_fork", following and fork_offset is not None)
+    if mode.kind in ("multi", "single") and "trace_exit" not in mode.programs:
+        obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
     specs = (directory / (mode.specs or manifest["specs"])).read_bytes()
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
         mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size))
@@ -324,6 +344,8 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
         summary.before_load(obj, manifest, opts.map_size)
     with timings.stage("run: object load"):
         obj.load()
+    if stop:  # signalled while loading (a whole kernel's verification takes seconds)
+        raise Interrupted(stop[0])
     with timings.stage("run: spec map fill"):
         obj.fill_array("specs", specs, len(names))
     if manifest.get("summary"):
@@ -344,7 +366,8 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
             _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders, kprobe)
         else:
             attach.attach_functions(obj, manifest, keep, mode,
-                                    cookies(decoders, specs, len(names), manifest["byte_order"]))
+                                    cookies(decoders, specs, len(names), manifest["byte_order"]),
+                                    stopped=lambda: bool(stop))
     return before
 
 

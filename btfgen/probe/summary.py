@@ -19,6 +19,7 @@ from .libbpf import libbpf, possible_cpus
 # struct sum_keyspec: off, size, how, pad, mask
 KEYSPEC_FORMAT = "HHHHQ"
 KEY_RECORD, KEY_STRING, KEY_CAPTURE, KEY_COMM = 1, 2, 4, 8
+KEY_AT_EXIT = 16  # not a key: the function's calls are counted at exit (a $retval filter)
 CAPTURE_HEAD = 16  # spec_format.CAPTURE_HEAD's bytes
 MODE_COUNT, MODE_LATENCY, MODE_EVENTS = 1, 2, 4
 SLOTS = 64
@@ -32,6 +33,31 @@ def mode(manifest: dict, record: bool) -> int:
     s = manifest.get("summary") or {}
     return ((MODE_COUNT if s.get("count") else 0) | (MODE_LATENCY if s.get("latency") else 0)
             | (MODE_EVENTS if record else 0))
+
+
+def needs_exit(manifest: dict, record: bool) -> bool:
+    """Whether a summary's calls need their exit probed: --latency, a function counted at
+    exit (its filter tests the return value), or the events recorded too. A directory built
+    before the manifest said so: yes."""
+    s = manifest.get("summary")
+    return not s or record or s.get("exit", True)
+
+
+def entry_only(mode, manifest: dict, record: bool):
+    """`mode` (attach.AttachMode) without its exit program, where it has one of its own (a pair
+    of multi links, or single probes) and the summary does not need it: a count made at entry
+    costs the traced call one probe, not two. A session link skips the exit itself (its entry
+    returns 1)."""
+    if (not manifest.get("summary") or needs_exit(manifest, record)
+            or mode.kind not in ("multi", "single") or len(mode.programs) != 2):
+        return mode
+    said = {"kprobe_multi links": "one kprobe_multi link",
+            "uprobe_multi links": "one uprobe_multi link",
+            "one kprobe and kretprobe per function": "one kprobe per function",
+            "one uprobe and uretprobe per function": "one uprobe per function"}
+    return mode._replace(programs=mode.programs[:1],
+                         said=said.get(mode.said, mode.said) + " (entry only: a count needs "
+                         "no exit)")
 
 
 def before_load(obj, manifest: dict, map_size: int | None) -> None:
@@ -56,6 +82,9 @@ class Summary:
                  interval: float | None = None, map_size: int | None = None) -> None:
         s = manifest["summary"]
         self.count, self.latency = s.get("count"), s.get("latency")
+        # functions counted at exit (their filter tests the return value): an exit without
+        # its entry's state loses their count, as it loses a duration
+        self.at_exit = bool(self.count and s.get("at_exit"))
         self.key_size = s["key_size"]
         self.keys = s["keys"]
         self.names = manifest["functions"]
@@ -230,11 +259,13 @@ class Summary:
         if stats[HISTS_FULL]:
             lines.append(f"{stats[HISTS_FULL]} calls not timed: their key did not fit the map "
                          f"({self.map_size} keys; --map-size)")
+        lost = " or ".join(w for w, on in (("timed", self.latency),
+                                            ("counted (at exit)", self.at_exit)) if on)
         if stats[NO_ENTRY]:
-            lines.append(f"{stats[NO_ENTRY]} exits without their entry (its time not kept): "
-                         "not timed")
+            lines.append(f"{stats[NO_ENTRY]} exits without their entry (its state not kept): "
+                         f"not {lost}")
         if stats[NO_ROOM]:
-            lines.append(f"{stats[NO_ROOM]} calls not timed: too many calls under way at once")
+            lines.append(f"{stats[NO_ROOM]} calls not {lost}: too many calls under way at once")
         return lines
 
     def _json(self, counts: dict, hists: dict, stats: list[int]) -> str:
@@ -259,6 +290,9 @@ class Summary:
         if self.latency:
             doc["not_timed"] = {"map_full": stats[HISTS_FULL], "no_entry": stats[NO_ENTRY],
                                 "no_room": stats[NO_ROOM]}
+        if self.at_exit:
+            doc["not_counted_at_exit"] = {"no_entry": stats[NO_ENTRY],
+                                          "no_room": stats[NO_ROOM]}
         return json.dumps(doc) + "\n"
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from . import prog as tool_name
 from . import run as trace_run
-from .errors import BadInput, BpfLoadError, InputError, RunError
+from .errors import BadInput, BpfLoadError, InputError, Interrupted, RunError
 from .options import Options
 
 USAGE = """\
@@ -191,6 +191,14 @@ def main(argv=None, prog: str = "btfgen trace", build: Builder | None = None) ->
     except (RunError, BpfLoadError) as e:  # one line, plus libbpf's log
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
+    except Interrupted as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:
+        # Ctrl-C while building (the run catches its own signals from its start): one line
+        # and the status a shell gives, never a traceback.
+        print(f"{prog}: {Interrupted(2)}", file=sys.stderr)
+        return 130
 
 
 def _main(argv: list[str], prog: str, build: Builder | None) -> int:

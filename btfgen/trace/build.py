@@ -176,7 +176,8 @@ def build(req: Request, out: Path) -> dict:
     with timings.stage("build: generation"):
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
-    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout)
+    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout,
+                       frozenset(b.index for b in plan.filters if b.checked.exit is not None))
     summary_flags = summary.pop("flags", [])
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
@@ -525,10 +526,6 @@ def _summary_bys(req: Request, funcs: list) -> list:
         if req.by:
             raise BuildError("--by keys a summary: give --count or --latency")
         return [], []
-    if req.count and any("$retval" in f for f in req.filters):
-        # counted at entry, where the return value is not there yet
-        raise BuildError("--count counts calls at entry: a filter on $retval decides at exit "
-                         "(give it with --latency alone)")
     try:
         bys = trace_summary.parse(req.by)
         return bys, trace_summary.captures(bys, funcs)
@@ -536,9 +533,11 @@ def _summary_bys(req: Request, funcs: list) -> list:
         raise BuildError(str(e)) from None
 
 
-def _summary(req: Request, bys: list, out: Path, names: list[str], layout) -> dict:
+def _summary(req: Request, bys: list, out: Path, names: list[str], layout,
+             at_exit: frozenset[int]) -> dict:
     """The manifest's summary entry (with the compile flags, popped by the caller), and the
-    keys' sum_keyspec table written; {} without --count or --latency."""
+    keys' sum_keyspec table written; {} without --count or --latency. `at_exit`: the functions
+    whose filter decides at exit (on $retval): counted there."""
     from btfgen.trace import summary as trace_summary
 
     if not (req.count or req.latency):
@@ -548,11 +547,15 @@ def _summary(req: Request, bys: list, out: Path, names: list[str], layout) -> di
     descs = [decoders._descriptor(n)[0] for n in names]
     try:
         keys, blob, size = trace_summary.keys(bys, names, descs, decoders.POINTER_SIZE,
-                                              decoders.BYTE_ORDER)
+                                              decoders.BYTE_ORDER, at_exit)
     except trace_summary.KeyError_ as e:
         raise BuildError(str(e)) from None
     (out / SUMMARY_KEYS).write_bytes(blob)
+    # "exit": whether a call's exit has work (summary.needs_exit): the run side attaches the
+    # entry alone where it has none.
     return {"count": req.count, "latency": req.latency, "by": req.by, "keys": keys,
+            "at_exit": sorted(at_exit) if req.count else [],
+            "exit": bool(req.latency or (req.count and at_exit)),
             "key_size": size, "keyspecs": SUMMARY_KEYS,
             "flags": ["-DBTFGEN_SUMMARY", f"-DBTFGEN_SUMMARY_KEY={size}"]}
 

@@ -16,7 +16,12 @@
  * too: the generic decoder owns the cookie then) the entry pushes its time and key on a
  * per-thread stack (thread, depth), and every exit pops: an entry the filter rejects pushes a
  * zero time, so the exits its calls make still pop their own slot. An exit that finds no slot
- * is not timed, and counted. */
+ * is not timed, and counted.
+ *
+ * A count is added at entry, where the exit is not needed at all (a session entry returns 1, a
+ * pair or single probes attach the entry alone: the run side asks the manifest), except for a
+ * function whose filter tests its return value (SUM_AT_EXIT in its keyspec): its entry keeps
+ * the key and a time as --latency's does, and its exit counts it if the filter keeps it. */
 #ifndef BTFGEN_SUMMARY_H
 #define BTFGEN_SUMMARY_H
 /* The calls record() makes are subprograms (noinline): the verifier then sees the
@@ -35,6 +40,7 @@
 #define SUM_STRING 2 /* ... a captured string: its head's len says how many bytes are its */
 #define SUM_CAPTURE 4 /* ... a capture: its head's pad and pointer are not part of the key */
 #define SUM_COMM 8 /* the thread's comm */
+#define SUM_AT_EXIT 16 /* the function's calls are counted at exit: a filter decides there */
 /* sum_mode[0] */
 #define SUM_COUNT 1
 #define SUM_LATENCY 2
@@ -202,6 +208,19 @@ static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct s
 #endif
 }
 
+/* Whether a call's exit has work: its duration, or its count where a filter on the return
+ * value decides (the entry then keeps the call's key and a nonzero time for the exit). */
+static __always_inline int sum_needs_exit(const struct sum_keyspec *ks, __u32 mode)
+{
+	return (mode & SUM_LATENCY) || (ks && (ks->how & SUM_AT_EXIT));
+}
+
+/* Whether the entry counts the call (--count, and no filter left to run at exit). */
+static __always_inline int sum_counts_at_entry(const struct sum_keyspec *ks, __u32 mode)
+{
+	return (mode & SUM_COUNT) && !(ks && (ks->how & SUM_AT_EXIT));
+}
+
 static __always_inline void sum_count(const struct sum_key *k)
 {
 	__u64 *n = bpf_map_lookup_elem(&sum_counts, k), one = 1;
@@ -293,7 +312,7 @@ static __always_inline void sum_entry(void *ctx, __u32 at, const struct sum_keys
 	struct sum_key k = {};
 	struct sum_state *st;
 
-	if (!(mode & SUM_LATENCY)) {
+	if (!sum_needs_exit(ks, mode)) {
 		sum_fill(&k, at, ks, rec);
 		sum_count(&k);
 		return;
@@ -302,7 +321,7 @@ static __always_inline void sum_entry(void *ctx, __u32 at, const struct sum_keys
 #ifdef BTFGEN_SESSION
 		*btfgen_session_cookie(ctx) = bpf_ktime_get_ns();
 #endif
-		if (mode & SUM_COUNT) {
+		if (sum_counts_at_entry(ks, mode)) {
 			sum_fill(&k, at, ks, rec);
 			sum_count(&k);
 		}
@@ -310,14 +329,15 @@ static __always_inline void sum_entry(void *ctx, __u32 at, const struct sum_keys
 	}
 	st = sum_push();
 	if (!st) {
-		if (mode & SUM_COUNT) {
+		/* counted at exit, this call is not: SUM_NO_ROOM says so */
+		if (sum_counts_at_entry(ks, mode)) {
 			sum_fill(&k, at, ks, rec);
 			sum_count(&k);
 		}
 		return;
 	}
 	sum_fill(&st->key, at, ks, rec);
-	if (mode & SUM_COUNT)
+	if (sum_counts_at_entry(ks, mode))
 		sum_count(&st->key);
 	st->ns = bpf_ktime_get_ns(); /* last: the time is the call's, not the key's making */
 }
@@ -329,7 +349,7 @@ static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keysp
 	__u64 now = bpf_ktime_get_ns();
 	struct sum_state st = {};
 
-	if (!(mode & SUM_LATENCY))
+	if (!sum_needs_exit(ks, mode))
 		return;
 	if (sum_in_cookie(ks, mode)) {
 #ifdef BTFGEN_SESSION
@@ -349,7 +369,10 @@ static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keysp
 		sum_stat(SUM_NO_ENTRY);
 		return;
 	}
-	sum_time(&st.key, now - st.ns);
+	if ((mode & SUM_COUNT) && !sum_counts_at_entry(ks, mode))
+		sum_count(&st.key);
+	if (mode & SUM_LATENCY)
+		sum_time(&st.key, now - st.ns);
 }
 
 /* Before the record is decoded. 1: the call is summed and sends no event (its entry's exit
@@ -387,7 +410,7 @@ static __noinline void summary_rejected(void *ctx, __u32 at, __u32 kind)
 	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
 	__u32 mode = sum_mode_now();
 
-	if (!(mode & SUM_LATENCY))
+	if (!sum_needs_exit(ks, mode))
 		return;
 	if (kind) {
 		sum_exit(ctx, at, ks, mode, 0);
@@ -407,11 +430,12 @@ static __noinline void summary_lost(void *ctx, __u32 at)
 		summary_rejected(ctx, at, 0);
 }
 
-/* The session entry's return: 1 skips the exit, which a count alone does not need. */
-static __always_inline int summary_no_exit(void)
+/* The session entry's return: 1 skips the exit, which a count made at entry does not need. */
+static __always_inline int summary_no_exit(__u32 at)
 {
+	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
 	__u32 mode = sum_mode_now();
 
-	return mode && !(mode & (SUM_LATENCY | SUM_EVENTS));
+	return mode && !(mode & SUM_EVENTS) && !sum_needs_exit(ks, mode);
 }
 #endif /* BTFGEN_SUMMARY_H */

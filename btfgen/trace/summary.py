@@ -74,30 +74,33 @@ def captures(bys: list[By], funcs) -> list[str]:
 
 
 def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
-         byte_order: str) -> tuple[list[dict | None], bytes, int]:
+         byte_order: str, at_exit: frozenset[int] = frozenset()
+         ) -> tuple[list[dict | None], bytes, int]:
     """(each function's key for the manifest, their sum_keyspec structs in cookie order, the
-    key bytes the BPF side needs)."""
+    key bytes the BPF side needs). `at_exit`: the functions (by index) whose calls are counted
+    at exit, where their filter tests the return value (KEY_AT_EXIT in their keyspec)."""
     order = "<" if byte_order == "little" else ">"
     spec = struct.Struct(order + run_summary.KEYSPEC_FORMAT)
     per: list[dict | None] = []
     blob = bytearray()
     size = 8
     comm = any(b.comm for b in bys)
-    for name, desc in zip(names, descs):
+    for at, (name, desc) in enumerate(zip(names, descs)):
+        flag = run_summary.KEY_AT_EXIT if at in at_exit else 0
         mine = [b for b in bys if not b.comm and fnmatch.fnmatchcase(name, b.func)]
         if len(mine) > 1:
             raise mine[1].error(f"{name} has a key already ({mine[0].text!r}): one a function")
         if mine:
             key, packed = _key(mine[0], desc, spec)
             size = max(size, packed[1])
-            blob += spec.pack(*packed)
+            blob += spec.pack(packed[0], packed[1], packed[2] | flag, *packed[3:])
         elif comm:
             key = {"by": "comm", "name": "comm"}
             size = max(size, 16)
-            blob += spec.pack(0, 16, run_summary.KEY_COMM, 0, 0)
+            blob += spec.pack(0, 16, run_summary.KEY_COMM | flag, 0, 0)
         else:
             key = None
-            blob += spec.pack(0, 0, 0, 0, 0)
+            blob += spec.pack(0, 0, flag, 0, 0)
         per.append(key)
     size = (size + 7) & ~7
     if size > MAX_KEY:

@@ -320,7 +320,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 #ifdef BTFGEN_SUMMARY
 	/* Summed without a record where the key needs none; the count alone skips the exit. */
 	if (summary_early(ctx, at, kind))
-		return !kind && summary_no_exit();
+		return !kind && summary_no_exit(at);
 #endif
 	e = scratch_event(tid, &spilled, kind);
 	if (!e) {

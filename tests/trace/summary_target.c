@@ -1,6 +1,7 @@
 /* Known calls for btfgen trace --count / --latency (tests/trace/test_summary_live.py): nap
  * sleeps 20 ms three times (c BLUE once, RED twice), quick runs 1,000 times, work 7 times on
  * jobs named alpha (5 calls) and beta (2). */
+#include <stdio.h>
 #include <unistd.h>
 
 enum colour { RED = 1, GREEN = 2, BLUE = 7 };
@@ -31,7 +32,26 @@ NOINLINE int work(struct job *j)
 	return j->id;
 }
 
-int main(void)
+/* test_signals_live.py: argv[1], a file made once the calls are done (holding the pid, put in
+ * place whole by a rename); then, given a second argument, wait for a signal. */
+static void mark(int argc, char **argv)
+{
+	char part[4096];
+	FILE *f;
+
+	if (argc < 2 || snprintf(part, sizeof(part), "%s.new", argv[1]) >= (int)sizeof(part))
+		return;
+	f = fopen(part, "w");
+	if (!f)
+		return;
+	fprintf(f, "%d\n", (int)getpid());
+	fclose(f);
+	rename(part, argv[1]);
+	if (argc > 2)
+		pause();
+}
+
+int main(int argc, char **argv)
 {
 	static struct job jobs[] = { { 1, "alpha" }, { 2, "beta" }, { 3, "alpha" } };
 	volatile char touched = 0;
@@ -46,5 +66,6 @@ int main(void)
 		acc += quick(i);
 	for (i = 0; i < 7; i++)
 		acc += work(&jobs[i % 3]);
+	mark(argc, argv);
 	return acc == 12345;
 }
