@@ -228,7 +228,11 @@ class _PlanBuilder:
             self.skipped.append(f"{what}: more operations than the {MAX_OPS} of a function")
             return None
         if data >= OP_LIMIT or data + nbytes > min(DATA_SIZE, budget):
-            self.skipped.append(f"{what}: no room left in the record")
+            # The budget named where it, not the record, is what is short (--capture-budget).
+            short = budget < DATA_SIZE and data < OP_LIMIT and data + nbytes <= DATA_SIZE
+            self.skipped.append(f"{what}: no room left in the record" +
+                                (f" within the capture budget of {budget} bytes" if short
+                                 else ""))
             return None
         if any(h.offset > 0xffff for h in c.hops) or c.offset > 0xffff:
             self.skipped.append(f"{what}: an offset past 64 KiB")

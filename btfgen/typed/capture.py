@@ -28,19 +28,21 @@ from btfgen.btf.walk import descend, strip
 from btfgen.errors import BtfgenError
 from btfgen.typed import path as paths
 
-# retsnoop's per-value size: the generic record's data is 1 KB a call (a fixed-size ring-buffer
-# slot), so bpftrace's 1,024 would not fit beside the arguments; two 256-byte strings do.
+# retsnoop's per-value size: a call's record holds what its captures need, within CALL_BUDGET
+# bytes unless --capture-budget says otherwise; two 256-byte strings fit beside the arguments.
 STRING_SIZE = 256
 # A string is read as up to limit + 1 characters and its NUL (one more than shown: that is how
 # a string of exactly `limit` characters is told from a longer, truncated one), in one record
-# operation (below generic.OP_LIMIT = 512 bytes).
-MAX_STRING_SIZE = 509
+# operation (below generic.OP_LIMIT = 4,096 bytes).
+MAX_STRING_SIZE = 4093
 
 
-MAX_VALUE_SIZE = 511  # a value's bytes, also in one operation (a buffer's at most too)
-# The record data bytes a call's captures may take, unless --capture-budget says fewer: the
-# generic record's (spec_format.DATA_SIZE, not imported here: the run side's module).
+MAX_VALUE_SIZE = 4095  # a value's bytes, also in one operation (a buffer's at most too)
+# The record data bytes a call's captures may take unless --capture-budget says otherwise, and
+# the most it may say: the generic record's (spec_format.DATA_SIZE, not imported here: the run
+# side's module). The default keeps a call's record near 1 KiB whatever it captures unasked.
 CALL_BUDGET = 1024
+MAX_BUDGET = 8192
 
 
 def string_size_problem(size: int) -> str | None:
@@ -48,15 +50,15 @@ def string_size_problem(size: int) -> str | None:
     nothing."""
     if 1 <= size <= MAX_STRING_SIZE:
         return None
-    return (f"--value-size: from 1 to {MAX_STRING_SIZE} bytes (one record operation of the "
-            "generic record's 1 KiB)")
+    return (f"--value-size: from 1 to {MAX_STRING_SIZE} bytes (one record operation: below "
+            f"half the generic record's {MAX_BUDGET} bytes)")
 
 
 def budget_problem(budget: int) -> str | None:
     """What is wrong with a --capture-budget; None: nothing."""
-    if 64 <= budget <= CALL_BUDGET:
+    if 64 <= budget <= MAX_BUDGET:
         return None
-    return f"--capture-budget: from 64 to {CALL_BUDGET} bytes (the generic record's data)"
+    return f"--capture-budget: from 64 to {MAX_BUDGET} bytes (the generic record's data)"
 
 KERNEL, USER, EITHER = 0, 1, 2  # where a load reads: the space flag of a capture op
 

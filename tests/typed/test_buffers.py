@@ -202,18 +202,23 @@ long vfs_write(struct file *file, const char *buf, unsigned long count, long lon
 
 
 def test_default_strings_shrink_to_the_room_the_named_leave(tmp_path):
-    """A named string and a named buffer of 256 bytes each leave no head below the 512 bytes an
-    operation reaches for the default string after them: it goes before them instead, shrunk
-    to the room they can give up (the guests' vfs_write, tests/live_kernel/test_typed_live)."""
+    """A named string and a named buffer of 2,040 bytes each leave no head below the 4,096 bytes
+    an operation reaches for the default string after them: it goes before them instead, shrunk
+    to the room they can give up. At 256 bytes each (the guests' vfs_write,
+    tests/live_kernel/test_typed_live), all three fit whole in the default budget."""
     (tmp_path / "w.h").write_text(WRITE)
     t = btfgen.open(headers=[str(tmp_path / "w.h")], arch="x86_64")
     (f,) = t.select(["vfs_write"])[0]
-    got = C.for_functions([f], [C.parse("vfs_write: file->f_path.dentry->d_name.name, "
-                                        "buf[count]")], strings=True)["vfs_write"]
+    option = [C.parse("vfs_write: file->f_path.dentry->d_name.name, buf[count]")]
+    proto = t.placement([f]).layout.functions[0].proto
+    small = C.for_functions([f], option, strings=True)["vfs_write"]
+    assert all(c.size == -1 for c in generic.plan(proto, "little", 8, small).captures)
+    got = C.for_functions([f], option, strings=True, limit=2040,
+                          budget=C.MAX_BUDGET)["vfs_write"]
     assert [c.text for c in got] == ["file->f_path.dentry->d_name.name", "buf[count]", "buf"]
-    p = generic.plan(t.placement([f]).layout.functions[0].proto, "little", 8, got)
+    p = generic.plan(proto, "little", 8, got)
     name, buf, default = p.captures
     assert name.size == -1 and buf.size == -1  # whole, as asked
-    assert default.head < name.head and 16 <= default.size < C.STRING_SIZE
+    assert default.head < name.head and 16 <= default.size < 2040
     assert all(o.dst < generic.OP_LIMIT for o in p.entry_ops)
     assert max(o.dst + o.size for o in p.entry_ops) <= generic.DATA_SIZE

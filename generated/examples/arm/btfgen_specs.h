@@ -23,8 +23,8 @@
 #define BTFGEN_GENERIC_TYPES
 /* ---- the generic, table-driven decoder ------------------------------------------------------ */
 #define BTFGEN_MAX_OPS 32 /* copy operations per function (entry + exit) */
-#define BTFGEN_DATA_SIZE 1024 /* record data bytes */
-#define BTFGEN_OP_LIMIT 512 /* an operation's dst and size are below this */
+#define BTFGEN_DATA_SIZE 8192 /* record data bytes */
+#define BTFGEN_OP_LIMIT 4096 /* an operation's dst and size are below this */
 #define BTFGEN_FROM_CTX 0 /* src: offset in the ctx */
 #define BTFGEN_FROM_STACK 1 /* src: offset from the entry stack pointer */
 #define BTFGEN_FROM_PTR 2 /* src: data offset of a pointer already copied into the record */

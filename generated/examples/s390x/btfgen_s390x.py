@@ -154,8 +154,12 @@ EVENT_THREAD_LOST = 1  # this thread lost records since its previous one
 EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any thread's may be
 # The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
 # a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
-# and exit_size).
-DATA_SIZE = 1024
+# and exit_size), so a record is as large as its values and captures: the size bounds one
+# capture (below half of it, generic.OP_LIMIT: the BPF side masks an operation's offset and
+# size by that), not what a call costs. A struct of it is a scratch per CPU (per thread for
+# uprobes) on the BPF side; a reader that reserves one in a ring (examples/project) pays it
+# per event.
+DATA_SIZE = 8192
 # Entries of the tracer's specs map: functions one trace directory can attach (the attach
 # cookie is the index).
 MAX_FUNCTIONS = 4096
