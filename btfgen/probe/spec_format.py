@@ -52,7 +52,14 @@ SPEC_HEAD = (
     Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
     Field("__u16", "entry_size", "record data bytes its entry's decoder writes (to 8)"),
     Field("__u16", "exit_size", "record data bytes its exit's decoder writes (to 8)"),
+    Field("__u8", "carry_span", "0: the exit's data starts with the one word at carry; n: with "
+          "a word saying it was kept, then the n words from carry"),
+    Field("__u8", "pad"),
+    Field("__u16", "pad2"),
 )
+# The most words an exit takes from its entry's record (carry_span), with the word saying they
+# were kept: what the BPF side keeps a call, copied whole (generic.MAX_CARRY_SPAN).
+CARRY_WORDS = 8
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u32", "kind", "0: entry, 1: exit"),

@@ -351,17 +351,7 @@ def _length(func: T.Func, sized: Sized, limit: int, separate_spaces: str | None
         return Length(text, param=lp.param, size=kind[0], signed=kind[1]), at_exit
     via_syntax = replace(syntax, star=1, text="*" + syntax.text) if star else syntax
     via = resolve(func, via_syntax, limit, at_exit=False, separate_spaces=separate_spaces)
-    if at_exit and via.param is not None and via.param != _root_param(func, sized.base):
-        # Both pointers would have to be kept from the entry: one is (the carried word).
-        raise CaptureError(f"at exit, {sized.text} needs {sized.base.root} and {via.root} kept "
-                           f"from the entry, and one pointer is kept a call (use a length "
-                           f"known at exit: retval)", column)
     return Length(text, size=kind[0], signed=kind[1], via=replace(via, exit=at_exit)), at_exit
-
-
-def _root_param(func: T.Func, syntax: paths.Syntax) -> int | None:
-    names = [p.name for p in func.proto.params]
-    return names.index(syntax.root) if syntax.root in names else None
 
 
 def _spell(t: T.Type) -> str:
@@ -560,13 +550,6 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
                 except CaptureError as e:
                     e.option = r.option
                     raise
-                if got.exit:
-                    kept = next((c for c in mine if c.exit and c.param is not None), None)
-                    if kept is not None and (kept.param, kept.within) != (got.param, got.within):
-                        raise CaptureError(
-                            f"at exit, {got.text} needs {got.root} kept from the entry, and "
-                            f"{kept.text} keeps {kept.root}: one pointer is kept a call",
-                            sized.base.root_column, r.option)
                 mine[:] = [d for d in mine if d.text != got.text]
                 mine.append(replace(got, budget=budget))
                 continue

@@ -44,7 +44,14 @@ SPEC_HEAD = (
     Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
     Field("__u16", "entry_size", "record data bytes its entry's decoder writes (to 8)"),
     Field("__u16", "exit_size", "record data bytes its exit's decoder writes (to 8)"),
+    Field("__u8", "carry_span", "0: the exit's data starts with the one word at carry; n: with "
+          "a word saying it was kept, then the n words from carry"),
+    Field("__u8", "pad"),
+    Field("__u16", "pad2"),
 )
+# The most words an exit takes from its entry's record (carry_span), with the word saying they
+# were kept: what the BPF side keeps a call, copied whole (generic.MAX_CARRY_SPAN).
+CARRY_WORDS = 8
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u32", "kind", "0: entry, 1: exit"),
@@ -1290,7 +1297,7 @@ def _values(k: int) -> tuple:
 
 def _ops(k: int) -> tuple:
     """Prototype k's generic ops (entry, exit, carry, entry_plan, exit_plan, entry_size,
-    exit_size), evaluated once."""
+    exit_size, and carry_span where it is not 0), evaluated once."""
     ops = _PROTO_OPS.get(k)
     if ops is None:
         ops = _PROTO_OPS[k] = eval(_PROTOS[k][1], {"__builtins__": {}})
@@ -1311,7 +1318,7 @@ def function(name: str) -> Function:
     return hit
 
 
-_SPEC_HEAD = struct.Struct('<' + "IBBBBHHHH")
+_SPEC_HEAD = struct.Struct('<' + "IBBBBHHHHBBH")
 _SPEC_OP = struct.Struct('<' + "HHHBB")
 
 
@@ -1321,8 +1328,10 @@ def spec(name: str) -> bytes:
     # most of a whole kernel's spec table (51,452 functions: 7.8 s).
     _, btf_id, k = _FUNCTION_PROTOS[name]
     entry, exit_, carry, *numbers = _ops(k)
+    if len(numbers) == 4:  # no carry_span: the one word at carry, or none
+        numbers.append(0)
     out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), POINTER_SIZE, carry,
-                                    *numbers))
+                                    *numbers, 0, 0))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, *(0,) * (5 - len(op)))  # a capture op has its space
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))

@@ -80,6 +80,9 @@ struct btfgen_spec {
 	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
 	__u16 entry_size; /* record data bytes its entry's decoder writes (to 8) */
 	__u16 exit_size; /* record data bytes its exit's decoder writes (to 8) */
+	__u8 carry_span; /* 0: the exit's data starts with the one word at carry; n: with a word saying it was kept, then the n words from carry */
+	__u8 pad;
+	__u16 pad2;
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
