@@ -87,6 +87,7 @@ class SpecOpsView:
     exit_plan: int = 0
     entry_size: int = 0  # straight.PlanTable.sizes
     exit_size: int = 0
+    carry_span: int = 0  # GenericPlan.carry_span
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,7 @@ class HeaderView:
     data_size: int
     op_limit: int
     carry_missing_bit: int
+    carry_words: int = spec_format.CARRY_WORDS
     # The generic decoder's snapshot of the ctx registers: `snap_words` pointer-sized loads from
     # ctx offset `snap_lo` (0: none, every ctx op reads through the helper), in a buffer of
     # `snap_bytes` (a power of two, so op offsets can be masked into it).
@@ -424,7 +426,7 @@ def _spec_ops(p: generic.GenericPlan, pointer_size: int,
     ids = table.ids(p) if table is not None else (0, 0)
     sizes = table.sizes(p) if table is not None else p.sizes
     return SpecOpsView(len(p.entry_ops), len(p.exit_ops), pointer_size, p.carry_code,
-                       p.entry_ops + p.exit_ops, *ids, *sizes)
+                       p.entry_ops + p.exit_ops, *ids, *sizes, p.carry_span)
 
 
 _NULL = "(void *)0"

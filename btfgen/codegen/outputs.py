@@ -194,7 +194,8 @@ def python_module(arch: ArchLayout, gplans, captures: dict | None = None,
         d = function_desc(f, arch.byte_order, arch.pointer_size, p, memo,
                           captures.get(f.name, ()), sizes)
         ops = (tuple(o.spelled for o in p.entry_ops),
-               tuple(o.spelled for o in p.exit_ops), p.carry_code) + table.ids(p) + sizes
+               tuple(o.spelled for o in p.exit_ops), p.carry_code) + table.ids(p) + sizes \
+            + ((p.carry_span,) if p.carry_span else ())
         parts = [lits.value_text(a) for a in d.args]
         args_text = ", ".join(parts) + ("," if len(parts) == 1 else "")
         ret_text = ("None" if d.ret is None else

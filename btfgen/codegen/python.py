@@ -52,7 +52,7 @@ class Literals:
 
     def capture_text(self, c: runtime.CaptureDesc) -> str:
         """A capture descriptor, as the tuple literal `runtime.CaptureDesc.check` rebuilds."""
-        rest = ", ".join(repr(x) for x in c[3:])
+        rest = ", ".join(repr(x) for x in (c[3:] if c.why else c[3:-1]))
         return f"({c.name!r}, {c.kind!r}, {self.type_text(c.type)}, {rest})"
 
     def text(self, obj) -> str:

@@ -61,9 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--value-size", "--string-size", dest="string_size", type=int,
                         default=256, metavar="BYTES",
                         help="bytes of a captured string or buffer kept (default 256, at most "
-                             "509; --string-size: its old name)")
+                             "4093; --string-size: its old name)")
     parser.add_argument("--capture-budget", type=int, default=1024, metavar="BYTES",
-                        help="record bytes a call's captures may take (default and most 1024; "
+                        help="record bytes a call's captures may take (default 1024, at most 8192; "
                              "the named captures first, the default strings in what is left)")
     add_header_arguments(parser)
     from btfgen.commands.options import add_dwarf_arguments

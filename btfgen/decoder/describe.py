@@ -151,9 +151,10 @@ def fast_format(f: FunctionLayout, args: tuple[ValueDesc, ...], byte_order: str)
     return FastPath("".join(fmt), None if perm == tuple(range(len(perm))) else perm)
 
 
-def capture_desc(c, plan, memo: dict | None = None) -> CaptureDesc:
+def capture_desc(c, plan, memo: dict | None = None, skipped: tuple = ()) -> CaptureDesc:
     """The descriptor of capture `c` (btfgen.typed.capture.Capture) where `plan` (a
-    generic.CapturePlan, or None: left out) put it."""
+    generic.CapturePlan, or None: left out, for the first of the plan's `skipped` reasons
+    that names it) put it."""
     size = c.size if plan is None or plan.size < 0 else plan.size
     if c.string or c.buffer:
         t: tuple = CharsType("chars", size)
@@ -169,8 +170,12 @@ def capture_desc(c, plan, memo: dict | None = None) -> CaptureDesc:
         else:
             at, nbytes, signed, lhead, lmask = plan.length
             length = (at, nbytes, signed, c.length.text, lhead, lmask)
+    why = ""
+    if plan is None:
+        said = f"capture {c.text}: "
+        why = next((s[len(said):] for s in skipped if s.startswith(said)), "not planned")
     return CaptureDesc(c.text, kind, t, size, c.bit_offset, c.bit_size, c.at_exit, head, mask,
-                       pointers, length)
+                       pointers, length, why)
 
 
 def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
@@ -194,6 +199,7 @@ def function_desc(f: FunctionLayout, byte_order: str, pointer_size: int,
     # (straight.PlanTable.sizes), else what the plan's ops write.
     record = _new(RecordPlans, (plans(gplan.entry), plans(gplan.exit), sizes or gplan.sizes))
     fast = fast_format(f, args, byte_order)
-    caps = tuple(capture_desc(c, p, memo) for c, p in zip(captures, gplan.captures))
+    caps = tuple(capture_desc(c, p, memo, gplan.skipped)
+                 for c, p in zip(captures, gplan.captures))
     return _new(FunctionDesc, (f.name, f.btf_id, order, pointer_size, args, ret, fast, record,
                                caps))

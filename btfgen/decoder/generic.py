@@ -10,7 +10,12 @@ record already holds (`src` is the pointer's data offset).
 A struct returned through a hidden pointer that the callee does not hand back (arm64's x8,
 s390x's r2) can only be found with the pointer the entry saw. The entry copies that pointer into
 its record (`carry` says where); the BPF program keeps it with the call and puts it at the exit
-record's data offset 0, where the exit's FROM_PTR operation follows it.
+record's data offset 0, where the exit's FROM_PTR operation follows it. An exit capture rooted
+at an argument (`buf[retval]`) has that argument's word carried the same way. Where an exit needs
+more than one word of its entry (`SSL_read_ex: buf[*readbytes]`: buf and readbytes; a returned
+struct's pointer beside an argument), the entry's record words from `carry` on are kept
+(`carry_span` of them, MAX_CARRY_SPAN at most), and the exit's data starts with a word saying
+they were kept (nonzero) and then those words.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ CAPTURE_EMPTY = 4  # a buffer whose length was zero or less: nothing read
 MAX_OPS = 32  # per function, entry and exit together: a power of two (the BPF side masks)
 DATA_SIZE = spec_format.DATA_SIZE  # record data bytes; an op's dst and size are below half
 OP_LIMIT = DATA_SIZE // 2
+# The most entry record words an exit takes (spec_format.CARRY_WORDS, less the word saying they
+# were kept), and the highest entry offset `carry`'s byte can name.
+MAX_CARRY_SPAN = spec_format.CARRY_WORDS - 1
+CARRY_LIMIT = 8 * 254
 MIN_SHRUNK = 16  # a default string is shrunk to the room left down to this many characters
 # Bit of the record's failed mask set when an exit needed a carried pointer that was not saved:
 # defined once, by the runtime that reads it (it imports nothing, being copied into modules).
@@ -89,6 +98,7 @@ class GenericPlan:
     skipped: tuple[str, ...]  # why values were left out
     carry: int = -1  # entry data offset of the return pointer the exit needs; -1: none
     captures: tuple[CapturePlan | None, ...] = ()  # per capture asked (None: left out)
+    carry_span: int = 0  # 0: the one word at carry; n: n words from carry, after a kept word
 
     @property
     def sizes(self) -> tuple[int, int]:
@@ -98,7 +108,7 @@ class GenericPlan:
         8 bytes whatever the pointer's size (btfgen_generic_exit). Where the register image
         decodes a kind, it writes more: straight.PlanTable.sizes."""
         entry, exit_ = data_end(self.entry_ops), data_end(self.exit_ops)
-        return entry, max(exit_, 8) if self.carry >= 0 else exit_
+        return entry, max(exit_, 8 + 8 * self.carry_span) if self.carry >= 0 else exit_
 
     @property
     def carry_code(self) -> int:
@@ -228,7 +238,11 @@ class _PlanBuilder:
             self.skipped.append(f"{what}: more operations than the {MAX_OPS} of a function")
             return None
         if data >= OP_LIMIT or data + nbytes > min(DATA_SIZE, budget):
-            self.skipped.append(f"{what}: no room left in the record")
+            # The budget named where it, not the record, is what is short (--capture-budget).
+            short = budget < DATA_SIZE and data < OP_LIMIT and data + nbytes <= DATA_SIZE
+            self.skipped.append(f"{what}: no room left in the record" +
+                                (f" within the capture budget of {budget} bytes" if short
+                                 else ""))
             return None
         if any(h.offset > 0xffff for h in c.hops) or c.offset > 0xffff:
             self.skipped.append(f"{what}: an offset past 64 KiB")
@@ -266,19 +280,20 @@ class _PlanBuilder:
             return None
         return (v.data_off, n.size, n.signed, -1, v.op_mask)
 
-    def carried(self, v: ValueLayout, carry: int) -> ValuePlan | None:
-        """A value behind the pointer the entry carried over, which sits at data offset 0."""
+    def carried(self, v: ValueLayout, carry: int, at: int = 0) -> ValuePlan | None:
+        """A value behind the pointer the entry carried over, which sits at data offset `at`
+        (0, or in a span of words: after them all, where the cursor already is)."""
         if carry < 0:
             self.skipped.append("return value: no room for its pointer in the entry record")
             return None
         mask = 1 << CARRY_MISSING_BIT
         if v.size >= OP_LIMIT or self.first >= MAX_OPS:
             self.skipped.append("return value: by-reference value too large, pointer only")
-            return ValuePlan(-1, 0, mask)
-        dst = _align8(self.psize)
-        mask |= self._copy(FROM_PTR, 0, dst, v.size)
+            return ValuePlan(-1, at, mask)
+        dst = max(_align8(self.psize), self.cursor)
+        mask |= self._copy(FROM_PTR, at, dst, v.size)
         self.cursor = _align8(dst + v.size)
-        return ValuePlan(dst, 0, mask)
+        return ValuePlan(dst, at, mask)
 
 
 def record_bytes(c) -> int:
@@ -315,7 +330,7 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
     """`captures` (btfgen.typed.capture.Capture) take what room the record has after the
     values, up to data byte `budget` (else the captures' own), in order. A capture read at
     exit from an argument (`buf[retval]`) has that argument's value carried from the entry,
-    where a struct returned through a hidden pointer carries that pointer: one or the other.
+    as a struct returned through a hidden pointer has that pointer (several words: a span).
     `ret_at`: a trampoline's ctx reads the return value at this offset (CtxInfo.ret_slot),
     not at its slot, whose index depends on the function; the record is the same either way."""
     if budget is None:
@@ -339,29 +354,65 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
                  (x.value(ret, "return value", ret_at),) if ret is not None else ())
         return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
                            tuple(b.skipped + x.skipped), carry)
-    # An exit capture rooted at an argument: that argument's value is carried (the first such
-    # root; another's captures are left out, said).
-    rooted = [i for i, c in enumerate(captures) if c.at_exit and c.param is not None]
-    buffer_root = None
-    if rooted and not carries:
-        first = captures[rooted[0]]
-        v = entry[first.param]
-        if v is not None and v.data_off >= 0 and v.data_off % 8 == 0 and first.within == 0:
-            buffer_root = (first.param, first.within)
-            carry = v.data_off
+    # The arguments exit captures are rooted at (a buffer's, its length's out-pointer): their
+    # values are carried from the entry. One word alone, where nothing else is carried, goes as
+    # the returned struct's pointer does (in the session cookie where there is one); more, or
+    # one beside that pointer, as a span of the entry record's words.
+    roots: dict[int, int] = {}  # argument -> its entry data offset
+    lost: dict[int, str] = {}  # argument -> why it cannot be carried
+    aligned = True  # every root's pointer at the start of a word (the one-word way)
+    for c in captures:
+        for r in (c, c.length.via if c.buffer and c.length.via is not None else None):
+            if r is None or not r.at_exit or r.param is None:
+                continue
+            v = entry[r.param]
+            if v is None or v.data_off < 0:
+                lost[r.param] = "it is not in the entry record"
+                continue
+            roots[r.param] = v.data_off
+            aligned = aligned and v.data_off % 8 == 0 and r.within == 0
+    if carries and carry < 0:
+        lost.update({p: "the returned struct's pointer has no room in the entry record"
+                     for p in roots})
+        roots = {}
+    single = not carries and len(roots) == 1 and aligned
+    span = 0
+    exit_at: dict[int, int] = {}  # argument -> the exit data offset of its carried value
+    ret_at_exit = 0  # where the exit finds the returned struct's pointer
+    if single:
+        ((param, carry),) = roots.items()
+        exit_at[param] = 0
+    elif roots:
+        words = {off // 8 for off in roots.values()} | ({carry // 8} if carries and carry >= 0
+                                                         else set())
+        lo, hi = min(words), max(words)
+        # The words holding each root's bytes, whatever its size (a pointer is 8 at most).
+        hi = max([hi] + [(off + pointer_size - 1) // 8 for off in roots.values()])
+        if hi - lo + 1 > MAX_CARRY_SPAN or 8 * lo >= CARRY_LIMIT:
+            why = (f"what the exit needs of its entry is more than {MAX_CARRY_SPAN} words "
+                   "of the record apart" if hi - lo + 1 > MAX_CARRY_SPAN
+                   else "it is too far into the entry record")
+            lost.update({p: why for p in roots})
+        else:
+            span, carry0 = hi - lo + 1, 8 * lo
+            exit_at = {p: 8 + off - carry0 for p, off in roots.items()}
+            if carries:
+                ret_at_exit = 8 + carry - carry0
+            carry = carry0
 
     def root_of(c, values):
         if not c.at_exit:
             return values[c.param]
         if c.param is None:
             return values[0] if values else None
-        return carried_root if (c.param, c.within) == buffer_root else None
+        at = exit_at.get(c.param)
+        return None if at is None else ValuePlan(at, -1, 1 << CARRY_MISSING_BIT)
 
     def place(x, c, values):
         root = root_of(c, values)
         if root is None and c.at_exit and c.param is not None:
-            x.skipped.append(f"capture {c.text}: only one pointer is kept from entry to exit"
-                             + (", the returned struct's" if carries else ""))
+            x.skipped.append(f"capture {c.text}: {c.root} is not kept from entry to exit: "
+                             + lost.get(c.param, "no room"))
             return None
         if not c.buffer:
             return x.capture(c, root, budget)
@@ -395,18 +446,17 @@ def plan(f: FunctionLayout | ProtoLayout, byte_order: str, pointer_size: int,
     cplans.update(way(b))
     x = _PlanBuilder(byte_order, pointer_size, len(b.ops))
     exit_: tuple[ValuePlan | None, ...] = ()
-    carried_root: ValuePlan | None = None
+    if exit_at:
+        # The carried words (a word saying they were kept before a span): at offset 0, each 8
+        # bytes whatever its value's size.
+        x.cursor = 8 + 8 * span if span else 8
     if carries:
-        exit_ = (x.carried(ret, carry),)
-    else:
-        if buffer_root is not None:
-            x.cursor = 8  # the carried argument's value, at offset 0 whatever its size
-            carried_root = ValuePlan(0, -1, 1 << CARRY_MISSING_BIT)
-        if ret is not None:
-            exit_ = (x.value(ret, "return value", ret_at),)
+        exit_ = (x.carried(ret, carry, ret_at_exit),)
+    elif ret is not None:
+        exit_ = (x.value(ret, "return value", ret_at),)
     for i, c in enumerate(captures):
         if c.at_exit:
             cplans[i] = place(x, c, exit_)
     return GenericPlan(tuple(b.ops), tuple(x.ops), entry, exit_,
                        tuple(b.skipped + x.skipped), carry,
-                       tuple(cplans[i] for i in range(len(captures))))
+                       tuple(cplans[i] for i in range(len(captures))), span)

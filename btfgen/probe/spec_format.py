@@ -52,7 +52,14 @@ SPEC_HEAD = (
     Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
     Field("__u16", "entry_size", "record data bytes its entry's decoder writes (to 8)"),
     Field("__u16", "exit_size", "record data bytes its exit's decoder writes (to 8)"),
+    Field("__u8", "carry_span", "0: the exit's data starts with the one word at carry; n: with "
+          "a word saying it was kept, then the n words from carry"),
+    Field("__u8", "pad"),
+    Field("__u16", "pad2"),
 )
+# The most words an exit takes from its entry's record (carry_span), with the word saying they
+# were kept: what the BPF side keeps a call, copied whole (generic.MAX_CARRY_SPAN).
+CARRY_WORDS = 8
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u32", "kind", "0: entry, 1: exit"),
@@ -162,8 +169,12 @@ EVENT_THREAD_LOST = 1  # this thread lost records since its previous one
 EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any thread's may be
 # The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
 # a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
-# and exit_size).
-DATA_SIZE = 1024
+# and exit_size), so a record is as large as its values and captures: the size bounds one
+# capture (below half of it, generic.OP_LIMIT: the BPF side masks an operation's offset and
+# size by that), not what a call costs. A struct of it is a scratch per CPU (per thread for
+# uprobes) on the BPF side; a reader that reserves one in a ring (examples/project) pays it
+# per event.
+DATA_SIZE = 8192
 # Entries of the tracer's specs map: functions one trace directory can attach (the attach
 # cookie is the index).
 MAX_FUNCTIONS = 4096

@@ -117,10 +117,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--value-size", "--string-size", dest="string_size", type=int, default=256,
                    metavar="BYTES",
                    help="bytes of a captured string or buffer kept (default 256, as "
-                        "retsnoop; at most 509: one record operation); a longer one is "
+                        "retsnoop; at most 4093: one record operation; more than fits "
+                        "the --capture-budget needs a larger one); a longer one is "
                         "marked cut (--string-size: its old name)")
     p.add_argument("--capture-budget", type=int, default=1024, metavar="BYTES",
-                   help="record bytes a call's captures may take (default and most 1024); "
+                   help="record bytes a call's captures may take (default 1024, at most 8192); "
                         "what --capture names is placed first, the default strings after, "
                         "shrunk to the room left")
     p.add_argument("--bytes", dest="bytes_as", choices=("auto", "text", "hex"),

@@ -9,7 +9,7 @@ from btfgen.btf.walk import MAX_DEPTH  # describe() nests no deeper
 from btfgen.decoder.runtime import DecodeError, Function, FunctionDesc, Limit
 from btfgen.probe import output, recording, spec_format
 
-# No value the generic record holds is larger (BTFGEN_DATA_SIZE is 1024).
+# No value the generic record holds is larger (BTFGEN_DATA_SIZE is 8192).
 LIMIT = Limit(size=1 << 16, depth=MAX_DEPTH)
 
 

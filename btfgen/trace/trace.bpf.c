@@ -16,7 +16,11 @@
  * hidden pointer the callee does not hand back (s390x, arm64) with the pointer kept at entry. */
 #ifndef BTFGEN_SESSION
 #define BTFGEN_SAVE_ARGS
-#define BTFGEN_SAVE_MAX 8 /* only the generic decoder's 8-byte carry stack is used here */
+#define BTFGEN_SAVE_MAX 8 /* only the generic decoder's carry stack is used here */
+#else
+/* The session's saved-arguments slots hold only what an exit needs of its entry beyond the */
+/* cookie's one word (generic.py's carry_span): BTFGEN_CARRY_WORDS words. */
+#define BTFGEN_SESSION_SAVE_MAX 64
 #endif
 /* Built without --filter, it defines BTFGEN_GENERIC_ONLY (build.py): the per-function
  * decoders, which only the filters use, are left out of the header, and a whole kernel's took

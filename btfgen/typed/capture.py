@@ -28,19 +28,21 @@ from btfgen.btf.walk import descend, strip
 from btfgen.errors import BtfgenError
 from btfgen.typed import path as paths
 
-# retsnoop's per-value size: the generic record's data is 1 KB a call (a fixed-size ring-buffer
-# slot), so bpftrace's 1,024 would not fit beside the arguments; two 256-byte strings do.
+# retsnoop's per-value size: a call's record holds what its captures need, within CALL_BUDGET
+# bytes unless --capture-budget says otherwise; two 256-byte strings fit beside the arguments.
 STRING_SIZE = 256
 # A string is read as up to limit + 1 characters and its NUL (one more than shown: that is how
 # a string of exactly `limit` characters is told from a longer, truncated one), in one record
-# operation (below generic.OP_LIMIT = 512 bytes).
-MAX_STRING_SIZE = 509
+# operation (below generic.OP_LIMIT = 4,096 bytes).
+MAX_STRING_SIZE = 4093
 
 
-MAX_VALUE_SIZE = 511  # a value's bytes, also in one operation (a buffer's at most too)
-# The record data bytes a call's captures may take, unless --capture-budget says fewer: the
-# generic record's (spec_format.DATA_SIZE, not imported here: the run side's module).
+MAX_VALUE_SIZE = 4095  # a value's bytes, also in one operation (a buffer's at most too)
+# The record data bytes a call's captures may take unless --capture-budget says otherwise, and
+# the most it may say: the generic record's (spec_format.DATA_SIZE, not imported here: the run
+# side's module). The default keeps a call's record near 1 KiB whatever it captures unasked.
 CALL_BUDGET = 1024
+MAX_BUDGET = 8192
 
 
 def string_size_problem(size: int) -> str | None:
@@ -48,15 +50,15 @@ def string_size_problem(size: int) -> str | None:
     nothing."""
     if 1 <= size <= MAX_STRING_SIZE:
         return None
-    return (f"--value-size: from 1 to {MAX_STRING_SIZE} bytes (one record operation of the "
-            "generic record's 1 KiB)")
+    return (f"--value-size: from 1 to {MAX_STRING_SIZE} bytes (one record operation: below "
+            f"half the generic record's {MAX_BUDGET} bytes)")
 
 
 def budget_problem(budget: int) -> str | None:
     """What is wrong with a --capture-budget; None: nothing."""
-    if 64 <= budget <= CALL_BUDGET:
+    if 64 <= budget <= MAX_BUDGET:
         return None
-    return f"--capture-budget: from 64 to {CALL_BUDGET} bytes (the generic record's data)"
+    return f"--capture-budget: from 64 to {MAX_BUDGET} bytes (the generic record's data)"
 
 KERNEL, USER, EITHER = 0, 1, 2  # where a load reads: the space flag of a capture op
 
@@ -349,17 +351,7 @@ def _length(func: T.Func, sized: Sized, limit: int, separate_spaces: str | None
         return Length(text, param=lp.param, size=kind[0], signed=kind[1]), at_exit
     via_syntax = replace(syntax, star=1, text="*" + syntax.text) if star else syntax
     via = resolve(func, via_syntax, limit, at_exit=False, separate_spaces=separate_spaces)
-    if at_exit and via.param is not None and via.param != _root_param(func, sized.base):
-        # Both pointers would have to be kept from the entry: one is (the carried word).
-        raise CaptureError(f"at exit, {sized.text} needs {sized.base.root} and {via.root} kept "
-                           f"from the entry, and one pointer is kept a call (use a length "
-                           f"known at exit: retval)", column)
     return Length(text, size=kind[0], signed=kind[1], via=replace(via, exit=at_exit)), at_exit
-
-
-def _root_param(func: T.Func, syntax: paths.Syntax) -> int | None:
-    names = [p.name for p in func.proto.params]
-    return names.index(syntax.root) if syntax.root in names else None
 
 
 def _spell(t: T.Type) -> str:
@@ -558,13 +550,6 @@ def for_functions(funcs, requests: list[Request], limit: int = STRING_SIZE,
                 except CaptureError as e:
                     e.option = r.option
                     raise
-                if got.exit:
-                    kept = next((c for c in mine if c.exit and c.param is not None), None)
-                    if kept is not None and (kept.param, kept.within) != (got.param, got.within):
-                        raise CaptureError(
-                            f"at exit, {got.text} needs {got.root} kept from the entry, and "
-                            f"{kept.text} keeps {kept.root}: one pointer is kept a call",
-                            sized.base.root_column, r.option)
                 mine[:] = [d for d in mine if d.text != got.text]
                 mine.append(replace(got, budget=budget))
                 continue

@@ -21,7 +21,7 @@ from btfgen.probe import spec_format
 from btfgen.decoder.describe import type_desc
 from btfgen.decoder.runtime import RECORD_HEADER_SIZE, Unavailable, convert
 
-RECORD_SIZE = RECORD_HEADER_SIZE + 1024
+RECORD_SIZE = RECORD_HEADER_SIZE + spec_format.DATA_SIZE
 
 
 def _build(tmp_path, table, arch, images, defines=(), cookies=()):
@@ -277,5 +277,6 @@ def test_python_spec_bytes_are_the_compiled_c_table(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     py_table = b"".join(mod.spec(k) for k in mod.names())
-    assert len(c_table) == 272 * len(arch.functions)  # a 16-byte head, 32 ops of 8
+    head = spec_format.size_of(spec_format.SPEC_HEAD)  # 20 bytes, then 32 ops of 8
+    assert len(c_table) == (head + 8 * 32) * len(arch.functions)
     assert py_table == c_table

@@ -175,7 +175,7 @@ def test_golden_python_imports(arch_outputs, tmp_path):
         spec_format.RECORD_HEAD)
     for n in golden.FUNCTIONS:
         spec = mod.spec(n)
-        assert len(spec) == 16 + 8 * MAX_OPS  # the header, then 8 bytes per op
+        assert len(spec) == 20 + 8 * MAX_OPS  # the header, then 8 bytes per op
         # The record sizes the BPF side sends, as the spec says them and as the run side
         # learns them from the descriptor: one number.
         head = spec_format.read_head(spec, mod.BYTE_ORDER)

@@ -17,8 +17,9 @@ from btfgen.codegen import bpf
 from btfgen.codegen.outputs import generate
 from btfgen.decode import function
 from btfgen.decoder.describe import type_desc
-from btfgen.decoder.runtime import convert
+from btfgen.decoder.runtime import RECORD_HEADER_SIZE, convert
 from btfgen.layout import RegPiece, StackPiece
+from btfgen.probe import spec_format
 
 pytestmark = pytest.mark.skipif(kernel.missing() is not None, reason=str(kernel.missing()))
 
@@ -114,7 +115,7 @@ def test_entry_and_exit_decoders_on_real_prototypes(run):
 
 def test_generic_records_on_real_prototypes(run):
     arch, images, results = run
-    size = 16 + 1024
+    size = RECORD_HEADER_SIZE + spec_format.DATA_SIZE
     for f, img, (_, _, bss) in zip(arch.functions, images, results):
         fn = function(f, arch)
         for a, want, got in zip(f.args, img.values, fn.decode_record(bss[:size])):

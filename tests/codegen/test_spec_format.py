@@ -43,7 +43,8 @@ def test_an_attach_cookie_names_the_image_only_where_the_call_needs_no_spec():
         assert spec_format.Cookie.of(9, {**head, **other}).value == 9
     with pytest.raises(ValueError):
         spec_format.Cookie.of(1 << 32, head)
-    spec = spec_format.structs(spec_format.SPEC_HEAD)["big"].pack(77, 1, 1, 8, 0, 1, 1, 8, 8)
+    spec = spec_format.structs(spec_format.SPEC_HEAD)["big"].pack(77, 1, 1, 8, 0, 1, 1, 8, 8,
+                                                                  0, 0, 0)
     assert spec_format.cookie(3, spec, "big") == 3 | 77 << 32 | 3 << 62
 
 
@@ -70,9 +71,10 @@ def test_the_record_starts_with_the_word_the_cookie_route_stores():
 def test_the_cookies_of_a_spec_table_are_each_spec_s_cookie():
     pack = spec_format.structs(spec_format.SPEC_HEAD)
     plan = spec_format.IMAGE_PLAN
-    heads = [(77, 1, 1, 8, 0, plan, plan, 8, 8), (78, 1, 1, 8, 2, plan, plan, 8, 8),
-             (1 << 30, 1, 1, 8, 0, plan, 0, 8, 8), (79, 1, 1, 8, 0, 0, plan, 8, 8),
-             (80, 1, 1, 8, 0, 0, 0, 8, 8), (81, 1, 1, 8, 0, plan, 3, 8, 8)]
+    span = (0, 0, 0)  # carry_span and the padding after it
+    heads = [(77, 1, 1, 8, 0, plan, plan, 8, 8) + span, (78, 1, 1, 8, 2, plan, plan, 8, 8) + span,
+             (1 << 30, 1, 1, 8, 0, plan, 0, 8, 8) + span, (79, 1, 1, 8, 0, 0, plan, 8, 8) + span,
+             (80, 1, 1, 8, 0, 0, 0, 8, 8) + span, (81, 1, 1, 8, 0, plan, 3, 8, 8) + span]
     for order in ("little", "big"):
         # each spec padded past its head, as specs.bin's are (ops after it)
         specs = [pack[order].pack(*h) + bytes(range(40)) for h in heads]

@@ -64,7 +64,7 @@ def test_without_captures_the_files_are_the_plain_ones(program):
     ({"filters": ["open_file: how > 1"]}, FilterOptionError,
      "--filter 'open_file: how > 1': column 12"),
     ({"filters": ["open_file: dfd >"]}, FilterOptionError, "--filter 'open_file: dfd >'"),
-    ({"strings": True, "string_size": 600}, BtfgenError, "--value-size: from 1 to 509"),
+    ({"strings": True, "string_size": 4094}, BtfgenError, "--value-size: from 1 to 4093"),
     ({"filters": ["open_file: dfd > 0"], "langs": ("python",)}, BtfgenError,
      "filters are BPF C"),
 ])

@@ -3,7 +3,10 @@
 (/usr/include/openssl/ssl.h). The request curl writes through SSL_write (`buf[num]`), the
 response it reads through SSL_read at exit with the length it returned (`buf[retval]`), as
 text; the same from a recording as jsonl and Parquet; a filter on the buffer's prefix; bad
-lengths said in one line naming the column, exit 2.
+lengths said in one line naming the column, exit 2. A client of ours reads the response through
+SSL_read_ex (curl does not call it), its bytes at buf and their count in *readbytes at exit:
+two words kept from entry to exit, on every way a uprobe's entry and exit are paired. And a
+buffer of 2,000 bytes captured whole through a uprobe, one of 5,000 cut at --value-size.
 
 Needs root and BPF (else skipped), and openssl, curl and libssl-dev (.ci/install): skipped,
 with the reason, only where they are absent and CI is not set."""
@@ -25,6 +28,7 @@ import pytest
 from btfgen.probe import features
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent / "buffers"
 HEADER = "/usr/include/openssl/ssl.h"
 BODY = "hello from a TLS server, read back through SSL_read\n"
 CAPTURES = ["--capture", "SSL_write: buf[num]", "--capture", "SSL_read: buf[retval]"]
@@ -79,6 +83,19 @@ def server(tools, tmp_path_factory):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(scope="module")
+def built(tools, tmp_path_factory):
+    """tls_read_ex (linked with libssl) and sink, built here: -> their directory."""
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is not installed")
+    d = tmp_path_factory.mktemp("progs")
+    subprocess.run(["gcc", "-O2", "-o", str(d / "tls_read_ex"), str(HERE / "tls_read_ex.c"),
+                    "-lssl", "-lcrypto"], check=True)
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(d / "sink"), str(HERE / "sink.c")],
+                   check=True)
+    return d
 
 
 def _btfgen(*args, ok: bool = True) -> subprocess.CompletedProcess:
@@ -182,6 +199,8 @@ def test_prefix_filter_keeps_only_the_matching_calls(server):
                             "SSL *, not an integer"),
     ("SSL_write: ssl[num]", "--capture 'SSL_write: ssl[num]': column 12: ssl is SSL *: a "
                             "buffer is a void * or a pointer to bytes"),
+    ("SSL_write: buf[*num]", "--capture 'SSL_write: buf[*num]': column 16: the length '*num': "
+                             "num is int, not a pointer"),
 ])
 def test_bad_lengths_are_one_line_and_exit_2(tools, tmp_path, capture, said):
     proc = _btfgen("trace", "--header", HEADER, "--capture", capture, "--build",
@@ -189,3 +208,49 @@ def test_bad_lengths_are_one_line_and_exit_2(tools, tmp_path, capture, said):
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "is /" not in line]  # where found
     assert errors == [f"btfgen trace: {said}"]
+
+
+@pytest.mark.parametrize("attach", ["multi", "single", "session"])
+def test_ssl_read_ex_reads_at_exit_with_the_count_it_stored(server, built, attach):
+    """`SSL_read_ex: buf[*readbytes]`: buf and readbytes kept from the entry (the uprobe_multi
+    link's and the single uprobes' carry map, the uprobe.session link's saved slot), the bytes
+    read at exit, as many as *readbytes then held."""
+    if attach == "session":
+        from btfgen.abi.arches import host_bpf_syscall
+
+        reason = features.session_unavailable(host_bpf_syscall(), kernel=False)
+        if reason:
+            pytest.skip(reason)
+    port = server.split(":")[2].split("/")[0]
+    proc = _btfgen("trace", "--attach", attach, "--header", HEADER, "--capture",
+                   "SSL_read_ex: buf[*readbytes]", "libssl.so.3", "SSL_read_ex", "--",
+                   str(built / "tls_read_ex"), port, "hello.txt")
+    got, calls = "", 0
+    for line in proc.stdout.splitlines():
+        r = re.match(r"SSL_read_ex -> (-?\d+) buf\[\*readbytes\]=(.*) \(\d+\.\d{3} us\)$",
+                     line)
+        if r and r.group(1) == "1":  # success: *readbytes holds the count read
+            calls += 1
+            got += json.loads(r.group(2))
+    assert calls >= 1, proc.stdout
+    assert got.startswith("HTTP/1.0 200 ok\r\n") and got.endswith("\r\n\r\n" + BODY)
+
+
+def test_a_2000_byte_buffer_whole_and_a_longer_one_cut(built):
+    out = _btfgen("trace", "--header", str(HERE / "sink.h"), "--value-size", "4093",
+                  "--capture-budget", "8192", "--capture", "take: buf[n]",
+                  str(built / "sink"), "take", "--", str(built / "sink")).stdout
+    calls = [line for line in out.splitlines() if line.startswith("take(")]
+    pattern = "".join(chr(ord("a") + i % 26) for i in range(5000))
+    assert calls == [
+        f'take(buf={calls[0].split("=")[1].split(",")[0]}, n=2000, '
+        f'buf[n]="{pattern[:2000]}")',
+        f'take(buf={calls[1].split("=")[1].split(",")[0]}, n=5000, '
+        f'buf[n]="{pattern[:4093]}"...(5000 bytes))']
+    # Without room for it in the default budget, the reason says which limit was short.
+    out = _btfgen("trace", "--header", str(HERE / "sink.h"), "--value-size", "4093",
+                  "--capture", "take: buf[n]", str(built / "sink"), "take", "--",
+                  str(built / "sink")).stdout
+    assert [line.split("buf[n]=")[1] for line in out.splitlines() if line.startswith("take(")] \
+        == ["<no room left in the record within the capture budget of 1024 bytes>)"] * 2
+

@@ -35,8 +35,8 @@ def capture_reader(c: CaptureDesc, read, head, order: str):
 
 
 def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
-    if c.head < 0:
-        return Unavailable("no room in the record")
+    if c.head < 0:  # the plan's reason (an older descriptor has none: then it was room)
+        return Unavailable(c.why or "no room in the record")
     if failed & c.root_mask & CARRY_MISSING:  # an exit buffer's pointer, kept from its entry
         return Unavailable(f"{c.pointers[0]} was NULL at entry, or its entry was not seen")
     if failed & c.root_mask:

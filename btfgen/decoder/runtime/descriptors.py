@@ -387,12 +387,15 @@ class CaptureDesc(NamedTuple):
     root_mask: int  # the record's failed bits that spoil the pointer it starts from
     pointers: tuple  # the names of the pointers it follows, first to last
     length: tuple = ()  # a buffer's: where its length is (the module's docstring)
+    why: str = ""  # left out of the record (head -1): why; "" where it is in the record
 
     @classmethod
     def check(cls, obj, what: str, limit: Limit) -> CaptureDesc:
-        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
-            obj = tuple(obj) + ((),)  # not a buffer
-        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers, length = \
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 2:
+            obj = tuple(obj) + ((), "")  # not a buffer, in the record or said nothing of why
+        elif isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + ("",)
+        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers, length, why = \
             _fields(obj, cls, what)
         what = f"{what} {_str(name, what)!r}"
         if kind not in ("str", "value", "buf"):
@@ -413,7 +416,8 @@ class CaptureDesc(NamedTuple):
                    _int(bit_size, f"{what}: bit size", 0, 64), _flag(at_exit, f"{what}: exit"),
                    _int(head, f"{what}: head", -1, limit.size),
                    _int(mask, f"{what}: root mask", 0, (1 << 64) - 1),
-                   tuple(_str(p, f"{what}: pointer") for p in pointers), length)
+                   tuple(_str(p, f"{what}: pointer") for p in pointers), length,
+                   _str(why, f"{what}: why"))
 
 
 def _length(obj, what: str, limit: Limit) -> tuple:

@@ -44,7 +44,14 @@ SPEC_HEAD = (
     Field("__u16", "exit_plan", "the exit's straight-line decoder; 0: the ops interpreter"),
     Field("__u16", "entry_size", "record data bytes its entry's decoder writes (to 8)"),
     Field("__u16", "exit_size", "record data bytes its exit's decoder writes (to 8)"),
+    Field("__u8", "carry_span", "0: the exit's data starts with the one word at carry; n: with "
+          "a word saying it was kept, then the n words from carry"),
+    Field("__u8", "pad"),
+    Field("__u16", "pad2"),
 )
+# The most words an exit takes from its entry's record (carry_span), with the word saying they
+# were kept: what the BPF side keeps a call, copied whole (generic.MAX_CARRY_SPAN).
+CARRY_WORDS = 8
 RECORD_HEAD = (
     Field("__u32", "btf_id"),
     Field("__u32", "kind", "0: entry, 1: exit"),
@@ -154,8 +161,12 @@ EVENT_THREAD_LOST = 1  # this thread lost records since its previous one
 EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any thread's may be
 # The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
 # a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
-# and exit_size).
-DATA_SIZE = 1024
+# and exit_size), so a record is as large as its values and captures: the size bounds one
+# capture (below half of it, generic.OP_LIMIT: the BPF side masks an operation's offset and
+# size by that), not what a call costs. A struct of it is a scratch per CPU (per thread for
+# uprobes) on the BPF side; a reader that reserves one in a ring (examples/project) pays it
+# per event.
+DATA_SIZE = 8192
 # Entries of the tracer's specs map: functions one trace directory can attach (the attach
 # cookie is the index).
 MAX_FUNCTIONS = 4096
@@ -598,12 +609,15 @@ class CaptureDesc(NamedTuple):
     root_mask: int  # the record's failed bits that spoil the pointer it starts from
     pointers: tuple  # the names of the pointers it follows, first to last
     length: tuple = ()  # a buffer's: where its length is (the module's docstring)
+    why: str = ""  # left out of the record (head -1): why; "" where it is in the record
 
     @classmethod
     def check(cls, obj, what: str, limit: Limit) -> CaptureDesc:
-        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
-            obj = tuple(obj) + ((),)  # not a buffer
-        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers, length = \
+        if isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 2:
+            obj = tuple(obj) + ((), "")  # not a buffer, in the record or said nothing of why
+        elif isinstance(obj, (tuple, list)) and len(obj) == len(cls._fields) - 1:
+            obj = tuple(obj) + ("",)
+        name, kind, t, size, bit_offset, bit_size, at_exit, head, mask, pointers, length, why = \
             _fields(obj, cls, what)
         what = f"{what} {_str(name, what)!r}"
         if kind not in ("str", "value", "buf"):
@@ -624,7 +638,8 @@ class CaptureDesc(NamedTuple):
                    _int(bit_size, f"{what}: bit size", 0, 64), _flag(at_exit, f"{what}: exit"),
                    _int(head, f"{what}: head", -1, limit.size),
                    _int(mask, f"{what}: root mask", 0, (1 << 64) - 1),
-                   tuple(_str(p, f"{what}: pointer") for p in pointers), length)
+                   tuple(_str(p, f"{what}: pointer") for p in pointers), length,
+                   _str(why, f"{what}: why"))
 
 
 def _length(obj, what: str, limit: Limit) -> tuple:
@@ -802,8 +817,8 @@ def capture_reader(c: CaptureDesc, read, head, order: str):
 
 
 def _captured(c: CaptureDesc, read, data, failed: int, head, order: str):
-    if c.head < 0:
-        return Unavailable("no room in the record")
+    if c.head < 0:  # the plan's reason (an older descriptor has none: then it was room)
+        return Unavailable(c.why or "no room in the record")
     if failed & c.root_mask & CARRY_MISSING:  # an exit buffer's pointer, kept from its entry
         return Unavailable(f"{c.pointers[0]} was NULL at entry, or its entry was not seen")
     if failed & c.root_mask:
@@ -1286,7 +1301,7 @@ def _values(k: int) -> tuple:
 
 def _ops(k: int) -> tuple:
     """Prototype k's generic ops (entry, exit, carry, entry_plan, exit_plan, entry_size,
-    exit_size), evaluated once."""
+    exit_size, and carry_span where it is not 0), evaluated once."""
     ops = _PROTO_OPS.get(k)
     if ops is None:
         ops = _PROTO_OPS[k] = eval(_PROTOS[k][1], {"__builtins__": {}})
@@ -1307,7 +1322,7 @@ def function(name: str) -> Function:
     return hit
 
 
-_SPEC_HEAD = struct.Struct('<' + "IBBBBHHHH")
+_SPEC_HEAD = struct.Struct('<' + "IBBBBHHHHBBH")
 _SPEC_OP = struct.Struct('<' + "HHHBB")
 
 
@@ -1317,8 +1332,10 @@ def spec(name: str) -> bytes:
     # most of a whole kernel's spec table (51,452 functions: 7.8 s).
     _, btf_id, k = _FUNCTION_PROTOS[name]
     entry, exit_, carry, *numbers = _ops(k)
+    if len(numbers) == 4:  # no carry_span: the one word at carry, or none
+        numbers.append(0)
     out = bytearray(_SPEC_HEAD.pack(btf_id, len(entry), len(exit_), POINTER_SIZE, carry,
-                                    *numbers))
+                                    *numbers, 0, 0))
     for op in entry + exit_:
         out += _SPEC_OP.pack(*op, *(0,) * (5 - len(op)))  # a capture op has its space
     out += bytes(_SPEC_OP.size * (32 - len(entry) - len(exit_)))

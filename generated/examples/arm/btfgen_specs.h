@@ -23,8 +23,8 @@
 #define BTFGEN_GENERIC_TYPES
 /* ---- the generic, table-driven decoder ------------------------------------------------------ */
 #define BTFGEN_MAX_OPS 32 /* copy operations per function (entry + exit) */
-#define BTFGEN_DATA_SIZE 1024 /* record data bytes */
-#define BTFGEN_OP_LIMIT 512 /* an operation's dst and size are below this */
+#define BTFGEN_DATA_SIZE 8192 /* record data bytes */
+#define BTFGEN_OP_LIMIT 4096 /* an operation's dst and size are below this */
 #define BTFGEN_FROM_CTX 0 /* src: offset in the ctx */
 #define BTFGEN_FROM_STACK 1 /* src: offset from the entry stack pointer */
 #define BTFGEN_FROM_PTR 2 /* src: data offset of a pointer already copied into the record */
@@ -80,6 +80,9 @@ struct btfgen_spec {
 	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
 	__u16 entry_size; /* record data bytes its entry's decoder writes (to 8) */
 	__u16 exit_size; /* record data bytes its exit's decoder writes (to 8) */
+	__u8 carry_span; /* 0: the exit's data starts with the one word at carry; n: with a word saying it was kept, then the n words from carry */
+	__u8 pad;
+	__u16 pad2;
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 

@@ -338,8 +338,8 @@ static __always_inline int btfgen_exit_tiny(const void *ctx, const struct btfgen
 #define BTFGEN_GENERIC_TYPES
 /* ---- the generic, table-driven decoder ------------------------------------------------------ */
 #define BTFGEN_MAX_OPS 32 /* copy operations per function (entry + exit) */
-#define BTFGEN_DATA_SIZE 1024 /* record data bytes */
-#define BTFGEN_OP_LIMIT 512 /* an operation's dst and size are below this */
+#define BTFGEN_DATA_SIZE 8192 /* record data bytes */
+#define BTFGEN_OP_LIMIT 4096 /* an operation's dst and size are below this */
 #define BTFGEN_FROM_CTX 0 /* src: offset in the ctx */
 #define BTFGEN_FROM_STACK 1 /* src: offset from the entry stack pointer */
 #define BTFGEN_FROM_PTR 2 /* src: data offset of a pointer already copied into the record */
@@ -395,6 +395,9 @@ struct btfgen_spec {
 	__u16 exit_plan; /* the exit's straight-line decoder; 0: the ops interpreter */
 	__u16 entry_size; /* record data bytes its entry's decoder writes (to 8) */
 	__u16 exit_size; /* record data bytes its exit's decoder writes (to 8) */
+	__u8 carry_span; /* 0: the exit's data starts with the one word at carry; n: with a word saying it was kept, then the n words from carry */
+	__u8 pad;
+	__u16 pad2;
 	struct btfgen_op ops[BTFGEN_MAX_OPS];
 };
 
@@ -852,6 +855,20 @@ static __always_inline int btfgen_generic_decode_cookie(const void *ctx, __u64 c
 
 #define BTFGEN_CARRY_MISSING_BIT 63 /* failed: no carried pointer at exit */
 
+#define BTFGEN_CARRY_WORDS 8 /* what an exit takes of its entry, at most */
+
+/* An exit that needs more than one word of its entry (spec->carry_span): the words from
+ * spec->carry on, copied whole (a constant size the verifier sees) after a word saying they
+ * were kept, into `to`: what the exit's data then starts with (generic.py). */
+static __always_inline void btfgen_generic_carry_span(const struct btfgen_spec *spec,
+						      const struct btfgen_record *entry, __u64 *to)
+{
+	__u32 at = ((__u32)spec->carry - 1) * 8 & (BTFGEN_OP_LIMIT - 1);
+
+	to[0] = 1;
+	__builtin_memcpy(&to[1], &entry->data[at], (BTFGEN_CARRY_WORDS - 1) * 8);
+}
+
 /* The pointer an entry record carries for its exit (spec->carry), as raw record bytes: keep it
  * with the call and hand it to btfgen_generic_decode_exit. 0 when the spec carries nothing. */
 static __always_inline __u64 btfgen_generic_carried(const struct btfgen_spec *spec,
@@ -870,7 +887,7 @@ static __always_inline __u64 btfgen_generic_carried(const struct btfgen_spec *sp
 }
 
 /* An exit record whose carried pointer, where its spec carries one, is already at the start
- * of its data (0: none was kept). Every way of finding the pointer ends in this one call, and
+ * of its data (0: none was kept; a span's word saying it was kept, likewise). Every way of finding the pointer ends in this one call, and
  * what it knows of the pointer it reads back from the record, which the verifier does not
  * track: the paths are the same state here, and it walks the decoder once for them all, not
  * once each (btfgen trace's exit program for four functions on x86_64: 271,651 instructions
@@ -1018,13 +1035,17 @@ static __always_inline void btfgen_release_slot(__u32 btf_id)
 	btfgen__pop(&btfgen_saved, &btfgen_depth, btf_id);
 }
 
-/* The generic decoder's own stack: only the carried return pointer, 8 bytes a call. */
+/* The generic decoder's own stack: what an exit needs of its entry (the carried return pointer,
+ * an exit capture's argument: one word, or a span of them after the word saying they were
+ * kept), BTFGEN_CARRY_WORDS words a call. */
 struct {
 	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
 	__uint(max_entries, BTFGEN_SAVE_ENTRIES);
 	__type(key, struct btfgen_save_key);
-	__type(value, __u64);
+	__type(value, __u64[BTFGEN_CARRY_WORDS]);
 } btfgen_carried SEC(".maps");
+
+static const __u64 btfgen_carry_zero[BTFGEN_CARRY_WORDS];
 
 struct {
 	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
@@ -1043,8 +1064,11 @@ static __always_inline int btfgen_generic_entry(const void *ctx, __u64 sp,
 	__u64 *slot;
 
 	if (spec->carry) {
-		slot = btfgen__push(&btfgen_carried, &btfgen_carry_depth, spec->btf_id, btfgen_zero);
-		if (slot)
+		slot = btfgen__push(&btfgen_carried, &btfgen_carry_depth, spec->btf_id,
+				    btfgen_carry_zero);
+		if (slot && spec->carry_span)
+			btfgen_generic_carry_span(spec, rec, slot);
+		else if (slot)
 			*slot = btfgen_generic_carried(spec, rec);
 	}
 	return err;
@@ -1056,16 +1080,15 @@ static __always_inline int btfgen_generic_exit(const void *ctx, __u64 sp,
 {
 	struct btfgen_save_key key;
 	const __u64 *slot;
-	__u64 carried = 0;
 
 	if (spec->carry) {
 		key = btfgen__top(&btfgen_carry_depth, spec->btf_id);
 		slot = bpf_map_lookup_elem(&btfgen_carried, &key);
-		if (slot) {
-			carried = *slot;
+		/* Copied before the pop frees the slot; none kept: zero, "unavailable". */
+		__builtin_memcpy(&rec->data[0], slot ? slot : btfgen_carry_zero,
+				 BTFGEN_CARRY_WORDS * 8);
+		if (slot)
 			btfgen__pop(&btfgen_carried, &btfgen_carry_depth, spec->btf_id);
-		}
-		__builtin_memcpy(&rec->data[0], &carried, 8);
 	}
 	return btfgen__decode_carried_exit(ctx, sp, spec, rec);
 }
@@ -1090,30 +1113,6 @@ extern _Bool bpf_session_is_return(void) __ksym;
 #define btfgen_session_is_return(ctx) bpf_session_is_return()
 #endif
 
-/* The generic decoder's entry: the carried return pointer goes into the cookie (0, never a
- * struct's address, when the spec carries none or the entry could not read it). */
-static __always_inline int btfgen_generic_session_entry(const void *ctx, __u64 sp,
-							const struct btfgen_spec *spec,
-							struct btfgen_record *rec)
-{
-	int err = btfgen_generic_decode(ctx, sp, spec, 0, rec);
-
-	*btfgen_session_cookie(ctx) = btfgen_generic_carried(spec, rec);
-	return err;
-}
-
-/* Its exit: the entry's carried pointer back from the cookie; none there is "unavailable". */
-static __always_inline int btfgen_generic_session_exit(const void *ctx, __u64 sp,
-						       const struct btfgen_spec *spec,
-						       struct btfgen_record *rec)
-{
-	__u64 carried = *btfgen_session_cookie(ctx);
-
-	if (spec->carry)
-		__builtin_memcpy(&rec->data[0], &carried, 8);
-	return btfgen__decode_carried_exit(ctx, sp, spec, rec);
-}
-
 #ifndef BTFGEN_SESSION_SAVE_MAX
 #define BTFGEN_SESSION_SAVE_MAX 512 /* bytes per saved args struct */
 #endif
@@ -1124,7 +1123,8 @@ static __always_inline int btfgen_generic_session_exit(const void *ctx, __u64 sp
  * its slot. Numbers are this CPU's next one (atomic: a uprobe program can be preempted by
  * another on the same CPU) with the CPU above bit 48, so no two calls in flight share one, and
  * no depth is counted. The cookie's address would not do: uprobes copy the entry's cookie. So
- * the cookie is the slot's, not the generic decoder's: one or the other in a program. A call
+ * the cookie is the slot's, not the generic decoder's carried word: one or the other a call
+ * (the generic decoder takes a slot itself for a span of words: carry_span). A call
  * that never returns (longjmp, exit) leaves its slot behind, as the map-based slots do. */
 struct {
 	__uint(type, 1 /* BPF_MAP_TYPE_HASH */);
@@ -1151,7 +1151,8 @@ static __always_inline void *btfgen_session_save_slot(const void *ctx)
 
 	if (!calls)
 		return 0;
-	call = __sync_fetch_and_add(calls, 1) & ((1ULL << 48) - 1);
+	/* from 1: a cookie of 0 (an entry that kept nothing) numbers no slot */
+	call = (__sync_fetch_and_add(calls, 1) + 1) & ((1ULL << 48) - 1);
 	call |= (__u64)bpf_get_smp_processor_id() << 48;
 	if (bpf_map_update_elem(&btfgen_session_saved, &call, btfgen_session_zero,
 				1 /* BPF_NOEXIST */))
@@ -1174,6 +1175,50 @@ static __always_inline void btfgen_session_release_slot(const void *ctx)
 	__u64 call = *btfgen_session_cookie(ctx);
 
 	bpf_map_delete_elem(&btfgen_session_saved, &call);
+}
+/* The generic decoder's words from entry to exit need a slot of this many bytes. */
+_Static_assert(BTFGEN_SESSION_SAVE_MAX >= BTFGEN_CARRY_WORDS * 8, "BTFGEN_SESSION_SAVE_MAX");
+
+/* The generic decoder's entry: the carried return pointer goes into the cookie (0, never a
+ * struct's address, when the spec carries none or the entry could not read it); a span of
+ * words (spec->carry_span) into a saved-arguments slot, the cookie holding the call's number.
+ * So a session program keeps the carried words or its own state in the cookie, not both. */
+static __always_inline int btfgen_generic_session_entry(const void *ctx, __u64 sp,
+							const struct btfgen_spec *spec,
+							struct btfgen_record *rec)
+{
+	int err = btfgen_generic_decode(ctx, sp, spec, 0, rec);
+	__u64 *slot;
+
+	if (spec->carry_span) {
+		slot = btfgen_session_save_slot(ctx);
+		if (slot)
+			btfgen_generic_carry_span(spec, rec, slot);
+		return err;
+	}
+	*btfgen_session_cookie(ctx) = btfgen_generic_carried(spec, rec);
+	return err;
+}
+
+/* Its exit: the entry's carried pointer back from the cookie (or its span from the slot the
+ * cookie numbers); none there is "unavailable". */
+static __always_inline int btfgen_generic_session_exit(const void *ctx, __u64 sp,
+						       const struct btfgen_spec *spec,
+						       struct btfgen_record *rec)
+{
+	__u64 carried = *btfgen_session_cookie(ctx);
+	const void *slot;
+
+	if (spec->carry_span) {
+		slot = btfgen_session_saved_slot(ctx);
+		__builtin_memcpy(&rec->data[0], slot ? slot : btfgen_session_zero,
+				 BTFGEN_CARRY_WORDS * 8);
+		if (slot)
+			btfgen_session_release_slot(ctx);
+	} else if (spec->carry) {
+		__builtin_memcpy(&rec->data[0], &carried, 8);
+	}
+	return btfgen__decode_carried_exit(ctx, sp, spec, rec);
 }
 #endif /* BTFGEN_SESSION */
 #endif /* BTFGEN_COMMON_H */
