@@ -2,6 +2,7 @@
 """The generic decoder's cost per call, next to the per-function decoder and hand-written reads.
 
   python3 benchmarks/bench_generic.py [--repeat N] [--runs N] [--batch N] [--no-kernel]
+                                      [--ctx pt_regs|trampoline|both]
 
 Two x86_64 prototypes from a C header (through libclang, as `btfgen --header` reads them):
 `f6` (6 scalars, all in registers) and `f12` (12 arguments: 6 in registers, 6 on the stack).
@@ -59,6 +60,20 @@ the kernel repeats it and reports the mean time per run), in one of two ways:
   pays its callback's frame: generic's decoders make helper calls on paths f6 never takes, so
   its frame saves registers that the hand-written f6 body, which makes no call, does not. f12's
   programs all make a helper call, so their frames are alike and f12's goal is taken here.
+
+The trampoline's ctx (--ctx trampoline; --ctx here picks the contexts timed): the same three
+functions from a header generated for it, where each argument is a u64 slot. This kernel (6.18)
+has no fentry to time, so the slot array is memory the program reads as a trampoline program
+reads its ctx: a global array whose word below the ctx holds the argument count, and
+bpf_get_func_arg, bpf_get_func_ret and bpf_get_func_arg_cnt are the instructions the verifier
+puts in their place in a tracing program (in asm, opaque to clang as a helper call is), for the
+generated and the hand-written code alike. f6 and f12 are both on the slot image (12 slots); both
+decode in the program's own loop (no helper call): generic (its image, by the cookie),
+per-function (btfgen_entry_NAME: its slot reads are calls of btfgen_tramp_slot), hand-written
+(the record's header, then each slot with bpf_get_func_arg, as a tracing_multi program must read
+them) and its id from the cookie; fs a decode a callback (its spec's route, the capture's helper
+call). Two variants of the same header: the image's reads through the call (btfgen_tramp_slot,
+__noinline), and every slot read inlined.
 
 An empty program of the same kind gives the overhead, subtracted. Best of --runs, per load of
 the object; shown is the median of --loads loads (each places the programs' code anew, which
@@ -738,6 +753,8 @@ def tramp_rows(args, kernel_tramp) -> None:
             d = Path(t) / (variant or "generated")
             d.mkdir()
             obj, specs, err = build_tramp(d, args.batch, kernel_tramp or (), variant)
+            if obj is None and not variant:
+                raise SystemExit(f"the trampoline program does not compile: {err}")
             if obj is None:
                 refused[variant] = err
             else:
