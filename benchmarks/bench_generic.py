@@ -2,6 +2,7 @@
 """The generic decoder's cost per call, next to the per-function decoder and hand-written reads.
 
   python3 benchmarks/bench_generic.py [--repeat N] [--runs N] [--batch N] [--no-kernel]
+                                      [--ctx pt_regs|trampoline|both]
 
 Two x86_64 prototypes from a C header (through libclang, as `btfgen --header` reads them):
 `f6` (6 scalars, all in registers) and `f12` (12 arguments: 6 in registers, 6 on the stack).
@@ -60,6 +61,20 @@ the kernel repeats it and reports the mean time per run), in one of two ways:
   its frame saves registers that the hand-written f6 body, which makes no call, does not. f12's
   programs all make a helper call, so their frames are alike and f12's goal is taken here.
 
+The trampoline's ctx (--ctx trampoline; --ctx here picks the contexts timed): the same three
+functions from a header generated for it, where each argument is a u64 slot. This kernel (6.18)
+has no fentry to time, so the slot array is memory the program reads as a trampoline program
+reads its ctx: a global array whose word below the ctx holds the argument count, and
+bpf_get_func_arg, bpf_get_func_ret and bpf_get_func_arg_cnt are the instructions the verifier
+puts in their place in a tracing program (in asm, opaque to clang as a helper call is), for the
+generated and the hand-written code alike. f6 and f12 are both on the slot image (12 slots); both
+decode in the program's own loop (no helper call): generic (its image, by the cookie),
+per-function (btfgen_entry_NAME: its slot reads are calls of btfgen_tramp_slot), hand-written
+(the record's header, then each slot with bpf_get_func_arg, as a tracing_multi program must read
+them) and its id from the cookie; fs a decode a callback (its spec's route, the capture's helper
+call). Two variants of the same header: the image's reads through the call (btfgen_tramp_slot,
+__noinline), and every slot read inlined.
+
 An empty program of the same kind gives the overhead, subtracted. Best of --runs, per load of
 the object; shown is the median of --loads loads (each places the programs' code anew, which
 moves a callback's sub-nanosecond figures by a nanosecond or two, a loop's by a fifth of one),
@@ -91,6 +106,20 @@ long f6(long a, int b, unsigned short c, void *d, unsigned char e, long long f);
 long f12(long a1, long a2, long a3, long a4, long a5, long a6,
          long a7, long a8, long a9, long a10, long a11, long a12);
 long fs(const char *name, long n);
+"""
+
+# may_goto: a loop the verifier checks once, not once a decode (6.9+).
+LOOP_MACROS = r"""#define can_loop \
+	({ \
+		__label__ out, in; \
+		int more = 1; \
+		asm volatile goto("may_goto %l[out]" :::: out); \
+		goto in; \
+	out: \
+		more = 0; \
+	in: \
+		more; \
+	})
 """
 
 PROGRAM = r"""
@@ -140,17 +169,7 @@ volatile __u32 batch = BATCH;
 		} \
 		return failed; \
 	}
-#define can_loop \
-	({ \
-		__label__ out, in; \
-		int more = 1; \
-		asm volatile goto("may_goto %l[out]" :::: out); \
-		goto in; \
-	out: \
-		more = 0; \
-	in: \
-		more; \
-	})
+LOOP_MACROS
 #define LOOPED(name, body) SEC("tc") int name(void *skb) DECODES(, body)
 /* BATCHED: a decode a bpf_loop callback, for whatever the verifier cannot walk in a loop: the
  * interpreter's own loop inside one never converges (a million instructions), and every spec's
@@ -338,6 +357,169 @@ BATCHED(interpreter_fs, (point_name(), generic(regs, 2, INTERPRET)))
 BATCHED(hand_fs, (point_name(), HEAD(BTFGEN_ID_fs), hand_s(regs)))
 BATCHED(table_fs, (point_name(), hand_table(regs, 2)))
 """
+PROGRAM_TRAMP = r"""
+/* A trampoline's slots are read with bpf_get_func_arg, bpf_get_func_ret and
+ * bpf_get_func_arg_cnt, which the verifier replaces, in a tracing program, with a few
+ * instructions of its own (do_misc_fixups, Linux 7.x): the slot count is the low byte of the
+ * word below the ctx, a slot the ctx's word at its index, the return value the word at the
+ * count. A tc program has no such helpers: here they are those instructions, in asm (opaque to
+ * clang, as a helper call is: it neither merges nor moves them), for the generated code and
+ * the hand-written alike. Function-like macros, defined before the header: they leave
+ * bpf_helper_defs.h's declarations of the helpers as they are. */
+#define bpf_get_func_arg(ctx, n, value) tramp_get_func_arg((ctx), (n), (value))
+#define bpf_get_func_ret(ctx, value) tramp_get_func_ret((ctx), (value))
+#define bpf_get_func_arg_cnt(ctx) tramp_get_func_arg_cnt(ctx)
+static inline __attribute__((always_inline)) long tramp_get_func_arg_cnt(void *ctx)
+{
+	long nr;
+
+	asm volatile("%[nr] = *(u64 *)(%[ctx] - 8)\n\t"
+		     "%[nr] &= 0xff"
+		     : [nr] "=r"(nr) : [ctx] "r"(ctx) : "memory");
+	return nr;
+}
+static inline __attribute__((always_inline)) long tramp_get_func_arg(void *ctx, unsigned int n,
+								     unsigned long long *value)
+{
+	unsigned long long i = n, nr;
+	long ret;
+
+	asm volatile("%[nr] = *(u64 *)(%[ctx] - 8)\n\t"
+		     "%[nr] &= 0xff\n\t"
+		     "if %[i] >= %[nr] goto 1f\n\t"
+		     "%[i] <<= 3\n\t"
+		     "%[i] += %[ctx]\n\t"
+		     "%[nr] = *(u64 *)(%[i] + 0)\n\t"
+		     "*(u64 *)(%[v] + 0) = %[nr]\n\t"
+		     "%[ret] = 0\n\t"
+		     "goto 2f\n"
+		     "1:\n\t"
+		     "%[ret] = -22\n"
+		     "2:"
+		     : [ret] "=&r"(ret), [nr] "=&r"(nr), [i] "+r"(i)
+		     : [ctx] "r"(ctx), [v] "r"(value) : "memory");
+	return ret;
+}
+/* fexit's and fsession's (an fentry program's is -EOPNOTSUPP, no load). */
+static inline __attribute__((always_inline)) long tramp_get_func_ret(void *ctx,
+								     unsigned long long *value)
+{
+	unsigned long long at;
+
+	asm volatile("%[at] = *(u64 *)(%[ctx] - 8)\n\t"
+		     "%[at] &= 0xff\n\t"
+		     "%[at] <<= 3\n\t"
+		     "%[at] += %[ctx]\n\t"
+		     "%[at] = *(u64 *)(%[at] + 0)\n\t"
+		     "*(u64 *)(%[v] + 0) = %[at]"
+		     : [at] "=&r"(at) : [ctx] "r"(ctx), [v] "r"(value) : "memory");
+	return 0;
+}
+
+#include "btfgen.bpf.h" /* generated for --ctx trampoline */
+char LICENSE[] SEC("license") = "GPL";
+
+struct { __uint(type, 2 /* BPF_MAP_TYPE_ARRAY */); __uint(max_entries, 3 + MIX);
+	__type(key, __u32); __type(value, struct btfgen_spec); } specs SEC(".maps");
+__u64 cookies[3 + MIX] = { COOKIES };
+
+#define NAME "/etc/passwd" /* fs's string argument */
+const char name[] = NAME;
+char hand_name[256];
+
+/* Each function's trampoline frame: the word below the ctx (its slot count), then the slots.
+ * 256 words past it, so that every index the count's low byte can give (the return slot's)
+ * is inside the array for the verifier. */
+__u64 frame6[1 + 256] = { 6, 1, 2, 3, 4, 5, 6 };
+__u64 frame12[1 + 256] = { 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+__u64 frame_s[1 + 256] = { 2 };
+struct btfgen_record rec;
+struct btfgen_args_f6 out6;
+struct btfgen_args_f12 out12;
+struct { long v[12]; } hand;
+int failed;
+volatile __u32 batch = BATCH;
+
+LOOP_MACROS
+
+/* The program's loop (as PROGRAM's LOOPED): each decode starts from a ctx pointer clang cannot
+ * follow, so no slot read moves out of the loop. */
+#define TLOOPED(name, frame, body) \
+	SEC("tc") int name(void *skb) \
+	{ \
+		for (__u32 n = batch; n && can_loop; n--) { \
+			void *ctx __attribute__((unused)) = &frame[1]; \
+			asm volatile("" : "+r"(ctx) : : "memory"); \
+			if (body) \
+				failed++; \
+		} \
+		return failed; \
+	}
+#define TBATCHED(name, frame, prepare, body) \
+	static long name##_body(__u64 i, void *c) \
+	{ \
+		void *ctx __attribute__((unused)) = &frame[1]; \
+		asm volatile("" : "+r"(ctx) : : "memory"); \
+		if (body) \
+			failed++; \
+		return 0; \
+	} \
+	SEC("tc") int name(void *skb) { prepare; bpf_loop(BATCH, name##_body, 0, 0); return failed; }
+
+/* Hand-written: the record's header with the function's id, then each slot with the helper,
+ * as a tracing_multi program must read them (its target is a placeholder: no typed ctx). */
+#define HEAD(id) (rec.btf_id = (id), rec.kind = 0)
+#define SLOT(n) ({ unsigned long long v_ = 0; \
+		   bpf_get_func_arg(ctx, (n), &v_); hand.v[n] = v_; })
+static __always_inline int hand6(void *ctx)
+{
+	SLOT(0); SLOT(1); SLOT(2); SLOT(3); SLOT(4); SLOT(5);
+	return 0;
+}
+static __always_inline int hand12(void *ctx)
+{
+	hand6(ctx);
+	SLOT(6); SLOT(7); SLOT(8); SLOT(9); SLOT(10); SLOT(11);
+	return 0;
+}
+static __always_inline int hand_s(void *ctx)
+{
+	SLOT(0); SLOT(1);
+	return bpf_probe_read_kernel_str(hand_name, sizeof(hand_name),
+					 (void *)(unsigned long)hand.v[0]) != sizeof(NAME);
+}
+static __always_inline int hand_cookie(void *ctx, __u32 key, int twelve)
+{
+	__u64 head = BTFGEN_COOKIE_BTF_ID(cookies[key & 1]);
+
+	__builtin_memcpy(&rec, &head, 8);
+	return twelve ? hand12(ctx) : hand6(ctx);
+}
+/* What btfgen trace runs for a call its cookie puts on the slot image. */
+static __always_inline int image(void *ctx, __u32 key)
+{
+	return btfgen_generic_decode_cookie(ctx, cookies[key], 0, &rec) != 0;
+}
+static __always_inline int generic(void *ctx, __u32 key)
+{
+	if (key >= 3 + MIX)
+		return 1;
+	return btfgen_generic_decode_by_cookie(ctx, 0, cookies[key], &specs, 0, &rec);
+}
+
+TLOOPED(tloop_empty, frame6, 0)
+TLOOPED(tloop_image_f6, frame6, image(ctx, 0))
+TLOOPED(tloop_function_f6, frame6, btfgen_entry_f6(ctx, &out6))
+TLOOPED(tloop_hand_f6, frame6, (HEAD(BTFGEN_ID_f6), hand6(ctx)))
+TLOOPED(tloop_cookiehand_f6, frame6, hand_cookie(ctx, 0, 0))
+TLOOPED(tloop_image_f12, frame12, image(ctx, 1))
+TLOOPED(tloop_function_f12, frame12, btfgen_entry_f12(ctx, &out12))
+TLOOPED(tloop_hand_f12, frame12, (HEAD(BTFGEN_ID_f12), hand12(ctx)))
+TLOOPED(tloop_cookiehand_f12, frame12, hand_cookie(ctx, 1, 1))
+TBATCHED(tempty, frame_s, , 0)
+TBATCHED(tgeneric_fs, frame_s, frame_s[1] = (unsigned long)name, generic(ctx, 2))
+TBATCHED(thand_fs, frame_s, frame_s[1] = (unsigned long)name, (HEAD(BTFGEN_ID_fs), hand_s(ctx)))
+"""
 FUNCTIONS = ("f6", "f12", "fs")  # the specs map's keys, in order
 KINDS = ("generic", "spec", "given", "straight", "interpreter", "function", "hand", "table")
 # In the program's own loop (LOOPED): f6's, whose decoders make no helper call.
@@ -431,7 +613,7 @@ def build(tmp: Path, batch: int, kernel):
     out = generate(layout, types, ("bpf", "python"), self_contained=True,
                    captures=captures, more_plans=tuple(more_plans))
     (tmp / "btfgen.bpf.h").write_text(out["btfgen.bpf.h"])
-    (tmp / "b.bpf.c").write_text(PROGRAM)
+    (tmp / "b.bpf.c").write_text(PROGRAM.replace("LOOP_MACROS", LOOP_MACROS))
     ns: dict = {}
     own = plans(layout, captures)
     table = plan_table(layout, own, more_plans)
@@ -450,6 +632,74 @@ def build(tmp: Path, batch: int, kernel):
     compile_s = time.perf_counter() - t
     on_image = sum(entry_plan(s) == 1 for s in mix)  # the register image's number
     return tmp / "b.bpf.o", specs + mix, straight.counts(table), compile_s, on_image
+
+
+def kernel_tramp_plans():
+    """The running kernel's generic plans for the trampoline's slots: the straight-line decoders
+    a trampoline program for the whole kernel holds (with the slot read inlined, they made it
+    overrun a BPF jump's range)."""
+    import btfgen
+    from btfgen.btf.reader import DEFAULT_PATH
+    from btfgen.codegen.outputs import plans
+
+    return plans(btfgen.open(DEFAULT_PATH, arch="x86_64", ctx="trampoline").place())
+
+
+# The header's slot reads: a BPF-to-BPF call (btfgen_tramp_slot), except the register image's
+# (BTFGEN_IMAGE_ARG, BTFGEN_IMAGE_LOAD), inlined. The benchmark's variants of the same header:
+# "call", the image's reads through the call too; "inline", every read inlined (which a whole
+# kernel's decoders cannot take: they overran a BPF jump's range).
+NOINLINE_SLOT = "static __noinline __u64 btfgen_tramp_slot("
+IMAGE_ARG = "#define BTFGEN_IMAGE_ARG(ctx, off, type) ((type)btfgen_tramp_arg("
+IMAGE_LOAD = "#define BTFGEN_IMAGE_LOAD(ctx, off, type) ((type)btfgen_tramp_slot_inline("
+VARIANTS = {"call": [(IMAGE_ARG, IMAGE_ARG.replace("_arg(", "_slot(")),
+                     (IMAGE_LOAD, IMAGE_LOAD.replace("_slot_inline(", "_slot("))],
+            "inline": [(NOINLINE_SLOT, NOINLINE_SLOT.replace("__noinline", "__always_inline"))]}
+
+
+def build_tramp(tmp: Path, batch: int, more_plans, variant: str = ""):
+    """The trampoline's program (PROGRAM_TRAMP) over a header generated for --ctx trampoline,
+    as generated or as VARIANTS[variant] changes it. Returns the object, the specs (f6, f12,
+    fs) in the map's order, and "" (or None, the specs, and the compiler's error line)."""
+    from btfgen.abi.arches import load_arch
+    from btfgen.cheader import load_headers
+    from btfgen.codegen.outputs import generate, plan_table, plans, python_module
+    from btfgen.place import place_functions
+    from btfgen.probe import spec_format
+    from btfgen.typed.capture import for_options
+
+    (tmp / "f.h").write_text(HEADER)
+    types = load_headers([str(tmp / "f.h")], arch="x86_64")
+    funcs = [f for name in FUNCTIONS for f in types.find_funcs(name)]
+    layout = place_functions(types, load_arch("x86_64", 8), funcs, ctx="trampoline")
+    captures, _ = for_options(funcs, [], strings=True)
+    header = generate(layout, types, ("bpf",), self_contained=True, captures=captures,
+                      more_plans=tuple(more_plans))["btfgen.bpf.h"]
+    for text in (NOINLINE_SLOT, IMAGE_ARG, IMAGE_LOAD):
+        if text not in header:
+            raise SystemExit(f"the trampoline header has no {text!r}: the benchmark is stale")
+    for old, new in VARIANTS.get(variant, ()):
+        header = header.replace(old, new)
+    (tmp / "btfgen.bpf.h").write_text(header)
+    (tmp / "t.bpf.c").write_text(PROGRAM_TRAMP.replace("LOOP_MACROS", LOOP_MACROS))
+    ns: dict = {}
+    own = plans(layout, captures)
+    table = plan_table(layout, own, more_plans)
+    exec(compile(python_module(layout, own, captures, table=table), "tramp.py", "exec"), ns)
+    specs = [ns["spec"](name) for name in FUNCTIONS]
+    cookies = [spec_format.cookie(k, s, "little") for k, s in enumerate(specs)]
+    if not all(spec_format.read_head(s, "little")["entry_plan"] == 1 for s in specs[:2]):
+        raise SystemExit("f6 and f12 are not on the trampoline's slot image")
+    out = tmp / "t.bpf.o"
+    done = subprocess.run(
+        ["clang-19", "-target", "bpfel", "-O2", "-g", "-Wall", "-Werror", f"-DBATCH={batch}",
+         "-DMIX=1", "-D__TARGET_ARCH_x86", "-DCOOKIES=" + ", ".join(f"{c}ULL" for c in cookies),
+         "-I", str(tmp), "-c", str(tmp / "t.bpf.c"), "-o", str(out)],
+        capture_output=True, text=True)
+    if done.returncode:
+        lines = [l for l in done.stderr.splitlines() if "error" in l]
+        return None, specs, (lines or done.stderr.splitlines() or ["clang failed"])[-1]
+    return out, specs, ""
 
 
 def _release() -> tuple[int, int]:
@@ -486,26 +736,83 @@ def baseline(name: str) -> str:
     return "empty_mix" if name.endswith("_mix") else "empty"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=300_000)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=64, help="decodes per run")
-    ap.add_argument("--loads", type=int, default=5,
-                    help="loads of the program (each places its code anew): the median is shown")
-    ap.add_argument("--no-kernel", action="store_true",
-                    help="only the two functions' decoders in the program, and no plan counts")
-    args = ap.parse_args()
-    from bpfrun import BpfObject, bpf_permitted
+TRAMP_NAMES = ("tloop_empty", "tloop_image_f6", "tloop_function_f6", "tloop_hand_f6",
+               "tloop_cookiehand_f6", "tloop_image_f12", "tloop_function_f12", "tloop_hand_f12",
+               "tloop_cookiehand_f12", "tempty", "tgeneric_fs", "thand_fs")
 
-    reason = bpf_permitted()
-    if not reason and platform.machine() != "x86_64":
-        reason = "not an x86_64 machine"
-    if not reason and _release() < (6, 9):
-        reason = f"Linux {platform.release()}: the programs' own loops need may_goto (6.9)"
-    if reason:
-        print(f"skipped: {reason}")
-        return 0
+
+def tramp_rows(args, kernel_tramp) -> None:
+    """The trampoline ctx's rows: as generated and in VARIANTS, each load of each object in
+    turn (so that a busy moment hits them alike), the median of --loads."""
+    from bpfrun import BpfObject
+
+    load0 = os.getloadavg()[0]
+    objs, refused = {}, {}
+    with tempfile.TemporaryDirectory() as t:
+        for variant in ("", *VARIANTS):
+            d = Path(t) / (variant or "generated")
+            d.mkdir()
+            obj, specs, err = build_tramp(d, args.batch, kernel_tramp or (), variant)
+            if obj is None and not variant:
+                raise SystemExit(f"the trampoline program does not compile: {err}")
+            if obj is None:
+                refused[variant] = err
+            else:
+                objs[variant] = obj
+        per_load: dict[str, list[dict]] = {v: [] for v in objs}
+        for _ in range(args.loads):
+            for variant, obj_path in objs.items():
+                with BpfObject(obj_path) as obj:
+                    obj.fill_array("specs", specs + [specs[0]])  # MIX=1: one more key
+                    best = best_of(obj, list(TRAMP_NAMES), args.runs, args.repeat)
+                per_load[variant].append({
+                    n: (best[n] - best["tloop_empty" if n.startswith("tloop") else "tempty"])
+                    / args.batch for n in TRAMP_NAMES})
+    fig = {v: {n: statistics.median(p[n] for p in loads) for n in TRAMP_NAMES}
+           for v, loads in per_load.items()}
+    held = "the running kernel's and the three functions'" if kernel_tramp else \
+        "the three functions'"
+    print()
+    print(f"trampoline ctx (--ctx trampoline; {held} straight-line decoders): the slot array in "
+          "memory as the program's ctx, bpf_get_func_arg/_ret/_arg_cnt as the verifier inlines "
+          f"them in a tracing program (the same instructions in asm); host load {load0:.2f} "
+          f"before, {os.getloadavg()[0]:.2f} after")
+    f = fig[""]
+    for fn in ("f6", "f12"):
+        g, h, ck = (f[f"tloop_{k}_{fn}"] for k in ("image", "hand", "cookiehand"))
+        ratios = [p[f"tloop_image_{fn}"] / p[f"tloop_hand_{fn}"] for p in per_load[""]
+                  if p[f"tloop_hand_{fn}"] > 0]
+        print(f"  {fn} ({'6' if fn == 'f6' else '12'} slots), decoded in the program's own loop: "
+              f"generic {g:6.2f} ns (its slot image), per-function "
+              f"{f[f'tloop_function_{fn}']:6.2f} ns, hand-written {h:6.2f} ns, its id from the "
+              f"cookie {ck:6.2f} ns; generic/hand {_ratio(g, h)} (each load "
+              f"{min(ratios, default=0):.2f}-{max(ratios, default=0):.2f}) [goal <= 1.3x: "
+              f"{'ok' if h > 0 and g <= 1.3 * h else 'MISSED'}]; generic - hand {g - h:.2f} ns")
+    g, h = f["tgeneric_fs"], f["thand_fs"]
+    print(f"  fs (2 slots and a captured string), a decode a callback: generic {g:6.2f} ns (by "
+          f"its spec), hand-written {h:6.2f} ns; generic/hand {_ratio(g, h)}")
+    for variant, what in (("call", "the image's slot reads each a BPF-to-BPF call "
+                                   "(btfgen_tramp_slot, not inlined)"),
+                          ("inline", "every slot read inlined (btfgen_tramp_slot "
+                                     "__always_inline)")):
+        if variant in refused:
+            print(f"  {what}: does not build: {refused[variant]}")
+            continue
+        v = fig[variant]
+        print(f"  {what}: generic f6 {v['tloop_image_f6']:6.2f} ns, f12 "
+              f"{v['tloop_image_f12']:6.2f} ns, fs {v['tgeneric_fs']:6.2f} ns; per-function f6 "
+              f"{v['tloop_function_f6']:6.2f} ns, f12 {v['tloop_function_f12']:6.2f} ns; "
+              f"hand-written f6 {v['tloop_hand_f6']:6.2f} ns, f12 {v['tloop_hand_f12']:6.2f} ns, "
+              f"fs {v['thand_fs']:6.2f} ns")
+    print("  from one load to the next (max - min), as generated: " + ", ".join(
+        f"{n} {max(p[n] for p in per_load['']) - min(p[n] for p in per_load['']):.2f}"
+        for n in TRAMP_NAMES if "empty" not in n))
+
+
+def pt_regs_rows(args) -> None:
+    """The pt_regs ctx's rows (the kprobe path's)."""
+    from bpfrun import BpfObject
+
     kernel = None if args.no_kernel else kernel_plans()
     with tempfile.TemporaryDirectory() as t:
         obj_path, specs, counted, compile_s, on_image = build(Path(t), args.batch, kernel)
@@ -572,6 +879,34 @@ def main() -> int:
     print("  from one load to the next (max - min): " + ", ".join(
         f"{n} {spread[n]:.2f}" for n in names if n.removeprefix("loop_").split("_")[0] in
         ("image", "generic", "spec", "given", "hand", "cookiehand", "table")))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=300_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64, help="decodes per run")
+    ap.add_argument("--loads", type=int, default=5,
+                    help="loads of the program (each places its code anew): the median is shown")
+    ap.add_argument("--no-kernel", action="store_true",
+                    help="only the two functions' decoders in the program, and no plan counts")
+    ap.add_argument("--ctx", choices=("pt_regs", "trampoline", "both"), default="both",
+                    help="the contexts timed (default: both)")
+    args = ap.parse_args()
+    from bpfrun import bpf_permitted
+
+    reason = bpf_permitted()
+    if not reason and platform.machine() != "x86_64":
+        reason = "not an x86_64 machine"
+    if not reason and _release() < (6, 9):
+        reason = f"Linux {platform.release()}: the programs' own loops need may_goto (6.9)"
+    if reason:
+        print(f"skipped: {reason}")
+        return 0
+    if args.ctx != "trampoline":
+        pt_regs_rows(args)
+    if args.ctx != "pt_regs":
+        tramp_rows(args, None if args.no_kernel else kernel_tramp_plans())
     if not args.no_kernel:
         import bench_plans
 

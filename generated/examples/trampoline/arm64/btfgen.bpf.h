@@ -101,9 +101,9 @@ typedef __u32 __wsum;
  * have to trust). The per-function decoders read the slot after their arguments, having
  * checked the count. */
 #define BTFGEN_TRAMP_RET 13
-/* A BPF-to-BPF call, not inlined: its three helper calls and branches inlined at every slot
- * read of 256 straight-line decoders overran a BPF jump's range (a whole kernel's). */
-static __noinline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
+/* A slot read (any slot: past the arguments 0, or the return value at BTFGEN_TRAMP_RET and at
+ * the argument count). */
+static __always_inline __u64 btfgen_tramp_slot_inline(const void *ctx, __u32 k)
 {
 	__u64 v = 0;
 
@@ -113,8 +113,28 @@ static __noinline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
 		bpf_get_func_ret((void *)ctx, &v);
 	return v;
 }
+/* A BPF-to-BPF call, not inlined: its three helper calls and branches inlined at every slot
+ * read of 256 straight-line decoders overran a BPF jump's range (a whole kernel's). */
+static __noinline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
+{
+	return btfgen_tramp_slot_inline(ctx, k);
+}
+/* An argument slot the caller knows is below the count (the register image tests it): the
+ * helper alone. (v is 0 first: before 6.11 the verifier wants the helper's stack initialized.) */
+static __always_inline __u64 btfgen_tramp_arg(const void *ctx, __u32 k)
+{
+	__u64 v = 0;
+
+	bpf_get_func_arg((void *)ctx, k, &v);
+	return v;
+}
 #ifndef BTFGEN_CTX_LOAD
 #define BTFGEN_CTX_LOAD(ctx, off, type) ((type)btfgen_tramp_slot((ctx), (off) / 8))
+/* The register image's reads are inlined: one decoder a program, the one most calls take,
+ * where a call a slot was most of its cost (benchmarks/bench_generic.py). Its entry reads
+ * the argument slots below the count (BTFGEN_IMAGE_ARG), its exit the return slot. */
+#define BTFGEN_IMAGE_LOAD(ctx, off, type) ((type)btfgen_tramp_slot_inline((ctx), (off) / 8))
+#define BTFGEN_IMAGE_ARG(ctx, off, type) ((type)btfgen_tramp_arg((ctx), (off) / 8))
 #endif
 #ifndef BTFGEN_CTX_LOAD
 /* One load at a constant offset, in asm: the verifier refuses the ctx pointer plus a variable,
@@ -133,6 +153,21 @@ static __noinline __u64 btfgen_tramp_slot(const void *ctx, __u32 k)
 #define BTFGEN_REG_COPY(dst, ctx, off, type, skip, size) \
 	do { \
 		type __btfgen_r = BTFGEN_CTX_LOAD(ctx, off, type); \
+		__builtin_memcpy((dst), (const char *)&__btfgen_r + (skip), (size)); \
+	} while (0)
+#ifndef BTFGEN_IMAGE_LOAD
+#define BTFGEN_IMAGE_LOAD BTFGEN_CTX_LOAD /* the program's own ctx load */
+#define BTFGEN_IMAGE_ARG BTFGEN_CTX_LOAD
+#endif
+/* The register image's copies: BTFGEN_REG_COPY with the image's loads. */
+#define BTFGEN_IMAGE_COPY(dst, ctx, off, type, skip, size) \
+	do { \
+		type __btfgen_r = BTFGEN_IMAGE_LOAD(ctx, off, type); \
+		__builtin_memcpy((dst), (const char *)&__btfgen_r + (skip), (size)); \
+	} while (0)
+#define BTFGEN_IMAGE_ARG_COPY(dst, ctx, off, type, skip, size) \
+	do { \
+		type __btfgen_r = BTFGEN_IMAGE_ARG(ctx, off, type); \
 		__builtin_memcpy((dst), (const char *)&__btfgen_r + (skip), (size)); \
 	} while (0)
 /* The ctx holds no stack pointer: every stack value is unavailable, and reads from 0 fail. */
@@ -756,16 +791,59 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 	if (!kind) {
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
+			/* A trampoline's argument slots, in order, up to the count (read once), and 0 in
+			 * each past it: one test a slot, then one jump to the zeros, where each slot's
+			 * own test of the count and of the return slot made a 6-slot function's image of
+			 * 12 slots cost twice its 6 reads. */
+			__u64 nargs = BTFGEN_TRAMP_NARGS(ctx);
+
 			rec->failed = 0;
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 0, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[8], ctx, 8, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[16], ctx, 16, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[24], ctx, 24, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[32], ctx, 32, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[40], ctx, 40, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[48], ctx, 48, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[56], ctx, 56, __u64, 0, 8);
-			BTFGEN_REG_COPY(&rec->data[64], ctx, 64, __u64, 0, 8);
+			if (nargs < 1)
+				goto btfgen_past_0;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[0], ctx, 0, __u64, 0, 8);
+			if (nargs < 2)
+				goto btfgen_past_1;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[8], ctx, 8, __u64, 0, 8);
+			if (nargs < 3)
+				goto btfgen_past_2;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[16], ctx, 16, __u64, 0, 8);
+			if (nargs < 4)
+				goto btfgen_past_3;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[24], ctx, 24, __u64, 0, 8);
+			if (nargs < 5)
+				goto btfgen_past_4;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[32], ctx, 32, __u64, 0, 8);
+			if (nargs < 6)
+				goto btfgen_past_5;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[40], ctx, 40, __u64, 0, 8);
+			if (nargs < 7)
+				goto btfgen_past_6;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[48], ctx, 48, __u64, 0, 8);
+			if (nargs < 8)
+				goto btfgen_past_7;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[56], ctx, 56, __u64, 0, 8);
+			if (nargs < 9)
+				goto btfgen_past_8;
+			BTFGEN_IMAGE_ARG_COPY(&rec->data[64], ctx, 64, __u64, 0, 8);
+			return 0;
+		btfgen_past_0:
+			__builtin_memset(&rec->data[0], 0, 8);
+		btfgen_past_1:
+			__builtin_memset(&rec->data[8], 0, 8);
+		btfgen_past_2:
+			__builtin_memset(&rec->data[16], 0, 8);
+		btfgen_past_3:
+			__builtin_memset(&rec->data[24], 0, 8);
+		btfgen_past_4:
+			__builtin_memset(&rec->data[32], 0, 8);
+		btfgen_past_5:
+			__builtin_memset(&rec->data[40], 0, 8);
+		btfgen_past_6:
+			__builtin_memset(&rec->data[48], 0, 8);
+		btfgen_past_7:
+			__builtin_memset(&rec->data[56], 0, 8);
+		btfgen_past_8:
+			__builtin_memset(&rec->data[64], 0, 8);
 			return 0;
 		}
 		switch (plan) {
@@ -774,7 +852,7 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 		/* The register image: no branch on which function. */
 		if (plan == 1) {
 			rec->failed = 0;
-			BTFGEN_REG_COPY(&rec->data[0], ctx, 104, __u64, 0, 8);
+			BTFGEN_IMAGE_COPY(&rec->data[0], ctx, 104, __u64, 0, 8);
 			return 0;
 		}
 		switch (plan) {
