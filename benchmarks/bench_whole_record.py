@@ -39,6 +39,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--target", default="unstable-amd64")
     ap.add_argument("--ring-size", type=int, default=0, help="MiB (0: the tool's default)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run the tracer under cProfile and print where its time went (the "
+                         "profiler's own cost slows the reader: not for the figures)")
     args = ap.parse_args()
     target = TARGETS[args.target]
     if not target.qemu_available():
@@ -55,7 +58,8 @@ def main() -> int:
         g, py = mass.guest_with(k, {"trace-all": out})
         env = f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
         ring = f"--ring-size {args.ring_size} " if args.ring_size else ""
-        g.step("record", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
+        profile = "-m cProfile -o /tmp/prof " if args.profile else ""
+        g.step("record", f"{env} {py.python} {profile}/trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings {ring}--record /tmp/all.btfrec -- sh -c '{WORKLOAD}' "
                          ">/dev/null 2>/tmp/err; rc=$?; cat /tmp/err; "
                          "echo \"bytes $(wc -c </tmp/all.btfrec)\"; exit $rc")
@@ -64,6 +68,9 @@ def main() -> int:
                         "'/tmp/all.btfrec'); n = sum(b.count for b in r.batches()); "
                         "print('the recording holds', n, 'events; its end says', r.events, "
                         "'events,', r.lost, 'lost; cut:', r.cut)\" 2>&1")
+        if args.profile:
+            g.step("profile", f"{env} {py.python} -c \"import pstats; pstats.Stats('/tmp/prof')"
+                              ".sort_stats('tottime').print_stats(30)\" 2>&1")
         started = time.time()
         boot = g.run(k, timeout=3000)
         text, rc = boot.section("record")
@@ -79,6 +86,8 @@ def main() -> int:
                   file=sys.stderr)
             return 1
         print(boot.section("check")[0].strip())
+        if args.profile:
+            print(boot.section("profile")[0].strip())
     return 0
 
 
