@@ -79,8 +79,10 @@ WRAP = (1 << (8 * POSITION)) - 1
 TSO = {"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86", "s390x"}
 SEQ_CST = 5  # __ATOMIC_SEQ_CST
 MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): two are held
-LOOK = 8  # records walked one by one between two looks for a repeating period
+LOOK = 8  # records walked one by one between two looks for a repeating period, at first
+LOOK_MAX = 64  # ... and at most, after looks that found none
 _LOOK = range(LOOK)
+_FURTHER = {n: range(min(2 * n, LOOK_MAX)) for n in (8, 16, 32, 64)}  # after a look found none
 
 
 def record_size(header: int) -> int:
@@ -298,8 +300,9 @@ class RingReader:
         seen: list[int] = []
         add = seen.append
         busy = False
+        look = _LOOK
         while at < last and not busy:
-            for _ in _LOOK:
+            for _ in look:
                 w = words[at]
                 q = get(w)
                 if q is None:
@@ -318,6 +321,12 @@ class RingReader:
                 # discarded): the one covering most records wins, a long run at once.
                 if at << 2 > end:
                     break
+                # A period of 1 to 4 repeats the last word within the four before it; where
+                # it does not, the next look is further on (up to LOOK_MAX records: lengths
+                # that do not repeat pay a look every few dozen records, not every eight).
+                if seen[-1] not in seen[-5:-1]:
+                    look = _FURTHER[len(look)]
+                    continue
                 recent = seen[-8:]
                 best, best_n = None, 0
                 for period in _periods(recent):
@@ -327,7 +336,10 @@ class RingReader:
                         best, best_n = pattern, n
                     if n * period >= 64:
                         break
-                if best:
+                if not best:
+                    look = _FURTHER[len(look)]
+                else:
+                    look = _LOOK
                     at += best_n * sum(get(x) for x in best)
                     # The periods walked one by one before it belong to the run.
                     k = len(best)
