@@ -23,10 +23,9 @@ jsonl` prints of the recording; bpftrace: its lines) against the 2N made, and lo
 children's minus the program's own, and minus a one-call run's, the tracer's start-up, which
 is shown apart: a one-call run beside each run, in the same round, after one discarded run of
 each tracer, so that both are measured alike, warm; where the per-call figure is within what
-the start-ups vary by, it says so, not a figure of noise); "unaccounted" is what was made and neither delivered nor said to be lost.
-`btfgen decode`'s time over the recording (less its time over the one-call run's) is set
-beside the traced loop's. The runs
-alternate, round after round; the table gives the median of the rounds (and the best added
+the start-ups vary by, it says so, not a figure of noise); "unaccounted" is what was made and
+neither delivered nor said to be lost. `btfgen decode`'s time over the recording (less its time
+over the one-call run's) is set beside the traced loop's. The runs alternate, round after round; the table gives the median of the rounds (and the best added
 cost). Needs root (BPF and uprobes), gcc, clang and pahole for the
 build; bpftrace's rows say why they are missing when it is not installed.
 """

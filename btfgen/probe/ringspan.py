@@ -51,7 +51,10 @@ the rest of that run is checked a phase at a time, one compare of every period-t
 against the phase's word, over a count that doubles while it holds and halves where it fails;
 where the pattern breaks, the walk goes on a header at a time. A span says its records as such
 runs, (repeats, words of one period), so that its sinks (the recording writer, the columnar
-decoder reading the file back) find every record without a walk of their own.
+decoder reading the file back) find every record without a walk of their own. Where lengths do
+not repeat (a whole kernel traced: records of many lengths in no order), the walk a header at a
+time is the reader's cost, so it looks for a period only now and then (where the last length
+repeats within the four before it), and its records go four to a run of one repeat.
 """
 
 from __future__ import annotations
