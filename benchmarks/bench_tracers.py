@@ -25,9 +25,10 @@ is shown apart: a one-call run beside each run, in the same round, after one dis
 each tracer, so that both are measured alike, warm; where the per-call figure is within what
 the start-ups vary by, it says so, not a figure of noise); "unaccounted" is what was made and
 neither delivered nor said to be lost. `btfgen decode`'s time over the recording (less its time
-over the one-call run's) is set beside the traced loop's. The runs alternate, round after round; the table gives the median of the rounds (and the best added
-cost). Needs root (BPF and uprobes), gcc, clang and pahole for the
-build; bpftrace's rows say why they are missing when it is not installed.
+over the one-call run's) is set beside the traced loop's. The runs alternate, round after
+round; the table gives the median of the rounds (and the best added cost). Needs root (BPF and
+uprobes), gcc, clang and pahole for the build; bpftrace's rows say why they are missing when it
+is not installed.
 """
 
 from __future__ import annotations
