@@ -21,12 +21,14 @@ alone, over N); events delivered (btfgen: the text lines, or the lines `btfgen d
 jsonl` prints of the recording; bpftrace: its lines) against the 2N made, and lost (btfgen's
 "N records lost", bpftrace's "Lost N events"); the tracer's own CPU time (this process's
 children's minus the program's own, and minus a one-call run's, the tracer's start-up, which
-is shown apart); "unaccounted" is what was made and neither delivered nor said to be lost.
-`btfgen decode`'s time over the recording (less its time over the one-call run's) is set
-beside the traced loop's. The runs
-alternate, round after round; the table gives the median of the rounds (and the best added
-cost). Needs root (BPF and uprobes), gcc, clang and pahole for the
-build; bpftrace's rows say why they are missing when it is not installed.
+is shown apart: a one-call run beside each run, in the same round, after one discarded run of
+each tracer, so that both are measured alike, warm; where the per-call figure is within what
+the start-ups vary by, it says so, not a figure of noise); "unaccounted" is what was made and
+neither delivered nor said to be lost. `btfgen decode`'s time over the recording (less its time
+over the one-call run's) is set beside the traced loop's. The runs alternate, round after
+round; the table gives the median of the rounds (and the best added cost). Needs root (BPF and
+uprobes), gcc, clang and pahole for the build; bpftrace's rows say why they are missing when it
+is not installed.
 """
 
 from __future__ import annotations
@@ -193,14 +195,18 @@ class Row(NamedTuple):
     most_lost: int | None
     most_unsaid: int | None  # the most events neither delivered nor said to be lost
     cpu_ns: float | None  # the tracer's CPU per call, start-up taken out (median)
-    startup_cpu_s: float | None
+    startup_cpu_s: float | None  # median
     decode_s: float | None = None  # median
     startup_decode_s: float | None = None  # decoding the one-call run's recording
     unavailable: str | None = None
+    # What the start-ups' CPU varies by, per call (their most less their least, over calls):
+    # a cpu_ns within it is not told apart from nothing.
+    cpu_noise_ns: float | None = None
 
 
-def summarize(tracer: Tracer, runs: list[Run], startup: Run | None, alone_ns: float,
+def summarize(tracer: Tracer, runs: list[Run], startups: list[Run] | None, alone_ns: float,
               calls: int) -> Row:
+    """`startups`: a one-call run of the tracer each round, beside `runs` (pair by pair)."""
     per_call = [r.loop_ns / calls for r in runs]
     added = [ns - alone_ns for ns in per_call]
     events = tracer.events
@@ -214,11 +220,14 @@ def summarize(tracer: Tracer, runs: list[Run], startup: Run | None, alone_ns: fl
         int(statistics.median(r.lost for r in runs)) if events else None,
         max(r.lost for r in runs) if events else None,
         max(2 * calls - r.delivered - r.lost for r in runs) if events else None,
-        statistics.median((r.tracer_cpu_s - startup.tracer_cpu_s) / calls * 1e9
-                          for r in runs) if is_tracer else None,
-        startup.tracer_cpu_s if is_tracer else None,
+        statistics.median((r.tracer_cpu_s - s.tracer_cpu_s) / calls * 1e9
+                          for r, s in zip(runs, startups)) if is_tracer else None,
+        statistics.median(s.tracer_cpu_s for s in startups) if is_tracer else None,
         statistics.median(r.decode_s for r in runs) if tracer.record else None,
-        startup.decode_s if tracer.record else None)
+        statistics.median(s.decode_s for s in startups) if tracer.record else None,
+        cpu_noise_ns=(max(s.tracer_cpu_s for s in startups) -
+                      min(s.tracer_cpu_s for s in startups)) / calls * 1e9
+        if is_tracer else None)
 
 
 def table(rows: list[Row], calls: int) -> str:
@@ -234,11 +243,19 @@ def table(rows: list[Row], calls: int) -> str:
         made = f"{row.delivered:,} / {2 * calls:,}" if row.delivered is not None else "-"
         lost = f"{row.lost:,}; {row.most_lost:,}" if row.lost is not None else "-"
         unsaid = f"{row.most_unsaid:,}" if row.most_unsaid is not None else "-"
-        cpu = "" if row.cpu_ns is None else f"{row.cpu_ns:,.0f}"
+        cpu = "" if row.cpu_ns is None else cpu_figure(row.cpu_ns, row.cpu_noise_ns or 0.0)
         start = "" if row.startup_cpu_s is None else f"{row.startup_cpu_s:.2f} s"
         lines.append(f"| {row.tracer.label} | {row.loop_ns:,.0f} | {added} | {made} | {lost} "
                      f"| {unsaid} | {cpu} | {start} |")
     return "\n".join(lines)
+
+
+def cpu_figure(ns: float, noise: float) -> str:
+    """A tracer's CPU per call, or, where it is within what its start-ups vary by (or below
+    nothing: a start-up that cost more than a whole run), the bound that is all it shows."""
+    if ns <= noise or ns <= 0:
+        return f"≤ {max(noise, 0.0):,.0f} (within the start-ups' spread)"
+    return f"{ns:,.0f}"
 
 
 def targets(rows: dict[str, Row], calls: int) -> list[str]:
@@ -326,8 +343,14 @@ def measure(calls: int, rounds: int, work: Path, progress) -> dict:
     version = bpftrace_version()
     all_tracers = tracers(exe)
     runnable = [t for t in all_tracers if t.kind != "bpftrace" or version]
-    # The tracers' start-up (load, attach, exit) on a one-call run, taken out of their CPU.
-    startup = {t.key: bench.run(t, 1) for t in runnable if t.kind != "alone"}
+    # The tracers' start-up (load, attach, exit) on a one-call run, taken out of their CPU: one
+    # beside each run, in its round, so that both are measured alike (a single start-up
+    # measured first, cold, once cost more than a whole --record run: a negative figure). The
+    # first run of each is discarded (the trace directory's bytecode is written by it).
+    for t in runnable:
+        if t.kind != "alone":
+            bench.run(t, 1)
+    startup: dict[str, list[Run]] = {t.key: [] for t in runnable if t.kind != "alone"}
     runs: dict[str, list[Run]] = {t.key: [] for t in runnable}
     for r in range(rounds):
         # Alternated, and each round in another order, so that a busy spell of the shared
@@ -335,6 +358,8 @@ def measure(calls: int, rounds: int, work: Path, progress) -> dict:
         order = runnable if r % 2 == 0 else runnable[::-1]
         for tracer in order:
             runs[tracer.key].append(bench.run(tracer, calls))
+            if tracer.kind != "alone":
+                startup[tracer.key].append(bench.run(tracer, 1))
             progress(f"round {r + 1}/{rounds}: {tracer.label}")
     alone_ns = statistics.median(run.loop_ns / calls for run in runs["alone"])
     rows = {}

@@ -6,15 +6,20 @@ run; the events the BPF side made and those the recording kept, both as the tool
 recording read back in the guest (its spans' checks, its events counted).
 
   python3 benchmarks/bench_whole_record.py [--target unstable-amd64] [--ring-size MIB]
+                                           [--smp N] [--profile]
 
 The functions: the guest's available_filter_functions that its BTF has, less btfgen's deny
-list, as bench_mass_attach.py's "all" (its WORKLOAD too). Needs QEMU and the network once (the
+list, as bench_mass_attach.py's "all" (its WORKLOAD too). The tracer's own CPU time (user and
+system, its children's apart) is said at its end. The guest has one vCPU as the live tests'
+have (the reader then runs only when the traced workload does not); --smp N gives it N (QEMU's
+TCG runs them on as many host threads). Needs QEMU and the network once (the
 live tests' cache).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import tempfile
@@ -39,12 +44,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--target", default="unstable-amd64")
     ap.add_argument("--ring-size", type=int, default=0, help="MiB (0: the tool's default)")
+    ap.add_argument("--smp", type=int, default=1, help="the guest's vCPUs (default 1)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run the tracer under cProfile and print where its time went (the "
+                         "profiler's own cost slows the reader: not for the figures)")
     args = ap.parse_args()
     target = TARGETS[args.target]
+    if args.smp < 1:
+        print("bench_whole_record: --smp must be at least 1", file=sys.stderr)
+        return 2
     if not target.qemu_available():
         print(f"skipped: {target.qemu[0]} is not installed")
         return 0
     k = kernels.fetch(target)
+    if args.smp > 1:
+        k = dataclasses.replace(k, target=dataclasses.replace(
+            target, qemu=(*target.qemu, "-smp", str(args.smp))))
     kernels.busybox(target)
     btf = live_btf.vmlinux_btf(k)
     python_guest.files(target)
@@ -55,7 +70,15 @@ def main() -> int:
         g, py = mass.guest_with(k, {"trace-all": out})
         env = f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
         ring = f"--ring-size {args.ring_size} " if args.ring_size else ""
-        g.step("record", f"{env} {py.python} /trace-all/btfgen_trace.py --run /trace-all "
+        # The tracer run in a process that says its own CPU time at its end (os.times: its
+        # own user and system, the workload's apart as its children's).
+        tracer = ("-c \"import atexit, os, runpy, sys; atexit.register(lambda: print("
+                  "'tracer cpu: user %.2f s, system %.2f s; children %.2f s, %.2f s' % "
+                  "os.times()[:4], file=sys.stderr)); sys.argv = sys.argv[1:]; "
+                  "runpy.run_path(sys.argv[0], run_name='__main__')\"")
+        if args.profile:
+            tracer = "-m cProfile -o /tmp/prof"
+        g.step("record", f"{env} {py.python} {tracer} /trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings {ring}--record /tmp/all.btfrec -- sh -c '{WORKLOAD}' "
                          ">/dev/null 2>/tmp/err; rc=$?; cat /tmp/err; "
                          "echo \"bytes $(wc -c </tmp/all.btfrec)\"; exit $rc")
@@ -64,21 +87,27 @@ def main() -> int:
                         "'/tmp/all.btfrec'); n = sum(b.count for b in r.batches()); "
                         "print('the recording holds', n, 'events; its end says', r.events, "
                         "'events,', r.lost, 'lost; cut:', r.cut)\" 2>&1")
+        if args.profile:
+            g.step("profile", f"{env} {py.python} -c \"import pstats; pstats.Stats('/tmp/prof')"
+                              ".sort_stats('tottime').print_stats(30)\" 2>&1")
         started = time.time()
         boot = g.run(k, timeout=3000)
         text, rc = boot.section("record")
-        print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, {k.release}, {len(functions)} functions,"
+        print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, {k.release}, {args.smp} vCPU, "
+              f"{len(functions)} functions,"
               f" guest boot and run {time.time() - started:.0f} s, host load "
               f"{__import__('os').getloadavg()[0]:.1f}")
         said = [line for line in text.splitlines() if re.match(
             r"btfgen_trace: (\d+ events made|\d+ records lost|recorded|attaching|tracing)|"
-            r"bytes |btfgen_trace: time: run: (attach|tracing)", line)]
+            r"bytes |tracer cpu: |btfgen_trace: time: run: (attach|tracing)", line)]
         print("\n".join(said))
         if rc:
             print(f"bench_whole_record: the tool failed (exit {rc}):\n{text[-3000:]}",
                   file=sys.stderr)
             return 1
         print(boot.section("check")[0].strip())
+        if args.profile:
+            print(boot.section("profile")[0].strip())
     return 0
 
 

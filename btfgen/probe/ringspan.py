@@ -51,13 +51,17 @@ the rest of that run is checked a phase at a time, one compare of every period-t
 against the phase's word, over a count that doubles while it holds and halves where it fails;
 where the pattern breaks, the walk goes on a header at a time. A span says its records as such
 runs, (repeats, words of one period), so that its sinks (the recording writer, the columnar
-decoder reading the file back) find every record without a walk of their own.
+decoder reading the file back) find every record without a walk of their own. Where lengths do
+not repeat (a whole kernel traced: records of many lengths in no order), the walk a header at a
+time is the reader's cost, so it looks for a period only now and then (where the last length
+repeats within the four before it), and its records go four to a run of one repeat.
 """
 
 from __future__ import annotations
 
 import array
 import ctypes
+import itertools
 import ctypes.util
 import mmap
 import platform
@@ -78,6 +82,10 @@ WRAP = (1 << (8 * POSITION)) - 1
 TSO = {"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86", "s390x"}
 SEQ_CST = 5  # __ATOMIC_SEQ_CST
 MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): two are held
+LOOK = 8  # records walked one by one between two looks for a repeating period, at first
+LOOK_MAX = 64  # ... and at most, after looks that found none
+_LOOK = range(LOOK)
+_FURTHER = {n: range(min(2 * n, LOOK_MAX)) for n in (8, 16, 32, 64)}  # after a look found none
 
 
 def record_size(header: int) -> int:
@@ -232,6 +240,8 @@ class RingReader:
         self._pending: Span | None = None  # walked ahead, handed over at the next take()
         self._pending_end = self._handed_end
         self.records = 0  # handed over, since the start
+        self._quads: dict[int, int] = {}  # header word (never BUSY) -> its record's u32s
+        self._discards: set[int] = set()  # the header words of _quads with DISCARD set
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -277,51 +287,109 @@ class RingReader:
         if avail > self.size:
             raise RingError(f"producer position {self._producer} is {avail} bytes past the "
                             f"consumer's {pos}, the ring holds {self.size}")
-        words = self._words
-        begin = o = pos & self._mask
-        end = o + avail  # no committed byte lies past it
-        soft = o + self._max_span
+        words, get = self._words, self._quads.get
+        begin = pos & self._mask
+        end = begin + avail  # no committed byte lies past it
+        # In u32 words from here (a record's header is one index, its size a table's value).
+        at = begin >> 2
+        last = min(end, begin + self._max_span) >> 2
         runs: list[tuple[int, tuple[int, ...]]] = []
         records = 0
-        recent: list[int] = []  # header words walked one by one since the last run
-        while o < end and o < soft:
-            w = words[o >> 2]
-            if w & BUSY:
-                break
-            size = ((w & LENGTH) + HEADER + 7) & ~7
-            if o + size > end:
-                raise RingError(f"a committed record of {size} bytes at {o} runs past the "
-                                f"producer position ({end})")
-            o += size
-            if not w & DISCARD:
-                records += 1
-            if runs and runs[-1][1] == (w,):
-                runs[-1] = (runs[-1][0] + 1, (w,))
-            else:
-                runs.append((1, (w,)))
-            recent.append(w)
-            if len(recent) > 8:
-                del recent[0]
-            # Lengths repeating with a short period (an entry and an exit, a few calls in a
-            # loop): the rest of the run is checked a phase at a time, at C speed. A short run
-            # of one period may hide a longer one (every 4th record discarded): the one
-            # covering most records wins, a long run at once.
-            best, best_n = None, 0
-            for period in _periods(recent):
-                pattern = tuple(recent[-period:])
-                n = self._repeats(o, pattern, soft, end)
-                if n * period > best_n * len(best or ()):
-                    best, best_n = pattern, n
-                if n * period >= 64:
+        # Header words walked one by one since the last run. This loop is the reader's cost
+        # where lengths do not repeat (a whole kernel traced): it does no more a record than
+        # it must (a header read, its size from a table whose misses check BUSY, a step, a
+        # bound), and looks for a period only every LOOK records, not at each. A record
+        # running past `end` ends the loop, and is refused after it.
+        seen: list[int] = []
+        add = seen.append
+        busy = False
+        look = _LOOK
+        while at < last and not busy:
+            for _ in look:
+                w = words[at]
+                q = get(w)
+                if q is None:
+                    if w & BUSY:
+                        busy = True
+                        break
+                    q = self._size_of(w)
+                at += q
+                add(w)
+                if at >= last:
                     break
-            if best:
-                o += best_n * sum(((x & LENGTH) + HEADER + 7) & ~7 for x in best)
-                records += best_n * sum(1 for x in best if not x & DISCARD)
-                _add_run(runs, best_n, best)
-                recent = (recent + list(best) * min(best_n, 8))[-8:]
+            else:
+                # Lengths repeating with a short period (an entry and an exit, a few calls in
+                # a loop): the rest of the run is checked a phase at a time, at C speed. A
+                # short run of one period may hide a longer one (every 4th record
+                # discarded): the one covering most records wins, a long run at once.
+                if at << 2 > end:
+                    break
+                # A period of 1 to 4 repeats the last word within the four before it; where
+                # it does not, the next look is further on (up to LOOK_MAX records: lengths
+                # that do not repeat pay a look every few dozen records, not every eight).
+                if seen[-1] not in seen[-5:-1]:
+                    look = _FURTHER[len(look)]
+                    continue
+                recent = seen[-8:]
+                best, best_n = None, 0
+                for period in _periods(recent):
+                    pattern = tuple(recent[-period:])
+                    n = self._repeats(at << 2, pattern, begin + self._max_span, end)
+                    if n * period > best_n * len(best or ()):
+                        best, best_n = pattern, n
+                    if n * period >= 64:
+                        break
+                if not best:
+                    look = _FURTHER[len(look)]
+                else:
+                    look = _LOOK
+                    at += best_n * sum(get(x) for x in best)
+                    # The periods walked one by one before it belong to the run.
+                    k = len(best)
+                    while len(seen) >= k and tuple(seen[-k:]) == best:
+                        del seen[-k:]
+                        best_n += 1
+                    records += self._singles(runs, seen)
+                    records += best_n * sum(1 for x in best if not x & DISCARD)
+                    _add_run(runs, best_n, best)
+                    seen.clear()
+        o = at << 2
+        if o > end:
+            raise RingError(f"a committed record of {record_size(seen[-1])} bytes at "
+                            f"{o - record_size(seen[-1])} runs past the producer position "
+                            f"({end})")
+        records += self._singles(runs, seen)
         if o == begin:
             return None, pos
         return Span(self._data[begin:o], runs, records), (pos + (o - begin)) & WRAP
+
+    def _size_of(self, w: int) -> int:
+        """A header word's record size in u32 words, remembered (a kernel's records have a
+        few hundred lengths at most; a table that grows past that is started again)."""
+        if len(self._quads) >= 4096:
+            self._quads.clear()
+            self._discards.clear()
+        quads = self._quads[w] = record_size(w) >> 2
+        if w & DISCARD:
+            self._discards.add(w)
+        return quads
+
+    def _singles(self, runs: list, seen: list[int]) -> int:
+        """Add header words walked one by one to `runs`, four to a run of one repeat (a
+        period of 4: a quarter of the runs one a record would make, and made at C speed);
+        the records among them not discarded."""
+        n = len(seen)
+        if not n:
+            return 0
+        whole = n - n % 4
+        if whole:
+            it = iter(seen[:whole])
+            runs.extend(zip(_ONES(whole // 4), zip(it, it, it, it)))
+        if whole < n:
+            runs.append((1, tuple(seen[whole:])))
+        if self._discards:
+            n -= sum(seen.count(d) for d in self._discards)
+        return n
 
     def _repeats(self, o: int, pattern: tuple[int, ...], soft: int, end: int) -> int:
         """How many times `pattern` (header words of one period) repeats from byte `o`, whole
@@ -419,6 +487,10 @@ def _add_run(runs: list, n: int, pattern: tuple[int, ...]) -> None:
         runs[-1] = (runs[-1][0] + n, pattern)
     else:
         runs.append((n, pattern))
+
+
+def _ONES(n: int):
+    return itertools.repeat(1, n)
 
 
 _SAME: dict[tuple[int, int], memoryview] = {}

@@ -79,7 +79,20 @@ def test_verdicts_follow_the_figures():
 def test_unaccounted_events_are_what_neither_arrived_nor_was_said_lost():
     tracer = next(t for t in bench.tracers(Path("tracee")) if t.key == "bpftrace-ptr")
     runs = [bench.Run(3_000, 1.0, 15, 2), bench.Run(2_000, 1.1, 20, 0)]
-    row = bench.summarize(tracer, runs, bench.Run(0, 0.1, 15, 0), alone_ns=100.0, calls=10)
+    startups = [bench.Run(0, 0.1, 15, 0), bench.Run(0, 0.2, 15, 0)]
+    row = bench.summarize(tracer, runs, startups, alone_ns=100.0, calls=10)
     assert row.most_unsaid == 3 and row.most_lost == 2 and row.delivered == 17
     assert row.added_ns == 150.0 and row.best_added_ns == 100.0
-    assert row.cpu_ns == pytest.approx(0.95e8)
+    # Each run less the start-up of its own round: (0.9 + 0.9) / 2 s over 10 calls.
+    assert row.cpu_ns == pytest.approx(0.9e8)
+    assert row.startup_cpu_s == pytest.approx(0.15)
+    assert row.cpu_noise_ns == pytest.approx(0.1e8)
+
+
+def test_tracer_cpu_within_the_start_ups_spread_is_no_figure():
+    # A start-up that cost more than the whole run (the morning's -1,189 ns/call) says only a
+    # bound, never a negative CPU time.
+    assert bench.cpu_figure(-1189.0, 300.0) == "≤ 300 (within the start-ups' spread)"
+    assert bench.cpu_figure(200.0, 300.0) == "≤ 300 (within the start-ups' spread)"
+    assert bench.cpu_figure(-5.0, 0.0) == "≤ 0 (within the start-ups' spread)"
+    assert bench.cpu_figure(5316.0, 300.0) == "5,316"
