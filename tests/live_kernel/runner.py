@@ -42,6 +42,8 @@ def run(kernel: kernels.Kernel, bundle: bytes, actions: list[list[str]],
     for line in lines:
         if m := re.match(r"attach (\S+) (\S+)$", line):
             attached[m.group(1)] = m.group(2)
-        elif m := re.match(r"map (\S+) ([0-9a-f]*) ([0-9a-f]*)$", line):
-            maps.setdefault(m.group(1), {})[bytes.fromhex(m.group(2))] = bytes.fromhex(m.group(3))
+        elif m := re.match(r"map (\S+) ([0-9a-f]*) ([0-9a-f]*) (\d+)$", line):
+            # the loader leaves out a value's trailing zero bytes and says its size
+            value = bytes.fromhex(m.group(3)).ljust(int(m.group(4)), b"\0")
+            maps.setdefault(m.group(1), {})[bytes.fromhex(m.group(2))] = value
     return Report(boot, attached, calls, maps, pagesize, text)

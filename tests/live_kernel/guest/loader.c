@@ -10,7 +10,8 @@
  * function), run the system calls named on the command line, and print every map entry.
  *
  * Output lines (parsed by the host): "attach NAME ok|ERRNO", "call NAME = RET" (in order),
- * "map NAME KEYHEX VALUEHEX", "pagesize N". Any failure prints "error: ..." and exits 1.
+ * "map NAME KEYHEX VALUEHEX SIZE" (the value without its trailing zero bytes, SIZE its full
+ * size), "pagesize N". Any failure prints "error: ..." and exits 1.
  *
  * usage: loader BUNDLE [action args...]...   (see run_action)
  */
@@ -391,7 +392,7 @@ static void dump_maps(void)
 {
 	for (uint32_t i = 0; i < nmaps; i++) {
 		struct map *m = &maps[i];
-		uint8_t key[256], next[256], value[4096];
+		uint8_t key[256], next[256], value[16384];
 		union bpf_attr a = { 0 };
 		int first = 1;
 
@@ -415,10 +416,16 @@ static void dump_maps(void)
 			printf("map %s ", m->name);
 			for (uint32_t j = 0; j < m->key_size; j++)
 				printf("%02x", key[j]);
+			/* A generic record is the header's size (8 KiB of data): its bytes past the
+			 * last non-zero one are left to the host, which pads to the size said, so the
+			 * guest's slow serial console carries only what a record holds. */
+			uint32_t used = m->value_size;
+			while (used && !value[used - 1])
+				used--;
 			printf(" ");
-			for (uint32_t j = 0; j < m->value_size; j++)
+			for (uint32_t j = 0; j < used; j++)
 				printf("%02x", value[j]);
-			printf("\n");
+			printf(" %u\n", m->value_size);
 			memset(&a, 0, sizeof(a));
 		}
 	}
