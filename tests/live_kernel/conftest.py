@@ -50,3 +50,17 @@ def btf_for(kernel: kernels.Kernel) -> Path:
         return btf.vmlinux_btf(kernel)
     except debian.PackageError as e:
         unavailable(f"{kernel.target.name}: BTF cannot be made: {e}")
+
+
+def kernel_with_python(name: str) -> tuple[kernels.Kernel, Path]:
+    """The kernel and its BTF, for a test that runs the tracer's Python side in the guest:
+    skipped when Debian's python3/libbpf1 for the target cannot be had."""
+    from . import python_guest
+
+    k = kernel_for(name)
+    btf_path = btf_for(k)
+    try:
+        python_guest.files(k.target)
+    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
+        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+    return k, btf_path

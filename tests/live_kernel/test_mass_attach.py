@@ -22,7 +22,7 @@ import pytest
 from btfgen.trace import deny
 
 from . import cache, mass, python_guest, scenario
-from .conftest import btf_for, kernel_for
+from .conftest import kernel_with_python
 
 pytestmark = pytest.mark.live
 
@@ -36,12 +36,7 @@ SEEKER = (f"import os, time; fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT); 
 
 
 def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
-    k = kernel_for(NAME)
-    btf = btf_for(k)
-    try:
-        python_guest.files(k.target)
-    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
-        pytest.skip(f"{NAME}: Debian's python3/libbpf1 cannot be had: {e}")
+    k, btf = kernel_with_python(NAME)
     attachable = mass.attachable(k, btf)
     candidates = deny.split(attachable, deny.patterns()).kept
     assert "lookup_nulls_elem_raw" in attachable and "lookup_nulls_elem_raw" not in candidates

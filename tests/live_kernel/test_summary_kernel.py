@@ -19,7 +19,7 @@ from btfgen.trace import build as trace_build
 from btfgen.trace import deny
 
 from . import cache, mass, python_guest, scenario
-from .conftest import btf_for, kernel_for
+from .conftest import kernel_with_python
 
 pytestmark = pytest.mark.live
 
@@ -56,12 +56,7 @@ BY_NAME = "'{\"%s\": \"seek\"}'" % NAME
 
 @pytest.mark.parametrize("name", ["unstable-amd64", "unstable-arm64"])
 def test_whole_kernel_counted_and_timed(tmp_path, name):
-    k = kernel_for(name)
-    btf = btf_for(k)
-    try:
-        python_guest.files(k.target)
-    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
-        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+    k, btf = kernel_with_python(name)
     candidates = deny.split(mass.attachable(k, btf), deny.patterns()).kept
     req = trace_build.Request(functions=candidates, kernel=True, btf=str(btf),
                               arch=k.target.arch, count=True, latency=True, strings=False,
@@ -142,12 +137,7 @@ TRAMPOLINE_RUNS = {"tracing-multi": "one fsession.multi link",
 
 def test_trampoline_counted_and_timed(tmp_path):
     name = "unstable-amd64"
-    k = kernel_for(name)
-    btf = btf_for(k)
-    try:
-        python_guest.files(k.target)
-    except Exception as e:  # noqa: BLE001 - the packages' own errors, as trace_guest says
-        pytest.skip(f"{name}: Debian's python3/libbpf1 cannot be had: {e}")
+    k, btf = kernel_with_python(name)
     keyed = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
                                 arch=k.target.arch, count=True, latency=True, strings=False,
                                 by=[f"shmem_file_llseek: {NAME}"])
