@@ -287,9 +287,12 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
     tdir.mkdir(exist_ok=True)
     for name, text in plan.trace_files().items():
         (tdir / name).write_text(text)
+    # BPF cpu v4 (Linux 6.6; fsession is 7.0, tracing_multi 7.2): its gotol lets clang reach
+    # past a 16-bit jump, so the header inlines every slot read (bpf.h.j2, btfgen_tramp_slot).
+    v4 = ["-mcpu=v4"]
     flags = {TRAMPOLINE_SESSION: ["-DBTFGEN_TRAMPOLINE", "-DBTFGEN_SESSION",
-                                  "-DBTFGEN_SESSION_KFUNC_CTX"],
-             TRAMPOLINE_OBJECTS["fentry_multi"]: ["-DBTFGEN_TRAMPOLINE"]}
+                                  "-DBTFGEN_SESSION_KFUNC_CTX", *v4],
+             TRAMPOLINE_OBJECTS["fentry_multi"]: ["-DBTFGEN_TRAMPOLINE", *v4]}
     objects = {k: TRAMPOLINE_OBJECTS[k] for k in variants}
     conv = target.convention
     try:
