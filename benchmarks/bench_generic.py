@@ -110,6 +110,17 @@ long fs(const char *name, long n);
 """
 
 # may_goto: a loop the verifier checks once, not once a decode (6.9+).
+# The globals both programs (pt_regs and trampoline) hold: the outputs and the batch.
+SHARED_GLOBALS = r"""struct btfgen_record rec;
+struct btfgen_args_f6 out6;
+struct btfgen_args_f12 out12;
+struct { long v[12]; } hand;
+int failed;
+/* LOOPED's decodes a run, from memory: a bound the verifier does not know is a loop it checks
+ * once (may_goto), not once a decode. */
+volatile __u32 batch = BATCH;
+
+"""
 LOOP_MACROS = r"""#define can_loop \
 	({ \
 		__label__ out, in; \
@@ -140,15 +151,7 @@ char hand_name[256]; /* the capture's default string size */
 
 __u64 regs_image[32]; /* the pt_regs image (168 bytes on x86_64) */
 __u64 stack[16];      /* the stack image: the return address, then the stack arguments */
-struct btfgen_record rec;
-struct btfgen_args_f6 out6;
-struct btfgen_args_f12 out12;
-struct { long v[12]; } hand;
-int failed;
-/* LOOPED's decodes a run, from memory: a bound the verifier does not know is a loop it checks
- * once (may_goto), not once a decode. */
-volatile __u32 batch = BATCH;
-
+SHARED_GLOBALS
 #define SP ((__u64)(unsigned long)stack)
 
 /* LOOPED: a program decodes `batch` times a run in a loop of its own, so that it pays its frame
@@ -434,13 +437,7 @@ char hand_name[256];
 __u64 frame6[1 + 256] = { 6, 1, 2, 3, 4, 5, 6 };
 __u64 frame12[1 + 256] = { 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
 __u64 frame_s[1 + 256] = { 2 };
-struct btfgen_record rec;
-struct btfgen_args_f6 out6;
-struct btfgen_args_f12 out12;
-struct { long v[12]; } hand;
-int failed;
-volatile __u32 batch = BATCH;
-
+SHARED_GLOBALS
 LOOP_MACROS
 
 /* The program's loop (as PROGRAM's LOOPED): each decode starts from a ctx pointer clang cannot
@@ -614,7 +611,7 @@ def build(tmp: Path, batch: int, kernel):
     out = generate(layout, types, ("bpf", "python"), self_contained=True,
                    captures=captures, more_plans=tuple(more_plans))
     (tmp / "btfgen.bpf.h").write_text(out["btfgen.bpf.h"])
-    (tmp / "b.bpf.c").write_text(PROGRAM.replace("LOOP_MACROS", LOOP_MACROS))
+    (tmp / "b.bpf.c").write_text(_text(PROGRAM))
     ns: dict = {}
     own = plans(layout, captures)
     table = plan_table(layout, own, more_plans)
@@ -661,6 +658,10 @@ VARIANTS = {"call": [(IMAGE_ARG, IMAGE_ARG.replace("_arg(", "_slot(")),
 CPU_V4 = ["-mcpu=v4"]  # as btfgen/trace/build.py builds the trampoline's programs
 
 
+def _text(program: str) -> str:
+    return program.replace("SHARED_GLOBALS", SHARED_GLOBALS).replace("LOOP_MACROS", LOOP_MACROS)
+
+
 def build_tramp(tmp: Path, batch: int, more_plans, variant: str = ""):
     """The trampoline's program (PROGRAM_TRAMP) over a header generated for --ctx trampoline,
     as generated or as VARIANTS[variant] changes it. Returns the object, the specs (f6, f12,
@@ -685,7 +686,7 @@ def build_tramp(tmp: Path, batch: int, more_plans, variant: str = ""):
     for old, new in VARIANTS.get(variant, ()):
         header = header.replace(old, new)
     (tmp / "btfgen.bpf.h").write_text(header)
-    (tmp / "t.bpf.c").write_text(PROGRAM_TRAMP.replace("LOOP_MACROS", LOOP_MACROS))
+    (tmp / "t.bpf.c").write_text(_text(PROGRAM_TRAMP))
     ns: dict = {}
     own = plans(layout, captures)
     table = plan_table(layout, own, more_plans)

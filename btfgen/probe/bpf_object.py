@@ -266,17 +266,9 @@ class BpfObject:
         """One tracing_multi link (Linux 7.2) for `prog` (loaded with expect_tracing, no
         target) on the kernel functions of `btf_ids` (FUNC ids in the BTF it was loaded
         against), each with its cookie. `what`: the link, for the message of a refusal."""
-        n = len(btf_ids)
-        ids = (ctypes.c_uint32 * n)(*btf_ids)
-        cooks = (c_uint64 * n)(*cookies)
-        attr = LinkCreateTracingMulti(prog_fd=libbpf().bpf_program__fd(self.program(prog)),
-                                      attach_type=attach_type, ids=ctypes.addressof(ids),
-                                      cookies=ctypes.addressof(cooks), cnt=n)
-        fd = sys_bpf(self.bpf_syscall, BPF_LINK_CREATE, attr)
-        if fd < 0:
-            raise fail(f"{what} link for {prog} ({n} kernel functions)", ctypes.get_errno())
-        self.links.append(FdLink(fd))
-        return self.links[-1]
+        return self.attach_tracing_multi_fd(libbpf().bpf_program__fd(self.program(prog)),
+                                            btf_ids, cookies, attach_type,
+                                            f"{what} link for {prog}")
 
     def load_clone(self, name: str, attach_type: int, btf_obj_fd: int) -> int:
         """Program `name` of this loaded object loaded once more, with bpf() (libbpf 1.1 cannot
@@ -310,7 +302,7 @@ class BpfObject:
 
     def attach_tracing_multi_fd(self, prog_fd: int, btf_ids: Sequence[int],
                                 cookies: Sequence[int], attach_type: int, what: str) -> FdLink:
-        """attach_tracing_multi for a program fd (load_clone's)."""
+        """attach_tracing_multi for a program fd (load_clone's). `what`: the link, whole."""
         n = len(btf_ids)
         ids = (ctypes.c_uint32 * n)(*btf_ids)
         cooks = (c_uint64 * n)(*cookies)
@@ -319,7 +311,7 @@ class BpfObject:
                                       cookies=ctypes.addressof(cooks), cnt=n)
         fd = sys_bpf(self.bpf_syscall, BPF_LINK_CREATE, attr)
         if fd < 0:
-            raise fail(f"{what} link ({n} functions)", ctypes.get_errno())
+            raise fail(f"{what} ({n} kernel functions)", ctypes.get_errno())
         self.links.append(FdLink(fd))
         return self.links[-1]
 
