@@ -99,7 +99,7 @@ def main() -> int:
               f"{__import__('os').getloadavg()[0]:.1f}")
         said = [line for line in text.splitlines() if re.match(
             r"btfgen_trace: (\d+ events made|\d+ records lost|recorded|attaching|tracing)|"
-            r"bytes |tracer cpu: |btfgen_trace: time: run: (attach|tracing)", line)]
+            r"bytes |tracer cpu: |btfgen_trace: time: |btfgen_trace: the reader", line)]
         print("\n".join(said))
         if rc:
             print(f"bench_whole_record: the tool failed (exit {rc}):\n{text[-3000:]}",
