@@ -171,6 +171,8 @@ def recorder(path: str, manifest: dict, decoders, who: bool):
               "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
               "program": manifest.get("program"), "btf": manifest.get("btf"),
               "btf_sha256": manifest.get("btf_sha256")}
+    if not isinstance(decoders, DecoderView):  # the generated module itself (benchmarks)
+        decoders = DecoderView(decoders)
     descs = decoders.descriptors(manifest["functions"])
     try:
         return recording.Writer(path, header, descs, decoders.BYTE_ORDER)
