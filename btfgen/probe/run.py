@@ -283,12 +283,13 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
 
 
 # --record: the reader's nice value while tracing. On a CPU it shares with what it traces (one
-# CPU, or more busy ones), the reader had the CPU's time in equal shares with the traced
-# processes, and a record costs it more CPU than making it costs the kernel: the whole-kernel
-# guest run's reader got ~60% of its one vCPU and kept ~40% of the events, the rest lost to a
-# full ring. At -10 its weight is ~9 times a nice-0 process's (the scheduler's table): while
-# records wait it runs first, slowing the traced work (which is then what tracing costs it)
-# instead of losing its events; with nothing to read it sleeps and takes nothing.
+# CPU, or more busy ones), the reader has the CPU in equal shares with the traced processes, and
+# a record costs it more CPU than making it costs the kernel (the whole-kernel guest run,
+# docs/benchmarks.md: ~23 us of the reader's against ~17 of the workload's): at nice 0 its
+# thread had 33% of the one vCPU while tracing and kept 37% of the events. At -10 its weight is
+# ~9 times a nice-0 process's (the scheduler's table): while records wait it runs first,
+# slowing the traced work (which is then what tracing costs it) instead of losing its events;
+# with nothing to read it sleeps and takes nothing.
 READER_NICE = -10
 
 
