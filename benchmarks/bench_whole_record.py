@@ -107,7 +107,8 @@ def main() -> int:
               f" guest boot and run {time.time() - started:.0f} s, host load "
               f"{__import__('os').getloadavg()[0]:.1f}")
         said = [line for line in text.splitlines() if re.match(
-            r"btfgen_trace: (\d+ events made|\d+ records lost|recorded|attaching|tracing)|"
+            r"btfgen_trace: (\d+ events made|\d+ records lost|\d+ calls missed|recorded|"
+            r"attaching|tracing)|"
             r"bytes |tracer cpu: |btfgen_trace: time: |btfgen_trace: the reader", line)]
         print("\n".join(said))
         if rc:
