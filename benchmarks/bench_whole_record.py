@@ -6,14 +6,17 @@ run; the events the BPF side made and those the recording kept, both as the tool
 recording read back in the guest (its spans' checks, its events counted).
 
   python3 benchmarks/bench_whole_record.py [--target unstable-amd64] [--ring-size MIB]
-                                           [--smp N] [--profile]
+                                           [--smp N] [--memory MIB] [--profile]
 
 The functions: the guest's available_filter_functions that its BTF has, less btfgen's deny
 list, as bench_mass_attach.py's "all" (its WORKLOAD too). The tracer's own CPU time (user and
 system, its children's apart) is said at its end. The guest has one vCPU as the live tests'
 have (the reader then runs only when the traced workload does not); --smp N gives it N (QEMU's
-TCG runs them on as many host threads). Needs QEMU and the network once (the
-live tests' cache).
+TCG runs them on as many host threads). The guest has 2 GiB (--memory): the recording is
+written to its memory (its root is a RAM file system), and with 1 GiB, as the live tests'
+guests have, a run that kept 2 M events (~200 MB) beside the tracer (~550 MB resident with a
+whole kernel's decoders) was killed by the guest's OOM killer. Needs QEMU and the network once
+(the live tests' cache).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def main() -> int:
     ap.add_argument("--target", default="unstable-amd64")
     ap.add_argument("--ring-size", type=int, default=0, help="MiB (0: the tool's default)")
     ap.add_argument("--smp", type=int, default=1, help="the guest's vCPUs (default 1)")
+    ap.add_argument("--memory", type=int, default=2048, help="the guest's MiB (default 2048)")
     ap.add_argument("--profile", action="store_true",
                     help="run the tracer under cProfile and print where its time went (the "
                          "profiler's own cost slows the reader: not for the figures)")
@@ -57,9 +61,14 @@ def main() -> int:
         print(f"skipped: {target.qemu[0]} is not installed")
         return 0
     k = kernels.fetch(target)
+    qemu = list(target.qemu)
+    if "-m" not in qemu:
+        print("bench_whole_record: the target's QEMU command has no -m to set", file=sys.stderr)
+        return 2
+    qemu[qemu.index("-m") + 1] = str(args.memory)
     if args.smp > 1:
-        k = dataclasses.replace(k, target=dataclasses.replace(
-            target, qemu=(*target.qemu, "-smp", str(args.smp))))
+        qemu += ["-smp", str(args.smp)]
+    k = dataclasses.replace(k, target=dataclasses.replace(target, qemu=tuple(qemu)))
     kernels.busybox(target)
     btf = live_btf.vmlinux_btf(k)
     python_guest.files(target)
@@ -94,12 +103,13 @@ def main() -> int:
         boot = g.run(k, timeout=3000)
         text, rc = boot.section("record")
         print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, {k.release}, {args.smp} vCPU, "
-              f"{len(functions)} functions,"
+              f"{args.memory} MiB, {len(functions)} functions,"
               f" guest boot and run {time.time() - started:.0f} s, host load "
               f"{__import__('os').getloadavg()[0]:.1f}")
         said = [line for line in text.splitlines() if re.match(
-            r"btfgen_trace: (\d+ events made|\d+ records lost|recorded|attaching|tracing)|"
-            r"bytes |tracer cpu: |btfgen_trace: time: run: (attach|tracing)", line)]
+            r"btfgen_trace: (\d+ events made|\d+ records lost|\d+ calls missed|recorded|"
+            r"attaching|tracing)|"
+            r"bytes |tracer cpu: |btfgen_trace: time: |btfgen_trace: the reader", line)]
         print("\n".join(said))
         if rc:
             print(f"bench_whole_record: the tool failed (exit {rc}):\n{text[-3000:]}",

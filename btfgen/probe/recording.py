@@ -222,10 +222,20 @@ class Writer:
 
     def __init__(self, path: str, header: dict, descriptors: list, order: str) -> None:
         self.path, self.order = path, order
-        self.strides = [stride(d) for d in descriptors]
-        head = dict(header, event_header=EVENT_HEADER, functions=[
-            {"name": d.name, "stride": s, "descriptor": encode(d)}
-            for d, s in zip(descriptors, self.strides)])
+        self.strides, functions = [], []
+        # Descriptors of one prototype share their fields past the name and id (one object
+        # each: DecoderView.descriptors): their stride and encoding are made once. `descriptors`
+        # holds them all while this runs, so an id is never another object's here.
+        once: dict = {}
+        for d in descriptors:
+            key = tuple(map(id, d[2:]))
+            got = once.get(key)
+            if got is None:
+                got = once[key] = (stride(d), [encode(f) for f in d[2:]])
+            self.strides.append(got[0])
+            functions.append({"name": d.name, "stride": got[0],
+                              "descriptor": [d.name, d.btf_id, *got[1]]})
+        head = dict(header, event_header=EVENT_HEADER, functions=functions)
         text = json.dumps(head, sort_keys=True).encode()
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.events = self.spans = 0

@@ -68,6 +68,7 @@ import platform
 import select
 import struct
 import sys
+import time
 
 from .libbpf import fail, libbpf
 
@@ -240,6 +241,9 @@ class RingReader:
         self._pending: Span | None = None  # walked ahead, handed over at the next take()
         self._pending_end = self._handed_end
         self.records = 0  # handed over, since the start
+        # This thread's CPU seconds in the walks of headers and in the sink (the writes), since
+        # the start: where a reader that falls behind spends its time (--timings says them).
+        self.walk_s = self.sink_s = 0.0
         self._quads: dict[int, int] = {}  # header word (never BUSY) -> its record's u32s
         self._discards: set[int] = set()  # the header words of _quads with DISCARD set
 
@@ -426,11 +430,17 @@ class RingReader:
 
     def _hand_over(self) -> int:
         n = spans = 0
+        clock = time.thread_time
+        t0 = clock()
         while spans < self.BUDGET_SPANS:
             span = self.take()
+            t1 = clock()
+            self.walk_s += t1 - t0
             if span is None:
                 break
             self._sink(span)
+            t0 = clock()
+            self.sink_s += t0 - t1
             n += span.records
             spans += 1
         self.records += n

@@ -215,3 +215,41 @@ def test_cli_decodes(tmp_path, good):
     assert proc.stdout.count("\n") == 40
     assert proc.stderr == ("btfgen decode: 40 events recorded on s390x synthetic; 3 records "
                            "lost (ring buffer full)\n")
+
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_descriptors_made_once_a_prototype_are_each_functions_own(tmp_path, arch):
+    """The tracer makes a recording's descriptors once a prototype (DecoderView.descriptors),
+    sharing their fields: each is the function's as the module makes it alone, and the file's
+    header is the same as one written from descriptors made one by one."""
+    import types
+
+    from btfgen.probe.manifest import DecoderView
+
+    mod = MODULES[arch]
+    names = mod.names()
+    # Two more functions of the golden functions' prototypes (a kernel's share them by the
+    # thousand; the goldens' five have one each), between them.
+    protos = dict(mod._FUNCTION_PROTOS)
+    first, last = protos[names[0]], protos[names[-1]]
+    protos["also_first"] = ("also_first", 90001, first[2])
+    protos["also_last"] = ("also_last", 90002, last[2])
+    view = types.SimpleNamespace(_FUNCTION_PROTOS=protos, _values=mod._values,
+                                 FunctionDesc=mod.FunctionDesc)
+    order = [names[0], "also_last", *names[1:], "also_first"]
+    shared = DecoderView(view).descriptors(order)
+
+    def alone(name):
+        fname, btf_id, k = protos[name]
+        return mod.FunctionDesc.check((fname, btf_id) + mod._values(k))
+
+    one_by_one = [alone(n) for n in order]
+    assert one_by_one[:1] + one_by_one[2:-1] == synth.descriptors(mod)
+    assert shared == one_by_one
+    assert [d.name for d in shared] == [protos[n][0] for n in order]
+    assert shared[1].args is shared[-2].args  # made once, shared
+    head = synth.header(mod)
+    for descs, name in ((one_by_one, "a"), (shared, "b")):
+        recording.Writer(str(tmp_path / name), head, descs, mod.BYTE_ORDER).close(0)
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
