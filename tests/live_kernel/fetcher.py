@@ -146,7 +146,8 @@ def parse_trace(text: str) -> list[KernelEvent]:
 
 def calls(events: list[dict]) -> list[Call]:
     """btfgen's events (`btfgen decode --format jsonl`) as calls: each exit with the arguments
-    of the innermost open entry of its function on its thread."""
+    of the innermost open entry of its function on its thread; one the BPF side said not to
+    pair (`"paired": false`: the kernel skipped its entry) with none, and nothing closed."""
     open_calls: dict[int, list[tuple[str, dict]]] = defaultdict(list)
     out = []
     for e in sorted(events, key=lambda e: e["timestamp"]):
@@ -154,8 +155,9 @@ def calls(events: list[dict]) -> list[Call]:
         if e["kind"] == "entry":
             stack.append((e["function"], e["args"]))
         elif e["kind"] == "exit":
-            at = next((i for i in range(len(stack) - 1, -1, -1)
-                       if stack[i][0] == e["function"]), None)
+            at = None if e.get("paired") is False else next(
+                (i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == e["function"]),
+                None)
             args = None
             if at is not None:
                 args = stack[at][1]
