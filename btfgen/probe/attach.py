@@ -31,7 +31,7 @@ from .syscall import (
 FSESSION_MAX = 16
 # What --attach takes on the trampoline, and the trace directory's objects for each variant
 # (btfgen.trace.build.TRAMPOLINE_OBJECTS).
-TRAMPOLINE_ASKED = ("tracing-multi", "fsession")
+TRAMPOLINE_ASKED = ("tracing-multi", "fentry-multi", "fsession")
 
 
 class AttachMode(NamedTuple):
@@ -129,7 +129,8 @@ def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
 def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
                      keep: list[int] | None) -> tuple[AttachMode | None, str]:
     """The trampoline's mode for `asked` ("tracing-multi": the first of tracing-multi this
-    kernel has; "fsession"; "auto": an fsession.multi link only), or (None, why not). `keep`:
+    kernel has; "fentry-multi": its fentry.multi / fexit.multi pair; "fsession"; "auto": an
+    fsession.multi link only), or (None, why not). `keep`:
     the functions traceable here (all: None)."""
     if not kernel:
         return None, "the trampoline is for kernel functions (--kernel)"
@@ -177,9 +178,13 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     # A function it takes, for the probe's link: an arch may load the program and refuse that.
     first = next(i for i in here if str(i) not in refused)
     variant, why = features.tracing_multi_support(manifest["bpf_syscall"],
-                                                  manifest["btf_ids"][first])
+                                                  manifest["btf_ids"][first],
+                                                  pair_only=asked == "fentry-multi")
     if variant is None:
         return None, why
+    if asked == "fentry-multi" and variant not in objects:
+        return None, ("this trace directory has no fentry.multi program (built for a kernel "
+                      "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
     if variant not in objects:
         if variant != "fsession_multi" or "fentry_multi" not in objects:
             return None, (f"this trace directory has no {variant.replace('_', '.')} program "

@@ -30,7 +30,9 @@ def kernel(monkeypatch):
     whether the trace directory was built for its BTF."""
     state = {"multi": ("fsession_multi", ""), "fsession": (True, ""), "same_btf": True,
              "session": ("ctx", "")}
-    monkeypatch.setattr(features, "tracing_multi_support", lambda _n, _id: state["multi"])
+    monkeypatch.setattr(features, "tracing_multi_support", lambda _n, _id, pair_only=False:
+                        ("fentry_multi", "") if pair_only and state["multi"][0] else
+                        state["multi"])
     monkeypatch.setattr(features, "fsession_support", lambda: state["fsession"])
     monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
     monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: None)
@@ -81,6 +83,24 @@ def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
         (syscall.BPF_TRACE_FENTRY_MULTI, syscall.BPF_TRACE_FEXIT_MULTI))
     assert capsys.readouterr().err == ("btfgen trace: attaching fentry.multi and fexit.multi "
                                        "links (as asked)\n" + UNPAIRED)
+
+
+def test_fentry_multi_asks_for_the_pair_itself_and_says_it_is_unpaired(kernel, capsys):
+    (mode,) = attach.attach_modes("fentry-multi", True, MANIFEST)
+    assert (mode.object, mode.programs) == ("trace.tpair.bpf.o", ("trace_entry", "trace_exit"))
+    assert capsys.readouterr().err == ("btfgen trace: attaching fentry.multi and fexit.multi "
+                                       "links (as asked)\n" + UNPAIRED)
+    only_session = _manifest(objects={"fsession_multi": "trace.tsession.bpf.o"})
+    with pytest.raises(errors.InputError, match=r"^--attach fentry-multi: this trace directory "
+                                                r"has no fentry.multi program"):
+        attach.attach_modes("fentry-multi", True, only_session)
+
+
+def test_auto_built_for_another_kernels_btf_takes_the_kprobe_path_and_says_why(kernel, capsys):
+    kernel["same_btf"] = False
+    assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
+    assert "; not the BPF trampoline: the trace directory was built for the BTF of " \
+        "/sys/kernel/btf/vmlinux, not this kernel's" in capsys.readouterr().err
 
 
 def test_what_the_trampoline_refuses_goes_to_a_kprobe_link_of_the_same_run(kernel, capsys):
