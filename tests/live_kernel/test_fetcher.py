@@ -189,6 +189,8 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
     missed = re.search(r"^btfgen_trace: (\d+) calls missed by the kernel", said, re.M)
     assert lost and missed, said[-3000:]
     overrun = sum(int(n) for n in re.findall(r"^overrun: (\d+)", stats, re.M))
+    # On the trampoline: exits whose entry the kernel skipped, shown unpaired (said, counted).
+    no_entry = re.search(r"^btfgen_trace: (\d+) of them entries whose exit ran", said, re.M)
     summary = {
         "kernel": k.release,
         "attach": "; then ".join(re.findall(r"^btfgen_trace: attaching (.*)$", said, re.M)),
@@ -201,7 +203,8 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
         "functions_called": len(result.functions_called), "kernel_only": len(lone_kernel),
         "btfgen_only": len(lone_ours), "undecided": len(aside),
         "btfgen_before_kernel": len(before), "overrun": overrun,
-        "lost": int(lost[1]), "missed": int(missed[1]), "compared": result.compared,
+        "lost": int(lost[1]), "missed": int(missed[1]),
+        "no_entry": int(no_entry[1]) if no_entry else None, "compared": result.compared,
         "kinds": {kind: vars(tally) for kind, tally in sorted(result.kinds.items())},
         "failures": result.failures[:50],
         "printing": {form: _printing(boot, form) for form, _ in PRINTING},
