@@ -168,7 +168,7 @@ def calls(events: list[dict]) -> list[Call]:
 
 
 def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
-         window: int = 64) -> tuple[list, list, list, list]:
+         window: int = 64, lacking: set | None = None) -> tuple[list, list, list, list]:
     """(pairs of (kernel event, btfgen call), kernel events without one, btfgen calls without
     one, btfgen calls before the kernel's first event of their thread).
 
@@ -226,6 +226,9 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
                 j += extra_ours
         lone_kernel += ks[i:]
         lone_ours += cs[j:]
+    if lacking is not None:  # (thread, function)s with a return on one side only, for undecided()
+        lacking |= {(k.tid, names[k.index]) for k in lone_kernel}
+        lacking |= {(c.tid, c.function) for c in lone_ours}
     # An interrupt between the two return handlers, with traced calls of its own, puts those
     # calls before the return on one side and after it on the other: the walk leaves both
     # returns alone. They are paired here, nearest first.
@@ -243,9 +246,11 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
 DECIDED_RATIO = 2
 
 
-def undecided(pairs: list, lone_kernel: list, lone_ours: list, names: list[str]
-              ) -> tuple[list, list]:
-    """(the pairs kept, the pairs set aside as undecided) of pair()'s answer.
+def undecided(pairs: list, lone_kernel: list, lone_ours: list, names: list[str],
+              lacking: set) -> tuple[list, list]:
+    """(the pairs kept, the pairs set aside as undecided) of pair()'s answer; `lacking`: the
+    (thread, function)s pair() found a return of on one side only (before it paired returns an
+    interrupt had reordered: its `lacking`).
 
     Where neither side lacks a call of a function on a thread, the two sequences of its returns
     are the same and pair in order. Where one side lacks one (the kernel skipped a trampoline
@@ -254,8 +259,6 @@ def undecided(pairs: list, lone_kernel: list, lone_ours: list, names: list[str]
     call's. So there a pair is kept only where its two returns are each other's nearest of that
     name on the other side, DECIDED_RATIO times nearer than the next; any other is set aside
     (both returns unpaired, counted: never compared), not taken for a disagreement."""
-    lacking = {(k.tid, names[k.index]) for k in lone_kernel} | \
-        {(c.tid, c.function) for c in lone_ours}
     k_times: dict[tuple[int, str], list[int]] = defaultdict(list)
     c_times: dict[tuple[int, str], list[int]] = defaultdict(list)
     for k in [k for k, _ in pairs] + lone_kernel:

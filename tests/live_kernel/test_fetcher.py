@@ -176,10 +176,12 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
 
     placed = btfgen.open(str(btf_path), arch=t.arch)
     layouts = {n: placed.layout(n) for n in names}
-    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel_events, ours, names)
+    lacking: set = set()
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel_events, ours, names,
+                                                         lacking=lacking)
     # Where one side lacks a call, only pairs clearly each other's are compared; the others
     # are set aside and counted (fetcher.undecided), bounded below by what the kernel skipped.
-    pairs, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, names)
+    pairs, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, names, lacking)
     result = fetcher.compare(pairs, layouts, t.arch)
 
     registered = re.search(r"fprobe events: (\d+) registered in ([\d.]+)s, enabled in ([\d.]+)s",
