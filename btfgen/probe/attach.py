@@ -95,8 +95,8 @@ def attach_modes(asked: str, kernel: bool, manifest: dict,
 # Said where the fentry.multi / fexit.multi pair is asked for (auto never takes it). The two
 # programs are each skipped by the kernel's recursion check on their own (a trampoline's
 # program runs preemptible; one already running on that CPU, as in a task it preempted, is
-# skipped and counted in recursion_misses): in the amd64 7.2 guest an fsession missed 1,425
-# calls of the fetcher test's workload. No per-call state passes from one program to the
+# skipped and counted in recursion_misses): in the amd64 7.2 guest thousands of runs over the
+# fetcher test's workload (docs/live-kernels.md). No per-call state passes from one program to the
 # other to tell an exit whose entry was skipped, which would then pair with an older open call
 # of its function on its thread: such records are sent flagged (spec_format.EVENT_UNPAIRED).
 FENTRY_PAIR_UNPAIRED = ("warning: the fentry.multi and fexit.multi programs are each skipped by "

@@ -229,9 +229,13 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
         assert said_so if lost_printing else printed > len(ours), (form, text)
     # What only the kernel saw are calls the BPF program was not run for (another BPF program
     # was running on that CPU, e.g. softirq work nested in one; on the trampoline the program
-    # already running there, in a task it preempted): counted as missed. The pairs set aside
-    # as undecided are made by those lacking calls, each of them near one: bounded alike.
-    assert len(lone_kernel) + len(aside) <= summary["missed"], text
+    # already running there, in a task it preempted): counted as missed.
+    assert len(lone_kernel) <= summary["missed"], text
+    # The pairs set aside as undecided are returns of a function on a thread where a side lacks
+    # one: bounded alike. (Not together: on the kprobe path an interrupt's 0.1-16 ms between a
+    # call's two returns sets aside a pair that only the nearest pairing made, near a lacking
+    # return: 13 only the kernel saw and 12 set aside, of 14 skipped, in one boot.)
+    assert len(aside) <= summary["missed"], text
 
 
 def _called(said: str) -> int:
