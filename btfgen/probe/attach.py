@@ -31,7 +31,7 @@ from .syscall import (
 FSESSION_MAX = 16
 # What --attach takes on the trampoline, and the trace directory's objects for each variant
 # (btfgen.trace.build.TRAMPOLINE_OBJECTS).
-TRAMPOLINE_ASKED = ("tracing-multi", "fsession")
+TRAMPOLINE_ASKED = ("tracing-multi", "fentry-multi", "fsession")
 
 
 class AttachMode(NamedTuple):
@@ -55,36 +55,54 @@ class AttachMode(NamedTuple):
 def attach_modes(asked: str, kernel: bool, manifest: dict,
                  keep: list[int] | None = None, adjust=None) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
-    one is tried and why. `adjust(mode)`: each kprobe mode as the run needs it (a summary's
-    entry alone: summary.entry_only), before it is said."""
-    modes = []
+    one is tried and why. `auto` takes one fsession.multi link where the kernel and the trace
+    directory have it, else the kprobe modes; not the fentry.multi / fexit.multi pair, whose
+    exits cannot be paired with their entries (FENTRY_PAIR_UNPAIRED). `adjust(mode)`: each
+    kprobe mode as the run needs it (a summary's entry alone: summary.entry_only), before it is
+    said."""
     if asked in TRAMPOLINE_ASKED:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is None:
             raise InputError(f"--attach {asked}: {why}")
         print(f"{prog.NAME}: {tramp.announce()}", file=sys.stderr)
-        print(f"{prog.NAME}: {TRAMPOLINE_PAIRING}", file=sys.stderr)
+        if tramp.programs != ("trace_session",):
+            print(f"{prog.NAME}: {FENTRY_PAIR_UNPAIRED}", file=sys.stderr)
         return [tramp]
-    modes = _kprobe_modes(asked, kernel, manifest)
+    if asked == "auto" and kernel and manifest.get("trampoline"):
+        tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
+        if tramp is not None:
+            # Its fallbacks, should the kernel refuse the link: the kprobe modes, unsaid
+            # until taken (where the kernel has no kprobes either, the trampoline alone).
+            try:
+                rest = _kprobe_modes(asked, kernel, manifest, quiet=True)
+            except RunError:
+                rest = []
+            if adjust:
+                rest = [adjust(m) for m in rest]
+            print(f"{prog.NAME}: {tramp.announce()}", file=sys.stderr)
+            return [tramp, *rest]
+        modes = _kprobe_modes(asked, kernel, manifest)
+        modes[0] = modes[0]._replace(why="; ".join(
+            w for w in (modes[0].why, f"not the BPF trampoline: {why}") if w))
+    else:
+        modes = _kprobe_modes(asked, kernel, manifest)
     if adjust:
         modes = [adjust(m) for m in modes]
-    if asked == "auto" and kernel and manifest.get("trampoline"):
-        # Taken only when asked: what it gets wrong is said when it is (TRAMPOLINE_PAIRING).
-        modes[0] = modes[0]._replace(why="; ".join(
-            w for w in (modes[0].why, "the BPF trampoline only when asked (--attach "
-                        "tracing-multi or fsession)") if w))
     print(f"{prog.NAME}: {modes[0].announce()}", file=sys.stderr)
     return modes
 
 
-# Why auto does not take the trampoline, said whenever it is asked for. In the amd64 7.2 guest
-# the trampoline's program missed calls the kprobe.session link did not (1,425 against 4 on the
-# fetcher test's workload), and an fsession's exit runs where the kernel skipped its entry: the
-# exit then pairs, in the reader, with an earlier open call of that function on that thread.
-TRAMPOLINE_PAIRING = ("warning: the trampoline runs a call's exit even where the kernel skipped "
-                      "its entry (counted in the calls missed, said at the end): such an exit "
-                      "may be shown after, and timed from, another call of that function on "
-                      "that thread")
+# Said where the fentry.multi / fexit.multi pair is asked for (auto never takes it). The two
+# programs are each skipped by the kernel's recursion check on their own (a trampoline's
+# program runs preemptible; one already running on that CPU, as in a task it preempted, is
+# skipped and counted in recursion_misses): in the amd64 7.2 guest thousands of runs over the
+# fetcher test's workload (docs/live-kernels.md). No per-call state passes from one program to the
+# other to tell an exit whose entry was skipped, which would then pair with an older open call
+# of its function on its thread: such records are sent flagged (spec_format.EVENT_UNPAIRED).
+FENTRY_PAIR_UNPAIRED = ("warning: the fentry.multi and fexit.multi programs are each skipped by "
+                        "the kernel on their own, and nothing tells an exit whose entry was "
+                        "skipped: exits are shown without their entry's arguments and duration "
+                        "(an fsession.multi link, or --attach session, pairs them)")
 
 
 def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
@@ -110,9 +128,10 @@ def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
 
 def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
                      keep: list[int] | None) -> tuple[AttachMode | None, str]:
-    """The trampoline's mode for `asked` ("tracing-multi", "fsession" or "auto": the first
-    of tracing-multi this kernel has), or (None, why not). `keep`: the functions traceable
-    here (all: None)."""
+    """The trampoline's mode for `asked` ("tracing-multi": the first of tracing-multi this
+    kernel has; "fentry-multi": its fentry.multi / fexit.multi pair; "fsession"; "auto": an
+    fsession.multi link only), or (None, why not). `keep`:
+    the functions traceable here (all: None)."""
     if not kernel:
         return None, "the trampoline is for kernel functions (--kernel)"
     tramp = manifest.get("trampoline")
@@ -159,15 +178,23 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     # A function it takes, for the probe's link: an arch may load the program and refuse that.
     first = next(i for i in here if str(i) not in refused)
     variant, why = features.tracing_multi_support(manifest["bpf_syscall"],
-                                                  manifest["btf_ids"][first])
+                                                  manifest["btf_ids"][first],
+                                                  pair_only=asked == "fentry-multi")
     if variant is None:
         return None, why
+    if asked == "fentry-multi" and variant not in objects:
+        return None, ("this trace directory has no fentry.multi program (built for a kernel "
+                      "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
     if variant not in objects:
         if variant != "fsession_multi" or "fentry_multi" not in objects:
             return None, (f"this trace directory has no {variant.replace('_', '.')} program "
                           "(built for another kernel)")
         variant = "fentry_multi"  # a kernel with more than the one built for
-    how = "as asked"
+    if asked == "auto" and variant != "fsession_multi":
+        return None, ("no fsession.multi link here, only fentry.multi and fexit.multi, whose "
+                      "exits cannot be paired with their entries (--attach tracing-multi takes "
+                      "them, unpaired)")
+    how = "as asked" if asked != "auto" else "the BPF trampoline: the kernel's cheapest"
     if variant == "fsession_multi":
         return AttachMode("tracing_multi", objects["fsession_multi"], ("trace_session",),
                           "one fsession.multi link", how + _rest_said(rest, refused),

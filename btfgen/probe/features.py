@@ -232,12 +232,13 @@ def _tracing_prog_refused(bpf_syscall: int, attach_type: int, btf_id: int = 0) -
     return err
 
 
-def tracing_multi_support(bpf_syscall: int, btf_id: int = 0) -> tuple[str | None, str]:
+def tracing_multi_support(bpf_syscall: int, btf_id: int = 0,
+                          pair_only: bool = False) -> tuple[str | None, str]:
     """("fsession_multi": one fsession.multi link, or "fentry_multi": an fentry.multi and an
     fexit.multi link, "") where this kernel makes tracing_multi links, else (None, why not):
     its BTF names the attach type, and it loads a program of that type and (given a function
     it takes: `btf_id`) links it there (an arch whose JIT has no multi trampoline refuses
-    one or the other)."""
+    one or the other). `pair_only`: the fentry.multi / fexit.multi pair alone."""
     names, why = kernel_attach_types()
     if names is None:
         return None, why
@@ -245,7 +246,7 @@ def tracing_multi_support(bpf_syscall: int, btf_id: int = 0) -> tuple[str | None
                                         BPF_TRACE_FSESSION_MULTI),
                                        ("fentry_multi", "BPF_TRACE_FENTRY_MULTI",
                                         BPF_TRACE_FENTRY_MULTI)):
-        if name not in names:
+        if name not in names or (pair_only and variant != "fentry_multi"):
             continue
         err = _tracing_prog_refused(bpf_syscall, attach_type, btf_id)
         if not err:

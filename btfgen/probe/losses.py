@@ -80,6 +80,9 @@ def say_losses(now: Losses, said: Losses) -> Losses:
 # The BPF side's loss counters (trace.bpf.c's `lost`, per CPU): why each record was lost.
 RING_FULL = 0  # the ring buffer had no room
 NO_SCRATCH = 1  # the user build: every spill slot in use (more threads at once than slots)
+# Not a loss, in the same map: fsession exits whose entry the kernel skipped, each sent flagged
+# (spec_format.EVENT_NO_ENTRY) and shown unpaired.
+SKIPPED_ENTRY = 2
 
 
 def lost_by_reason(obj) -> tuple[int, int]:
@@ -88,6 +91,13 @@ def lost_by_reason(obj) -> tuple[int, int]:
     return tuple(sum(struct.unpack(f"{ncpu}Q", obj.lookup("lost", struct.pack("I", why),
                                                            8 * ncpu)))
                  for why in (RING_FULL, NO_SCRATCH))
+
+
+def skipped_entries(obj) -> int:
+    """fsession exits that ran with their entry skipped by the kernel, so far."""
+    ncpu = possible_cpus()
+    return sum(struct.unpack(f"{ncpu}Q", obj.lookup("lost", struct.pack("I", SKIPPED_ENTRY),
+                                                    8 * ncpu)))
 
 
 def lost(obj) -> int:
@@ -107,9 +117,22 @@ def say_lost(ring_full: int, no_scratch: int, kept: int | None = None) -> None:
     print(f"{prog.NAME}: {ring_full} records lost (ring buffer full)", file=sys.stderr)
 
 
-def say_missed(missed: int, kernel: bool) -> None:
+def say_missed(missed: int, kernel: bool, trampoline: str = "", no_entry: int = 0) -> None:
     """At the end: the calls that never reached the program (nothing of them is in the ring
-    buffer), always for the kernel."""
+    buffer), always for the kernel. `trampoline`: the trampoline's link attached ("fsession"
+    or "fentry"), whose programs the kernel skips an entry or an exit at a time (each skip one
+    of `missed`, its recursion_misses); `no_entry`: of those, fsession entries whose exit ran
+    and was recorded without them."""
+    if trampoline:
+        print(f"{prog.NAME}: {missed} calls missed by the kernel (runs of the programs it "
+              "skipped: on the trampoline a call's entry or its exit each, the program "
+              "already running on that CPU, in a task it preempted or one it interrupted; "
+              "recursion_misses and the kprobe link's missed counts)", file=sys.stderr)
+        if trampoline == "fsession":
+            print(f"{prog.NAME}: {no_entry} of them entries whose exit ran: those exits are "
+                  "shown without their entry's arguments and duration, paired with no other "
+                  "call", file=sys.stderr)
+        return
     if missed or kernel:
         counted = "" if features.counts_missed_calls() or not kernel else (
             "; kernels before 6.7 do not count them all")

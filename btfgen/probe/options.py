@@ -13,10 +13,10 @@ class Options:
     errors: bool = False  # print only the calls that returned an error, with their arguments
     as_json: bool = False  # JSON lines instead of text
     record: str | None = None  # write the raw events to this file instead of printing
-    attach: str = "auto"  # "tracing-multi" or "fsession" (kernel functions: the BPF
-    # trampoline), "session" (one kprobe.session/uprobe.session link), "multi"
+    attach: str = "auto"  # "tracing-multi", "fentry-multi" or "fsession" (kernel functions:
+    # the BPF trampoline), "session" (one kprobe.session/uprobe.session link), "multi"
     # (kprobe_multi/uprobe_multi pairs), "single" (one kprobe or uprobe each, with its cookie),
-    # or "auto": the first of these the kernel has
+    # or "auto": an fsession.multi link, else the first of the kprobe modes the kernel has
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
     timings: bool = False  # say how long each stage took (Timings)
     bytes_as: str = "auto"  # a captured buffer as text: output.show_bytes' `how`

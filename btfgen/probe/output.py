@@ -31,6 +31,8 @@ BATCH_LINES = 4096
 _HEADS = EVENT_HEADER + RECORD_HEADER
 _FLAGS_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "flags")
 _TID_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "pid")
+_LOSSES = spec_format.EVENT_THREAD_LOST | spec_format.EVENT_SOME_LOST
+_NOT_PAIRED = spec_format.EVENT_NOT_PAIRED
 # The handler's key (flags, then btf_id and kind) is read as one struct: they must be adjacent.
 assert _FLAGS_AT + 4 == EVENT_HEADER
 
@@ -81,6 +83,9 @@ class Printer:
         self._shapes: dict = {}  # function -> its _Shape
         self._comms: dict = {}  # comm bytes -> (text, as JSON)
         self._said_unnoted = False
+        self._said_unpaired = False
+        # fsession exits whose entry the kernel skipped (EVENT_NO_ENTRY), shown unpaired
+        self.no_entry = 0
         self._handlers: dict = {}  # _key of an event -> the function making its line
         self._handler_of = self._handlers.get
         self._kept = self._lines if batch else None  # where event() puts a line
@@ -123,7 +128,13 @@ class Printer:
                 raise BadEvent(f"an event of {len(raw)} bytes")
             flags, key = key_of(raw, _FLAGS_AT)
             if flags:
-                lost_before(self._tid(raw, _TID_AT)[0], flags)
+                if flags & _LOSSES:
+                    lost_before(self._tid(raw, _TID_AT)[0], flags)
+                if flags & _NOT_PAIRED:
+                    line = self._unpaired(raw, flags)
+                    if line is not None:
+                        append(line)
+                    continue
             handler = handler_of(key) or self._handler(raw)
             line = handler(raw)
             if line is not None:
@@ -152,11 +163,17 @@ class Printer:
             raise BadEvent(f"an event of {len(raw)} bytes")
         flags, key = self._key(raw, _FLAGS_AT)
         if flags:
-            self._lost_before(self._tid(raw, _TID_AT)[0], flags)
-        handler = self._handler_of(key)
-        if handler is None:
-            handler = self._handler(raw)
-        line = handler(raw)
+            if flags & _LOSSES:
+                self._lost_before(self._tid(raw, _TID_AT)[0], flags)
+            if flags & _NOT_PAIRED:
+                line = self._unpaired(raw, flags)
+            else:
+                line = (self._handler_of(key) or self._handler(raw))(raw)
+        else:
+            handler = self._handler_of(key)
+            if handler is None:
+                handler = self._handler(raw)
+            line = handler(raw)
         if line is None:
             return
         kept = self._kept
@@ -213,6 +230,35 @@ class Printer:
             entry = (entry[0], fn.decode_record(rec),
                      fn.decode_captures(rec) if getattr(fn, "captures", ()) else {})
         return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps)
+
+    def _unpaired(self, raw, flags: int):
+        """The line of a record the BPF side flagged as not to be paired (or None): an
+        fsession exit whose entry the kernel skipped (EVENT_NO_ENTRY), or a record of the
+        fentry.multi / fexit.multi pair (EVENT_UNPAIRED). No call is opened or closed by it;
+        an exit is shown as one whose entry was lost (no arguments from it, no duration), and
+        in JSON says `"paired": false`."""
+        tgid, tid, comm, ns, cpu, _flags, btf_id, kind, _failed = self.heads.unpack_from(raw)
+        fn = self.by_id.get(btf_id)
+        if fn is None or kind > 1:
+            raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
+        if flags & spec_format.EVENT_NO_ENTRY and kind == 1:
+            self.no_entry += 1
+        elif flags & spec_format.EVENT_UNPAIRED and not self._said_unpaired:
+            self._said_unpaired = True
+            print(f"{self.prog}: the fentry.multi and fexit.multi programs are each skipped "
+                  "by the kernel on their own (its recursion check), and nothing tells an "
+                  "exit whose entry was skipped: exits are shown without their entry's "
+                  "arguments and duration", file=sys.stderr, flush=True)
+        rec = memoryview(raw)[EVENT_HEADER:]
+        value = fn.decode_record(rec)
+        caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
+        who = Who(tgid, tid, self._comm(comm), ns, cpu)
+        if kind == 0:
+            return None if self.errors else self._entry(fn, who, value, caps)
+        if self.errors and not failed(fn, value):
+            return None
+        line = self._exit(fn, who, value, None, None, caps)
+        return line[:-1] + ', "paired": false}' if self.as_json else line
 
     def _lost_before(self, tid: int, flags: int) -> None:
         """The thread (or, unknown which, any thread) lost records before this one: its open

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import attach, features, output, prog, recording, ringspan, spec_format, summary, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, RunError
-from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed
+from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
 from .errors import Interrupted
 from .loop import catch_signals, follow, restore_signals
 from .manifest import (
@@ -278,7 +278,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 drained()
             if summed:  # what the maps hold since the last print, before they are closed
                 summed.print()
-        say_missed(missed, kernel)
+        said = _trampoline_said(mode)
+        say_missed(missed, kernel, said, skipped_entries(obj) if said == "fsession" else 0)
         return status, lost_by_reason(obj)
 
 
@@ -346,6 +347,14 @@ def _say_cpu(timings: Timings, before, rb) -> None:
 # The manifest's key, set while attaching (never written): the module's functions the trampoline
 # refused, traced through the kprobe link instead.
 KPROBE_INSTEAD = "kprobe_instead"
+
+
+def _trampoline_said(mode: attach.AttachMode) -> str:
+    """What say_missed says of the trampoline's link: "fsession" (one program, a cookie a
+    call), "fentry" (the fentry.multi / fexit.multi pair) or "" (not the trampoline)."""
+    if not mode.trampoline:
+        return ""
+    return "fsession" if mode.programs == ("trace_session",) else "fentry"
 
 
 def _no_events(span) -> None:

@@ -59,19 +59,21 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "functions; with --kernel, kernel functions or globs")
     p.add_argument("--kernel", action="store_true", help="trace kernel functions "
                    "(kprobe_multi: Linux 5.18+ with CONFIG_FPROBE; else one kprobe each: 5.15+)")
-    p.add_argument("--attach", choices=("auto", "tracing-multi", "fsession", "session",
-                                        "multi", "single"),
+    p.add_argument("--attach", choices=("auto", "tracing-multi", "fentry-multi", "fsession",
+                                        "session", "multi", "single"),
                    default="auto",
                    help="kernel functions on the BPF trampoline: one fsession.multi link, or "
                         "fentry.multi and fexit.multi links (tracing-multi: Linux 7.2, "
-                        "x86_64), or one fsession program per function (fsession: Linux 7.0, "
-                        "a few functions), what the trampoline cannot take on a kprobe link; "
+                        "x86_64; fentry-multi: that pair itself, its exits never paired with "
+                        "their entries), or one fsession program per function (fsession: Linux "
+                        "7.0, a few functions), what the trampoline cannot take on a kprobe link; "
                         "one kprobe.session (uprobe.session) link for entry and exit (session: "
                         "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
                         "per direction (multi), one kprobe and kretprobe (uprobe and uretprobe) "
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "
-                        "kprobe_multi/uprobe_multi or with their cookies broken), or the first of these the "
-                        "kernel has (auto, the default); the one used is said")
+                        "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the default) one "
+                        "fsession.multi link where the kernel has it, else the first of session, "
+                        "multi and single it has; the one used is said")
     p.add_argument("--no-deny", action="store_true",
                    help="kernel globs: keep what they match of the functions btfgen's own "
                         "probes and run side call (BPF helpers and maps, kprobe/fprobe/ftrace "

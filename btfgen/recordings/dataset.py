@@ -161,9 +161,14 @@ class _Keys:
         self.losses: list[tuple] = []  # (times, threads, flags) of events marked with a loss
 
     def add(self, fi: int, kind: int, events) -> None:
+        flags = events[columnar.FLAGS]
+        # A record the BPF side said not to pair (spec_format.EVENT_NOT_PAIRED: the BPF
+        # trampoline's exit whose entry the kernel skipped, the fentry.multi pair's) is left out
+        # of the pairing, as the tracer leaves it (output.Printer).
         self.parts[fi].append((events["timestamp"].astype(np.int64),
-                               events["tid"].astype(np.int64), kind))
-        flagged = np.flatnonzero(events[columnar.FLAGS])
+                               events["tid"].astype(np.int64), kind,
+                               (flags.astype(np.int64) & spec_format.EVENT_NOT_PAIRED) != 0))
+        flagged = np.flatnonzero(flags)
         if len(flagged):
             self.losses.append((events["timestamp"][flagged].astype(np.int64),
                                 events["tid"][flagged].astype(np.int64),
@@ -179,7 +184,15 @@ class _Keys:
             ts = np.concatenate([p[0] for p in parts])
             tid = np.concatenate([p[1] for p in parts])
             kind = np.concatenate([np.full(len(p[0]), p[2], np.int8) for p in parts])
-            call, took, n = pair_calls(ts, tid, kind, base)
+            alone = np.concatenate([p[3] for p in parts])
+            if alone.any():
+                paired = np.flatnonzero(~alone)
+                call = np.full(len(ts), -1, np.int64)
+                took = np.full(len(ts), -1, np.int64)
+                call[paired], took[paired], n = pair_calls(ts[paired], tid[paired],
+                                                           kind[paired], base)
+            else:
+                call, took, n = pair_calls(ts, tid, kind, base)
             unpair_across_losses(call, took, ts, tid, kind, self.losses)
             out.append((call, took))
             base += n

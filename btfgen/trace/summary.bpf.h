@@ -355,7 +355,8 @@ static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keysp
 #ifdef BTFGEN_SESSION
 		st.ns = *btfgen_session_cookie(ctx);
 #endif
-		if (!wanted || !st.ns)
+		/* 0: no entry ran (an fsession's, skipped); the mark: one that kept no time */
+		if (!wanted || !st.ns || st.ns == TRACE_ENTRY_SEEN)
 			return;
 		sum_fill(&st.key, at, ks, 0);
 	} else if (!sum_pop(&st)) {

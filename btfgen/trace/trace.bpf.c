@@ -36,6 +36,11 @@
 #else
 #define btfgen_trace_wanted(ctx, cookie, kind) 1
 #endif
+/* What an fsession's entry leaves in its call's cookie where it keeps no slot (trace_session):
+ * any value but the trampoline's 0, and no slot's number (btfgen_session_save_slot's numbers
+ * carry the CPU, below 2^16, in bits 48 on: never all ones). summary.bpf.h's times in the cookie
+ * are never it either. */
+#define TRACE_ENTRY_SEEN (~0ULL)
 /* --count / --latency: the summary maps and what each call does to them. */
 #ifdef BTFGEN_SUMMARY
 #include "summary.bpf.h"
@@ -84,9 +89,12 @@ struct {
  * User space sums them. */
 #define LOST_RING_FULL 0
 #define LOST_NO_SCRATCH 1
+/* Not a loss, counted beside them: [SKIPPED_ENTRY] exits of an fsession whose entry the kernel
+ * skipped (losses.py's SKIPPED_ENTRY), each sent flagged EVENT_NO_ENTRY. */
+#define SKIPPED_ENTRY 2
 struct {
 	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
@@ -152,6 +160,22 @@ struct {
  * interrupt trace_exit (an interrupt's traced function while trace_exit runs), so the pair
  * does not share a scratch (the exit takes `scratch_exit`); one object's session program
  * has only itself. */
+#ifdef BTFGEN_TRAMPOLINE
+/* A trampoline's program runs preemptible (migration disabled only), where a kprobe's does
+ * not, and the kernel skips it (recursion_misses) wherever it is already running on that CPU:
+ * every task that reached a traced function on a CPU where another was preempted inside the
+ * program had its call skipped (Debian's 7.2 is PREEMPT(lazy)). So the program's own work runs
+ * with preemption off (Linux 6.10's kfuncs; tracing_multi is 7.2), which leaves the window
+ * only the trampoline's few instructions around it. */
+extern void bpf_preempt_disable(void) __ksym;
+extern void bpf_preempt_enable(void) __ksym;
+#define TRACE_PIN() bpf_preempt_disable()
+#define TRACE_UNPIN() bpf_preempt_enable()
+#else
+#define TRACE_PIN()
+#define TRACE_UNPIN()
+#endif
+
 #if defined(BTFGEN_TRAMPOLINE) && !defined(BTFGEN_SESSION)
 struct {
 	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
@@ -208,6 +232,9 @@ struct {
 
 #define EVENT_THREAD_LOST 1
 #define EVENT_SOME_LOST 2
+/* Not losses: how this record may be paired (spec_format.py's EVENT_NO_ENTRY, EVENT_UNPAIRED). */
+#define EVENT_NO_ENTRY 4
+#define EVENT_UNPAIRED 8
 
 static __always_inline void note_loss(__u32 pid, __u32 why)
 {
@@ -296,6 +323,75 @@ static __always_inline __u64 wakeup(void)
 	return avail >= size >> 2 ? 2 /* BPF_RB_FORCE_WAKEUP */ : 1 /* BPF_RB_NO_WAKEUP */;
 }
 
+#if defined(BTFGEN_SESSION) && defined(BTFGEN_TRAMPOLINE)
+/* The fsession's cookie: the trampoline zeroes it before the entry program runs, and runs the
+ * exit program whether or not it ran the entry (its recursion check decides each on its own:
+ * trace_session). The entry leaves it nonzero, always: the number of the slot where it keeps
+ * what the exit needs of it (spec->carry: a span of words, or the one word, which may be 0 and
+ * so cannot be the cookie itself), else TRACE_ENTRY_SEEN. A cookie of 0 at exit: the kernel
+ * skipped this call's entry. */
+static __always_inline void trace_fsession_entry(const void *ctx, const struct btfgen_spec *spec,
+						 struct btfgen_record *rec)
+{
+	__u64 *slot;
+
+	btfgen_generic_decode(ctx, BTFGEN_SP(ctx), spec, 0, rec);
+	if (!spec->carry)
+		return;
+	/* the slot's number into the cookie; none to be had: the mark stays, the exit's */
+	/* carried words read as unavailable */
+	slot = btfgen_session_save_slot(ctx);
+	if (slot && spec->carry_span)
+		btfgen_generic_carry_span(spec, rec, slot);
+	else if (slot)
+		*slot = btfgen_generic_carried(spec, rec);
+}
+
+static __always_inline void trace_fsession_exit(const void *ctx, const struct btfgen_spec *spec,
+						struct btfgen_record *rec)
+{
+	const void *slot;
+
+	if (spec->carry) {
+		/* a cookie of 0 or the mark numbers no slot: zeros, "unavailable" */
+		slot = btfgen_session_saved_slot(ctx);
+		/* the words whole, as btfgen_generic_exit copies them (the one word, then the */
+		/* slot's zeros, where there is no span) */
+		__builtin_memcpy(&rec->data[0], slot ? slot : btfgen_session_zero,
+				 BTFGEN_CARRY_WORDS * 8);
+		if (slot)
+			btfgen_session_release_slot(ctx);
+	}
+	btfgen__decode_carried_exit(ctx, BTFGEN_SP(ctx), spec, rec);
+}
+
+/* EVENT_NO_ENTRY for an exit whose cookie is 0, without a branch (x | -x has its top bit set
+ * for every x but 0): the flag is only stored, never tested before the record is sent. */
+#define TRACE_PAIRING(ctx, kind) ((kind) ? \
+	(__u32)((((*btfgen_session_cookie(ctx) | -*btfgen_session_cookie(ctx)) >> 63) ^ 1) << 2) : 0)
+
+/* Counted when sent (a record the ring had no room for is a loss, counted as such too);
+ * atomic: one fsession program a function may preempt another on its CPU where the programs
+ * run preemptible (64-bit JITs only build trampolines, and make it). */
+static __always_inline void note_skipped_entry(void)
+{
+	__u32 skipped = SKIPPED_ENTRY;
+	__u64 *n = bpf_map_lookup_elem(&lost, &skipped);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+#elif defined(BTFGEN_TRAMPOLINE)
+/* fentry.multi and fexit.multi are two programs, each skipped by the kernel's recursion check
+ * on its own, with no per-call state between them to tell an exit whose entry was skipped:
+ * their records are sent EVENT_UNPAIRED, and shown so, never paired. */
+#define TRACE_PAIRING(ctx, kind) EVENT_UNPAIRED
+#define note_skipped_entry()
+#else
+#define TRACE_PAIRING(ctx, kind) 0
+#define note_skipped_entry()
+#endif
+
 static __always_inline int record(void *ctx, __u32 kind)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -349,7 +445,12 @@ static __always_inline int record(void *ctx, __u32 kind)
 			0 : sizeof(*e) - BTFGEN_DATA_SIZE +
 			(kind ? BTFGEN_IMAGE_EXIT_SIZE : BTFGEN_IMAGE_ENTRY_SIZE);
 	} else {
-#ifdef BTFGEN_SESSION
+#if defined(BTFGEN_SESSION) && defined(BTFGEN_TRAMPOLINE)
+		if (kind)
+			trace_fsession_exit(ctx, spec, &e->rec);
+		else
+			trace_fsession_entry(ctx, spec, &e->rec);
+#elif defined(BTFGEN_SESSION)
 		if (kind)
 			btfgen_generic_session_exit(ctx, BTFGEN_SP(ctx), spec, &e->rec);
 		else
@@ -371,9 +472,13 @@ static __always_inline int record(void *ctx, __u32 kind)
 #endif
 	if (n) {
 		/* Taken only for a record sent: one not sent must not take the thread's loss. */
-		e->flags = loss_flags(tid);
+		e->flags = loss_flags(tid) | TRACE_PAIRING(ctx, kind);
 		if (bpf_ringbuf_output(&events, e, n <= sizeof(*e) ? n : sizeof(*e), wakeup()))
 			note_loss(tid, LOST_RING_FULL);
+		/* After the decoders: a branch before them made the verifier walk them once */
+		/* for each side (a whole kernel's fsession program past its million insns). */
+		if (e->flags & EVENT_NO_ENTRY)
+			note_skipped_entry();
 	}
 #ifdef BTFGEN_USER
 	if (spilled)
@@ -389,6 +494,21 @@ static __always_inline int record(void *ctx, __u32 kind)
 SEC(TRACE_ENTRY)
 int trace_session(void *ctx)
 {
+#ifdef BTFGEN_TRAMPOLINE
+	/* An fsession returns 0 (the verifier's range for it), so its exit always runs: one of a */
+	/* call not wanted, or without a spec, finds it so as the entry did and sends nothing. The */
+	/* entry marks its call before anything (trace_fsession_entry may number a slot there, */
+	/* summary.bpf.h a time): an exit finding 0 is sent flagged EVENT_NO_ENTRY. */
+	TRACE_PIN();
+	if (btfgen_session_is_return(ctx)) {
+		record(ctx, 1);
+	} else {
+		*btfgen_session_cookie(ctx) = TRACE_ENTRY_SEEN;
+		record(ctx, 0);
+	}
+	TRACE_UNPIN();
+	return 0;
+#else
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 at = BTFGEN_COOKIE_KEY(cookie);
 
@@ -397,25 +517,10 @@ int trace_session(void *ctx)
 	/* A cookie naming the image was made from the function's spec: it has one. */
 	if (!wanted(bpf_get_current_pid_tgid() >> 32) ||
 	    (!BTFGEN_COOKIE_ON_IMAGE(cookie, 0) && !bpf_map_lookup_elem(&specs, &at)))
-#ifdef BTFGEN_TRAMPOLINE
-	{
-		/* An fsession returns 0 (the verifier's range for it): the exit runs, finds */
-		/* the call unwanted or without a spec as the entry did, and sends nothing. */
-		*btfgen_session_cookie(ctx) = 0;
-		return 0;
-	}
-#else
 		return 1;
-#endif
 	/* A ring buffer without room loses the entry record, not the cookie: the exit, which */
 	/* still runs, reads a zero carried pointer as unavailable rather than a stale one. */
 	*btfgen_session_cookie(ctx) = 0;
-#ifdef BTFGEN_TRAMPOLINE
-	/* An fsession cannot skip its exit (0 is all the verifier lets it return): a call */
-	/* counted, and nothing else asked of it, has an exit that only returns (summary_early). */
-	record(ctx, 0);
-	return 0;
-#else
 	/* 0, or 1 to skip the exit (a call counted, and nothing else asked of it) */
 	return record(ctx, 0);
 #endif
@@ -424,10 +529,10 @@ int trace_session(void *ctx)
 /* record() says 1 only for a session's entry (a perf-event probe takes nonzero as "emit a
  * sample too"): a single probe returns 0. */
 SEC(TRACE_ENTRY)
-int trace_entry(void *ctx) { record(ctx, 0); return 0; }
+int trace_entry(void *ctx) { TRACE_PIN(); record(ctx, 0); TRACE_UNPIN(); return 0; }
 
 SEC(TRACE_EXIT)
-int trace_exit(void *ctx) { record(ctx, 1); return 0; }
+int trace_exit(void *ctx) { TRACE_PIN(); record(ctx, 1); TRACE_UNPIN(); return 0; }
 #endif
 
 char LICENSE[] SEC("license") = "GPL";

@@ -12,6 +12,7 @@ kernel is wrong or refuses, and the cases are counted by kind.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import re
 from collections import defaultdict
@@ -146,7 +147,8 @@ def parse_trace(text: str) -> list[KernelEvent]:
 
 def calls(events: list[dict]) -> list[Call]:
     """btfgen's events (`btfgen decode --format jsonl`) as calls: each exit with the arguments
-    of the innermost open entry of its function on its thread."""
+    of the innermost open entry of its function on its thread; one the BPF side said not to
+    pair (`"paired": false`: the kernel skipped its entry) with none, and nothing closed."""
     open_calls: dict[int, list[tuple[str, dict]]] = defaultdict(list)
     out = []
     for e in sorted(events, key=lambda e: e["timestamp"]):
@@ -154,8 +156,9 @@ def calls(events: list[dict]) -> list[Call]:
         if e["kind"] == "entry":
             stack.append((e["function"], e["args"]))
         elif e["kind"] == "exit":
-            at = next((i for i in range(len(stack) - 1, -1, -1)
-                       if stack[i][0] == e["function"]), None)
+            at = None if e.get("paired") is False else next(
+                (i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == e["function"]),
+                None)
             args = None
             if at is not None:
                 args = stack[at][1]
@@ -165,7 +168,7 @@ def calls(events: list[dict]) -> list[Call]:
 
 
 def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
-         window: int = 64) -> tuple[list, list, list, list]:
+         window: int = 64, lacking: set | None = None) -> tuple[list, list, list, list]:
     """(pairs of (kernel event, btfgen call), kernel events without one, btfgen calls without
     one, btfgen calls before the kernel's first event of their thread).
 
@@ -223,6 +226,9 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
                 j += extra_ours
         lone_kernel += ks[i:]
         lone_ours += cs[j:]
+    if lacking is not None:  # (thread, function)s with a return on one side only, for undecided()
+        lacking |= {(k.tid, names[k.index]) for k in lone_kernel}
+        lacking |= {(c.tid, c.function) for c in lone_ours}
     # An interrupt between the two return handlers, with traced calls of its own, puts those
     # calls before the return on one side and after it on the other: the walk leaves both
     # returns alone. They are paired here, nearest first.
@@ -231,6 +237,61 @@ def pair(kernel: list[KernelEvent], ours: list[Call], names: list[str],
     done_c = {id(c) for _, c in reordered}
     return (pairs + reordered, [k for k in lone_kernel if id(k) not in done_k],
             [c for c in lone_ours if id(c) not in done_c], before)
+
+
+# A pair of returns of a function one side lacks a call of (on that thread) is kept only where
+# each is the other's nearest of that name by this factor: one call's two returns are made by
+# the same return path (within 1 us on the kprobe path, 30 us in 99 of 100 calls on the
+# trampoline, under TCG), where the calls of a burst (page faults) come 30-90 us apart.
+DECIDED_RATIO = 2
+
+
+def undecided(pairs: list, lone_kernel: list, lone_ours: list, names: list[str],
+              lacking: set) -> tuple[list, list]:
+    """(the pairs kept, the pairs set aside as undecided) of pair()'s answer; `lacking`: the
+    (thread, function)s pair() found a return of on one side only (before it paired returns an
+    interrupt had reordered: its `lacking`).
+
+    Where neither side lacks a call of a function on a thread, the two sequences of its returns
+    are the same and pair in order. Where one side lacks one (the kernel skipped a trampoline
+    program's run: its recursion check), which of the other side's returns is the lacking one
+    is a guess by name and time, and a guess a call off pairs one call's values with the next
+    call's. So there a pair is kept only where its two returns are each other's nearest of that
+    name on the other side, DECIDED_RATIO times nearer than the next; any other is set aside
+    (both returns unpaired, counted: never compared), not taken for a disagreement."""
+    k_times: dict[tuple[int, str], list[int]] = defaultdict(list)
+    c_times: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for k in [k for k, _ in pairs] + lone_kernel:
+        k_times[(k.tid, names[k.index])].append(k.ns)
+    for c in [c for _, c in pairs] + lone_ours:
+        c_times[(c.tid, c.function)].append(c.ns)
+    for times in (*k_times.values(), *c_times.values()):
+        times.sort()
+    kept, aside = [], []
+    for k, c in pairs:
+        key = (k.tid, names[k.index])
+        if key not in lacking:
+            kept.append((k, c))
+            continue
+        d = abs(k.ns - c.ns)
+        # the next nearest: another kernel return to c, another of ours to k
+        other = min(_nearest_other(k_times[key], c.ns, k.ns),
+                    _nearest_other(c_times[key], k.ns, c.ns))
+        (kept if d * DECIDED_RATIO < other else aside).append((k, c))
+    return kept, aside
+
+
+def _nearest_other(times: list[int], at: int, own: int) -> float:
+    """The distance from `at` to the nearest of the sorted `times` but one `own` (its pair's)."""
+    i = bisect.bisect_left(times, at)
+    best = float("inf")
+    skipped_own = False
+    for t in times[max(0, i - 3):i + 3]:
+        if t == own and not skipped_own:
+            skipped_own = True
+            continue
+        best = min(best, abs(t - at))
+    return best
 
 
 # How far apart an interrupt can put one call's two returns (TCG is slow).

@@ -44,11 +44,12 @@ HERE = Path(__file__).resolve().parent
 # BPF kretprobes do not run).
 GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x"]
 DEFAULT = {"unstable-amd64"}
-# Where the workload is recorded twice, by default (kprobe.session) and through the BPF
-# trampoline (--attach tracing-multi), each run's values compared with the kernel's. None yet:
-# in the amd64 7.2 guest the trampoline's program missed 1,425 calls the session link did not,
-# and an exit whose entry was skipped paired with another call (docs/live-kernels.md).
-TRAMPOLINE: set[str] = set()
+# Where the workload is recorded twice, by default (the BPF trampoline: one fsession.multi
+# link) and through the kprobe path (--attach session), each run's values compared with the
+# kernel's. The trampoline's program is skipped by the kernel where it is already running on
+# that CPU (1,425 calls in the amd64 7.2 guest, said as missed): an exit whose entry was
+# skipped comes flagged and is paired with nothing (docs/live-kernels.md).
+TRAMPOLINE = {"unstable-amd64"}
 ROUNDS = 6
 # The printing paths: text and JSON lines.
 PRINTING = (("text", ""), ("json", "--json"))
@@ -115,7 +116,7 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
     # The workload adds itself to set_event_pid (with `>>`: `>` would first empty the list and
     # let every process through), and what it forks follows. Where the trampoline is checked,
     # the same again through the kprobe.session link: each path's values against the kernel's.
-    runs = [""] + (["tracing-multi"] if name in TRAMPOLINE else [])
+    runs = [""] + (["session"] if name in TRAMPOLINE else [])
     for run in runs:
         tag = f"-{run}" if run else ""
         attach = f"--attach {run} " if run else ""
@@ -152,8 +153,9 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
     said, rc = boot.section(f"record{tag}")
     assert rc == 0, f"{name}: btfgen trace --record{tag} failed (exit {rc}):\n{said[-3000:]}"
     if name in TRAMPOLINE:
-        # The kprobe path by default, said; the trampoline as asked.
-        how = "one fsession.multi link (as asked" if run else "one kprobe.session link"
+        # The trampoline by default, said; the kprobe path as asked.
+        how = ("one kprobe.session link (as asked" if run else
+               "one fsession.multi link (the BPF trampoline")
         assert f"btfgen_trace: attaching {how}" in said, said[:3000]
         # ... and kept: a link the kernel refuses falls back to the kprobe modes, said after the
         # first line (a function the build did not know the trampoline cannot take).
@@ -174,7 +176,12 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
 
     placed = btfgen.open(str(btf_path), arch=t.arch)
     layouts = {n: placed.layout(n) for n in names}
-    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel_events, ours, names)
+    lacking: set = set()
+    pairs, lone_kernel, lone_ours, before = fetcher.pair(kernel_events, ours, names,
+                                                         lacking=lacking)
+    # Where one side lacks a call, only pairs clearly each other's are compared; the others
+    # are set aside and counted (fetcher.undecided), bounded below by what the kernel skipped.
+    pairs, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, names, lacking)
     result = fetcher.compare(pairs, layouts, t.arch)
 
     registered = re.search(r"fprobe events: (\d+) registered in ([\d.]+)s, enabled in ([\d.]+)s",
@@ -184,6 +191,8 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
     missed = re.search(r"^btfgen_trace: (\d+) calls missed by the kernel", said, re.M)
     assert lost and missed, said[-3000:]
     overrun = sum(int(n) for n in re.findall(r"^overrun: (\d+)", stats, re.M))
+    # On the trampoline: exits whose entry the kernel skipped, shown unpaired (said, counted).
+    no_entry = re.search(r"^btfgen_trace: (\d+) of them entries whose exit ran", said, re.M)
     summary = {
         "kernel": k.release,
         "attach": "; then ".join(re.findall(r"^btfgen_trace: attaching (.*)$", said, re.M)),
@@ -194,8 +203,10 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
         "btfgen_calls": len(ours), "calls_paired": len(pairs),
         "offset_us": _quantiles([c.ns - k.ns for k, c in pairs]),
         "functions_called": len(result.functions_called), "kernel_only": len(lone_kernel),
-        "btfgen_only": len(lone_ours), "btfgen_before_kernel": len(before), "overrun": overrun,
-        "lost": int(lost[1]), "missed": int(missed[1]), "compared": result.compared,
+        "btfgen_only": len(lone_ours), "undecided": len(aside),
+        "btfgen_before_kernel": len(before), "overrun": overrun,
+        "lost": int(lost[1]), "missed": int(missed[1]),
+        "no_entry": int(no_entry[1]) if no_entry else None, "compared": result.compared,
         "kinds": {kind: vars(tally) for kind, tally in sorted(result.kinds.items())},
         "failures": result.failures[:50],
         "printing": {form: _printing(boot, form) for form, _ in PRINTING},
@@ -217,8 +228,14 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
         # while running what it lost.
         assert said_so if lost_printing else printed > len(ours), (form, text)
     # What only the kernel saw are calls the BPF program was not run for (another BPF program
-    # was running on that CPU, e.g. softirq work nested in one): counted as missed.
+    # was running on that CPU, e.g. softirq work nested in one; on the trampoline the program
+    # already running there, in a task it preempted): counted as missed.
     assert len(lone_kernel) <= summary["missed"], text
+    # The pairs set aside as undecided are returns of a function on a thread where a side lacks
+    # one: bounded alike. (Not together: on the kprobe path an interrupt's 0.1-16 ms between a
+    # call's two returns sets aside a pair that only the nearest pairing made, near a lacking
+    # return: 13 only the kernel saw and 12 set aside, of 14 skipped, in one boot.)
+    assert len(aside) <= summary["missed"], text
 
 
 def _called(said: str) -> int:

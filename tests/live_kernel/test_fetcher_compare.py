@@ -168,3 +168,49 @@ def test_a_call_one_side_missed_in_a_run_of_one_function_does_not_shift_the_run(
     assert [(k.ns, c.ns) for k, c in pairs] == [(100_000, 100_300), (300_000, 300_300),
                                                (400_000, 400_300)]
     assert [c.ns for c in lone_ours] == [200_000] and lone_kernel == []
+
+
+def test_where_one_side_lacks_a_call_only_pairs_each_others_nearest_are_kept():
+    # f returns every 40 us; ours lacks the one at 80 and runs 15 us behind: which of ours is
+    # the lacking one is a guess, and the pairs whose returns are not clearly each other's
+    # nearest are set aside, never compared.
+    kernel = [_kernel(us) for us in (0, 40, 80, 120, 160)]
+    ours = [_call((us + 15) * 1000) for us in (0, 40, 120, 160)]
+    lacking = set()
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f"], lacking=lacking)
+    kept, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, ["f"], lacking)
+    assert len(kept) + len(aside) == len(pairs)
+    # 15 us from its own, 25 us from the next: not twice as near
+    assert kept == [] and len(aside) == 4
+    # 2 us behind: each pair's returns twice as near as any other, kept
+    ours = [_call((us + 2) * 1000) for us in (0, 40, 120, 160)]
+    lacking = set()
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f"], lacking=lacking)
+    kept, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, ["f"], lacking)
+    assert [(k.ns, c.ns) for k, c in kept] == [(us * 1000, (us + 2) * 1000)
+                                               for us in (0, 40, 120, 160)]
+    assert aside == [] and [k.ns for k in lone_kernel] == [80_000]
+
+
+def test_where_neither_side_lacks_a_call_every_pair_is_kept():
+    # the same 15 us behind, but no call lacking: the sequences pair in order
+    kernel = [_kernel(us) for us in (0, 40, 80)] + [_kernel(0, index=1)]
+    ours = [_call((us + 15) * 1000) for us in (0, 40, 80)]
+    lacking = set()
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f", "g"], lacking=lacking)
+    kept, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, ["f", "g"], lacking)
+    assert len(kept) == 3 and aside == [] and len(lone_kernel) == 1  # g lacking is not f's
+
+
+def test_a_pair_made_of_reordered_returns_is_examined_too():
+    # f's return at 40 is lacking on our side and the one at 200 on the kernel's: the nearest
+    # pairing of what the walk left pairs them (160 us apart, reordered by an interrupt as far
+    # as it knows), its thread and function still ones a side lacked a call of
+    kernel = [_kernel(us) for us in (0, 40, 80)] + [_kernel(100, index=1)]
+    ours = [_call(us * 1000) for us in (0, 80)] + [_call(100_000, fn="g"), _call(200_000)]
+    lacking = set()
+    pairs, lone_kernel, lone_ours, _ = fetcher.pair(kernel, ours, ["f", "g"], lacking=lacking)
+    kept, aside = fetcher.undecided(pairs, lone_kernel, lone_ours, ["f", "g"], lacking)
+    assert (5, "f") in lacking
+    assert [(k.ns, c.ns) for k, c in aside] == [(40_000, 200_000)]
+    assert [(k.ns, c.ns) for k, c in kept] == [(0, 0), (80_000, 80_000), (100_000, 100_000)]

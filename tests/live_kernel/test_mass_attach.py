@@ -48,7 +48,7 @@ def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
     g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
     g.file("seek.py", SEEKER.encode())
     g.step("whole", f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(k.target)}; "
-                    f"{py.python} /trace/btfgen_trace.py --run /trace --attach tracing-multi --timings "
+                    f"{py.python} /trace/btfgen_trace.py --run /trace --timings "
                     "--ring-size 1 -- "
                     f"{py.python} /seek.py >/tmp/out 2>/tmp/err; rc=$?; "
                     "cat /tmp/err; grep -m5 '^shmem_file_llseek\\|^[0-9][0-9]*$' /tmp/out; "
@@ -60,16 +60,17 @@ def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
                        f"{k.release}, {len(functions)} functions, boot {boot.seconds:.1f}s\n"
                        f"{text}".encode())
     assert rc == 0, f"the tool failed (exit {rc}):\n{text[-3000:]}"
-    # 7.2 has tracing_multi: the whole kernel on one fsession.multi link, what the build knows
-    # the trampoline cannot take (a struct returned, btf_id_deny, noreturn_deny, ...) on one
+    # 7.2 has tracing_multi: auto puts the whole kernel on one fsession.multi link, what the
+    # build knows the trampoline cannot take (a struct returned, btf_id_deny, noreturn_deny, ...) on one
     # kprobe.session link beside it, and the kernel refusing neither link.
     manifest = json.loads((tmp_path / "trace" / "trace.json").read_text())
     refused = manifest["trampoline"]["refused"]
     names = manifest["functions"]
     assert {"do_exit", "___migrate_enable"} <= {names[int(i)] for i in refused}, refused
     assert len(names) - len(refused) > 0.97 * len(names), len(refused)
-    assert (f"btfgen_trace: attaching one fsession.multi link (as asked; {len(refused)} "
-            f"functions the trampoline cannot take") in text, text[-3000:]
+    assert (f"btfgen_trace: attaching one fsession.multi link (the BPF trampoline: the "
+            f"kernel's cheapest; {len(refused)} functions the trampoline cannot take") in text, \
+        text[-3000:]
     assert "on one kprobe.session link)" in text, text[-3000:]
     assert "was refused" not in text, text[-3000:]
     # Every function of the directory attached: none skipped as untraceable here.

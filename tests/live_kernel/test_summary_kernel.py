@@ -77,7 +77,9 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
     g.file("digest.py", DIGEST.encode())
     libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
     g.step("summary", f"cd / && {libs}; "
-                      f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json -- "
+                      # the kprobe path as asked (auto takes the trampoline: the step below)
+                      f"{py.python} /trace/btfgen_trace.py --run /trace --timings --json "
+                      "--attach session -- "
                       f"{py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
                       f"cat /tmp/err; {py.python} /digest.py {BY_OFFSET}; exit $rc")
     if name in WHOLE_TRAMPOLINE:

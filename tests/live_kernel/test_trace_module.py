@@ -49,7 +49,7 @@ for line in open('/tmp/out'):
         calls[f]['return=' + str(e['return'])] += 1
 print('digest', json.dumps({f: dict(sorted(c.items())) for f, c in sorted(calls.items())}))
 """.replace("SEEK_TO", str(scenario.SEEK_TO))
-RUNS = {"kprobe": ("auto", "attaching one kprobe.session link"),
+RUNS = {"kprobe": ("session", "attaching one kprobe.session link (as asked"),
         "tramp": ("tracing-multi", "attaching one fsession.multi link (as asked"),
         "fsession": ("fsession", "attaching one fsession program per function (2) (as asked")}
 

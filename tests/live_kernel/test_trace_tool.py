@@ -47,10 +47,11 @@ SINGLE = {
 SAID = {"session": "one kprobe.session link", "multi": "kprobe_multi links",
         "single": "one kprobe and kretprobe per function",
         "tracing_multi": "one fsession.multi link",
+        "fentry_multi": "fentry.multi and fexit.multi links",
         "fsession": "one fsession program per function"}
-# Where the kernel has the BPF trampoline's tracing_multi links (Linux 7.2 on x86_64), the
-# scenario again with --attach tracing-multi: what the trampoline refuses (make_kuid's kuid_t, a
-# struct returned) on a kprobe.session link of the same run.
+# Where the kernel has the BPF trampoline's fsession.multi links (Linux 7.2 on x86_64), auto
+# takes one, what the trampoline refuses (make_kuid's kuid_t, a struct returned) on a
+# kprobe.session link of the same run; and the scenario again with --attach session.
 TRAMPOLINE = {"unstable-amd64"}
 # Where the kernel has fsession (Linux 7.0; arm64's JIT too, whose 7.2 refuses tracing_multi
 # links: EOPNOTSUPP), the scenario again with --attach fsession: one program a function.
@@ -95,9 +96,14 @@ def test_trace_tool_in_guest(name, tmp_path):
                     f"{py.python} btfgen_trace.py --run /trace {attach} -- sh -c "
                     f"'/loader /empty.bundle {actions}; true' 2>&1")
     if name in TRAMPOLINE:
-        g.step("tramp", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
-                        f"{py.python} btfgen_trace.py --run /trace --attach tracing-multi -- sh "
-                        f"-c '/loader /empty.bundle {actions}; true' 2>&1")
+        g.step("kprobe", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                         f"{py.python} btfgen_trace.py --run /trace --attach session -- sh "
+                         f"-c '/loader /empty.bundle {actions}; true' 2>&1")
+        # The fentry.multi / fexit.multi pair itself, which auto does not take: its values
+        # (entries' arguments, exits' returns), its exits unpaired and said so.
+        g.step("fentry", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                         f"{py.python} btfgen_trace.py --run /trace --attach fentry-multi -- sh "
+                         f"-c '/loader /empty.bundle {actions}; true' 2>&1")
     if name in FSESSION:
         g.step("fsession", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
                            f"{py.python} btfgen_trace.py --run /trace --attach fsession -- sh "
@@ -120,7 +126,7 @@ def test_trace_tool_in_guest(name, tmp_path):
                        "until grep -q ': tracing ' /tmp/err || ! kill -0 $! 2>/dev/null; do sleep 0.2; done; "
                        f"/loader /empty.bundle lseek {scenario.SEEK_TO:#x} >/dev/null; "
                        "kill -INT $!; wait $!; rc=$?; cat /tmp/err /tmp/out; exit $rc")
-    boot = g.run(k, timeout=600)  # up to eight runs of the scenario, under TCG
+    boot = g.run(k, timeout=900)  # up to nine runs of the scenario, under TCG
     jit, _ = boot.section("jit")
     if jit.strip() and jit.split()[:2] != ["exit", "0"]:
         assert "net.core.bpf_jit_enable = 0" in jit, f"{name}: JIT off, not said:\n{jit}"
@@ -130,17 +136,26 @@ def test_trace_tool_in_guest(name, tmp_path):
     cache.write_atomic(cache.ROOT / "results" / f"trace-tool-{name}.txt",
                        f"{k.release}, boot {boot.seconds:.1f}s\n{text}".encode())
     # The path taken is said, and is the one this kernel needs.
-    mode = "single" if name in SINGLE else "session"
+    mode = "single" if name in SINGLE else "tracing_multi" if name in TRAMPOLINE else "session"
     problems, checked, groups = _check(name, k, table, present, psize, text, mode)
     if name in TRAMPOLINE:
-        tramp, rc = boot.section("tramp")
-        assert rc == 0, f"{name}: --attach tracing-multi failed (exit {rc}):\n{tramp[-3000:]}"
-        refused = re.search(r"\(as asked; (\d+) functions the trampoline cannot take \(as .*\) "
-                            r"on one kprobe.session link\)$", tramp, re.M)
-        assert refused, f"{name}: what the trampoline refuses not said:\n{tramp[:2000]}"
-        assert "was refused" not in tramp, f"{name}: the trampoline fell back:\n{tramp[:2000]}"
-        more, _, _ = _check(name, k, table, present, psize, tramp, "tracing_multi")
-        problems += [f"--attach tracing-multi: {p}" for p in more]
+        refused = re.search(r"\(the BPF trampoline: the kernel's cheapest; (\d+) functions the "
+                            r"trampoline cannot take \(as .*\) on one kprobe.session link\)$",
+                            text, re.M)
+        assert refused, f"{name}: what the trampoline refuses not said:\n{text[:2000]}"
+        assert "was refused" not in text, f"{name}: the trampoline fell back:\n{text[:2000]}"
+        # The exits whose entry the kernel skipped are counted, said with the missed calls.
+        assert re.search(r"^btfgen_trace: \d+ of them entries whose exit ran", text, re.M), text
+        kprobe, rc = boot.section("kprobe")
+        assert rc == 0, f"{name}: --attach session failed (exit {rc}):\n{kprobe[-3000:]}"
+        more, _, _ = _check(name, k, table, present, psize, kprobe, "session")
+        problems += [f"--attach session: {p}" for p in more]
+        pair, rc = boot.section("fentry")
+        assert rc == 0, f"{name}: --attach fentry-multi failed (exit {rc}):\n{pair[-3000:]}"
+        assert "was refused" not in pair, pair[:2000]
+        assert "exits are shown without their entry's arguments and duration" in pair, pair[:2000]
+        more, _, _ = _check(name, k, table, present, psize, pair, "fentry_multi")
+        problems += [f"--attach fentry-multi: {p}" for p in more]
     if name in FSESSION:
         each, rc = boot.section("fsession")
         assert rc == 0, f"{name}: --attach fsession failed (exit {rc}):\n{each[-3000:]}"

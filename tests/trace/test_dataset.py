@@ -378,3 +378,23 @@ def test_value_columns_are_unique():
         "arg_pid", "x", "arg2", "arg_x", "arg_arg_pid", "arg_arg_x"]
     assert columnar.value_columns(["r"], 1) == ["return"]
     assert dataset._arg_columns(["a", "", "a"]) == ["arg_a", "arg_1", "arg2_a"]
+
+
+def test_a_record_not_to_be_paired_is_left_out_of_the_pairing():
+    """An exit the BPF side flagged (an fsession exit whose entry the kernel skipped) pairs with
+    nothing, and the thread's open call is closed by its own exit, as `btfgen decode` does."""
+    from btfgen.probe import spec_format
+    from btfgen.recordings import columnar
+
+    keys = dataset._Keys(1)
+
+    def events(ts, flags):
+        return {"timestamp": np.array(ts, np.int64), "tid": np.array([7] * len(ts), np.int64),
+                columnar.FLAGS: np.array(flags, np.uint32)}
+
+    keys.add(0, 0, events([1000], [0]))
+    keys.add(0, 1, events([5000, 9000], [spec_format.EVENT_NO_ENTRY, 0]))
+    ((call, took),) = keys.pair()
+    # in the order added: the entry, the flagged exit, the entry's own exit
+    assert call.tolist()[1] == -1 and took.tolist()[1] == -1
+    assert call[0] == call[2] >= 0 and took[0] == took[2] == 8000

@@ -81,6 +81,48 @@ def test_an_exit_after_its_threads_loss_is_not_paired_across_it():
     assert not lines[3].endswith(" us)"), lines
 
 
+def test_an_exit_whose_entry_the_kernel_skipped_is_paired_with_nothing(tmp_path, capsys):
+    """An fsession's exit whose entry the kernel skipped (EVENT_NO_ENTRY): shown without a
+    duration or its entry's arguments, never closing the thread's older open call of its
+    function, which its own exit then closes; counted. The fentry.multi / fexit.multi pair's
+    records (EVENT_UNPAIRED) open and close nothing, said once. Live and from a recording alike."""
+    import json
+    import random
+
+    from btfgen.probe import spec_format
+
+    mod = MODULES["x86_64"]
+    d = synth.descriptors(mod)[0]
+    rng = random.Random(1)
+
+    def ev(kind, ns, tid, flags=0):
+        return synth.event(d, kind, rng, ns, tid, 0, 0, mod.BYTE_ORDER, flags)
+
+    skipped = spec_format.EVENT_NO_ENTRY
+    evs = [ev(0, 1000, 7), ev(1, 5000, 7, skipped), ev(1, 9000, 7)]
+    lines = _live(mod, evs).splitlines()
+    assert not lines[1].endswith(" us)") and lines[2].endswith("(8.000 us)"), lines
+    out = io.StringIO()
+    p = output.Printer([Function(x) for x in synth.descriptors(mod)], mod.BYTE_ORDER, out,
+                       flush=False, as_json=True)
+    for e in evs:
+        p.event(e)
+    got = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert got[1]["paired"] is False and "duration_ns" not in got[1], got
+    assert "paired" not in got[2] and got[2]["duration_ns"] == 8000, got
+    assert p.no_entry == 1
+    unpaired = spec_format.EVENT_UNPAIRED
+    evs = [ev(0, 1000, 7, unpaired), ev(1, 9000, 7, unpaired)]
+    lines = _live(mod, evs).splitlines()
+    assert len(lines) == 2 and not lines[1].endswith(" us)"), lines
+    assert capsys.readouterr().err.count("exits are shown without their entry's") == 1
+    path = tmp_path / "r.btfrec"
+    evs = [ev(0, 1000, 7), ev(1, 5000, 7, skipped), ev(1, 9000, 7)]
+    synth.write(path, mod, evs)
+    for kw in ({}, {"as_json": True}):
+        assert _decoded(path, **kw) == _live(mod, evs, **kw)
+
+
 GOOD_EVENTS = synth.events(synth.descriptors(MODULES["s390x"]), 40, 1, "big")
 
 

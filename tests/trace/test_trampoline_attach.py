@@ -30,7 +30,9 @@ def kernel(monkeypatch):
     whether the trace directory was built for its BTF."""
     state = {"multi": ("fsession_multi", ""), "fsession": (True, ""), "same_btf": True,
              "session": ("ctx", "")}
-    monkeypatch.setattr(features, "tracing_multi_support", lambda _n, _id: state["multi"])
+    monkeypatch.setattr(features, "tracing_multi_support", lambda _n, _id, pair_only=False:
+                        ("fentry_multi", "") if pair_only and state["multi"][0] else
+                        state["multi"])
     monkeypatch.setattr(features, "fsession_support", lambda: state["fsession"])
     monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
     monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: None)
@@ -39,25 +41,38 @@ def kernel(monkeypatch):
     return state
 
 
-WARNING = "btfgen trace: " + attach.TRAMPOLINE_PAIRING + "\n"
+# Said where the fentry.multi / fexit.multi pair is asked for: its exits are never paired.
+UNPAIRED = "btfgen trace: " + attach.FENTRY_PAIR_UNPAIRED + "\n"
 
 
-def test_auto_takes_the_kprobe_path_and_names_the_trampoline_as_opt_in(kernel, capsys):
+def test_auto_takes_one_fsession_multi_link_then_the_kprobe_modes(kernel, capsys):
+    modes = attach.attach_modes("auto", True, MANIFEST)
+    assert [m.kind for m in modes] == ["tracing_multi", "session", "multi"]
+    assert modes[0].programs == ("trace_session",)
+    assert capsys.readouterr().err == (
+        "btfgen trace: attaching one fsession.multi link (the BPF trampoline: the kernel's "
+        "cheapest)\n")
+
+
+def test_auto_leaves_the_fentry_and_fexit_multi_pair_out(kernel, capsys):
+    # Its exits cannot be paired: auto takes the kprobe path and says why.
+    kernel["multi"] = ("fentry_multi", "")
     assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
     assert capsys.readouterr().err == (
-        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; the BPF "
-        "trampoline only when asked (--attach tracing-multi or fsession))\n")
+        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; not the "
+        "BPF trampoline: no fsession.multi link here, only fentry.multi and fexit.multi, whose "
+        "exits cannot be paired with their entries (--attach tracing-multi takes them, "
+        "unpaired))\n")
 
 
-def test_tracing_multi_takes_one_fsession_multi_link_and_says_what_it_can_pair_wrong(
-        kernel, capsys):
+def test_tracing_multi_takes_one_fsession_multi_link(kernel, capsys):
     modes = attach.attach_modes("tracing-multi", True, MANIFEST)
     assert [(m.kind, m.object, m.programs, m.attach_types) for m in modes] == [
         ("tracing_multi", "trace.tsession.bpf.o", ("trace_session",),
          (syscall.BPF_TRACE_FSESSION_MULTI,))]
     assert modes[0].specs == "t.bin" and modes[0].rest is None
     assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (as "
-                                       "asked)\n" + WARNING)
+                                       "asked)\n")
 
 
 def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
@@ -67,7 +82,25 @@ def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
         "trace.tpair.bpf.o", ("trace_entry", "trace_exit"),
         (syscall.BPF_TRACE_FENTRY_MULTI, syscall.BPF_TRACE_FEXIT_MULTI))
     assert capsys.readouterr().err == ("btfgen trace: attaching fentry.multi and fexit.multi "
-                                       "links (as asked)\n" + WARNING)
+                                       "links (as asked)\n" + UNPAIRED)
+
+
+def test_fentry_multi_asks_for_the_pair_itself_and_says_it_is_unpaired(kernel, capsys):
+    (mode,) = attach.attach_modes("fentry-multi", True, MANIFEST)
+    assert (mode.object, mode.programs) == ("trace.tpair.bpf.o", ("trace_entry", "trace_exit"))
+    assert capsys.readouterr().err == ("btfgen trace: attaching fentry.multi and fexit.multi "
+                                       "links (as asked)\n" + UNPAIRED)
+    only_session = _manifest(objects={"fsession_multi": "trace.tsession.bpf.o"})
+    with pytest.raises(errors.InputError, match=r"^--attach fentry-multi: this trace directory "
+                                                r"has no fentry.multi program"):
+        attach.attach_modes("fentry-multi", True, only_session)
+
+
+def test_auto_built_for_another_kernels_btf_takes_the_kprobe_path_and_says_why(kernel, capsys):
+    kernel["same_btf"] = False
+    assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
+    assert "; not the BPF trampoline: the trace directory was built for the BTF of " \
+        "/sys/kernel/btf/vmlinux, not this kernel's" in capsys.readouterr().err
 
 
 def test_what_the_trampoline_refuses_goes_to_a_kprobe_link_of_the_same_run(kernel, capsys):
@@ -78,15 +111,15 @@ def test_what_the_trampoline_refuses_goes_to_a_kprobe_link_of_the_same_run(kerne
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one fsession.multi link (as asked; 1 functions the trampoline "
         "cannot take (as return value: a struct or union return value) on one kprobe.session "
-        "link)\n" + WARNING)
+        "link)\n")
 
 
 def test_auto_without_the_trampoline_says_why_and_attaches_as_before(kernel, capsys):
     kernel["multi"] = (None, "this kernel has no tracing_multi links (Linux 7.2+)")
     assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
     assert capsys.readouterr().err == (
-        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; the BPF "
-        "trampoline only when asked (--attach tracing-multi or fsession))\n")
+        "btfgen trace: attaching one kprobe.session link (entry and exit on one link; not the "
+        "BPF trampoline: this kernel has no tracing_multi links (Linux 7.2+))\n")
     # Built for another kernel's BTF: the link names functions by BTF id.
     kernel["multi"], kernel["same_btf"] = ("fsession_multi", ""), False
     with pytest.raises(errors.InputError, match="not this kernel's, and the trampoline names "
@@ -125,7 +158,7 @@ def test_fsession_is_one_program_a_function_for_a_few_functions(kernel, capsys):
     assert (mode.kind, mode.object, mode.attach_types) == (
         "fsession", "trace.tsession.bpf.o", (syscall.BPF_TRACE_FSESSION,))
     assert capsys.readouterr().err == ("btfgen trace: attaching one fsession program per "
-                                       "function (3) (as asked)\n" + WARNING)
+                                       "function (3) (as asked)\n")
     many = {**MANIFEST, "functions": [f"f{i}" for i in range(attach.FSESSION_MAX + 1)]}
     with pytest.raises(errors.InputError, match=r"at most 16 functions, and this trace has 17 "
                                                 r"\(use --attach tracing-multi\)"):
@@ -145,7 +178,7 @@ def test_only_the_functions_traced_here_count(kernel, capsys):
     (mode, *_) = attach.attach_modes("tracing-multi", True, manifest, keep=[0, 2])
     assert mode.kind == "tracing_multi" and mode.rest is None
     assert capsys.readouterr().err == ("btfgen trace: attaching one fsession.multi link (as "
-                                       "asked)\n" + WARNING)
+                                       "asked)\n")
     with pytest.raises(errors.InputError, match=r"no function of this trace can be taken by the "
                                                 r"trampoline \(as make_kuid: return value"):
         attach.attach_modes("tracing-multi", True, manifest, keep=[1])

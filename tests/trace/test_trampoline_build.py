@@ -33,9 +33,9 @@ def kernel_btf(monkeypatch):
     return KERNEL_BTF
 
 
-def _build(kernel_btf, out, capsys):
+def _build(kernel_btf, out, capsys, *options):
     status = main(["--kernel", "--btf", str(kernel_btf), "--arch", "x86_64", "--build",
-                   str(out), *FUNCTIONS])
+                   str(out), *options, *FUNCTIONS])
     err = capsys.readouterr().err
     assert status == 0, err
     return json.loads((out / "trace.json").read_text()), err
@@ -77,3 +77,20 @@ def test_trampoline_programs_that_do_not_compile_leave_the_kprobes_and_say_so(
     assert ("btfgen trace: the BPF trampoline's programs were not built (compiling trace.bpf.c "
             "failed: fatal error: error in backend: Branch target out of insn range): the "
             "kprobe modes only\n") in err, err
+
+
+def test_an_exit_capture_rooted_at_an_argument_stays_on_the_trampoline(kernel_btf, tmp_path,
+                                                                         capsys):
+    # What its exit needs of its entry (buf) is kept in a slot the fsession's cookie numbers,
+    # as on a kprobe.session link: the cookie is never 0 after an entry ran (trace.bpf.c).
+    from btfgen.probe import spec_format
+    from btfgen.probe import manifest as trace_manifest
+
+    out = tmp_path / "t"
+    manifest, _ = _build(kernel_btf, out, capsys, "--capture", "vfs_read: buf[retval]")
+    tramp = manifest["trampoline"]
+    names = manifest["functions"]
+    refused = {names[int(i)] for i in tramp["refused"]}
+    assert "vfs_read" not in refused
+    decoders = trace_manifest.load_decoders(out, {"module": tramp["module"]})
+    assert spec_format.read_head(decoders.spec("vfs_read"), "little")["carry"]

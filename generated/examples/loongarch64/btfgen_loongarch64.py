@@ -159,6 +159,11 @@ EVENT_HEAD = (
 # record, and user space forgets the calls that thread had open before pairing it.
 EVENT_THREAD_LOST = 1  # this thread lost records since its previous one
 EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any thread's may be
+# Not losses: how a record of the BPF trampoline may be paired. The kernel's recursion check
+# skips an entry or an exit program on its own (trace.bpf.c's trace_session), so:
+EVENT_NO_ENTRY = 4  # an fsession's exit whose entry the kernel skipped: paired with nothing
+EVENT_UNPAIRED = 8  # fentry.multi / fexit.multi: nothing tells such an exit, so none is paired
+EVENT_NOT_PAIRED = EVENT_NO_ENTRY | EVENT_UNPAIRED
 # The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
 # a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
 # and exit_size), so a record is as large as its values and captures: the size bounds one
