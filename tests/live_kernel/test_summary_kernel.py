@@ -107,7 +107,17 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
         assert rc == 0, f"tracing-multi: the tool failed (exit {rc}):\n{text[-3000:]}"
         assert "attaching one fsession.multi link (as asked" in text, text[-3000:]
         got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
-        assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text[-3000:]
+        # The kernel skips a trampoline program on a CPU where it is already running, and on a
+        # whole kernel with one vCPU a task preempted inside the trampoline can make it skip
+        # every call there for a time slice (the loop's seeks included: seen once, 0 of 1,000
+        # counted, 530,510 runs skipped, said). So the loop's count is exact where the kernel
+        # says it skipped nothing, and short by no more than what it says it skipped.
+        said = re.search(r"^btfgen_trace: (\d+) calls missed by the kernel", text, re.M)
+        missed = int(said[1]) if said else 0
+        count, timed = int(got["keyed-count"]), int(got["keyed-timed"])
+        assert timed <= count <= LOOPS and LOOPS - timed <= missed, text[-3000:]
+        if not missed:
+            assert count == timed == LOOPS, text[-3000:]
         assert int(got["calls"]) > 100000 and int(got["not-counted"]) == 0, text[-3000:]
     text, rc = boot.section("summary")
     # Kept for reading (docs/benchmarks.md's whole-kernel figure comes from here).
