@@ -237,8 +237,16 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
         if child:
             child.cancel()
         raise
+    # The kernel's skipped calls so far, never less than read before: the links that count
+    # some of them are gone once detached, and the summary's last print comes after that.
+    missed_most = [0]
+
+    def missed_now() -> int:
+        missed_most[0] = max(missed_most[0], obj.missed(mode.programs))
+        return missed_most[0]
+
     if summed:
-        summed.attached(obj)
+        summed.attached(obj, missed_now)
         drained = _and_tick(drained, summed)
     if rebind and (mode.trampoline != modes[0].trampoline or manifest.get(KPROBE_INSTEAD)):
         sink = rebind(mode)
@@ -263,7 +271,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                 status = follow(rb, child, opts, lambda: Losses.of(
                     obj, obj.missed(mode.programs), behind.take()), drained, begin, stop)
             _say_cpu(timings, cpu, rb)
-            missed = obj.missed(mode.programs)  # while the links that count it are there
+            missed = missed_now()  # while the links that count it are there
             # Then no call makes a record any more: what the ring buffer holds is all there
             # is, drained to the end (a traced process that goes on calling, after a signal
             # stopped the tracing, cannot keep the drain going).

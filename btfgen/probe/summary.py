@@ -97,6 +97,8 @@ class Summary:
         self.printed_counts: dict = {}
         self.printed_hists: dict = {}
         self.printed_stats = [0, 0, 0, 0]
+        self._missed = lambda: 0
+        self.printed_missed = 0
         self.next_print = None if interval is None else time.monotonic() + interval
         self.prints = 0
         self._decoded: dict = {}
@@ -191,8 +193,11 @@ class Summary:
 
     # ---- printing ---------------------------------------------------------------------------
 
-    def attached(self, obj) -> None:
+    def attached(self, obj, missed=lambda: 0) -> None:
+        """`missed()`: the calls the kernel skipped so far (its programs did not run), which
+        no count or histogram holds: each print says how many more since the last."""
         self.obj = obj
+        self._missed = missed
 
     def tick(self) -> None:
         """After each drain of the ring: print when the interval is up."""
@@ -208,11 +213,14 @@ class Summary:
             old = self.printed_hists.get(k)
             new_hists[k] = v if old is None else [a - b for a, b in zip(v, old)]
         new_stats = [a - b for a, b in zip(stats, self.printed_stats)]
+        missed = self._missed()
+        new_missed, self.printed_missed = missed - self.printed_missed, missed
         self.printed_counts, self.printed_hists, self.printed_stats = counts, hists, stats
         new_counts = {k: v for k, v in new_counts.items() if v}
         new_hists = {k: v for k, v in new_hists.items() if any(v[1:])}
         self.prints += 1
-        text = (self._json if self.as_json else self._text)(new_counts, new_hists, new_stats)
+        text = (self._json if self.as_json else self._text)(new_counts, new_hists, new_stats,
+                                                             new_missed)
         self.out.write(text)
         self.out.flush()
 
@@ -223,7 +231,7 @@ class Summary:
             rows.append((func, kname, kvalue, value))
         return rows
 
-    def _text(self, counts: dict, hists: dict, stats: list[int]) -> str:
+    def _text(self, counts: dict, hists: dict, stats: list[int], missed: int = 0) -> str:
         out = []
         if self.interval is not None:
             out.append(time.strftime("%H:%M:%S") + "\n")
@@ -248,11 +256,15 @@ class Summary:
                 n = sum(h[1:])
                 out.append(f"\navg = {h[0] // n if n else 0} nsecs, total: {h[0]} nsecs, "
                            f"count: {n}\n")
-        out += [line + "\n" for line in self._said(stats)]
+        out += [line + "\n" for line in self._said(stats, missed)]
         return "".join(out)
 
-    def _said(self, stats: list[int]) -> list[str]:
+    def _said(self, stats: list[int], missed: int = 0) -> list[str]:
         lines = []
+        if missed:
+            lines.append(f"{missed} calls missed by the kernel (its programs did not run for "
+                         f"them): not counted or timed, the figures above may be short by "
+                         f"as many")
         if stats[COUNTS_FULL]:
             lines.append(f"{stats[COUNTS_FULL]} calls not counted: their key did not fit the "
                          f"map ({self.map_size} keys; --map-size)")
@@ -268,7 +280,7 @@ class Summary:
             lines.append(f"{stats[NO_ROOM]} calls not {lost}: too many calls under way at once")
         return lines
 
-    def _json(self, counts: dict, hists: dict, stats: list[int]) -> str:
+    def _json(self, counts: dict, hists: dict, stats: list[int], missed: int = 0) -> str:
         from .output import typed
 
         doc: dict = {}
@@ -287,6 +299,8 @@ class Summary:
                     total_ns=h[0], buckets=[{"low": low(b), "high": (2 << b) - 1,
                                              "count": c} for b, c in enumerate(h[1:]) if c]))
         doc["not_counted"] = stats[COUNTS_FULL]
+        # calls the kernel skipped (its programs did not run): in no count or histogram
+        doc["missed_by_kernel"] = missed
         if self.latency:
             doc["not_timed"] = {"map_full": stats[HISTS_FULL], "no_entry": stats[NO_ENTRY],
                                 "no_room": stats[NO_ROOM]}

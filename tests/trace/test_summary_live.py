@@ -143,6 +143,7 @@ def test_latency_keyed_json(exe, attach):
                        for b in h["buckets"])
             assert h["total_ns"] >= 20_000_000 * h["count"]
     assert doc["not_counted"] == 0
+    assert doc["missed_by_kernel"] == 0
     assert doc["not_timed"] == {"map_full": 0, "no_entry": 0, "no_room": 0}
 
 
