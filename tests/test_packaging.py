@@ -1,7 +1,8 @@
 """The wheel carries templates/ and grammars/ and works from any directory, not the checkout."""
 
-import fcntl
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,15 +15,21 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    # The build writes build/ and *.egg-info in the checkout: test workers that build at once
-    # (pytest-xdist) would trip over each other's files, so they take turns.
-    with open(tmp_path_factory.getbasetemp().parent / "wheel-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-             "-w", str(tmp / "dist"), str(ROOT)],
-            check=True, capture_output=True,
-        )
+    # Built from a copy of what a clean clone has: in the checkout, setuptools would reuse the
+    # build/ and *.egg-info an earlier build left (its SOURCES.txt listed summary.bpf.h, which
+    # the package data did not name: the checkout's wheel had it, a clean clone's did not).
+    src = tmp / "src"
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / name, src / name)
+    for name in ("btfgen", "templates", "grammars"):
+        shutil.copytree(ROOT / name, src / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"),
+         str(src)],
+        check=True, capture_output=True,
+    )
     (wheel,) = (tmp / "dist").glob("btfgen-*.whl")
     target = tmp / "site"
     subprocess.run(
@@ -51,6 +58,12 @@ def test_wheel_carries_data(installed):
     shipped = {p.name for p in (Path(__file__).resolve().parents[1] / "btfgen/abi/arches").iterdir()}
     assert {f"btfgen/abi/arches/{n}" for n in shipped if n.endswith((".abi", ".inc"))} <= files
     assert "btfgen/trace/trace.bpf.c" in files, files
+    # every header the BPF source includes from beside it (summary.bpf.h: --count, --latency)
+    source = (ROOT / "btfgen/trace/trace.bpf.c").read_text()
+    beside = {n for n in re.findall(r'^#include "([^"]+)"', source, re.M)
+              if (ROOT / "btfgen/trace" / n).exists()}
+    assert "summary.bpf.h" in beside, beside
+    assert {f"btfgen/trace/{n}" for n in beside} <= files, beside - files
     assert "btfgen/trace/deny.txt" in files, files  # the kernel deny list the build reads
     # What a trace directory gets: the run side whole, and its launcher.
     probe = {p.name for p in (ROOT / "btfgen/probe").glob("*.py")}
