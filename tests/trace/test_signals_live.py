@@ -29,6 +29,9 @@ DRIVER = textwrap.dedent("""\
     import os, signal, sys
     import importlib
 
+    # SIGINT as a terminal's foreground job has it (a shell's background job, as CI's runner
+    # may be, starts with it ignored, and Python then keeps it ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     module, name, attr, when = sys.argv[1:5]
     owner = importlib.import_module(module)
     if name != "-":
