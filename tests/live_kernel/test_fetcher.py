@@ -232,10 +232,14 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
     # already running there, in a task it preempted): counted as missed.
     assert len(lone_kernel) <= summary["missed"], text
     # The pairs set aside as undecided are returns of a function on a thread where a side lacks
-    # one: bounded alike. (Not together: on the kprobe path an interrupt's 0.1-16 ms between a
-    # call's two returns sets aside a pair that only the nearest pairing made, near a lacking
-    # return: 13 only the kernel saw and 12 set aside, of 14 skipped, in one boot.)
-    assert len(aside) <= summary["missed"], text
+    # one: the kernel skipped the program (missed), or the kernel's own events lack a call
+    # btfgen has (btfgen_only). How many pairs sit near each such return follows how densely
+    # that function is called there (and on the kprobe path an interrupt's 0.1-16 ms between a
+    # call's two returns sets aside a pair only the nearest pairing made: 11 set aside beside 8
+    # skipped and 8 btfgen-only in one boot), so the bound is theirs, or one pair in 50 where
+    # the kernel skipped more: what is compared is at least 98% of the calls paired.
+    assert len(aside) <= max(summary["missed"] + len(lone_ours),
+                             (len(pairs) + len(aside)) // 50), text
 
 
 def _called(said: str) -> int:
