@@ -55,21 +55,28 @@ def test_decoded_file_prints_what_the_tracer_prints(tmp_path, arch, n, seed, bat
         assert r.header["kernel_release"] == "synthetic" and r.header["arch"] == mod.ARCH
 
 
-def test_an_exit_after_its_threads_loss_is_not_paired_across_it():
-    """Call 1's exit and call 2's entry were lost to a full ring buffer: the thread's next
-    record (call 2's exit) carries EVENT_THREAD_LOST, and is shown without a duration instead
-    of one measured from call 1's entry; the other thread's open call is untouched, and a loss
-    of an unknown thread forgets every thread's."""
+def _event_maker(mod):
+    """ev(kind, ns, tid, flags): an event of the module's first function, in its byte order."""
     import random
 
-    from btfgen.probe import spec_format
-
-    mod = MODULES["x86_64"]
     d = synth.descriptors(mod)[0]
     rng = random.Random(1)
 
     def ev(kind, ns, tid, flags=0):
         return synth.event(d, kind, rng, ns, tid, 0, 0, mod.BYTE_ORDER, flags)
+
+    return ev
+
+
+def test_an_exit_after_its_threads_loss_is_not_paired_across_it():
+    """Call 1's exit and call 2's entry were lost to a full ring buffer: the thread's next
+    record (call 2's exit) carries EVENT_THREAD_LOST, and is shown without a duration instead
+    of one measured from call 1's entry; the other thread's open call is untouched, and a loss
+    of an unknown thread forgets every thread's."""
+    from btfgen.probe import spec_format
+
+    mod = MODULES["x86_64"]
+    ev = _event_maker(mod)
 
     lost = spec_format.EVENT_THREAD_LOST
     evs = [ev(0, 1000, 7), ev(0, 1500, 8), ev(1, 9000, 7, lost), ev(1, 9500, 8)]
@@ -92,11 +99,7 @@ def test_an_exit_whose_entry_the_kernel_skipped_is_paired_with_nothing(tmp_path,
     from btfgen.probe import spec_format
 
     mod = MODULES["x86_64"]
-    d = synth.descriptors(mod)[0]
-    rng = random.Random(1)
-
-    def ev(kind, ns, tid, flags=0):
-        return synth.event(d, kind, rng, ns, tid, 0, 0, mod.BYTE_ORDER, flags)
+    ev = _event_maker(mod)
 
     skipped = spec_format.EVENT_NO_ENTRY
     evs = [ev(0, 1000, 7), ev(1, 5000, 7, skipped), ev(1, 9000, 7)]
