@@ -94,7 +94,6 @@ def test_an_exit_whose_entry_the_kernel_skipped_is_paired_with_nothing(tmp_path,
     function, which its own exit then closes; counted. The fentry.multi / fexit.multi pair's
     records (EVENT_UNPAIRED) open and close nothing, said once. Live and from a recording alike."""
     import json
-    import random
 
     from btfgen.probe import spec_format
 
