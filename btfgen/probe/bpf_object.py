@@ -147,6 +147,9 @@ class BpfObject:
         if err:
             raise fail(f"{self.path}: loading failed{jit_off()}", err)
 
+    def has_map(self, name: str) -> bool:
+        return bool(libbpf().bpf_object__find_map_by_name(self._obj, name.encode()))
+
     def map_fd(self, name: str) -> int:
         m = libbpf().bpf_object__find_map_by_name(self._obj, name.encode())
         if not m:

@@ -3,16 +3,18 @@ self-describing file that `btfgen decode` reads on any machine, with no BPF and 
 
 Standard library only (the writer runs in the trace directory on the target).
 
-Version 3 (written since the ring buffer is read in place; framing little-endian, the events
+Version 4 (written since the BPF side counts what it commits; framing little-endian, the events
 and the ring's record headers keep the target's byte order, which the header names):
 
-    magic "BTFGREC\n" | u32 version 3 | u32 header size H | u32 crc32(header) | u32 0
+    magic "BTFGREC\n" | u32 version 4 | u32 header size H | u32 crc32(header) | u32 0
     header: H bytes of JSON (arch, byte order, pointer size, kernel release, event header
             size, the functions: name, stride, generated decoder descriptor)
     span*:  "SPAN" | u32 records | u32 runs | u32 bytes | u32 crc32(runs)
             | u32 crc32(the 20 bytes before)
             runs x (u32 repeats, u32 period, u32 words[4]): the ring's record headers' first
-            words (length, DISCARD bit 30), a period of 1 to 4 of them repeating
+            words (length, DISCARD bit 30), a period of 1 to 4 of them repeating; no runs
+            (0) where the tracer handed the span over unwalked (a raw span: ringspan's doc),
+            then the reader finds them from the headers in the bytes
             bytes: the span as the ring held it, each record's 8-byte kernel header, its
             bytes, padding to 8; discarded records included (and skipped when read)
             checks: ceil(bytes / CHUNK) x u32, the crc32 of each CHUNK (1 MiB) of the bytes
@@ -23,6 +25,8 @@ The bytes' checks come after them so that the writer takes them on a thread whil
 are written (zlib lets go of the GIL, as does the write): the CRC, which alone takes as long
 as the write, then costs no time where a CPU is free. One a MiB, so that a reader checks a
 span's chunks on several threads while it decodes.
+
+Version 3 (read still) is version 4 where every span has its runs.
 
 Version 2 (read still) is version 3 with one check, crc32(runs, bytes), in the head's fourth
 word and none after the bytes.
@@ -63,8 +67,8 @@ import zlib
 from . import crc, ringspan, spec_format
 
 MAGIC = b"BTFGREC\n"
-VERSION = 3  # what the writer writes
-VERSIONS = (1, 2, 3)  # what the reader reads
+VERSION = 4  # what the writer writes
+VERSIONS = (1, 2, 3, 4)  # what the reader reads
 FILE_HEAD = struct.Struct("<8sIIII")
 BATCH_HEAD = struct.Struct("<4sIIIQ")
 SECTION = struct.Struct("<IIII")
@@ -259,8 +263,11 @@ class Writer:
         """Write a ringspan.Span: its runs, then its bytes as the ring holds them, then their
         checks (taken on a thread while the bytes are written, where the span is long)."""
         data = span.data
-        table = run_table(span.runs)
-        head = SPAN_HEAD.pack(b"SPAN", span.records, len(span.runs), len(data),
+        # A raw span's runs are left to whoever reads the file: finding them is a walk of its
+        # headers, the cost a recording of the whole kernel cannot pay as it runs.
+        runs = [] if getattr(span, "raw", False) else span.runs
+        table = run_table(runs)
+        head = SPAN_HEAD.pack(b"SPAN", span.records, len(runs), len(data),
                               zlib.crc32(table), 0)
         head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
         if len(data) < THREADED or crc.WHOSE != "zlib" or not _SPARE_CPU:
@@ -630,7 +637,8 @@ class Reader:
         _, records, nruns, nbytes, said_crc, head_crc = SPAN_HEAD.unpack(head)
         if zlib.crc32(head[:-4]) != head_crc:
             return None if self._rest_is_zeros() else self._corrupt(at, "its head's checksum")
-        if nbytes % 8 or nbytes > MAX_SPAN_BYTES or nruns * 8 > nbytes or not nruns:
+        if nbytes % 8 or nbytes > MAX_SPAN_BYTES or nruns * 8 > nbytes or \
+                not (nruns or (self.version >= 4 and nbytes)):
             self._corrupt(at, f"{nruns} runs, {nbytes} bytes")
         table = f.read(nruns * RUN.size)
         if len(table) < nruns * RUN.size:
@@ -665,6 +673,17 @@ class Reader:
                 return None if self._torn(at) else self._corrupt(at, "checksum")
         elif check and crc.crc32(data, zlib.crc32(table)) != said_crc:
             return None if self._torn(at) else self._corrupt(at, "checksum")
+        if not nruns:
+            # A raw span: its runs from its headers, which its check has vouched for (or it
+            # is refused above); `trusted`: events() need not compare them again.
+            try:
+                runs, count, _ = ringspan.runs_in(data, self.order)
+            except ringspan.RingError as e:
+                self._corrupt(at, str(e))
+            if count != records:
+                self._corrupt(at, f"{count} records, its head says {records}")
+            self.checked = end
+            return SpanBatch(memoryview(data), runs, records, self, trusted=True)
         runs, total, count = [], 0, 0
         for n, period, *words in RUN.iter_unpack(table):
             words = tuple(words[:period])

@@ -55,6 +55,19 @@ decoder reading the file back) find every record without a walk of their own. Wh
 not repeat (a whole kernel traced: records of many lengths in no order), the walk a header at a
 time is the reader's cost, so it looks for a period only now and then (where the last length
 repeats within the four before it), and its records go four to a run of one repeat.
+
+Where the BPF side counts what it commits (trace.bpf.c's `committed`, 64-bit builds: after each
+commit, one atomic add of the record's bytes in the ring plus 1 << COMMITTED_SHIFT; a discarded
+one would add only its bytes), no header
+need be walked at all while every record below producer_pos is committed: the reader reads the
+count, fences, reads producer_pos, and where the count's bytes are the producer's position, it
+hands over everything up to it as one RAW span (its runs found later, from its headers, by
+whoever needs them: the recording's reader on the host, the printer). The count read before
+producer_pos (a fence between) cannot agree with it by chance: the bytes not yet committed below
+the position would be a multiple of 2**COMMITTED_SHIFT, far more than a ring holds. The count's
+add follows the commit's xchg (fully ordered), so a count seen, then a fence, means those
+records' bytes are seen too; the span's bytes are read after that fence. Where the count does
+not agree (a record being written on another CPU), the reader walks as above.
 """
 
 from __future__ import annotations
@@ -83,6 +96,12 @@ WRAP = (1 << (8 * POSITION)) - 1
 TSO = {"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86", "s390x"}
 SEQ_CST = 5  # __ATOMIC_SEQ_CST
 MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): two are held
+# A raw span (see the module's doc) is what the ring holds committed, up to this: it cannot be
+# cut short without a walk to find where a record ends. Where more is waiting, the walk makes
+# spans of MAX_SPAN. (recording.MAX_SPAN_BYTES, what a recording's reader takes, is more.)
+MAX_RAW_SPAN = 128 << 20
+COMMITTED_SHIFT = 36  # trace.bpf.c's: a record adds its ring bytes + 1 << this to the count
+_COUNT_MASK = (1 << 64) - 1
 LOOK = 8  # records walked one by one between two looks for a repeating period, at first
 LOOK_MAX = 64  # ... and at most, after looks that found none
 _LOOK = range(LOOK)
@@ -99,12 +118,28 @@ class Span:
     (valid until the reader's next take(): a sink copies what it keeps), `runs` their headers'
     first words as (repeats, words of one period), so that a sink needs no walk of its own,
     `records` how many are not discarded. Iterating gives each record's bytes (its header's
-    length, without the header), discarded ones skipped."""
+    length, without the header), discarded ones skipped. A RAW span (`raw`: handed over on the
+    BPF side's count, not walked) finds its runs from its headers when first asked for them."""
 
-    __slots__ = ("data", "runs", "records")
+    __slots__ = ("data", "_runs", "records")
 
-    def __init__(self, data, runs: list[tuple[int, tuple[int, ...]]], records: int) -> None:
-        self.data, self.runs, self.records = data, runs, records
+    def __init__(self, data, runs: list[tuple[int, tuple[int, ...]]] | None,
+                 records: int) -> None:
+        self.data, self._runs, self.records = data, runs, records
+
+    @property
+    def raw(self) -> bool:
+        return self._runs is None
+
+    @property
+    def runs(self) -> list[tuple[int, tuple[int, ...]]]:
+        if self._runs is None:
+            runs, records, _ = runs_in(self.data)
+            if records != self.records:
+                raise RingError(f"a span of {len(self.data)} bytes holds {records} records, "
+                                f"the BPF side's count says {self.records}")
+            self._runs = runs
+        return self._runs
 
     def __iter__(self):
         data, at = self.data, 0
@@ -121,8 +156,16 @@ class Span:
         return list(self)
 
     def first(self):
-        """The first record not discarded, or None."""
-        return next(iter(self), None)
+        """The first record not discarded, or None (of a raw span, without finding its runs)."""
+        if self._runs is not None:
+            return next(iter(self), None)
+        data, at = self.data, 0
+        while at + HEADER <= len(data):
+            w = int.from_bytes(data[at:at + 4], sys.byteorder)
+            if not w & DISCARD:
+                return data[at + HEADER:at + HEADER + (w & LENGTH)]
+            at += record_size(w)
+        return None
 
     @classmethod
     def of(cls, records, order: str = sys.byteorder) -> Span:
@@ -136,6 +179,32 @@ class Span:
             data += r
             data += bytes(-len(data) % 8)
         return cls(memoryview(data), runs_of(words), len(words))
+
+
+def runs_in(data, order: str = sys.byteorder) -> tuple[list, int, int]:
+    """A raw span's runs, from its headers (in `order`): (runs, records not discarded, records
+    in all), as the reader's walk makes them (at C speed where lengths repeat). Raises
+    RingError where the headers do not end where the bytes do, or one is BUSY."""
+    data = memoryview(data).cast("B")
+    if len(data) % 8:
+        raise RingError(f"a span of {len(data)} bytes, not a multiple of 8")
+    if order != sys.byteorder:
+        swapped = array.array("I")
+        swapped.frombytes(data)
+        swapped.byteswap()
+        data = memoryview(swapped).cast("B")
+    walk = _SpanWalk(data)
+    span, end = walk._walk(0)
+    if end != len(data):
+        raise RingError(f"a record header at byte {end} of a span of {len(data)} bytes is "
+                        f"BUSY (not committed)")
+    runs = span.runs if span else []
+    return runs, span.records if span else 0, records_in(runs)
+
+
+def records_in(runs) -> int:
+    """The records that runs hold, discarded ones included."""
+    return sum(n * len(words) for n, words in runs)
 
 
 def runs_of(words) -> list[tuple[int, tuple[int, ...]]]:
@@ -206,7 +275,7 @@ class RingReader:
     # loop then looks at its clock and its signals even while records keep coming.
     BUDGET_SPANS = 64
 
-    def __init__(self, map_fd: int, sink, fence=...) -> None:
+    def __init__(self, map_fd: int, sink, fence=..., committed_fd: int | None = None) -> None:
         self._sink = sink
         self._fence = _fence() if fence is ... else fence
         size = ring_size(map_fd)
@@ -222,6 +291,12 @@ class RingReader:
         producer = memoryview(self._maps[1])
         self._attach(memoryview(self._maps[0])[:POSITION], producer[:POSITION],
                      producer[page:], size)
+        # The BPF side's count of what it committed (the module's doc): 64-bit positions only
+        # (the count is kept only where 64-bit atomics are), from a ring nothing was taken of.
+        if committed_fd is not None and POSITION == 8 and self._handed_end == 0:
+            self._maps.append(mmap.mmap(committed_fd, page, mmap.MAP_SHARED, mmap.PROT_READ,
+                                        offset=0))
+            self._count_from(memoryview(self._maps[-1])[:8])
         self._epoll = select.epoll()
         self._epoll.register(map_fd, select.EPOLLIN)
 
@@ -240,12 +315,24 @@ class RingReader:
         self._producer = self._prod[0]  # read before a fence, then bounds a walk
         self._pending: Span | None = None  # walked ahead, handed over at the next take()
         self._pending_end = self._handed_end
-        self.records = 0  # handed over, since the start
+        self.records = self.spans = 0  # handed over, since the start
         # This thread's CPU seconds in the walks of headers and in the sink (the writes), since
         # the start: where a reader that falls behind spends its time (--timings says them).
         self.walk_s = self.sink_s = 0.0
         self._quads: dict[int, int] = {}  # header word (never BUSY) -> its record's u32s
         self._discards: set[int] = set()  # the header words of _quads with DISCARD set
+        self._committed = None  # the BPF side's count, where it keeps one (_count_from)
+        self.raw_spans = 0  # spans handed over on that count, with no walk
+
+    def _count_from(self, view) -> None:
+        """Hand over raw spans where the BPF side's count (an 8-byte view of it) says every
+        record below producer_pos is committed. The count covers the ring from its start: the
+        records handed over so far are counted from there (those not discarded: a discarded
+        one adds only its bytes)."""
+        self._committed = view.cast("Q")
+        self._views += [view, self._committed]
+        self._handed_records = 0
+        self._max_raw = min(self.size, MAX_RAW_SPAN)
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -257,6 +344,8 @@ class RingReader:
             fence()
         # The span handed over last time has been read (before the fence): give it back.
         self._cons[0] = self._handed_end
+        if self._committed is not None:
+            return self._take_counted()
         ready, end = self._pending, self._pending_end
         if ready is None:
             # From idle: nothing was walked ahead. Walk up to the producer position read
@@ -281,6 +370,44 @@ class RingReader:
         self._pending, self._pending_end = self._walk(end)
         self._producer = self._prod[0]
         return ready
+
+    def _take_counted(self) -> Span | None:
+        """take() where the BPF side counts what it commits: all of it up to producer_pos as
+        one raw span where the count says it is committed, else a walk (no walk ahead: the
+        next take() looks at the count again)."""
+        fence, pos = self._fence, self._handed_end
+        count = self._committed[0]
+        if fence:
+            fence()  # the count before producer_pos, and before any byte the span holds
+        producer = self._prod[0]
+        avail = (producer - pos) & WRAP
+        if not avail:
+            return None
+        if avail > self.size:
+            raise RingError(f"producer position {producer} is {avail} bytes past the "
+                            f"consumer's {pos}, the ring holds {self.size}")
+        # Every record below `producer` committed: the count is its position's bytes, and the
+        # records handed over plus those between (not discarded), each 1 << COMMITTED_SHIFT.
+        rest = (count - producer - (self._handed_records << COMMITTED_SHIFT)) & _COUNT_MASK
+        n = rest >> COMMITTED_SHIFT
+        if not rest & ((1 << COMMITTED_SHIFT) - 1) and 0 < n <= avail // HEADER \
+                and avail <= self._max_raw:
+            begin = pos & self._mask
+            self._handed_end = producer
+            self._handed_records += n
+            self.raw_spans += 1
+            return Span(self._data[begin:begin + avail], None, n)
+        self._producer = producer
+        if fence:
+            fence()  # producer_pos before the headers below it
+        span, end = self._walk(pos)
+        if span is None:
+            return None
+        if fence:
+            fence()  # the headers' BUSY bits seen clear before the bytes are read
+        self._handed_end = end
+        self._handed_records += span.records
+        return span
 
     def _walk(self, pos: int) -> tuple[Span | None, int]:
         """The committed records from `pos` up to the producer position last read: a span and
@@ -444,6 +571,7 @@ class RingReader:
             n += span.records
             spans += 1
         self.records += n
+        self.spans += spans
         return n
 
     def poll(self, timeout_ms: int) -> int:
@@ -480,6 +608,18 @@ class RingReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _SpanWalk(RingReader):
+    """RingReader's walk over a raw span's bytes, already taken (u32 header words in this
+    machine's order): the same runs, found at the same speed."""
+
+    def __init__(self, data) -> None:  # noqa: D107 - no ring: only what _walk reads
+        self.size = self._max_span = self._producer = len(data)
+        self._mask = WRAP
+        self._data = data
+        self._words = data.cast("I")
+        self._quads, self._discards = {}, set()
 
 
 def _periods(recent: list[int]):

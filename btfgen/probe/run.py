@@ -253,7 +253,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     with _detaching(obj, timings) as probes:
         probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
-        with reader(obj.map_fd("events"), behind.span) as rb:
+        counted = obj.map_fd("committed") if obj.has_map("committed") else None
+        with reader(obj.map_fd("events"), behind.span, counted) as rb:
             def begin():
                 if child:
                     child.start()
@@ -349,7 +350,8 @@ def _say_cpu(timings: Timings, before, rb) -> None:
           f"{now[1] - before[1]:.2f} s", file=sys.stderr)
     if hasattr(rb, "walk_s"):
         print(f"{prog.NAME}: time: run: reader cpu: walk {rb.walk_s:.2f} s, sink "
-              f"{rb.sink_s:.2f} s", file=sys.stderr)
+              f"{rb.sink_s:.2f} s; {rb.spans} spans, {rb.raw_spans} of them unwalked (the BPF "
+              f"side's count said them committed)", file=sys.stderr)
 
 
 # The manifest's key, set while attaching (never written): the module's functions the trampoline
@@ -379,13 +381,14 @@ def _and_tick(drained, summed):
     return both
 
 
-def reader(map_fd: int, sink):
+def reader(map_fd: int, sink, committed_fd: int | None = None):
     """The ring's reader: its pages read in place (ringspan), or, where this machine has no
     fence to keep the ring's protocol with, libbpf's consumer (a record at a time, handed on
-    as spans)."""
+    as spans). `committed_fd`: the BPF side's count of committed records (trace.bpf.c's
+    `committed`), where it keeps one."""
     why = ringspan.available()
     if not why:
-        return ringspan.RingReader(map_fd, sink)
+        return ringspan.RingReader(map_fd, sink, committed_fd=committed_fd)
     print(f"{prog.NAME}: reading the ring buffer through libbpf: {why}", file=sys.stderr)
     return RingBuffer(map_fd, sink, spans=True)
 
@@ -464,8 +467,10 @@ SUMMARY_MAPS = ("sum_keys", "sum_mode", "sum_counts", "sum_hists", "sum_stats", 
                 "sum_depth")
 
 
-def _shared(manifest: dict) -> tuple[str, ...]:
-    return SHARED_MAPS + (SUMMARY_MAPS if manifest.get("summary") else ())
+def _shared(manifest: dict, obj) -> tuple[str, ...]:
+    # The ring's commit count (64-bit builds): every object writing to the ring adds to it.
+    counted = ("committed",) if obj.has_map("committed") else ()
+    return SHARED_MAPS + counted + (SUMMARY_MAPS if manifest.get("summary") else ())
 
 
 def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: dict):
@@ -474,7 +479,7 @@ def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: d
     names = manifest["functions"]
     kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
     obj.companions.append(kprobe)
-    kprobe.share_maps(obj, _shared(manifest))
+    kprobe.share_maps(obj, _shared(manifest, obj))
     if mode.rest.kind != "single":
         for program in mode.rest.programs:
             kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
@@ -496,7 +501,7 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
         # One program a function: the object again, its program on `name`.
         more = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
         obj.companions.append(more)
-        more.share_maps(obj, (*_shared(manifest), "specs"))
+        more.share_maps(obj, (*_shared(manifest, obj), "specs"))
         more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
         more.set_autoload("follow_fork", False)
         more.load()

@@ -84,6 +84,37 @@ struct {
 	__uint(max_entries, 1 << 22); /* run.py sizes it before loading: --ring-size */
 } events SEC(".maps");
 
+#ifdef BTFGEN_WIDE
+/* What the ring holds committed, counted after each commit: every record adds its bytes in the
+ * ring (header and padding included) plus 1 << COMMITTED_SHIFT, so one atomic add keeps both
+ * its bytes and how many (the bytes of a ring's worth stay below the shift). The reader (
+ * ringspan.RingReader) compares it with producer_pos (a record discarded would add only its
+ * bytes: this program discards none): where they agree, every record below it is
+ * committed, and its bytes go to a recording as one span with no walk of their headers (the
+ * reader's cost where the whole kernel is traced). Only with 64-bit atomics (BTFGEN_WIDE: see
+ * note_loss), and mapped by the reader (BPF_F_MMAPABLE). */
+#define COMMITTED_SHIFT 36
+struct {
+	__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */);
+	__uint(max_entries, 1);
+	__uint(map_flags, 1 << 10 /* BPF_F_MMAPABLE */);
+	__type(key, __u32);
+	__type(value, __u64);
+} committed SEC(".maps");
+
+/* After bpf_ringbuf_output returned 0: its commit (an xchg of the record's header, ordered
+ * before what follows it) is then seen before this add by whoever sees the add. */
+static __always_inline void count_committed(__u32 size)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&committed, &zero);
+
+	if (n)
+		__sync_fetch_and_add(n, (((__u64)size + 8 /* the kernel's header */ + 7) & ~7ULL) +
+				     (1ULL << COMMITTED_SHIFT));
+}
+#endif
+
 /* Records lost, per CPU, by why (losses.py's RING_FULL, NO_SCRATCH): [LOST_RING_FULL] the
  * ring buffer had no room; [LOST_NO_SCRATCH] (the user build) every slot of `spill` was in use.
  * User space sums them. */
@@ -473,8 +504,14 @@ static __always_inline int record(void *ctx, __u32 kind)
 	if (n) {
 		/* Taken only for a record sent: one not sent must not take the thread's loss. */
 		e->flags = loss_flags(tid) | TRACE_PAIRING(ctx, kind);
-		if (bpf_ringbuf_output(&events, e, n <= sizeof(*e) ? n : sizeof(*e), wakeup()))
+		__u32 size = n <= sizeof(*e) ? n : sizeof(*e);
+
+		if (bpf_ringbuf_output(&events, e, size, wakeup()))
 			note_loss(tid, LOST_RING_FULL);
+#ifdef BTFGEN_WIDE
+		else
+			count_committed(size);
+#endif
 		/* After the decoders: a branch before them made the verifier walk them once */
 		/* for each side (a whole kernel's fsession program past its million insns). */
 		if (e->flags & EVENT_NO_ENTRY)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -286,3 +287,37 @@ def test_a_reader_that_goes_away_ends_tracing_quietly(tmp_path):
     assert proc.stdout.splitlines()[0] == "tick(i=0)"
     assert "Traceback" not in err and "could not be decoded" not in err, err
     assert re.search(r"\d+ records lost \(ring buffer full\)", err), err
+
+
+def test_record_hands_over_spans_on_the_bpf_sides_count(tmp_path):
+    """On a 64-bit machine the BPF side counts what it commits, and --record writes what the
+    count says committed as raw spans, unwalked (their runs left to the reader of the file):
+    the file holds such spans, and `btfgen decode` reads every event back, in call order."""
+    harness.require_live()
+    calls = 20_000
+    exe = _exe(tmp_path, "loop", LOOP % (calls, calls))
+    rec = tmp_path / "loop.btfrec"
+    proc = _run([*TOOL, "--timings", "--record", str(rec), "--ring-size", "64", str(exe),
+                 "tick"])
+    said = re.search(r"reader cpu: .*; (\d+) spans, (\d+) of them unwalked", proc.stderr)
+    assert said, proc.stderr
+    # The reader takes what is there every few ms while one thread makes calls: a take finds
+    # a record still being written (then walks) only in the few µs between its reservation
+    # and its count. And once the loop has ended nothing is being written.
+    assert int(said[2]) >= 1, proc.stderr
+    raw = 0
+    data = rec.read_bytes()
+    at = 24 + struct.unpack_from("<I", data, 12)[0]
+    while data[at:at + 4] == b"SPAN":
+        n, runs, nbytes = struct.unpack_from("<III", data, at + 4)
+        raw += not runs
+        chunks = -(-nbytes // (1 << 20))
+        at += 24 + 24 * runs + nbytes + 4 * (chunks + chunks % 2)
+    assert raw == int(said[2])
+    kept = int(re.search(r"recorded (\d+) events", proc.stderr)[1])
+    assert kept == 2 * calls  # a 64 MiB ring holds every one of them
+    out = _run([*DECODE, "--format", "jsonl", str(rec)]).stdout.splitlines()
+    assert len(out) == kept
+    args = [json.loads(line) for line in out]
+    ticks = [a["args"]["i"] for a in args if a["kind"] == "entry"]
+    assert ticks == list(range(calls))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from btfgen.probe import spec_format
-from btfgen.probe import output, recording  # the record header
+from btfgen.probe import output, recording, ringspan  # the record header
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
@@ -67,9 +67,11 @@ def header(mod) -> dict:
 
 def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = None,
           version: int = recording.VERSION, head: dict | None = None) -> None:
-    """A recording of `evs`: version 3 (today's) or 2 (recording_v2.py), a span of `batch`
-    events at a time (all in one without), or version 1 (recording_v1.py, a batch flushed
-    every `batch` events)."""
+    """A recording of `evs`: version 4 (today's: every second span raw, its runs left to the
+    reader, as the tracer writes a span handed over on the BPF side's count), 3 (every span with
+    its runs: version 4's writer, as version 3's wrote them) or 2 (recording_v2.py), a span of
+    `batch` events at a time (all in one without), or version 1 (recording_v1.py, a batch
+    flushed every `batch` events)."""
     head = head or header(mod)
     descs = descriptors(mod)
     if version == 1:
@@ -89,9 +91,17 @@ def write(path: Path, mod, evs: list[bytes], lost: int = 0, batch: int | None = 
     else:
         w = recording.Writer(str(path), head, descs, mod.BYTE_ORDER)
     step = batch or max(len(evs), 1)
-    for i in range(0, len(evs), step):
-        w.records(evs[i:i + step])
+    for k, i in enumerate(range(0, len(evs), step)):
+        if version >= 4 and k % 2:
+            span = ringspan.Span.of(evs[i:i + step], mod.BYTE_ORDER)
+            w.span(ringspan.Span(span.data, None, span.records))
+        else:
+            w.records(evs[i:i + step])
     w.close(lost)
+    if version == 3:  # version 4 with every span's runs is version 3 but for this word
+        with open(path, "r+b") as f:
+            f.seek(8)
+            f.write((3).to_bytes(4, "little"))
 
 
 

@@ -105,7 +105,7 @@ def _sent(directory: Path, mode: str, monkeypatch, slots: int | None) -> tuple[l
 
     real_reader = run.reader
 
-    def measured_reader(fd, sink):
+    def measured_reader(fd, sink, committed_fd=None):
         def measured(span):
             for raw in span:
                 tid = int.from_bytes(raw[4:8], "little")
@@ -113,7 +113,7 @@ def _sent(directory: Path, mode: str, monkeypatch, slots: int | None) -> tuple[l
                 seen.append((btf_id, kind, len(raw), tid))
             sink(span)
 
-        return real_reader(fd, measured)
+        return real_reader(fd, measured, committed_fd)
 
     monkeypatch.setattr(run, "reader", measured_reader)
     if slots is not None:

@@ -128,9 +128,9 @@ def test_an_exit_whose_entry_the_kernel_skipped_is_paired_with_nothing(tmp_path,
 GOOD_EVENTS = synth.events(synth.descriptors(MODULES["s390x"]), 40, 1, "big")
 
 
-@pytest.fixture(scope="module", params=[3, 2, 1])
+@pytest.fixture(scope="module", params=[4, 3, 2, 1])
 def good(tmp_path_factory, request) -> bytes:
-    """A whole recording of each version (versions 1 and 2: as btfgen wrote them before)."""
+    """A whole recording of each version (versions 1 to 3: as btfgen wrote them before)."""
     mod = MODULES["s390x"]
     path = tmp_path_factory.mktemp("rec") / "r.btfrec"
     synth.write(path, mod, GOOD_EVENTS, lost=3, batch=16, version=request.param)
@@ -157,7 +157,7 @@ def _refused(tmp_path, data: bytes) -> str:
 
 
 def _span_ends(data: bytes) -> list[tuple[int, int]]:
-    """(byte after each span, events up to it) of a whole version 2 or 3 file."""
+    """(byte after each span, events up to it) of a whole version 2, 3 or 4 file."""
     _, version, size, _, _ = recording.FILE_HEAD.unpack_from(data)
     at, events, out = recording.FILE_HEAD.size + size, 0, []
     while data[at:at + 4] == b"SPAN":
@@ -220,7 +220,7 @@ def test_garbage_after_a_good_prefix_is_refused(tmp_path, good, junk, keep):
     (lambda g: g[:len(g) // 2], "truncated", 1),
     (lambda g: b"", "not a btfgen recording", None),
     (lambda g: b"hello world\n", "not a btfgen recording", None),
-    (lambda g: g[:8] + (4).to_bytes(4, "little") + g[12:], "recording version 4", None),
+    (lambda g: g[:8] + (5).to_bytes(4, "little") + g[12:], "recording version 5", None),
     (lambda g: g + b"x", "data after the end", None),
 ])
 def test_cli_one_line_exit_2(tmp_path, good, damage, says, version):

@@ -146,9 +146,9 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
 
 
 @pytest.mark.parametrize("whose", ["zlib", "fast"])
-@pytest.mark.parametrize("version", [3, 2])
+@pytest.mark.parametrize("version", [4, 2])
 def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, whose):
-    """Spans of many chunks (a chunk made small), their checks taken (version 3) on the
+    """Spans of many chunks (a chunk made small), their checks taken (version 4) on the
     writer's thread and the reader's checkers (zlib's CRC) or at once (libdeflate's, where it
     is installed): every event reads back in order, and a byte changed anywhere in the bytes or
     their checks is refused where a later span follows, and taken as the cut of a killed
@@ -171,7 +171,7 @@ def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, wh
     descs = synth.descriptors(mod)
     evs = synth.events(descs, 60, 5, "little")
     path = tmp_path / "r.btfrec"
-    make = recording.Writer if version == 3 else recording_v2.Writer
+    make = recording.Writer if version == 4 else recording_v2.Writer
     w = make(str(path), synth.header(mod), descs, "little")
     spans = [evs[:25], evs[25:26], evs[26:]]
     for part in spans:
@@ -193,7 +193,7 @@ def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, wh
                 pass
     last = good.rindex(b"SPAN")
     data = bytearray(good[:-recording.END.size])
-    data[-1 if version == 3 else -3] ^= 1  # the last span's checks (3) or bytes (2), no end
+    data[-1 if version == 4 else -3] ^= 1  # the last span's checks (4) or bytes (2), no end
     path.write_bytes(bytes(data))
     with recording.Reader(str(path)) as r:
         n = sum(b.count for b in r.batches())

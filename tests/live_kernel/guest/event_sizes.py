@@ -21,7 +21,7 @@ seen = []
 real_reader = run.reader
 
 
-def measured_reader(fd, sink):
+def measured_reader(fd, sink, committed_fd=None):
     """run.reader, with each span's records measured before the sink takes the span."""
     def measured(span):
         for raw in span:
@@ -30,7 +30,7 @@ def measured_reader(fd, sink):
             seen.append((desc.name, kind, len(raw), spec_format.event_size(desc, kind)))
         sink(span)
 
-    return real_reader(fd, measured)
+    return real_reader(fd, measured, committed_fd)
 
 
 run.reader = measured_reader
