@@ -19,7 +19,9 @@ Target (issue 14): >= 20 M records/s for scalar-only functions.
 
 With --formats, the recording formats back to back instead (the machine's load moves the
 figure more than anything else): BENCH_RECORDS records written in each format by its own writer
-(1: tests/trace/recording_v1.py, 2: tests/trace/recording_v2.py, 3: today's), then
+(1: tests/trace/recording_v1.py, 2: tests/trace/recording_v2.py, 3: today's writer with
+every span's runs, 4: today's, every second span raw, as the tracer writes a span it handed over
+on the BPF side's count), then
 columnar.record_batches over each in turn, the order alternating, BENCH_ROUNDS rounds (and
 format 3 once more with its checks not taken: a second pass's `trust`); medians and each round's
 ratio to format 1's.
@@ -98,10 +100,12 @@ def formats(records: int, rounds: int) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-columnar-", dir=os.environ.get("TMPDIR"))\
             as tmp:
         paths = {}
-        for version in (1, 2, 3):
+        for version in (1, 2, 3, 4):
             paths[version] = Path(tmp) / f"v{version}.btfrec"
             make_format(paths[version], records, version)
-        runs = {k: [] for k in ("1", "2", "3", "3, checks not taken")}
+        # 4: every second span raw (the tracer's, handed over on the BPF side's count): its
+        # runs found from its headers as it is read.
+        runs = {k: [] for k in ("1", "2", "3", "4", "3, checks not taken")}
         cpus = {k: [] for k in runs}  # records a second of the process's CPU time
 
         def rate(key: str) -> float:

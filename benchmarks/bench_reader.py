@@ -116,16 +116,26 @@ struct {
 } specs SEC(".maps");
 
 /* A ring a reader (events0, events1, ...): each reader's position in its own ring stays its
- * own from round to round, as a tracer's single reader's does. */
+ * own from round to round, as a tracer's single reader's does. Beside each, the count of what
+ * was committed to it, as trace.bpf.c keeps it on 64-bit targets (its `committed`): the
+ * --record reader that is given it hands over raw spans, unwalked. */
 #define RING(n) \
 	struct { \
 		__uint(type, 27 /* BPF_MAP_TYPE_RINGBUF */); \
 		__uint(max_entries, 1 << 22); /* sized by the benchmark before loading */ \
-	} events##n SEC(".maps");
+	} events##n SEC(".maps"); \
+	struct { \
+		__uint(type, 2 /* BPF_MAP_TYPE_ARRAY */); \
+		__uint(max_entries, 1); \
+		__uint(map_flags, 1 << 10 /* BPF_F_MMAPABLE */); \
+		__type(key, __u32); \
+		__type(value, __u64); \
+	} committed##n SEC(".maps");
 RING(0)
 RING(1)
 RING(2)
 RING(3)
+RING(4)
 
 /* What a call of each function finds, as user space sets it: the pt_regs image (arguments and
  * return value), the stack image, the function's attach cookie, and who called. */
@@ -167,8 +177,11 @@ static __always_inline void count(__u32 at)
 		*n += 1;
 }
 
-static __always_inline int one(void *ring, struct call *c, __u32 kind, __u32 size)
+static __always_inline int one(void *ring, void *committed, struct call *c, __u32 kind,
+			       __u32 size)
 {
+	__u32 zero = 0;
+	__u64 *sum;
 	struct trace_event *e = &scratch;
 
 	e->tgid = c->tgid;
@@ -184,6 +197,9 @@ static __always_inline int one(void *ring, struct call *c, __u32 kind, __u32 siz
 		count(1);
 		return 0;
 	}
+	sum = bpf_map_lookup_elem(committed, &zero);
+	if (sum)
+		__sync_fetch_and_add(sum, (((__u64)size + 8 + 7) & ~7ULL) + (1ULL << 36));
 	count(0);
 	return 0;
 }
@@ -195,14 +211,15 @@ static __always_inline int one(void *ring, struct call *c, __u32 kind, __u32 siz
 		struct call *c = bpf_map_lookup_elem(&calls, &k); \
 		if (!c) \
 			return 1; \
-		return one(&events##ring, c, 0, SIZE_##key##_0) | \
-		       one(&events##ring, c, 1, SIZE_##key##_1); \
+		return one(&events##ring, &committed##ring, c, 0, SIZE_##key##_0) | \
+		       one(&events##ring, &committed##ring, c, 1, SIZE_##key##_1); \
 	}
 #define CALLS(ring) CALL(0, ring) CALL(1, ring)
 CALLS(0)
 CALLS(1)
 CALLS(2)
 CALLS(3)
+CALLS(4)
 """
 
 # x86_64 pt_regs, by word: di, si, dx, cx, r8, r9 (PT_REGS_PARM1..6), ax (the return value).
@@ -479,13 +496,14 @@ class RecordReader:
     `span` fed through losses.Behind by run.reader (the ring's pages read in place: ringspan);
     the recording then read back, outside the clock, for the events it holds."""
 
-    def __init__(self, setup: Setup, fd: int) -> None:
+    def __init__(self, setup: Setup, fd: int, committed_fd: int | None = None) -> None:
         from btfgen.probe import run
         from btfgen.probe.losses import Behind
 
-        self.setup, self.path = setup, setup.work / "bench.rec"
+        self.setup, self.path = setup, setup.work / f"bench-{fd}.rec"
         self.writer = None
-        self.ring = run.reader(fd, Behind(self._span, setup.manifest["byte_order"]).span)
+        self.ring = run.reader(fd, Behind(self._span, setup.manifest["byte_order"]).span,
+                               committed_fd)
 
     def _span(self, span) -> None:
         self.writer.span(span)
@@ -548,11 +566,17 @@ class TextReader:
 # (key, label, how it is made): the C consumer twice, its buffer written to a file as a
 # recorder's (what --record is set against) and to /dev/null (libbpf's consume and the copy
 # alone).
-READERS = (("c", "libbpf (C)", lambda s, fd: CReader(s, fd, s.work / "c-reader.out")),
-           ("c_null", "libbpf (C), to /dev/null", lambda s, fd: CReader(s, fd, Path(os.devnull))),
-           ("record", "--record", RecordReader), ("text", "text", TextReader))
+# --record twice: as the tracer reads on a 64-bit target (the BPF side's count: raw spans, no
+# header walked), and with no count (a 32-bit target's: every header walked).
+READERS = (("c", "libbpf (C)", lambda s, fd, c: CReader(s, fd, s.work / "c-reader.out")),
+           ("c_null", "libbpf (C), to /dev/null",
+            lambda s, fd, c: CReader(s, fd, Path(os.devnull))),
+           ("record", "--record", RecordReader),
+           ("record_walked", "--record, every header walked (no count: 32-bit)",
+            lambda s, fd, c: RecordReader(s, fd)),
+           ("text", "text", lambda s, fd, c: TextReader(s, fd)))
 C_READERS = ("c", "c_null")
-RINGS = 4  # the producer's rings (events0..3): one a reader
+RINGS = 5  # the producer's rings (events0..4): one a reader
 
 
 # -- the rounds and the table -----------------------------------------------------------------
@@ -567,7 +591,8 @@ def measure(setup: Setup, records: int, rounds: int, progress=lambda _: None) ->
         for ring, (key, label, make) in enumerate(READERS):
             if key not in C_READERS or setup.c_reader:
                 fd = setup.obj.map_fd(f"events{ring}")
-                readers.append((key, label, ring, _said(label, make)(setup, fd)))
+                counted = setup.obj.map_fd(f"committed{ring}")
+                readers.append((key, label, ring, _said(label, make)(setup, fd, counted)))
         for name, _ in SIZES:
             for key, label, ring, reader in readers:
                 runs[name][key] = []

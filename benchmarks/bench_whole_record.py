@@ -6,7 +6,8 @@ run; the events the BPF side made and those the recording kept, both as the tool
 recording read back in the guest (its spans' checks, its events counted).
 
   python3 benchmarks/bench_whole_record.py [--target unstable-amd64] [--ring-size MIB]
-                                           [--smp N] [--memory MIB] [--profile]
+                                           [--smp N] [--memory MIB] [--attach MODE]
+                                           [--profile]
 
 The functions: the guest's available_filter_functions that its BTF has, less btfgen's deny
 list, as bench_mass_attach.py's "all" (its WORKLOAD too). The tracer's own CPU time (user and
@@ -48,6 +49,8 @@ def main() -> int:
     ap.add_argument("--target", default="unstable-amd64")
     ap.add_argument("--ring-size", type=int, default=0, help="MiB (0: the tool's default)")
     ap.add_argument("--smp", type=int, default=1, help="the guest's vCPUs (default 1)")
+    ap.add_argument("--attach", default="auto",
+                    help="the tracer's --attach (default auto: the trampoline in this guest)")
     ap.add_argument("--memory", type=int, default=2048, help="the guest's MiB (default 2048)")
     ap.add_argument("--profile", action="store_true",
                     help="run the tracer under cProfile and print where its time went (the "
@@ -88,7 +91,8 @@ def main() -> int:
         if args.profile:
             tracer = "-m cProfile -o /tmp/prof"
         g.step("record", f"{env} {py.python} {tracer} /trace-all/btfgen_trace.py --run /trace-all "
-                         f"--timings {ring}--record /tmp/all.btfrec -- sh -c '{WORKLOAD}' "
+                         f"--timings {ring}--attach {args.attach} --record /tmp/all.btfrec "
+                         f"-- sh -c '{WORKLOAD}' "
                          ">/dev/null 2>/tmp/err; rc=$?; cat /tmp/err; "
                          "echo \"bytes $(wc -c </tmp/all.btfrec)\"; exit $rc")
         g.step("check", f"{env} {py.python} -c \"import sys; sys.path.insert(0, '/trace-all'); "

@@ -76,6 +76,9 @@ END = struct.Struct("<4sIQQII")
 SPAN_HEAD = struct.Struct("<4sIIIII")
 RUN = struct.Struct("<II4I")
 CHUNK = 1 << 20  # a version 3 span's bytes are checked a CHUNK at a time
+# A raw span longer than this is written this many bytes at a time (a multiple of CHUNK), each
+# given back to the ring once written (ringspan's Span.give_back).
+PIECE = 4 << 20
 # A span this long or longer has its checks taken on the writer's thread, where they are
 # zlib's (libdeflate's take a fifth of the write's time: a thread would cost more than it saves
 # where no CPU is free).
@@ -265,33 +268,56 @@ class Writer:
         data = span.data
         # A raw span's runs are left to whoever reads the file: finding them is a walk of its
         # headers, the cost a recording of the whole kernel cannot pay as it runs.
-        runs = [] if getattr(span, "raw", False) else span.runs
+        raw = getattr(span, "raw", False)
+        runs = [] if raw else span.runs
         table = run_table(runs)
         head = SPAN_HEAD.pack(b"SPAN", span.records, len(runs), len(data),
                               zlib.crc32(table), 0)
         head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
-        if len(data) < THREADED or crc.WHOSE != "zlib" or not _SPARE_CPU:
-            self._write([head, table, data, checks(data)])
+        give_back = span.give_back if raw else None
+        if len(data) <= PIECE or give_back is None:
+            if len(data) < THREADED or crc.WHOSE != "zlib" or not _SPARE_CPU:
+                self._write([head, table, data, checks(data)])
+            else:
+                self._write([head, table])
+                self._write([_packed(self._written(memoryview(data)))])
         else:
-            # The chunks' CRCs taken on the thread while the bytes are written; once written,
-            # the chunks the thread has not begun are taken here (where no CPU is free, the
-            # thread would only begin them once the write is done).
-            if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="btfgen-crc")
-            view = memoryview(data)
-            crcs = [0] * -(-len(view) // CHUNK)
-            todo = iter(range(len(crcs)))  # shared: each index taken once (the GIL's next())
-            ahead = self._pool.submit(_take, view, todo, crcs)
-            try:
-                self._write([head, table, data])
-            finally:
-                _take(view, todo, crcs)
-                ahead.result()  # the ring's bytes are read before they are given back
+            # A raw span is all the ring held (up to the whole ring, where the reader is
+            # behind): a piece at a time, each given back to the ring once written and checked,
+            # so that the BPF side has room again while the rest is written.
+            self._write([head, table])
+            view, crcs = memoryview(data), []
+            for at in range(0, len(view), PIECE):
+                piece = view[at:at + PIECE]
+                crcs += self._written(piece) if len(piece) >= THREADED and \
+                    crc.WHOSE == "zlib" and _SPARE_CPU else self._plain(piece)
+                give_back(at + len(piece))
             self._write([_packed(crcs)])
         self.events += span.records
         self.spans += 1
+
+    def _plain(self, view) -> list[int]:
+        """Write `view`; -> its chunks' CRCs, taken here."""
+        self._write([view])
+        return [crc.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)]
+
+    def _written(self, view) -> list[int]:
+        """Write `view`; -> its chunks' CRCs, taken on the thread while the bytes are written;
+        once written, the chunks the thread has not begun are taken here (where no CPU is
+        free, the thread would only begin them once the write is done)."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="btfgen-crc")
+        crcs = [0] * -(-len(view) // CHUNK)
+        todo = iter(range(len(crcs)))  # shared: each index taken once (the GIL's next())
+        ahead = self._pool.submit(_take, view, todo, crcs)
+        try:
+            self._write([view])
+        finally:
+            _take(view, todo, crcs)
+            ahead.result()  # the ring's bytes are read before they are given back
+        return crcs
 
     def records(self, raws) -> None:
         """Write records that came one at a time (libbpf's consumer, tests) as one span."""

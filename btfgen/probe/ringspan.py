@@ -121,11 +121,16 @@ class Span:
     length, without the header), discarded ones skipped. A RAW span (`raw`: handed over on the
     BPF side's count, not walked) finds its runs from its headers when first asked for them."""
 
-    __slots__ = ("data", "_runs", "records")
+    __slots__ = ("data", "_runs", "records", "give_back")
 
     def __init__(self, data, runs: list[tuple[int, tuple[int, ...]]] | None,
                  records: int) -> None:
         self.data, self._runs, self.records = data, runs, records
+        # A raw span's sink may call give_back(n) once done with its first n bytes: the ring
+        # has room for them again before the sink is done with the rest (a raw span may be a
+        # whole ring's worth, the writes of a reader that fell behind). None: a walked span
+        # (at most MAX_SPAN bytes), or a raw one of bytes not the ring's.
+        self.give_back = None
 
     @property
     def raw(self) -> bool:
@@ -396,7 +401,9 @@ class RingReader:
             self._handed_end = producer
             self._handed_records += n
             self.raw_spans += 1
-            return Span(self._data[begin:begin + avail], None, n)
+            span = Span(self._data[begin:begin + avail], None, n)
+            span.give_back = lambda done: self._give_back(pos, done)
+            return span
         self._producer = producer
         if fence:
             fence()  # producer_pos before the headers below it
@@ -408,6 +415,15 @@ class RingReader:
         self._handed_end = end
         self._handed_records += span.records
         return span
+
+    def _give_back(self, pos: int, done: int) -> None:
+        """The first `done` bytes of the span handed over from `pos` are read: the producer
+        may have them. consumer_pos then lies inside the span, maybe inside a record: only
+        this reader reads from it (it goes on from the span's end), and the kernel reads it
+        only as the bound of the room it has (kernel/bpf/ringbuf.c: __bpf_ringbuf_reserve)."""
+        if self._fence:
+            self._fence()  # every read of those bytes before the store that gives them back
+        self._cons[0] = (pos + done) & WRAP
 
     def _walk(self, pos: int) -> tuple[Span | None, int]:
         """The committed records from `pos` up to the producer position last read: a span and

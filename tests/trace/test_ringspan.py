@@ -350,3 +350,32 @@ def test_counted_or_walked_every_record_once(records, busy, late, seed):
         assert r.raw_spans == 1
     elif busy_at is not None or any(i < len(recs) for i in late):
         assert r.raw_spans == 0
+
+
+def test_a_raw_span_is_written_and_given_back_a_piece_at_a_time(tmp_path, monkeypatch):
+    """A raw span may be the whole ring: the recording's writer gives its bytes back to the
+    ring a piece at a time, each once written (consumer_pos moving up through the span), and
+    the file reads back whole."""
+    import synth
+
+    from btfgen.probe import recording
+
+    monkeypatch.setattr(recording, "CHUNK", 64)
+    monkeypatch.setattr(recording, "PIECE", 256)
+    recs = [(n, False) for n in (24, 100, 7, 64) * 30]
+    r, expect = _fake(1 << 16, 0, recs, None)
+    _counted(r, recs, None)
+    span = r.take()
+    assert span.raw
+    given, back = [], span.give_back
+    span.give_back = lambda done: (back(done), given.append(r._cons[0]))
+    mod = synth.module("x86_64")
+    path = tmp_path / "r.btfrec"
+    w = recording.Writer(str(path), synth.header(mod), synth.descriptors(mod), "little")
+    w.span(span)
+    w.close(0)
+    size = len(span.data)
+    assert given == [min(at + 256, size) for at in range(0, size, 256)]
+    with recording.Reader(str(path)) as got:
+        assert [bytes(e) for b in got.batches() for e in b.events()] == expect
+    assert r.take() is None and r._cons[0] == size
