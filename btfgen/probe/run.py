@@ -60,17 +60,40 @@ def mean_event(specs: bytes, count: int, keep: list[int], byte_order: str) -> fl
     return total / (2 * len(keep))
 
 
-def ring_size(event_bytes: float, functions: int, pointer_size: int = 8) -> int:
+def ring_size(event_bytes: float, functions: int, pointer_size: int = 8,
+              memory: int = 0) -> int:
     """The ring buffer's default size in bytes, from the bytes its events take (`event_bytes`:
     mean_event): room for RING_EVENTS of them and RING_EVENTS_A_FUNCTION more a function past
     64, as a power of two from 1 MiB up to 64 MiB (16 MiB on a 32-bit kernel, whose few hundred
-    MiB of vmalloc space refused 64 at load on i386). --ring-size says otherwise."""
+    MiB of vmalloc space refused 64 at load on i386), or up to a sixteenth of the machine's
+    `memory` (bytes) where that is more, at most 256 MiB: with the whole kernel traced, a burst
+    of the kernel's own work (the reader gets no CPU) overran 64 MiB in the amd64 guest (one
+    vCPU, 2 GiB: 278,467 of 2.5 M events lost) where 256 MiB lost none
+    (docs/benchmarks.md). --ring-size says otherwise."""
     want = event_bytes * (RING_EVENTS + RING_EVENTS_A_FUNCTION * max(0, functions - 64))
     size = MIB
     top = 64 * MIB if pointer_size == 8 else 16 * MIB
+    if pointer_size == 8:
+        while top < RING_MOST and top * 2 * 16 <= memory:
+            top *= 2
     while size < want and size < top:
         size *= 2
     return size
+
+
+RING_MOST = 256 * MIB  # the default ring's largest (ring_size)
+
+
+def memory_total() -> int:
+    """This machine's memory in bytes (/proc/meminfo's MemTotal), 0 where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def run(directory: Path, opts: Options, out=sys.stdout) -> int:
@@ -419,7 +442,8 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
         obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
     specs = (directory / (mode.specs or manifest["specs"])).read_bytes()
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
-        mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size))
+        mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size,
+        memory_total()))
     if mode.kind == "single":
         attach.enough_files(2 * len(keep) + 64)
     # One spec per function of the directory, however many (the object's own size is only a

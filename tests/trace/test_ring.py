@@ -19,6 +19,18 @@ def test_ring_size_follows_the_bytes_of_the_events_and_stays_a_power_of_two():
     assert run.ring_size(0, 0) == run.MIB
 
 
+def test_many_functions_take_up_to_a_sixteenth_of_memory_at_most_256_mib():
+    # The whole kernel (43,000 functions): 64 MiB where memory is 1 GiB or less (as before),
+    # 128 MiB with 2 GiB, 256 MiB from 4 GiB on; few functions keep their size.
+    gib = 1 << 30
+    assert [run.ring_size(100, 43_000, memory=m) for m in (0, gib // 2, gib, 2 * gib,
+                                                            4 * gib, 64 * gib)] == \
+        [64 * run.MIB] * 3 + [128 * run.MIB, 256 * run.MIB, 256 * run.MIB]
+    assert run.ring_size((112 + 88) / 2, 1, memory=64 * gib) == 16 * run.MIB
+    assert run.ring_size(100, 43_000, pointer_size=4, memory=64 * gib) == 16 * run.MIB
+    assert run.memory_total() > 0  # this machine's /proc/meminfo
+
+
 def test_a_32_bit_kernel_keeps_to_16_mib():
     # i386's vmalloc space refused a 64 MiB ring at load (ENOMEM) with a thousand functions.
     assert {run.ring_size(b, n, pointer_size=4) for b, n in ((100, 0), (1088, 1), (100, 50_000))
