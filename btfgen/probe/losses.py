@@ -70,9 +70,12 @@ def say_losses(now: Losses, said: Losses) -> Losses:
                   if now.behind_s >= BEHIND_S else "")
         scratch = (f"; {now.no_scratch} of them no scratch: more threads in the traced "
                    f"functions at once than the BPF side has slots for" if now.no_scratch else "")
-        print(f"{prog.NAME}: {now.lost} records lost so far (ring buffer full: the reader is "
-              f"behind; a larger --ring-size may help{scratch}), {now.missed} calls missed by "
-              f"the kernel{behind}", file=sys.stderr, flush=True)
+        # Why records are lost, only once some are (the kernel's misses alone are not the
+        # reader's doing).
+        why = (f" (ring buffer full: the reader is behind; a larger --ring-size may "
+               f"help{scratch})" if now.lost else "")
+        print(f"{prog.NAME}: {now.lost} records lost so far{why}, {now.missed} calls missed "
+              f"by the kernel{behind}", file=sys.stderr, flush=True)
         return now
     return said
 
