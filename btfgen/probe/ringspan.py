@@ -83,6 +83,7 @@ import struct
 import sys
 import time
 
+from .errors import RunError
 from .libbpf import fail, libbpf
 
 BUSY = 1 << 31
@@ -266,8 +267,9 @@ def ring_size(map_fd: int) -> int:
     return info.max_entries
 
 
-class RingError(RuntimeError):
-    """The ring holds what its protocol forbids (a committed record past producer_pos)."""
+class RingError(RunError):
+    """The ring holds what its protocol forbids (a committed record past producer_pos, a count
+    of records the headers do not hold): one line for the user, as the tracer's other errors."""
 
 
 class RingReader:
