@@ -52,8 +52,8 @@ def producer():
 
     made = []
 
-    def make(ring_bytes):
-        p = ringprog.Producer(ring_bytes)
+    def make(ring_bytes, counted=False):
+        p = ringprog.Producer(ring_bytes, counted)
         made.append(p)
         return p
 
@@ -63,11 +63,14 @@ def producer():
 
 
 @needs_bpf
-def test_every_record_in_order_mixed_sizes_and_discards(producer):
-    p = producer(1 << 20)
+@pytest.mark.parametrize("counted", [False, True], ids=["walked", "counted"])
+def test_every_record_in_order_mixed_sizes_and_discards(producer, counted):
+    # counted: the producer keeps the count (ringprog: as trace.bpf.c does), so every span
+    # (the producer done before each drain) is handed over raw, its runs found when asked.
+    p = producer(1 << 20, counted)
     sink = _Collect()
     want = []
-    with ringspan.RingReader(p.ring, sink) as reader:
+    with ringspan.RingReader(p.ring, sink, committed_fd=p.committed) as reader:
         plan = [((64,), 500, 0), ((40, 1080), 300, 8), ((24, 24, 200), 100, 0),
                 ((1080,), 200, 4), ((16, 32, 48, 64), 50, 0), ((20,), 7, 0)]
         for sizes, times, discard in plan:
@@ -80,6 +83,7 @@ def test_every_record_in_order_mixed_sizes_and_discards(producer):
         assert reader.drain() == 0
         # Everything handed over was given back to the producer.
         assert reader._cons[0] == reader._prod[0]
+        assert reader.raw_spans == (reader.spans if counted else 0) and reader.spans
     assert _read(sink.records) == want
 
 
@@ -101,13 +105,14 @@ def test_repeating_lengths_are_runs_not_records(producer):
 
 
 @needs_bpf
-def test_the_ring_wraps_many_times(producer):
+@pytest.mark.parametrize("counted", [False, True], ids=["walked", "counted"])
+def test_the_ring_wraps_many_times(producer, counted):
     size = 4 * 4096
-    p = producer(size)
+    p = producer(size, counted)
     sink = _Collect()
     rng = random.Random(5)
     want, held = [], 0
-    with ringspan.RingReader(p.ring, sink) as reader:
+    with ringspan.RingReader(p.ring, sink, committed_fd=p.committed) as reader:
         for _ in range(300):
             sizes = tuple(rng.choice((16, 24, 56, 104, 1080)) for _ in range(rng.randint(1, 3)))
             per_run = sum((s + 8 + 7) & ~7 for s in sizes)
@@ -129,6 +134,7 @@ def test_the_ring_wraps_many_times(producer):
         while reader.drain():
             pass
         assert reader._cons[0] == reader._prod[0] > 20 * size  # wrapped, many times over
+        assert reader.raw_spans == (reader.spans if counted else 0)
     assert _read(sink.records) == want
 
 
