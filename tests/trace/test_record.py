@@ -297,3 +297,37 @@ def test_descriptors_made_once_a_prototype_are_each_functions_own(tmp_path, arch
     for descs, name in ((one_by_one, "a"), (shared, "b")):
         recording.Writer(str(tmp_path / name), head, descs, mod.BYTE_ORDER).close(0)
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+
+
+def test_a_raw_span_whose_headers_do_not_hold_its_count_is_refused(tmp_path):
+    """A raw span (no runs: handed over on the BPF side's count) is checked against its own
+    headers: a record count they do not hold, or a header still BUSY, is refused in one line,
+    its checksums good."""
+    import zlib
+
+    path = tmp_path / "r.btfrec"
+    mod = MODULES["x86_64"]
+    synth.write(path, mod, synth.events(synth.descriptors(mod), 8, 1, "little"),
+                batch=4)  # span 2 of 2 raw
+    good = path.read_bytes()
+    raw = good.index(b"SPAN", good.index(b"SPAN") + 4)
+    _, n, nruns, nbytes, crc, _ = recording.SPAN_HEAD.unpack_from(good, raw)
+    assert nruns == 0 and n == 4
+
+    def resealed(records: int, body=None) -> bytes:
+        head = recording.SPAN_HEAD.pack(b"SPAN", records, 0, nbytes, crc, 0)
+        head = head[:-4] + zlib.crc32(head[:-4]).to_bytes(4, "little")
+        data = bytearray(good[:raw] + head + good[raw + len(head):])
+        if body:
+            at = raw + len(head)
+            data[at:at + nbytes] = body(bytearray(data[at:at + nbytes]))
+            checks = recording.checks(bytes(data[at:at + nbytes]))
+            data[at + nbytes:at + nbytes + len(checks)] = checks
+        return bytes(data)
+
+    assert "4 records, its head says 5" in _refused(tmp_path, resealed(5))
+
+    def busy(body):
+        body[3] |= 0x80  # the first header's BUSY bit (little-endian)
+        return body
+    assert "BUSY" in _refused(tmp_path, resealed(4, busy))
