@@ -58,16 +58,16 @@ repeats within the four before it), and its records go four to a run of one repe
 
 Where the BPF side counts what it commits (trace.bpf.c's `committed`, 64-bit builds: after each
 commit, one atomic add of the record's bytes in the ring plus 1 << COMMITTED_SHIFT; a discarded
-one would add only its bytes), no header
-need be walked at all while every record below producer_pos is committed: the reader reads the
-count, fences, reads producer_pos, and where the count's bytes are the producer's position, it
-hands over everything up to it as one RAW span (its runs found later, from its headers, by
-whoever needs them: the recording's reader on the host, the printer). The count read before
-producer_pos (a fence between) cannot agree with it by chance: the bytes not yet committed below
-the position would be a multiple of 2**COMMITTED_SHIFT, far more than a ring holds. The count's
-add follows the commit's xchg (fully ordered), so a count seen, then a fence, means those
-records' bytes are seen too; the span's bytes are read after that fence. Where the count does
-not agree (a record being written on another CPU), the reader walks as above.
+one would add only its bytes), no header need be walked while every record below producer_pos
+is committed: the reader reads the count, fences, reads producer_pos, and where the count's
+bytes are the producer's position, it hands over everything up to it as one RAW span (its runs
+found later, from its headers, by whoever needs them: the recording's reader on the host, the
+printer). The count read before producer_pos (a fence between) cannot agree with it by chance:
+the bytes not yet committed below the position would be a multiple of 2**COMMITTED_SHIFT, far
+more than a ring holds. The count's add follows the commit's xchg (fully ordered), so a count
+seen, then a fence, means those records' bytes are seen too; the span's bytes are read after
+that fence. Where the count does not agree (a record being written on another CPU), the reader
+walks as above.
 """
 
 from __future__ import annotations
@@ -632,7 +632,7 @@ class _SpanWalk(RingReader):
     """RingReader's walk over a raw span's bytes, already taken (u32 header words in this
     machine's order): the same runs, found at the same speed."""
 
-    def __init__(self, data) -> None:  # noqa: D107 - no ring: only what _walk reads
+    def __init__(self, data) -> None:  # no ring: only what _walk reads
         self.size = self._max_span = self._producer = len(data)
         self._mask = WRAP
         self._data = data
