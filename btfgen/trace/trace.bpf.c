@@ -102,16 +102,23 @@ struct {
 	__type(value, __u64);
 } committed SEC(".maps");
 
-/* After bpf_ringbuf_output returned 0: its commit (an xchg of the record's header, ordered
- * before what follows it) is then seen before this add by whoever sees the add. */
-static __always_inline void count_committed(__u32 size)
+/* After bpf_ringbuf_output (`sent`: what it returned, 0 when the record went in): its commit
+ * (an xchg of the record's header, ordered before what follows it) is then seen before this
+ * add by whoever sees the add. A global function, called whatever `sent` is: the verifier
+ * checks it once, on its own, where a branch at the call made it walk what follows twice over
+ * (a whole kernel's summary program went past its million instructions). */
+__attribute__((noinline)) int btfgen_count_committed(__u32 size, long sent)
 {
 	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&committed, &zero);
+	__u64 *n;
 
+	if (sent)
+		return 0;
+	n = bpf_map_lookup_elem(&committed, &zero);
 	if (n)
 		__sync_fetch_and_add(n, (((__u64)size + 8 /* the kernel's header */ + 7) & ~7ULL) +
 				     (1ULL << COMMITTED_SHIFT));
+	return 0;
 }
 #endif
 
@@ -506,11 +513,12 @@ static __always_inline int record(void *ctx, __u32 kind)
 		e->flags = loss_flags(tid) | TRACE_PAIRING(ctx, kind);
 		__u32 size = n <= sizeof(*e) ? n : sizeof(*e);
 
-		if (bpf_ringbuf_output(&events, e, size, wakeup()))
+		long sent = bpf_ringbuf_output(&events, e, size, wakeup());
+
+		if (sent)
 			note_loss(tid, LOST_RING_FULL);
 #ifdef BTFGEN_WIDE
-		else
-			count_committed(size);
+		btfgen_count_committed(size, sent);
 #endif
 		/* After the decoders: a branch before them made the verifier walk them once */
 		/* for each side (a whole kernel's fsession program past its million insns). */
