@@ -165,8 +165,17 @@ def stride(desc) -> int:
 
 def checks(data) -> bytes:
     """A version 3 span's checks of its bytes `data`: the crc32 of each CHUNK, padded to 8."""
-    view = memoryview(data)
-    return _packed([crc.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)])
+    return _packed(_crcs(memoryview(data)))
+
+
+def _crcs(view) -> list[int]:
+    """The crc32 of each CHUNK of `view`, taken here."""
+    return [crc.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)]
+
+
+def _threaded(nbytes: int) -> bool:
+    """Whether a span's checks are taken on the writer's thread while its bytes are written."""
+    return nbytes >= THREADED and crc.WHOSE == "zlib" and _SPARE_CPU
 
 
 def _take(view, todo, crcs: list[int]) -> None:
@@ -276,7 +285,7 @@ class Writer:
         head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
         give_back = span.give_back if raw else None
         if len(data) <= PIECE or give_back is None:
-            if len(data) < THREADED or crc.WHOSE != "zlib" or not _SPARE_CPU:
+            if not _threaded(len(data)):
                 self._write([head, table, data, checks(data)])
             else:
                 self._write([head, table])
@@ -289,8 +298,7 @@ class Writer:
             view, crcs = memoryview(data), []
             for at in range(0, len(view), PIECE):
                 piece = view[at:at + PIECE]
-                crcs += self._written(piece) if len(piece) >= THREADED and \
-                    crc.WHOSE == "zlib" and _SPARE_CPU else self._plain(piece)
+                crcs += self._written(piece) if _threaded(len(piece)) else self._plain(piece)
                 give_back(at + len(piece))
             self._write([_packed(crcs)])
         self.events += span.records
@@ -299,7 +307,7 @@ class Writer:
     def _plain(self, view) -> list[int]:
         """Write `view`; -> its chunks' CRCs, taken here."""
         self._write([view])
-        return [crc.crc32(view[at:at + CHUNK]) for at in range(0, len(view), CHUNK)]
+        return _crcs(view)
 
     def _written(self, view) -> list[int]:
         """Write `view`; -> its chunks' CRCs, taken on the thread while the bytes are written;
