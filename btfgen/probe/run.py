@@ -28,7 +28,7 @@ from .manifest import (
     load_manifest,
 )
 from .options import Options
-from .processes import Gated, everyone, processes
+from .processes import Gated, command_path, everyone, processes
 from .ringbuf import RingBuffer
 from .timings import Timings
 
@@ -108,6 +108,9 @@ def run(directory: Path, opts: Options, out=sys.stdout) -> int:
 def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
     timings = Timings(opts.timings)
     manifest = load_manifest(directory)
+    choice = processes(manifest, opts)
+    if choice.argv:  # a command that cannot run is said before the setup, not after it
+        command_path(choice.argv[0])
     with timings.stage("run: decoders load"):
         decoders = load_decoders(directory, manifest)
     for warning in check_target(manifest):
@@ -128,7 +131,7 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
             raise RunError("none of the functions can be traced on this kernel")
     else:
         keep = list(range(len(names)))
-    who = everyone(processes(manifest, opts))  # then each line says whose call it was
+    who = everyone(choice)  # then each line says whose call it was
     modes = attach.attach_modes(opts.attach, kernel, manifest, keep, adjust=lambda m: (
         summary.entry_only(m, manifest, bool(opts.record))))
     # Each function decoded by the module of the ctx it is attached through (the trampoline's
@@ -343,7 +346,7 @@ def _reader_first(recording: bool):
         return
     try:
         # PRIO_PROCESS of 0 on Linux: the calling thread only (nice is per thread); the traced
-        # command was forked before (Gated), at the tracer's nice before this.
+        # command was started before (Gated), at the tracer's nice before this.
         os.setpriority(os.PRIO_PROCESS, 0, READER_NICE)
     except OSError as e:
         print(f"{prog.NAME}: the reader stays at nice {was} (nice {READER_NICE} refused: "
