@@ -7,17 +7,19 @@ recording read back in the guest (its spans' checks, its events counted).
 
   python3 benchmarks/bench_whole_record.py [--target unstable-amd64] [--ring-size MIB]
                                            [--smp N] [--memory MIB] [--attach MODE]
-                                           [--profile]
+                                           [--rounds N] [--breakdown] [--profile]
 
 The functions: the guest's available_filter_functions that its BTF has, less btfgen's deny
-list, as bench_mass_attach.py's "all" (its WORKLOAD too). The tracer's own CPU time (user and
+list, as bench_mass_attach.py's "all" (its WORKLOAD too, --rounds N times over: ~90,000 events a
+round, made in about a second). The tracer's own CPU time (user and
 system, its children's apart) is said at its end. The guest has one vCPU as the live tests'
 have (the reader then runs only when the traced workload does not); --smp N gives it N (QEMU's
 TCG runs them on as many host threads). The guest has 2 GiB (--memory): the recording is
 written to its memory (its root is a RAM file system), and with 1 GiB, as the live tests'
 guests have, a run that kept 2 M events (~200 MB) beside the tracer (~550 MB resident with a
-whole kernel's decoders) was killed by the guest's OOM killer. Needs QEMU and the network once
-(the live tests' cache).
+whole kernel's decoders) was killed by the guest's OOM killer. --breakdown reads the recording
+back in the guest and prints its events a quarter second at a time: how many, whose (comm),
+which functions most. Needs QEMU and the network once (the live tests' cache).
 """
 
 from __future__ import annotations
@@ -43,6 +45,36 @@ from live_kernel.targets import TARGETS  # noqa: E402
 WORKLOAD = "ls -l /usr/lib >/dev/null; cat /proc/version /trace-all/trace.json >/dev/null; " \
            "i=0; while [ $i -lt 200 ]; do i=$((i+1)); done"
 
+# Run in the guest on the recording: its events a quarter second at a time (by their time
+# stamps), each line the count, the commands that made most, the functions entered most.
+BREAKDOWN = """\
+import collections, struct, sys
+sys.path.insert(0, '/trace-all')
+from btfgen_probe import recording
+reader = recording.Reader(sys.argv[1])
+names = {d[1]: d[0] for d in reader.descriptors}
+head = struct.Struct(('<' if reader.order == 'little' else '>') + 'II16sQII' + 'II')
+events = []
+for batch in reader.batches():
+    for raw in batch.events():
+        _tgid, _pid, comm, ns, _cpu, _flags, btf_id, kind = head.unpack_from(raw, 0)
+        events.append((ns, comm.split(b'\\0')[0].decode(errors='replace'), btf_id, kind))
+events.sort()
+step = 250_000_000
+print('seconds  events  commands (most events)  functions (most entries)')
+if events:
+    by_step = collections.defaultdict(list)
+    for e in events:
+        by_step[(e[0] - events[0][0]) // step].append(e)
+    for n in sorted(by_step):
+        these = by_step[n]
+        comms = collections.Counter(e[1] for e in these).most_common(3)
+        fns = collections.Counter(names.get(e[2], e[2]) for e in these if e[3] == 0)
+        print(f'{n * step / 1e9:7.2f} {len(these):7d}  '
+              + ', '.join(f'{c} {k}' for c, k in comms) + '  '
+              + ', '.join(f'{f} {k}' for f, k in fns.most_common(4)))
+"""
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
@@ -52,13 +84,16 @@ def main() -> int:
     ap.add_argument("--attach", default="auto",
                     help="the tracer's --attach (default auto: the trampoline in this guest)")
     ap.add_argument("--memory", type=int, default=2048, help="the guest's MiB (default 2048)")
+    ap.add_argument("--rounds", type=int, default=1, help="the workload this many times over")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="the recording's events a quarter second at a time: whose, which")
     ap.add_argument("--profile", action="store_true",
                     help="run the tracer under cProfile and print where its time went (the "
                          "profiler's own cost slows the reader: not for the figures)")
     args = ap.parse_args()
     target = TARGETS[args.target]
-    if args.smp < 1:
-        print("bench_whole_record: --smp must be at least 1", file=sys.stderr)
+    if args.smp < 1 or args.rounds < 1:
+        print("bench_whole_record: --smp and --rounds must be at least 1", file=sys.stderr)
         return 2
     if not target.qemu_available():
         print(f"skipped: {target.qemu[0]} is not installed")
@@ -79,6 +114,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-whole-record-") as tmp:
         out = Path(tmp) / "trace-all"
         functions = mass.build_trace(btf, target.arch, candidates, out)
+        (out / "breakdown.py").write_text(BREAKDOWN)
         g, py = mass.guest_with(k, {"trace-all": out})
         env = f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
         ring = f"--ring-size {args.ring_size} " if args.ring_size else ""
@@ -92,7 +128,8 @@ def main() -> int:
             tracer = "-m cProfile -o /tmp/prof"
         g.step("record", f"{env} {py.python} {tracer} /trace-all/btfgen_trace.py --run /trace-all "
                          f"--timings {ring}--attach {args.attach} --record /tmp/all.btfrec "
-                         f"-- sh -c '{WORKLOAD}' "
+                         f"-- sh -c 'n=0; while [ $n -lt {args.rounds} ]; do n=$((n+1)); "
+                         f"{WORKLOAD}; done' "
                          ">/dev/null 2>/tmp/err; rc=$?; cat /tmp/err; "
                          "echo \"bytes $(wc -c </tmp/all.btfrec)\"; exit $rc")
         g.step("check", f"{env} {py.python} -c \"import sys; sys.path.insert(0, '/trace-all'); "
@@ -100,6 +137,8 @@ def main() -> int:
                         "'/tmp/all.btfrec'); n = sum(b.count for b in r.batches()); "
                         "print('the recording holds', n, 'events; its end says', r.events, "
                         "'events,', r.lost, 'lost; cut:', r.cut)\" 2>&1")
+        if args.breakdown:
+            g.step("breakdown", f"{env} {py.python} /trace-all/breakdown.py /tmp/all.btfrec 2>&1")
         if args.profile:
             g.step("profile", f"{env} {py.python} -c \"import pstats; pstats.Stats('/tmp/prof')"
                               ".sort_stats('tottime').print_stats(30)\" 2>&1")
@@ -120,6 +159,8 @@ def main() -> int:
                   file=sys.stderr)
             return 1
         print(boot.section("check")[0].strip())
+        if args.breakdown:
+            print(boot.section("breakdown")[0].rstrip())
         if args.profile:
             print(boot.section("profile")[0].strip())
     return 0

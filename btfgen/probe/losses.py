@@ -130,7 +130,9 @@ def say_missed(missed: int, kernel: bool, trampoline: str = "", no_entry: int = 
         print(f"{prog.NAME}: {missed} calls missed by the kernel (runs of the programs it "
               "skipped: on the trampoline a call's entry or its exit each, the program "
               "already running on that CPU, in a task it preempted or one it interrupted; "
-              "recursion_misses and the kprobe link's missed counts)", file=sys.stderr)
+              "recursion_misses and the kprobe link's missed counts, which do not say whose "
+              "call it was: the tracer's own calls, which it never records, may be among them)",
+              file=sys.stderr)
         if trampoline == "fsession":
             print(f"{prog.NAME}: {no_entry} of them entries whose exit ran: those exits are "
                   "shown without their entry's arguments and duration, paired with no other "
