@@ -102,6 +102,12 @@ MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): tw
 # spans of MAX_SPAN. (recording.MAX_SPAN_BYTES, what a recording's reader takes, is more.)
 MAX_RAW_SPAN = 128 << 20
 COMMITTED_SHIFT = 36  # trace.bpf.c's: a record adds its ring bytes + 1 << this to the count
+# Looks at the count before a take walks. A record is uncounted from its reservation to its
+# add, a few instructions of the BPF side; with another CPU making records fast that window is
+# often open at one look (the 2-vCPU whole-kernel guest run: a third of the takes walked, 3 s of
+# the reader's CPU), and seldom at the next. A producer preempted inside the window (one CPU,
+# the trampoline's preemptible programs) keeps it open: then the walk.
+COUNT_LOOKS = 4
 _COUNT_MASK = (1 << 64) - 1
 LOOK = 8  # records walked one by one between two looks for a repeating period, at first
 LOOK_MAX = 64  # ... and at most, after looks that found none
@@ -380,25 +386,28 @@ class RingReader:
 
     def _take_counted(self) -> Span | None:
         """take() where the BPF side counts what it commits: all of it up to producer_pos as
-        one raw span where the count says it is committed, else a walk (no walk ahead: the
-        next take() looks at the count again)."""
+        one raw span where the count says it is committed, else (after COUNT_LOOKS looks) a
+        walk (no walk ahead: the next take() looks at the count again)."""
         fence, pos = self._fence, self._handed_end
-        count = self._committed[0]
-        if fence:
-            fence()  # the count before producer_pos, and before any byte the span holds
-        producer = self._prod[0]
-        avail = (producer - pos) & WRAP
-        if not avail:
-            return None
-        if avail > self.size:
-            raise RingError(f"producer position {producer} is {avail} bytes past the "
-                            f"consumer's {pos}, the ring holds {self.size}")
-        # Every record below `producer` committed: the count is its position's bytes, and the
-        # records handed over plus those between (not discarded), each 1 << COMMITTED_SHIFT.
-        rest = (count - producer - (self._handed_records << COMMITTED_SHIFT)) & _COUNT_MASK
-        n = rest >> COMMITTED_SHIFT
-        if not rest & ((1 << COMMITTED_SHIFT) - 1) and 0 < n <= avail // HEADER \
-                and avail <= self._max_raw:
+        for _ in range(COUNT_LOOKS):
+            count = self._committed[0]
+            if fence:
+                fence()  # the count before producer_pos, and before any byte the span holds
+            producer = self._prod[0]
+            avail = (producer - pos) & WRAP
+            if not avail:
+                return None
+            if avail > self.size:
+                raise RingError(f"producer position {producer} is {avail} bytes past the "
+                                f"consumer's {pos}, the ring holds {self.size}")
+            # Every record below `producer` committed: the count is its position's bytes, and
+            # the records handed over plus those between (not discarded), each
+            # 1 << COMMITTED_SHIFT.
+            rest = (count - producer - (self._handed_records << COMMITTED_SHIFT)) & _COUNT_MASK
+            n = rest >> COMMITTED_SHIFT
+            if rest & ((1 << COMMITTED_SHIFT) - 1) or not 0 < n <= avail // HEADER \
+                    or avail > self._max_raw:
+                continue
             begin = pos & self._mask
             self._handed_end = producer
             self._handed_records += n

@@ -338,6 +338,41 @@ def test_a_record_not_yet_counted_makes_the_reader_walk():
     assert _all(r) == expect[:30] and r.raw_spans == 0
 
 
+class _Looks:
+    """The count as the BPF side moves it while the reader looks: one value a look, the last
+    one kept."""
+
+    def __init__(self, counts):
+        self.counts, self.looks = list(counts), 0
+
+    def __getitem__(self, i):
+        assert i == 0
+        self.looks += 1
+        return self.counts[min(self.looks, len(self.counts)) - 1]
+
+
+def test_a_count_trailing_at_one_look_and_caught_up_at_the_next_is_a_raw_span():
+    # The record being counted on another CPU at the first look has its add at the second.
+    recs = [(64, False)] * 50
+    r, expect = _fake(1 << 16, 0, recs, None)
+    full = _counted(r, recs, None)._committed[0]
+    short = _counted(r, recs, None, uncounted={49})._committed[0]
+    r._committed = looks = _Looks([short, full])
+    span = r.take()
+    assert span.raw and r.raw_spans == 1 and looks.looks == 2
+    assert [bytes(x) for x in span] == expect
+
+
+def test_a_count_that_stays_short_is_walked_after_its_looks():
+    recs = [(64, False)] * 50
+    r, expect = _fake(1 << 16, 0, recs, None)
+    short = _counted(r, recs, None, uncounted={20})._committed[0]
+    r._committed = looks = _Looks([short])
+    span = r.take()
+    assert not span.raw and looks.looks == ringspan.COUNT_LOOKS
+    assert [bytes(x) for x in span] == expect and r.take() is None and r.raw_spans == 0
+
+
 @settings(max_examples=200, deadline=None)
 @given(records=st.lists(st.tuples(_LENGTHS, st.booleans()), max_size=80),
        busy=st.integers(-1, 100), late=st.sets(st.integers(0, 100), max_size=3),
