@@ -66,10 +66,10 @@ def ring_size(event_bytes: float, functions: int, pointer_size: int = 8,
     mean_event): room for RING_EVENTS of them and RING_EVENTS_A_FUNCTION more a function past
     64, as a power of two from 1 MiB up to 64 MiB (16 MiB on a 32-bit kernel, whose few hundred
     MiB of vmalloc space refused 64 at load on i386), or up to a sixteenth of the machine's
-    `memory` (bytes) where that is more, at most 256 MiB: with the whole kernel traced, a burst
-    of the kernel's own work (the reader gets no CPU) overran 64 MiB in the amd64 guest (one
-    vCPU, 2 GiB: 278,467 of 2.5 M events lost) where 256 MiB lost none
-    (docs/benchmarks.md). --ring-size says otherwise."""
+    `memory` (bytes) where that is more, at most 256 MiB: with the whole kernel traced, one
+    large process's exit (its pages torn down) is hundreds of thousands of events at once,
+    more than the reader writes in that time (the amd64 guest: docs/benchmarks.md, where the
+    tracer's own fork once made such a burst). --ring-size says otherwise."""
     want = event_bytes * (RING_EVENTS + RING_EVENTS_A_FUNCTION * max(0, functions - 64))
     size = MIB
     top = 64 * MIB if pointer_size == 8 else 16 * MIB
