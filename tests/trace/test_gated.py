@@ -90,6 +90,12 @@ def test_a_command_that_cannot_run_is_one_line(tmp_path, name, said):
         Gated([name])
 
 
-def test_a_name_is_found_on_path():
-    assert command_path("sh") == os.path.join(os.path.dirname(command_path("sh")), "sh")
-    assert os.access(command_path("sh"), os.X_OK)
+def test_a_name_is_found_on_path_as_execvp_finds_it(tmp_path, monkeypatch):
+    # The first file of that name on PATH that can run: one that cannot is passed over.
+    first, second = tmp_path / "a", tmp_path / "b"
+    for d, mode in ((first, 0o644), (second, 0o755)):
+        d.mkdir()
+        (d / "btfgen-demo").write_text("#!/bin/sh\nexit 0\n")
+        (d / "btfgen-demo").chmod(mode)
+    monkeypatch.setenv("PATH", f"{first}:{second}")
+    assert command_path("btfgen-demo") == str(second / "btfgen-demo")
