@@ -48,16 +48,16 @@ WORKLOAD = "ls -l /usr/lib >/dev/null; cat /proc/version /trace-all/trace.json >
 # Run in the guest on the recording: its events a quarter second at a time (by their time
 # stamps), each line the count, the commands that made most, the functions entered most.
 BREAKDOWN = """\
-import collections, struct, sys
+import collections, sys
 sys.path.insert(0, '/trace-all')
-from btfgen_probe import recording
+from btfgen_probe import recording, spec_format
 reader = recording.Reader(sys.argv[1])
 names = {d[1]: d[0] for d in reader.descriptors}
-head = struct.Struct(('<' if reader.order == 'little' else '>') + 'II16sQII' + 'II')
+head = spec_format.structs(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)[reader.order]
 events = []
 for batch in reader.batches():
     for raw in batch.events():
-        _tgid, _pid, comm, ns, _cpu, _flags, btf_id, kind = head.unpack_from(raw, 0)
+        _tgid, _pid, comm, ns, _cpu, _flags, btf_id, kind, _failed = head.unpack_from(raw, 0)
         events.append((ns, comm.split(b'\\0')[0].decode(errors='replace'), btf_id, kind))
 events.sort()
 step = 250_000_000

@@ -405,8 +405,9 @@ class RingReader:
             # 1 << COMMITTED_SHIFT.
             rest = (count - producer - (self._handed_records << COMMITTED_SHIFT)) & _COUNT_MASK
             n = rest >> COMMITTED_SHIFT
-            if rest & ((1 << COMMITTED_SHIFT) - 1) or not 0 < n <= avail // HEADER \
-                    or avail > self._max_raw:
+            if avail > self._max_raw:
+                break  # more than a raw span holds: walked, whatever the count says
+            if rest & ((1 << COMMITTED_SHIFT) - 1) or not 0 < n <= avail // HEADER:
                 continue
             begin = pos & self._mask
             self._handed_end = producer

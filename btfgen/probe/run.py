@@ -28,7 +28,7 @@ from .manifest import (
     load_manifest,
 )
 from .options import Options
-from .processes import Gated, command_path, everyone, processes
+from .processes import Gated, Processes, command_path, everyone, processes
 from .ringbuf import RingBuffer
 from .timings import Timings
 
@@ -172,7 +172,7 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
     try:
         status, lost = _trace(directory, manifest, decoders, opts, keep, sink, timings,
                               printer.flush_lines if printer else None, modes, rebind,
-                              summed, stop)
+                              summed, stop, choice)
     except BaseException:
         if made.get("writer"):
             made["writer"].abandon()
@@ -222,21 +222,23 @@ def _decode_as(view: DecoderView, directory: Path, manifest: dict, mode: attach.
 def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
            sink, timings: Timings | None = None, drained=None, modes=None,
            rebind=None, summed: summary.Summary | None = None,
-           stop: list[int] | None = None) -> tuple[int, tuple[int, int]]:
+           stop: list[int] | None = None,
+           choice: Processes | None = None) -> tuple[int, tuple[int, int]]:
     """(the exit status, records lost by why: losses.lost_by_reason); `sink(span)` takes each
     span of the ring's records (ringspan.Span); `drained()` after each drain of the ring
     buffer. `modes`: the ways to attach (attach.attach_modes); `rebind(mode)`: the sink for a
     mode fallen back to, where it decodes otherwise than the first; `summed` prints the
     summary maps every interval and at the end. `stop`: the signals caught since the run began
     (loop.catch_signals): one before anything is attached ends the run (Interrupted), one
-    after ends it as Ctrl-C while tracing does."""
+    after ends it as Ctrl-C while tracing does. `choice`: what runs and is reported
+    (processes(), as the caller found it)."""
     kernel = manifest["kind"] == "kernel"
     stop = [] if stop is None else stop
     if stop:
         raise Interrupted(stop[0])
     timings = timings or Timings(False)
     fork_offset = tracefs.child_pid_offset()
-    choice = processes(manifest, opts)
+    choice = choice or processes(manifest, opts)
     following = not everyone(choice)
     if following and fork_offset is None:
         print(f"{prog.NAME}: warning: no sched_process_fork event here: child processes "

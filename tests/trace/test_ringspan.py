@@ -373,6 +373,19 @@ def test_a_count_that_stays_short_is_walked_after_its_looks():
     assert [bytes(x) for x in span] == expect and r.take() is None and r.raw_spans == 0
 
 
+def test_more_than_a_raw_span_holds_is_walked_at_the_first_look():
+    # The count agrees, but the committed bytes pass what one raw span may hold: looking again
+    # cannot change that, so the reader walks at once, in spans it can cut.
+    recs = [(64, False)] * 50
+    r, expect = _fake(1 << 16, 0, recs, None)
+    full = _counted(r, recs, None)._committed[0]
+    r._committed = looks = _Looks([full])
+    r._max_raw = 1024
+    span = r.take()
+    assert not span.raw and looks.looks == 1
+    assert _all(r) == expect[span.records:] and [bytes(x) for x in span] == expect[:span.records]
+
+
 @settings(max_examples=200, deadline=None)
 @given(records=st.lists(st.tuples(_LENGTHS, st.booleans()), max_size=80),
        busy=st.integers(-1, 100), late=st.sets(st.integers(0, 100), max_size=3),
