@@ -174,6 +174,9 @@ class CtxInfo:
     # The ctx is an array of u64 slots (a BPF trampoline's: `ctx` is `u64 *`, a register is
     # ctx[K]), read in BPF through bpf_get_func_arg / bpf_get_func_ret, not a struct's fields.
     slots: bool = False
+    # Why the arch's kernel never hands this ctx to a callback with the arguments in it
+    # (CtxSpec.without_args); "" where it does.
+    without_args: str = ""
 
     @property
     def ret_slot(self) -> int | None:

@@ -31,7 +31,7 @@ class Plan:
     # addresses overlap on the arch and the BTF does not say which a pointer is.
     unguessable: tuple[str, ...] = ()
 
-    def files(self, langs=outputs.LANGS, *, specs_table: bool = True,
+    def files(self, langs=outputs.DEFAULT_LANGS, *, specs_table: bool = True,
               jobs: int = 1) -> dict[str, str]:
         """`btfgen -o DIR`'s files, name -> text: those of `langs`, and btfgen_filter.h beside
         the BPF header when there are filters."""

@@ -440,12 +440,13 @@ class Target:
                  jobs: int = 1, capture_budget: int | None = None) -> dict[str, str]:
         """The generated files, file name -> text, as `btfgen -o DIR` writes them: `plan`'s
         (same arguments, for kernel probes and uprobes alike) rendered for `langs`: "bpf",
-        "python", "json" (default: all); filters write btfgen_filter.h beside the BPF header;
+        "python", "json" (default: these three), "kernel" (kernel C, for the ftrace_regs or
+        pt_regs ctx); filters write btfgen_filter.h beside the BPF header;
         `specs`: with the generic decoder's C table. What was not done (DWARF not consulted,
         captures left out) is a `BtfgenWarning`."""
-        from btfgen.codegen.outputs import LANGS
+        from btfgen.codegen.outputs import DEFAULT_LANGS
 
-        langs = tuple(langs or LANGS)
+        langs = tuple(langs or DEFAULT_LANGS)
         parsed = _parsed_filters(filters)
         if parsed and "bpf" not in langs:
             raise BtfgenError("filters are BPF C: generate them with the \"bpf\" language")

@@ -259,6 +259,10 @@ class CtxSpec:
     # An array of words (`ctx NAME slots POOL`: a trampoline's u64 *ctx), not a struct: nothing
     # to look up in the BTF, no stack pointer, and the rules are the ctx's own (`ctx_rules`).
     slots: bool = False
+    # `without args "why"`: the arch's kernel never hands this ctx to a callback with the
+    # argument registers in it (x86-32's ftrace_regs: no DYNAMIC_FTRACE_WITH_ARGS); "" where it
+    # does. Placing for it still works (the layout is the struct's); kernel C refuses it.
+    without_args: str = ""
 
 
 @dataclass(frozen=True, slots=True)

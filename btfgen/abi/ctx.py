@@ -53,6 +53,7 @@ def _info(spec: CtxSpec, struct: str, size: int, source: str, entries: list) -> 
     return CtxInfo(
         name=spec.name, struct_name=struct, size=size, source=source, slots=spec.slots,
         sp_field=sp.field if sp else "", sp_offset=sp.offset if sp else None, registers=regs,
+        without_args=spec.without_args,
     )
 
 

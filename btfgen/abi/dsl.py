@@ -104,6 +104,13 @@ def _spell_terminal(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class _Without:
+    """`without args "why"` of a ctx, until the ctx statement takes it."""
+
+    why: str
+
+
 @dataclass
 class _Draft:
     """What the statements of one description said, before the checks that need all of them."""
@@ -317,6 +324,7 @@ class _ToConvention(lark.Transformer):
         self.draft.symbol_entry = SymbolEntry(found["nop"], found["thumb_nop"])
 
     def ctx_wraps(self, meta, kids):
+        without = kids.pop() if isinstance(kids[-1], _Without) else None
         name_tok, *structs, inner, member = kids
         if str(name_tok) not in CTX_NAMES:
             raise self.err(name_tok, f"ctx must be one of {', '.join(CTX_NAMES)}")
@@ -326,7 +334,14 @@ class _ToConvention(lark.Transformer):
             raise self.err(inner, f"ctx {name_tok} wraps {inner}, which is not described above")
         entries = tuple(replace(e, field=f"{member}.{e.field}") for e in wrapped.entries)
         names = tuple(str(s)[1:-1] for s in structs)
-        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), names, wrapped.size, entries)
+        self.draft.ctxs[str(name_tok)] = CtxSpec(str(name_tok), names, wrapped.size, entries,
+                                                 without_args=without.why if without else "")
+
+    def ctx_without(self, meta, kids):
+        why = str(kids[0])[1:-1]
+        if not why.strip():
+            raise self.err(kids[0], "without args: say why (a non-empty string)")
+        return _Without(why)
 
     def ctx_entry(self, meta, kids):
         hw, fld, off, *sz = kids

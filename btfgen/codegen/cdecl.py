@@ -7,6 +7,12 @@ Two ways to name a type:
 - "self": the header defines every struct/union it needs itself, under sanitised names, with the
   target's exact layout (packed, explicit padding, pointers as 32-bit integers on 32-bit
   targets), so no vmlinux.h is needed and cross-arch objects come out right.
+- "kernel": for kernel C, which includes the kernel's own headers and must redefine none of their
+  types: integers and enums as fixed-width types, pointers as native pointers (to `struct NAME`
+  where one struct has that name, declared forward, else `void *`), and a struct or union by
+  value as its bytes with its alignment. Which kernel header defines a struct is not in BTF, and
+  a definition of our own would clash with the kernel's; the bytes keep the layout, and code
+  that includes the right header casts them.
 Every declaration has the target's size, which is what the decoders rely on: they copy value bytes
 into fields by offset.
 """
@@ -62,7 +68,7 @@ class CTypes:
 
     table: T.TypeSource
     pointer_size: int
-    mode: str  # "vmlinux" | "self"
+    mode: str  # "vmlinux" | "self" | "kernel"
     max_align: int = 16
     definitions: list[Definition] = field(default_factory=list)
     forwards: dict[int, tuple[str, str]] = field(default_factory=dict)  # type id -> (kw, name)
@@ -137,6 +143,15 @@ class CTypes:
         self.definitions.append(Definition(kw, tag, lines, t.size, self.align(t)))
         self._defined[t.id] = tag
         return tag
+
+    def _kernel_pointee(self, s: T.Type, kw: str, decl: str) -> str | None:
+        """`struct NAME *` in kernel C where one struct (union) has that name in the BTF, with a
+        forward declaration (which completes nothing and clashes with no definition); None
+        (`void *`) for an anonymous or ambiguous one, whose name could be another type's."""
+        if not s.name or not self._nameable(kw, s.name):
+            return None
+        self.forwards.setdefault(s.id, (kw, s.name))
+        return f"{kw} {s.name} {decl}"
 
     # ---- self-contained definitions ---------------------------------------------------------
     def _members(self, t: T.Composite) -> list[str] | None:
@@ -241,6 +256,9 @@ class _Declarator(TypeWalk):
 
     def visit_ptr(self, t: T.Ptr, depth: int, decl: str) -> str | None:
         size = self.types.pointer_size
+        if self.types.mode == "kernel":  # native pointers, whatever their size
+            inner = self._pointee(t.type, f"*{decl}", depth)
+            return inner if inner is not None else f"void *{decl}"
         if size != 8:
             return f"__u{size * 8}{_sep(decl)}"
         inner = self._pointee(t.type, f"*{decl}", depth)
@@ -251,6 +269,8 @@ class _Declarator(TypeWalk):
 
     def visit_composite(self, t: T.Composite, depth: int, decl: str) -> str | None:
         types = self.types
+        if types.mode == "kernel":
+            return None  # its bytes: the kernel's headers define it, not this one
         kw = "struct" if isinstance(t, T.Struct) else "union"
         tag = types._tag(t, kw)
         types.external |= bool(tag) and types.mode == "vmlinux"
@@ -266,6 +286,8 @@ class _Declarator(TypeWalk):
             kw = "union" if is_union else "struct"
             if self.types.mode == "vmlinux":
                 return f"{kw} {s.name} {decl}" if is_c_ident(s.name) else None
+            if self.types.mode == "kernel":
+                return self.types._kernel_pointee(s, kw, decl)
             return f"{kw} {self.types._forward(s, kw)} {decl}"
         if isinstance(s, (T.FuncProto, T.Float)):
             return None

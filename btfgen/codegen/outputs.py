@@ -115,6 +115,11 @@ class _Files:
     def layout(self) -> str:
         return layout_text(self.arch)
 
+    def kernel(self) -> str:
+        from btfgen.codegen import kernel
+
+        return kernel.render(self.arch, self.table, self.plans, self.straight, self.captures)
+
 
 @dataclass(frozen=True, slots=True)
 class Output:
@@ -136,9 +141,13 @@ OUTPUTS = (
     Output("python", "python", lambda arch: f"btfgen_{py_ident(c_ident(arch))}.py",
            _Files.python, half=1),
     Output("layout", "json", lambda arch: "layout.json", _Files.layout, half=0),
+    Output("kernel", "kernel", lambda arch: "btfgen.kernel.h", _Files.kernel, half=0),
 )
 _BY_NAME = {o.name: o for o in OUTPUTS}
 LANGS = tuple(dict.fromkeys(o.lang for o in OUTPUTS))
+# What is generated unasked: kernel C is for a kernel ctx (fprobe's ftrace_regs, a kprobe's
+# pt_regs), asked for with its ctx.
+DEFAULT_LANGS = ("bpf", "python", "json")
 
 
 def file_name(output: str, arch: str) -> str:
@@ -151,7 +160,7 @@ def file_names(arch: str) -> dict[str, str]:
     return {o.name: o.file_name(arch) for o in OUTPUTS}
 
 
-def generate(arch: ArchLayout, table, langs=LANGS, *, self_contained: bool = False,
+def generate(arch: ArchLayout, table, langs=DEFAULT_LANGS, *, self_contained: bool = False,
              specs_table: bool = True, jobs: int = 1,
              captures: dict | None = None, more_plans: tuple = ()) -> dict[str, str]:
     """The files for `langs` (without the spec table unless `specs_table`); with `jobs` > 1

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from btfgen.codegen.outputs import LANGS
+from btfgen.codegen.outputs import DEFAULT_LANGS, LANGS
 from btfgen.commands.options import (
     add_btf_arguments,
     add_ctx_argument,
@@ -32,9 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a function name or glob (repeatable; default: every function)")
     parser.add_argument("--funcs-file", metavar="F",
                         help="a file of function names or globs, one per line, # comments")
-    add_ctx_argument(parser)
-    parser.add_argument("--lang", default=",".join(LANGS),
-                        help=f"comma-separated outputs among {', '.join(LANGS)} (default: all)")
+    add_ctx_argument(parser, default=None)
+    parser.add_argument("--lang", default=",".join(DEFAULT_LANGS),
+                        help=f"comma-separated outputs among {', '.join(LANGS)} (default: "
+                             f"{','.join(DEFAULT_LANGS)}; kernel: a header for kernel code's "
+                             f"fprobe/kprobe callbacks, whose --ctx is ftrace_regs unless given)")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="output directory (default: generated/<arch>/)")
     parser.add_argument("--self-contained", action="store_true",
@@ -142,6 +144,10 @@ def _run(args: argparse.Namespace, progress) -> int:
         filters = typed_filter.parse_options(args.filter)  # a syntax error before reading BTF
     if filters and "bpf" not in langs:
         raise BtfgenError("--filter writes BPF C: give it with --lang bpf")
+    if args.ctx is None:
+        # Kernel C's callbacks are fprobe's: struct ftrace_regs (every output of the run is
+        # placed for that one ctx, so that the Python module reads what the header records).
+        args.ctx = "ftrace_regs" if "kernel" in langs else "pt_regs"
     stage = _Stages(progress, 4)
     stage("reading BTF")
     target = open_options(args)
@@ -151,6 +157,10 @@ def _run(args: argparse.Namespace, progress) -> int:
     whole = not args.func and not args.funcs_file
     placement = target.placement(None if whole else funcs)
     arch = placement.layout
+    if "kernel" in langs:
+        from btfgen.codegen.kernel import check_ctx
+
+        check_ctx(arch)  # before anything is written
     print_notes(placement, quiet=args.quiet)
     stage("generating " + ", ".join(langs))
     from btfgen.commands.summary import summarize

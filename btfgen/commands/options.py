@@ -46,10 +46,11 @@ def jobs_count(text: str) -> int:
     return n
 
 
-def add_ctx_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ctx", choices=CTX_NAMES, default=CTX_NAMES[0],
+def add_ctx_argument(parser: argparse.ArgumentParser, default: str | None = CTX_NAMES[0]) -> None:
+    """--ctx; `default` None: the command chooses (and says which in its help)."""
+    parser.add_argument("--ctx", choices=CTX_NAMES, default=default,
                         help=f"the trace context register pieces refer to (default: "
-                             f"{CTX_NAMES[0]})")
+                             f"{default or 'ftrace_regs for --lang kernel, else ' + CTX_NAMES[0]})")
 
 
 def add_header_arguments(parser: argparse.ArgumentParser) -> None:

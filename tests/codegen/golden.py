@@ -102,3 +102,22 @@ def outputs(arch: str, ctx: str = "pt_regs") -> dict[str, str]:
 
     btf, layout = build(arch, ctx)
     return generate(layout, btf, self_contained=True)
+
+
+# The kernel C goldens (generated/examples/kernel/<arch>/): SOURCE's functions placed for the ctx a
+# kernel callback is handed on that arch (fprobe's ftrace_regs where the arch fills it with the
+# arguments, else a kprobe's pt_regs), with the Python module that reads the records it makes.
+KERNEL = GOLDEN / "kernel"
+
+
+def kernel_ctx(arch: str) -> str:
+    from btfgen.abi.arches import load_arch
+
+    return "pt_regs" if load_arch(arch).ctxs["ftrace_regs"].without_args else "ftrace_regs"
+
+
+def kernel_outputs(arch: str) -> dict[str, str]:
+    from btfgen.codegen.outputs import generate
+
+    btf, layout = build(arch, kernel_ctx(arch))
+    return generate(layout, btf, ("kernel", "python"))

@@ -101,15 +101,18 @@ def test_layout_text_is_the_layout_json_contract():
 
 
 def test_each_lang_writes_its_registry_entries_and_two_processes_the_same_bytes():
-    from btfgen.codegen.outputs import LANGS, OUTPUTS, file_names
+    from btfgen.codegen.outputs import DEFAULT_LANGS, LANGS, OUTPUTS, file_names
 
     table, arch = zoo.build()
     names = file_names(arch.arch)
-    assert len(set(names.values())) == len(OUTPUTS) and LANGS == ("bpf", "python", "json")
+    assert len(set(names.values())) == len(OUTPUTS)
+    assert LANGS == ("bpf", "python", "json", "kernel") and DEFAULT_LANGS == LANGS[:3]
     for lang in LANGS:
         got = generate(arch, table, (lang,))
         assert set(got) == {names[o.name] for o in OUTPUTS if o.lang == lang}
     assert set(generate(arch, table, ("bpf",), specs_table=False)) == {names["header"]}
     one = generate(arch, table)
-    assert set(one) == set(names.values())
+    assert set(one) == {names[o.name] for o in OUTPUTS if o.lang in DEFAULT_LANGS}
     assert generate(arch, table, jobs=2) == one
+    every = generate(arch, table, LANGS)
+    assert set(every) == set(names.values()) and generate(arch, table, LANGS, jobs=2) == every
