@@ -72,10 +72,15 @@ def debug_vmlinux(kernel: Kernel) -> Path:
 
 def module(kernel: Kernel, path: str) -> Path:
     """Module `path` (under kernel/, without .ko: "fs/binfmt_misc") of the kernel's modules
-    package, uncompressed (busybox's insmod takes a plain .ko), cached beside the package."""
+    package (bookworm's are in the image's package), uncompressed (busybox's insmod takes a plain
+    .ko), cached beside the package."""
     import lzma
 
-    deb = apt_for(kernel.target).download(f"linux-modules-{kernel.release}", kernel.version)
+    apt = apt_for(kernel.target)
+    package = f"linux-modules-{kernel.release}"
+    if apt.show(package, kernel.version) is None:
+        package = kernel.package
+    deb = apt.download(package, kernel.version)
     r = re.escape(kernel.release)
     found = debian.extract(deb, rf"/modules/{r}/kernel/{re.escape(path)}\.ko(\.xz)?$")
     ko = found[0]
