@@ -73,6 +73,9 @@ def test_module_built_for_the_kernel_loads(name):
     where = f"{name} {k.release}"
     loaded, rc = boot.section("load")
     assert rc == 0 and re.search(rf"^{NAME} \d+ 0 ", loaded, re.M), f"{where}: insmod:\n{loaded}"
+    # Unsigned (E, 8192) and out of tree (O, 4096): loaded all the same.
+    tainted = int(re.search(r"^tainted=(\d+)$", loaded, re.M).group(1))
+    assert tainted & 8192 and tainted & 4096, f"{where}: taint {tainted}"
     unloaded, rc = boot.section("unload")
     assert rc == 0, f"{where}: rmmod, or the module is still listed:\n{unloaded}"
     dmesg, _ = boot.section("dmesg")
