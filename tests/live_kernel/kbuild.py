@@ -88,13 +88,13 @@ def in_root(root: Path, cmd: list[str], what: str, error=debian.PackageError,
         what, error, tail)
 
 
-def _apt(root: Path, *args: str) -> list[str]:
+def _apt(*args: str) -> list[str]:
     return ["apt-get", "-q", "-y", "--no-install-recommends",
             "-oAcquire::Check-Valid-Until=false", "-oAcquire::Languages=none", *args]
 
 
 def chroot(suite: str) -> Path:
-    """The suite's build chroot (gcc of the suite's pinned kernel, make, an apt index), made once."""
+    """The suite's build chroot (the gcc of its pinned kernel, make, an apt index), made once."""
     abi, version = PINNED[suite]
     root = ROOTS / f"{suite}-{abi}-{version}"
     if (root / ".btfgen-ready").exists():
@@ -107,8 +107,10 @@ def chroot(suite: str) -> Path:
         if os.geteuid() != 0:
             raise debian.PackageError("building kernel modules needs root (chroot, unshare)")
         mirror = debian.mirror()
+        # Under the lock no one else is making it: a temporary tree left is a killed run's.
+        for stale in ROOTS.glob(f".tmp-{root.name}-*"):
+            _remove(stale)
         tmp = ROOTS / f".tmp-{root.name}-{os.getpid()}"
-        _remove(tmp)
         tmp.parent.mkdir(parents=True, exist_ok=True)
         try:
             # debootstrap mounts proc and sysfs in the target: in a mount namespace of its own,
@@ -119,9 +121,9 @@ def chroot(suite: str) -> Path:
             (tmp / "etc/apt/sources.list").write_text(
                 f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {mirror} "
                 f"{suite} main\n")
-            in_root(tmp, _apt(tmp, "update"), f"apt-get update in the {suite} chroot")
+            in_root(tmp, _apt("update"), f"apt-get update in the {suite} chroot")
             gcc = _suite_gcc(suite)
-            in_root(tmp, _apt(tmp, "install", gcc, "make"),
+            in_root(tmp, _apt("install", gcc, "make"),
                     f"installing {gcc} and make in the {suite} chroot")
             in_root(tmp, ["apt-get", "clean"], "apt-get clean")
             (tmp / "build").mkdir(exist_ok=True)
@@ -215,7 +217,7 @@ def prepare(target: Target) -> tuple[Path, str, str]:
                                           f"{target.name}")
             packages.append(f"{gcc}-{cross.rstrip('-')}")
         try:
-            in_root(root, _apt(root, "install", *packages),
+            in_root(root, _apt("install", *packages),
                     f"{target.name}: installing {' '.join(packages)} in the {target.suite} chroot")
         except debian.PackageError as e:
             raise debian.PackageError(
