@@ -19,7 +19,7 @@ Target (issue 14): >= 20 M records/s for scalar-only functions.
 
 With --formats, the recording formats back to back instead (the machine's load moves the
 figure more than anything else): BENCH_RECORDS records written in each format by its own writer
-(1: tests/trace/recording_v1.py, 2: tests/trace/recording_v2.py, 3: today's writer with
+(1: tests/recordings/recording_v1.py, 2: tests/recordings/recording_v2.py, 3: today's writer with
 every span's runs, 4: today's, every second span raw, as the tracer writes a span it handed over
 on the BPF side's count), then
 columnar.record_batches over each in turn, the order alternating, BENCH_ROUNDS rounds (and
@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "trace"))
+sys.path.insert(0, str(ROOT / "tests" / "recordings"))
 
 import synth  # noqa: E402
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "trace"))
+sys.path.insert(0, str(ROOT / "tests" / "recordings"))
 
 import datasets  # noqa: E402
 import synth  # noqa: E402

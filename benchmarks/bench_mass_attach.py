@@ -80,21 +80,21 @@ say("decoders", t() - a)
 if sys.argv[2:] == ["fork"]:  # as the run side forks the command it will trace
     from btfgen_probe.processes import Gated
     child = Gated(["true"])
-keep = list(range(len(m["functions"])))
-names = [m["functions"][i] for i in keep]
-specs = (d / m["specs"]).read_bytes()
+keep = list(range(len(m.functions)))
+names = [m.functions[i] for i in keep]
+specs = (d / m.specs).read_bytes()
 a = t()
-cookie = mf.cookies(dec, specs, len(m["functions"]), m["byte_order"])
+cookie = mf.cookies(dec, specs, len(m.functions), m.byte_order)
 say("cookies", t() - a)
 held = []
 attach.attach_functions = lambda *args: held.append(args)
 mode = attach.attach_modes("session", True, m)[0]
-obj = BpfObject(str(d / mode.object), bpf_syscall=m["bpf_syscall"])
+obj = BpfObject(str(d / mode.object), bpf_syscall=m.bpf_syscall)
 a = t()
 run._load_and_attach(obj, d, mode, m, Options(command=[]), keep, 0, None, False,
                      tm.Timings(False), dec)
 say("load", t() - a)
-empty = BpfObject("/empty.bpf.o", bpf_syscall=m["bpf_syscall"])
+empty = BpfObject("/empty.bpf.o", bpf_syscall=m.bpf_syscall)
 empty.expect_kprobe_multi("empty_session", session=True)
 empty.load()
 cooks = [cookie[i] for i in keep]

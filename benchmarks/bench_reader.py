@@ -312,8 +312,8 @@ def build(work: Path, records: int) -> Setup:
             *(name for name, _ in SIZES)], "btfgen trace --build")
     manifest = load_manifest(directory)
     decoders = load_decoders(directory, manifest)
-    names, order = manifest["functions"], manifest["byte_order"]
-    specs = (directory / manifest["specs"]).read_bytes()
+    names, order = manifest.functions, manifest.byte_order
+    specs = (directory / manifest.specs).read_bytes()
     keys = {name: names.index(name) for name, _ in SIZES}
     sizes, source = {}, ""
     for name in keys:
@@ -327,7 +327,7 @@ def build(work: Path, records: int) -> Setup:
             str(work / "producer.bpf.c"), "-o", str(work / "producer.bpf.o")],
            "compiling the producer")
     c_reader, c_missing = build_c_reader(work)
-    obj = BpfObject(str(work / "producer.bpf.o"), bpf_syscall=manifest["bpf_syscall"])
+    obj = BpfObject(str(work / "producer.bpf.o"), bpf_syscall=manifest.bpf_syscall)
     try:
         for ring in range(RINGS):
             obj.set_max_entries(f"events{ring}",
@@ -502,7 +502,7 @@ class RecordReader:
 
         self.setup, self.path = setup, setup.work / f"bench-{fd}.rec"
         self.writer = None
-        self.ring = run.reader(fd, Behind(self._span, setup.manifest["byte_order"]).span,
+        self.ring = run.reader(fd, Behind(self._span, setup.manifest.byte_order).span,
                                committed_fd)
 
     def _span(self, span) -> None:
@@ -543,11 +543,11 @@ class TextReader:
 
         m = setup.manifest
         self.out = _Lines()
-        self.printer = output.Printer(LazyFunctions(setup.decoders, m["functions"],
-                                                    m["btf_ids"]),
-                                      m["byte_order"], self.out, batch=True)
+        self.printer = output.Printer(LazyFunctions(setup.decoders, m.functions,
+                                                    m.btf_ids),
+                                      m.byte_order, self.out, batch=True)
 
-        self.ring = run.reader(fd, Behind(self.printer.records, m["byte_order"]).span)  # run's
+        self.ring = run.reader(fd, Behind(self.printer.records, m.byte_order).span)  # run's
 
     def read(self, expect: int) -> Read:
         before = self.out.lines

@@ -49,7 +49,7 @@ calls, rounds = int(sys.argv[1]), int(sys.argv[2])
 trace = manifest.load_manifest(Path("/trace"))
 decoders = manifest.load_decoders(Path("/trace"), trace)
 tracefs.mount_tracefs()
-keep, _ = tracefs.traceable(trace["functions"])
+keep, _ = tracefs.traceable(trace.functions)
 LOOP = ("import os, time\nn = int(os.environ['CALLS'])\nt = time.perf_counter_ns()\n"
         "for _ in range(n): os.umask(0o22)\n"
         "open('/tmp/loop', 'w').write(str(time.perf_counter_ns() - t))\n")
@@ -72,7 +72,7 @@ def once(kind):
     obj, events, row = None, [0], {"mode": kind}
     if kind != "none":
         mode = attach.attach_modes(kind, True, trace)[0]
-        obj = bpf_object.BpfObject(f"/trace/{mode.object}", bpf_syscall=trace["bpf_syscall"])
+        obj = bpf_object.BpfObject(f"/trace/{mode.object}", bpf_syscall=trace.bpf_syscall)
         start = time.perf_counter()
         run._load_and_attach(obj, Path("/trace"), mode, trace,
                              run.Options([], attach=kind, ring_mib=64), keep, child.pid, None,

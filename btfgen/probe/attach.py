@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from . import features, prog
 from .errors import BpfLoadError, InputError, RunError
-from .manifest import KERNEL_BTF
+from .manifest import KERNEL_BTF, Manifest
 from .syscall import (
     BPF_TRACE_FENTRY_MULTI,
     BPF_TRACE_FEXIT_MULTI,
@@ -52,7 +52,7 @@ class AttachMode(NamedTuple):
         return self.kind in ("tracing_multi", "fsession")
 
 
-def attach_modes(asked: str, kernel: bool, manifest: dict,
+def attach_modes(asked: str, kernel: bool, manifest: Manifest,
                  keep: list[int] | None = None, adjust=None) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
     one is tried and why. `auto` takes one fsession.multi link where the kernel and the trace
@@ -68,7 +68,7 @@ def attach_modes(asked: str, kernel: bool, manifest: dict,
         if tramp.programs != ("trace_session",):
             print(f"{prog.NAME}: {FENTRY_PAIR_UNPAIRED}", file=sys.stderr)
         return [tramp]
-    if asked == "auto" and kernel and manifest.get("trampoline"):
+    if asked == "auto" and kernel and manifest.trampoline:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is not None:
             # Its fallbacks, should the kernel refuse the link: the kprobe modes, unsaid
@@ -105,7 +105,7 @@ FENTRY_PAIR_UNPAIRED = ("warning: the fentry.multi and fexit.multi programs are 
                         "(an fsession.multi link, or --attach session, pairs them)")
 
 
-def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
+def _kprobe_modes(asked: str, kernel: bool, manifest: Manifest,
                   quiet: bool = False) -> list[AttachMode]:
     """attach_modes without the trampoline, unsaid."""
     modes = []
@@ -126,7 +126,7 @@ def _kprobe_modes(asked: str, kernel: bool, manifest: dict,
     return modes
 
 
-def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
+def _trampoline_mode(asked: str, kernel: bool, manifest: Manifest,
                      keep: list[int] | None) -> tuple[AttachMode | None, str]:
     """The trampoline's mode for `asked` ("tracing-multi": the first of tracing-multi this
     kernel has; "fentry-multi": its fentry.multi / fexit.multi pair; "fsession"; "auto": an
@@ -134,20 +134,19 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     the functions traceable here (all: None)."""
     if not kernel:
         return None, "the trampoline is for kernel functions (--kernel)"
-    tramp = manifest.get("trampoline")
+    tramp = manifest.trampoline
     if not tramp:
         return None, ("this trace directory has no trampoline programs (built for a kernel "
                       "whose BTF has no BPF_TRACE_FSESSION or BPF_TRACE_FENTRY_MULTI, for an "
                       "arch without a trampoline context, or by an older btfgen)")
     if not _same_btf(manifest):
         # The link names functions by BTF id: another kernel's ids are other functions.
-        return None, (f"the trace directory was built for the BTF of {manifest['btf']}, not "
+        return None, (f"the trace directory was built for the BTF of {manifest.btf}, not "
                       "this kernel's, and the trampoline names functions by BTF id")
-    names = manifest["functions"]
+    names = manifest.functions
     here = range(len(names)) if keep is None else keep
     # What it cannot take of the functions traced here: on a kprobe link of the run.
-    refused = {str(i): tramp.get("refused", {})[str(i)] for i in here
-               if str(i) in tramp.get("refused", {})}
+    refused = {str(i): tramp.refused[str(i)] for i in here if str(i) in tramp.refused}
     taken = len(here) - len(refused)
     if not taken:
         first = next(iter(refused.items()), None)
@@ -156,7 +155,7 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     rest = None
     if refused:
         rest = _kprobe_modes("auto", kernel, manifest, quiet=True)[0]
-    objects = tramp["objects"]
+    objects = tramp.objects
     if asked == "fsession":
         if "fsession" not in objects:
             return None, ("this trace directory has no fsession program (built for a kernel "
@@ -171,14 +170,14 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
         return AttachMode("fsession", objects["fsession"], ("trace_session",),
                           f"one fsession program per function ({taken})",
                           "as asked" + _rest_said(rest, refused),
-                          (BPF_TRACE_FSESSION,), tramp["specs"], rest), ""
+                          (BPF_TRACE_FSESSION,), tramp.specs, rest), ""
     if "fsession_multi" not in objects and "fentry_multi" not in objects:
         return None, ("this trace directory has no tracing_multi programs (built for a kernel "
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
     # A function it takes, for the probe's link: an arch may load the program and refuse that.
     first = next(i for i in here if str(i) not in refused)
-    variant, why = features.tracing_multi_support(manifest["bpf_syscall"],
-                                                  manifest["btf_ids"][first],
+    variant, why = features.tracing_multi_support(manifest.bpf_syscall,
+                                                  manifest.btf_ids[first],
                                                   pair_only=asked == "fentry-multi")
     if variant is None:
         return None, why
@@ -198,14 +197,14 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: dict,
     if variant == "fsession_multi":
         return AttachMode("tracing_multi", objects["fsession_multi"], ("trace_session",),
                           "one fsession.multi link", how + _rest_said(rest, refused),
-                          (BPF_TRACE_FSESSION_MULTI,), tramp["specs"], rest), ""
+                          (BPF_TRACE_FSESSION_MULTI,), tramp.specs, rest), ""
     return AttachMode("tracing_multi", objects["fentry_multi"], ("trace_entry", "trace_exit"),
                       "fentry.multi and fexit.multi links", how + _rest_said(rest, refused),
-                      (BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT_MULTI), tramp["specs"],
+                      (BPF_TRACE_FENTRY_MULTI, BPF_TRACE_FEXIT_MULTI), tramp.specs,
                       rest), ""
 
 
-def kprobe_mode(manifest: dict) -> AttachMode:
+def kprobe_mode(manifest: Manifest) -> AttachMode:
     """The kprobe link a trampoline run makes for what the trampoline does not take."""
     return _kprobe_modes("auto", True, manifest, quiet=True)[0]
 
@@ -218,43 +217,43 @@ def _rest_said(rest: AttachMode | None, refused: dict) -> str:
             f"{rest.said}")
 
 
-def _same_btf(manifest: dict) -> bool:
+def _same_btf(manifest: Manifest) -> bool:
     """Whether the trace directory was built for this kernel's BTF (its digest), and for the
     module's as loaded (--module: its functions' ids are its BTF object's)."""
     import hashlib
 
-    want = manifest.get("btf_sha256")
-    module = manifest.get("btf_module")
+    want = manifest.btf_sha256
+    module = manifest.btf_module
     try:
         return (bool(want) and hashlib.sha256(KERNEL_BTF.read_bytes()).hexdigest() == want
                 and (not module or hashlib.sha256(
-                    (KERNEL_BTF.parent / module["name"]).read_bytes()).hexdigest()
-                    == module["btf_sha256"]))
+                    (KERNEL_BTF.parent / module.name).read_bytes()).hexdigest()
+                    == module.btf_sha256))
     except OSError:
         return False
 
 
-def by_btf_object(manifest: dict, keep: list[int]) -> tuple[list[int], list[int]]:
+def by_btf_object(manifest: Manifest, keep: list[int]) -> tuple[list[int], list[int]]:
     """(the functions of `keep` in the kernel's BTF, those in the module's: --module), by
     their BTF ids (a split BTF's own ids come after its base's)."""
-    module = manifest.get("btf_module")
+    module = manifest.btf_module
     if not module:
         return list(keep), []
-    ids, first = manifest["btf_ids"], module["first_id"]
+    ids, first = manifest.btf_ids, module.first_id
     return [i for i in keep if ids[i] < first], [i for i in keep if ids[i] >= first]
 
 
-def trampoline_split(manifest: dict, keep: list[int]) -> tuple[list[int], list[int]]:
+def trampoline_split(manifest: Manifest, keep: list[int]) -> tuple[list[int], list[int]]:
     """(the functions of `keep` the trampoline takes, those left to its kprobe link)."""
-    refused = manifest.get("trampoline", {}).get("refused", {})
+    refused = manifest.trampoline.refused if manifest.trampoline else {}
     return ([i for i in keep if str(i) not in refused], [i for i in keep if str(i) in refused])
 
 
-def _session_mode(kernel: bool, manifest: dict) -> tuple[AttachMode | None, str]:
-    objects = manifest.get("session_objects")
+def _session_mode(kernel: bool, manifest: Manifest) -> tuple[AttachMode | None, str]:
+    objects = manifest.session_objects
     if not objects:
         return None, "this trace directory has no session program (built by an older btfgen)"
-    variant, why = features.session_support(manifest["bpf_syscall"], kernel)
+    variant, why = features.session_support(manifest.bpf_syscall, kernel)
     if variant is None:
         return None, why
     kind = "kprobe" if kernel else "uprobe"
@@ -262,10 +261,10 @@ def _session_mode(kernel: bool, manifest: dict) -> tuple[AttachMode | None, str]
                       f"one {kind}.session link"), ""
 
 
-def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = False,
+def _pair_or_single(asked: str, kernel: bool, manifest: Manifest, quiet: bool = False,
                     no_session: str = "") -> AttachMode:
     """multi or single: kprobe_multi (uprobe_multi) pairs where the kernel has them in auto."""
-    pair, obj = ("trace_entry", "trace_exit"), manifest["object"]
+    pair, obj = ("trace_entry", "trace_exit"), manifest.object
     multi = AttachMode("multi", obj, pair, "kprobe_multi links" if kernel else
                        "uprobe_multi links", "as asked" if asked == "multi" else no_session)
     single = AttachMode("single", obj, pair, "one kprobe and kretprobe per function" if kernel
@@ -274,7 +273,7 @@ def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = Fals
     if asked != "auto":
         return single if asked == "single" else multi
     why = (features.kprobe_multi_unavailable if kernel else
-           features.uprobe_multi_unavailable)(manifest["bpf_syscall"])
+           features.uprobe_multi_unavailable)(manifest.bpf_syscall)
     if why is None:
         return multi
     also = features.kprobes_unavailable() if kernel else None
@@ -283,7 +282,7 @@ def _pair_or_single(asked: str, kernel: bool, manifest: dict, quiet: bool = Fals
     return single._replace(why=why)
 
 
-def attach_trampoline(obj, manifest: dict, keep: list[int], mode: AttachMode,
+def attach_trampoline(obj, manifest: Manifest, keep: list[int], mode: AttachMode,
                       cookie: list[int], more=None) -> list[int]:
     """The trampoline's links for the functions of `keep` (trampoline_split's first list):
     a tracing_multi link a program and BTF object (the kernel's; the module's, its program
@@ -291,7 +290,7 @@ def attach_trampoline(obj, manifest: dict, keep: list[int], mode: AttachMode,
     the object, loaded with its own fsession program on `name` and the maps of `obj`, of each
     function after the first). -> the module's functions whose link the kernel refused (for
     a kprobe link of the run), said."""
-    ids = manifest["btf_ids"]
+    ids = manifest.btf_ids
     if mode.kind == "tracing_multi":
         kernel, module = by_btf_object(manifest, keep)
         for program, attach_type in zip(mode.programs, mode.attach_types):
@@ -301,9 +300,9 @@ def attach_trampoline(obj, manifest: dict, keep: list[int], mode: AttachMode,
                                          _MULTI_SAID[attach_type])
         return _attach_module(obj, manifest, module, mode, cookie) if module else []
     for n, i in enumerate(keep):
-        target = obj if n == 0 else more(manifest["functions"][i])
+        target = obj if n == 0 else more(manifest.functions[i])
         target.attach_tracing(mode.programs[0], BPF_TRACE_FSESSION, cookie[i],
-                              f"fsession on {manifest['functions'][i]}")
+                              f"fsession on {manifest.functions[i]}")
         if target is not obj:
             obj.links.extend(target.links)
     return []
@@ -313,16 +312,16 @@ _MULTI_SAID = {BPF_TRACE_FSESSION_MULTI: "fsession.multi", BPF_TRACE_FENTRY_MULT
                BPF_TRACE_FEXIT_MULTI: "fexit.multi"}
 
 
-def _attach_module(obj, manifest: dict, module: list[int], mode: AttachMode,
+def _attach_module(obj, manifest: Manifest, module: list[int], mode: AttachMode,
                    cookie: list[int]) -> list[int]:
     """The module's tracing_multi link(s): each program loaded again against the module's
     BTF object, its link on the module's own ids. Refused (the module's BTF not found, the
     program or the link refused): none made, and `module` handed back, said."""
     from .syscall import kernel_btf_fd
 
-    name, ids = manifest["btf_module"]["name"], manifest["btf_ids"]
+    name, ids = manifest.btf_module.name, manifest.btf_ids
     made = len(obj.links)
-    fd = kernel_btf_fd(manifest["bpf_syscall"], name)
+    fd = kernel_btf_fd(manifest.bpf_syscall, name)
     try:
         if fd is None:
             raise BpfLoadError(f"no BTF object of module {name} in the kernel (not loaded?)")
@@ -350,14 +349,14 @@ def _attach_module(obj, manifest: dict, module: list[int], mode: AttachMode,
     return []
 
 
-def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
+def attach_functions(obj, manifest: Manifest, keep: list[int], mode: AttachMode,
             cookie: list[int], stopped=lambda: False) -> None:
     """`stopped()`: the run was signalled; single probes, one at a time (thousands take
     seconds), stop being attached then (the run ends with what it has)."""
     # No pid on the uprobe links: the processes to trace are the BPF side's `followed` set,
     # which grows as they fork.
-    kernel = manifest["kind"] == "kernel"
-    names = [manifest["functions"][i] for i in keep]
+    kernel = manifest.kind == "kernel"
+    names = [manifest.functions[i] for i in keep]
     session = mode.kind == "session"
     unprobed: list[str] = []
     for program, ret in zip(mode.programs, (False, True)):
@@ -367,8 +366,8 @@ def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
                 if stopped():
                     return
                 if not kernel:
-                    obj.attach_uprobe(program, manifest["program"], name, cookie=cookie[i],
-                                      retprobe=ret, offset=manifest["offsets"][i])
+                    obj.attach_uprobe(program, manifest.program, name, cookie=cookie[i],
+                                      retprobe=ret, offset=manifest.offsets[i])
                     continue
                 if name in unprobed:
                     continue
@@ -385,9 +384,9 @@ def attach_functions(obj, manifest: dict, keep: list[int], mode: AttachMode,
             obj.attach_kprobe_multi(program, names, [cookie[i] for i in keep], retprobe=ret,
                                     session=session)
         else:
-            obj.attach_uprobe_multi(program, manifest["program"], names,
+            obj.attach_uprobe_multi(program, manifest.program, names,
                                     [cookie[i] for i in keep], retprobe=ret,
-                                    offsets=[manifest["offsets"][i] for i in keep],
+                                    offsets=[manifest.offsets[i] for i in keep],
                                     session=session)
     if unprobed:
         if len(unprobed) == len(names):

@@ -3,7 +3,7 @@ programs (uprobes and kprobes one function a link, through libbpf; kprobe_multi 
 uprobe_multi links, as pairs or one session link, through the raw syscall), each link kept
 for close().
 
-    obj = BpfObject("trace.bpf.o", bpf_syscall=manifest["bpf_syscall"])
+    obj = BpfObject("trace.bpf.o", bpf_syscall=manifest.bpf_syscall)
     obj.load()
     link = obj.attach_uprobe("on_entry", "/usr/bin/prog", "parse")
     with RingBuffer(obj.map_fd("events"), lambda raw: print(raw.hex())) as rb:

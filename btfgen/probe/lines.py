@@ -14,7 +14,7 @@ Anything the handler does not make as output.Printer's general path would -- a v
 read left out, a capture that was not read, a record shorter than its decoder reads, names that
 repeat, a failed call under --errors -- it hands back to that general path (`general(raw)`)
 before doing anything else (no call opened or closed), so the lines are the general path's,
-byte for byte (tests/trace/test_batch_lines.py compares them).
+byte for byte (tests/probe/test_batch_lines.py compares them).
 
 Standard library only: part of the run side, copied into every trace directory.
 """

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from . import prog
 from .errors import RunError
+from .manifest import Manifest
 from .options import Options
 
 
@@ -20,15 +21,15 @@ class Processes:
     pid: int  # else report this process and its children; 0: every process but the tracer
 
 
-def processes(manifest: dict, opts: Options) -> Processes:
+def processes(manifest: Manifest, opts: Options) -> Processes:
     """A program is run (its arguments after --) unless --pid; a library (the manifest's
     `library`: only a probe target, never run, though glibc's libc.so.6 would run) and the
     kernel are traced in the command after --, in --pid, or else in every process."""
     if opts.pid:
         return Processes(None, opts.pid)
-    if manifest["kind"] == "kernel" or manifest.get("library"):
+    if manifest.kind == "kernel" or manifest.library:
         return Processes(tuple(opts.command) or None, 0)
-    return Processes((manifest["program"], *opts.command), 0)
+    return Processes((manifest.program, *opts.command), 0)
 
 
 def everyone(choice: Processes) -> bool:

@@ -118,8 +118,8 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
     reason = features.bpf_unavailable()
     if reason:
         raise RunError(f"BPF unavailable: {reason}")
-    kernel = manifest["kind"] == "kernel"
-    names = manifest["functions"]
+    kernel = manifest.kernel
+    names = manifest.functions
     tracefs.mount_tracefs()
     if kernel:
         with timings.stage("run: symbol check"):
@@ -143,7 +143,7 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
     # event comes through the ring unless --record asks for them too.
     summed = summary.Summary(manifest, decoders, out, as_json=opts.as_json,
                              interval=opts.interval, map_size=opts.map_size) \
-        if manifest.get("summary") else None
+        if manifest.summary else None
     made: dict = {}  # the recording being written: a fallback writes it again
     with timings.stage("run: output setup"):
         if opts.record:
@@ -152,7 +152,7 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
         elif summed:
             sink = _no_events
         else:
-            printer = output.Printer(LazyFunctions(view, names, manifest["btf_ids"]),
+            printer = output.Printer(LazyFunctions(view, names, manifest.btf_ids),
                                      decoders.BYTE_ORDER, out, who=who, errors=opts.errors,
                                      as_json=opts.as_json, prog=prog.NAME, batch=True,
                                      bytes_as=opts.bytes_as)
@@ -160,9 +160,10 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
             # (its bytes are the producer's again after the span).
             sink = printer.records
 
-    def rebind(mode: attach.AttachMode):
-        """The sink for `mode`, attached in place of the first (nothing recorded yet)."""
-        _decode_as(view, directory, manifest, mode, keep)
+    def rebind(mode: attach.AttachMode, instead: list[int]):
+        """The sink for `mode`, attached in place of the first (nothing recorded yet);
+        `instead`: the functions the trampoline refused, on the kprobe link instead."""
+        _decode_as(view, directory, manifest, mode, keep, instead)
         if not opts.record:
             return sink
         made["writer"].abandon()
@@ -190,36 +191,37 @@ def _run(directory: Path, opts: Options, out, stop: list[int]) -> int:
     return status
 
 
-def recorder(path: str, manifest: dict, decoders, who: bool):
-    header = {"format": "btfgen trace recording", "arch": manifest["arch"], "who": who,
+def recorder(path: str, manifest: Manifest, decoders, who: bool):
+    header = {"format": "btfgen trace recording", "arch": manifest.arch, "who": who,
               "byte_order": decoders.BYTE_ORDER, "pointer_size": decoders.POINTER_SIZE,
-              "kernel_release": os.uname().release, "kind": manifest["kind"],
+              "kernel_release": os.uname().release, "kind": manifest.kind,
               "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
-              "program": manifest.get("program"), "btf": manifest.get("btf"),
-              "btf_sha256": manifest.get("btf_sha256")}
+              "program": manifest.program, "btf": manifest.btf,
+              "btf_sha256": manifest.btf_sha256}
     if not isinstance(decoders, DecoderView):  # the generated module itself (benchmarks)
         decoders = DecoderView(decoders)
-    descs = decoders.descriptors(manifest["functions"])
+    descs = decoders.descriptors(manifest.functions)
     try:
         return recording.Writer(path, header, descs, decoders.BYTE_ORDER)
     except OSError as e:
         raise RunError(f"{path}: {e.strerror}") from None
 
 
-def _decode_as(view: DecoderView, directory: Path, manifest: dict, mode: attach.AttachMode,
-               keep: list[int]) -> None:
-    """`view` decodes what `mode` puts on the trampoline with the trampoline ctx's module."""
+def _decode_as(view: DecoderView, directory: Path, manifest: Manifest, mode: attach.AttachMode,
+               keep: list[int], instead=()) -> None:
+    """`view` decodes what `mode` puts on the trampoline with the trampoline ctx's module
+    (not `instead`: the functions the trampoline refused, on the kprobe link)."""
     if not mode.trampoline:
         view.use(None, ())
         return
     taken, _ = attach.trampoline_split(manifest, keep)
-    instead = set(manifest.get(KPROBE_INSTEAD, ()))
+    instead = set(instead)
     taken = [i for i in taken if i not in instead]
-    module = load_decoders(directory, {"module": manifest["trampoline"]["module"]})
-    view.use(module, [manifest["functions"][i] for i in taken])
+    module = load_decoders(directory, manifest.trampoline.module)
+    view.use(module, [manifest.functions[i] for i in taken])
 
 
-def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[int],
+def _trace(directory: Path, manifest: Manifest, decoders, opts: Options, keep: list[int],
            sink, timings: Timings | None = None, drained=None, modes=None,
            rebind=None, summed: summary.Summary | None = None,
            stop: list[int] | None = None,
@@ -232,7 +234,7 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     (loop.catch_signals): one before anything is attached ends the run (Interrupted), one
     after ends it as Ctrl-C while tracing does. `choice`: what runs and is reported
     (processes(), as the caller found it)."""
-    kernel = manifest["kind"] == "kernel"
+    kernel = manifest.kernel
     stop = [] if stop is None else stop
     if stop:
         raise Interrupted(stop[0])
@@ -245,13 +247,15 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
               "are not traced", file=sys.stderr)
     modes = modes or attach.attach_modes(opts.attach, kernel, manifest)
     child = Gated(list(choice.argv)) if choice.argv else None
+    instead: list[int] = []  # the trampoline's refusals, on the kprobe link
     only = child.pid if child else choice.pid
     try:
         for n, mode in enumerate(modes):
-            obj = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
+            obj = BpfObject(str(directory / mode.object), bpf_syscall=manifest.bpf_syscall)
             try:
                 before = _load_and_attach(obj, directory, mode, manifest, opts, keep, only,
-                                          fork_offset, following, timings, decoders, stop)
+                                          fork_offset, following, timings, decoders, stop,
+                                          instead)
                 break
             except BaseException as e:
                 obj.close()
@@ -276,8 +280,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
     if summed:
         summed.attached(obj, missed_now)
         drained = _and_tick(drained, summed)
-    if rebind and (mode.trampoline != modes[0].trampoline or manifest.get(KPROBE_INSTEAD)):
-        sink = rebind(mode)
+    if rebind and (mode.trampoline != modes[0].trampoline or instead):
+        sink = rebind(mode, instead)
     with _detaching(obj, timings) as probes:
         probes.append(before)
         behind = Behind(sink, decoders.BYTE_ORDER)
@@ -288,8 +292,8 @@ def _trace(directory: Path, manifest: dict, decoders, opts: Options, keep: list[
                     child.start()
                     return
                 what = "kernel functions" if kernel else "functions"
-                if manifest.get("library"):
-                    what += f" of {Path(manifest['program']).name} in " + (
+                if manifest.library:
+                    what += f" of {Path(manifest.program).name} in " + (
                         f"process {only}" if only else
                         "every process that maps it (this one excepted)")
                 until = f"for {opts.duration:g}s" if opts.duration else "until Ctrl-C"
@@ -382,11 +386,6 @@ def _say_cpu(timings: Timings, before, rb) -> None:
               f"side's count said them committed)", file=sys.stderr)
 
 
-# The manifest's key, set while attaching (never written): the module's functions the trampoline
-# refused, traced through the kprobe link instead.
-KPROBE_INSTEAD = "kprobe_instead"
-
-
 def _trampoline_said(mode: attach.AttachMode) -> str:
     """What say_missed says of the trampoline's link: "fsession" (one program, a cookie a
     call), "fentry" (the fentry.multi / fexit.multi pair) or "" (not the trampoline)."""
@@ -421,16 +420,16 @@ def reader(map_fd: int, sink, committed_fd: int | None = None):
     return RingBuffer(map_fd, sink, spans=True)
 
 
-def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
+def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: Manifest,
                      opts: Options, keep: list[int], only: int, fork_offset: int | None,
                      following: bool, timings: Timings, decoders,
-                     stop: list[int] | None = None) -> int:
+                     stop: list[int] | None = None, instead: list[int] | None = None) -> int:
     """Load `obj` for `mode` and attach it; -> how many links it had before the function
     probes (what _detaching detaches, timed). `decoders`: the generated module (its pointer
     size, and its copy of spec_format for the cookies)."""
     pointer_size = decoders.POINTER_SIZE
-    kernel = manifest["kind"] == "kernel"
-    names = manifest["functions"]
+    kernel = manifest.kernel
+    names = manifest.functions
     if mode.trampoline:
         trampoline_keep, _ = attach.trampoline_split(manifest, keep)
         if not trampoline_keep:
@@ -445,16 +444,16 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
     obj.set_autoload("follow_fork", following and fork_offset is not None)
     if mode.kind in ("multi", "single") and "trace_exit" not in mode.programs:
         obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
-    specs = (directory / (mode.specs or manifest["specs"])).read_bytes()
+    specs = (directory / (mode.specs or manifest.specs)).read_bytes()
     obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
-        mean_event(specs, len(names), keep, manifest["byte_order"]), len(keep), pointer_size,
+        mean_event(specs, len(names), keep, manifest.byte_order), len(keep), pointer_size,
         memory_total()))
     if mode.kind == "single":
         attach.enough_files(2 * len(keep) + 64)
     # One spec per function of the directory, however many (the object's own size is only a
     # default).
     obj.set_max_entries("specs", len(names))
-    if manifest.get("summary"):
+    if manifest.summary:
         summary.before_load(obj, manifest, opts.map_size)
     with timings.stage("run: object load"):
         obj.load()
@@ -462,7 +461,7 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
         raise Interrupted(stop[0])
     with timings.stage("run: spec map fill"):
         obj.fill_array("specs", specs, len(names))
-    if manifest.get("summary"):
+    if manifest.summary:
         summary.after_load(obj, directory, manifest, bool(opts.record))
     for at, value in enumerate((1 if only else 0, os.getpid(), fork_offset or 0)):
         obj.update("filter", struct.pack("I", at), struct.pack("I", value))
@@ -477,10 +476,11 @@ def _load_and_attach(obj, directory: Path, mode: attach.AttachMode, manifest: di
     before = len(obj.links)
     with timings.stage("run: attach"):
         if mode.trampoline:
-            _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders, kprobe)
+            _attach_trampoline(obj, directory, mode, manifest, keep, specs, decoders, kprobe,
+                               instead)
         else:
             attach.attach_functions(obj, manifest, keep, mode,
-                                    cookies(decoders, specs, len(names), manifest["byte_order"]),
+                                    cookies(decoders, specs, len(names), manifest.byte_order),
                                     stopped=lambda: bool(stop))
     return before
 
@@ -496,17 +496,17 @@ SUMMARY_MAPS = ("sum_keys", "sum_mode", "sum_counts", "sum_hists", "sum_stats", 
                 "sum_depth")
 
 
-def _shared(manifest: dict, obj) -> tuple[str, ...]:
+def _shared(manifest: Manifest, obj) -> tuple[str, ...]:
     # The ring's commit count (64-bit builds): every object writing to the ring adds to it.
     counted = ("committed",) if obj.has_map("committed") else ()
-    return SHARED_MAPS + counted + (SUMMARY_MAPS if manifest.get("summary") else ())
+    return SHARED_MAPS + counted + (SUMMARY_MAPS if manifest.summary else ())
 
 
-def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: dict):
+def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: Manifest):
     """The object of the kprobe link (mode.rest) for what the trampoline cannot take, loaded,
     writing to `obj`'s ring, its specs filled."""
-    names = manifest["functions"]
-    kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest["bpf_syscall"])
+    names = manifest.functions
+    kprobe = BpfObject(str(directory / mode.rest.object), bpf_syscall=manifest.bpf_syscall)
     obj.companions.append(kprobe)
     kprobe.share_maps(obj, _shared(manifest, obj))
     if mode.rest.kind != "single":
@@ -515,20 +515,21 @@ def _kprobe_companion(obj, directory: Path, mode: attach.AttachMode, manifest: d
     kprobe.set_autoload("follow_fork", False)
     kprobe.set_max_entries("specs", len(names))
     kprobe.load()
-    kprobe.fill_array("specs", (directory / manifest["specs"]).read_bytes(), len(names))
+    kprobe.fill_array("specs", (directory / manifest.specs).read_bytes(), len(names))
     return kprobe
 
 
-def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: dict,
-                       keep: list[int], specs: bytes, decoders, kprobe) -> None:
+def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: Manifest,
+                       keep: list[int], specs: bytes, decoders, kprobe,
+                       instead: list[int]) -> None:
     """The trampoline's links for what it takes of `keep`, and the kprobe link (mode.rest) of
     `kprobe` (_kprobe_companion) for the rest."""
-    names, order = manifest["functions"], manifest["byte_order"]
+    names, order = manifest.functions, manifest.byte_order
     taken, rest = attach.trampoline_split(manifest, keep)
 
     def fsession_object(name: str):
         # One program a function: the object again, its program on `name`.
-        more = BpfObject(str(directory / mode.object), bpf_syscall=manifest["bpf_syscall"])
+        more = BpfObject(str(directory / mode.object), bpf_syscall=manifest.bpf_syscall)
         obj.companions.append(more)
         more.share_maps(obj, (*_shared(manifest, obj), "specs"))
         more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
@@ -542,7 +543,7 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
     if moved:
         # The module's functions the trampoline refused: on the kprobe link of the run (made
         # now if nothing else needed one), decoded as the kprobe's (_decode_as).
-        manifest[KPROBE_INSTEAD] = moved
+        instead.extend(moved)
         if mode.rest is None:
             mode = mode._replace(rest=attach.kprobe_mode(manifest))
         if kprobe is None:
@@ -550,7 +551,7 @@ def _attach_trampoline(obj, directory: Path, mode: attach.AttachMode, manifest: 
         rest = sorted(rest + moved)
     if not rest:
         return
-    kspecs = (directory / manifest["specs"]).read_bytes()
+    kspecs = (directory / manifest.specs).read_bytes()
     attach.attach_functions(kprobe, manifest, rest, mode.rest,
                             cookies(decoders, kspecs, len(names), order))
     obj.links.extend(kprobe.links)

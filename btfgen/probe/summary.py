@@ -15,6 +15,7 @@ import sys
 import time
 
 from .libbpf import libbpf, possible_cpus
+from .manifest import Manifest
 
 # struct sum_keyspec: off, size, how, pad, mask
 KEYSPEC_FORMAT = "HHHHQ"
@@ -29,26 +30,26 @@ MAP_SIZE = 10240  # keys each map holds by default (bcc's default table size)
 STARS = 40
 
 
-def mode(manifest: dict, record: bool) -> int:
-    s = manifest.get("summary") or {}
-    return ((MODE_COUNT if s.get("count") else 0) | (MODE_LATENCY if s.get("latency") else 0)
+def mode(manifest: Manifest, record: bool) -> int:
+    s = manifest.summary
+    return ((MODE_COUNT if s and s.count else 0) | (MODE_LATENCY if s and s.latency else 0)
             | (MODE_EVENTS if record else 0))
 
 
-def needs_exit(manifest: dict, record: bool) -> bool:
+def needs_exit(manifest: Manifest, record: bool) -> bool:
     """Whether a summary's calls need their exit probed: --latency, a function counted at
     exit (its filter tests the return value), or the events recorded too. A directory built
     before the manifest said so: yes."""
-    s = manifest.get("summary")
-    return not s or record or s.get("exit", True)
+    s = manifest.summary
+    return not s or record or s.exit
 
 
-def entry_only(mode, manifest: dict, record: bool):
+def entry_only(mode, manifest: Manifest, record: bool):
     """`mode` (attach.AttachMode) without its exit program, where it has one of its own (a pair
     of multi links, or single probes) and the summary does not need it: a count made at entry
     costs the traced call one probe, not two. A session link skips the exit itself (its entry
     returns 1)."""
-    if (not manifest.get("summary") or needs_exit(manifest, record)
+    if (not manifest.summary or needs_exit(manifest, record)
             or mode.kind not in ("multi", "single") or len(mode.programs) != 2):
         return mode
     said = {"kprobe_multi links": "one kprobe_multi link",
@@ -60,34 +61,34 @@ def entry_only(mode, manifest: dict, record: bool):
                          "no exit)")
 
 
-def before_load(obj, manifest: dict, map_size: int | None) -> None:
+def before_load(obj, manifest: Manifest, map_size: int | None) -> None:
     """Size the maps: the one a summary does not use holds one key."""
-    s = manifest["summary"]
+    s = manifest.summary
     size = map_size or MAP_SIZE
-    obj.set_max_entries("sum_counts", size if s.get("count") else 1)
-    obj.set_max_entries("sum_hists", size if s.get("latency") else 1)
-    obj.set_max_entries("sum_keys", len(manifest["functions"]))
+    obj.set_max_entries("sum_counts", size if s.count else 1)
+    obj.set_max_entries("sum_hists", size if s.latency else 1)
+    obj.set_max_entries("sum_keys", len(manifest.functions))
 
 
-def after_load(obj, directory, manifest: dict, record: bool) -> None:
-    keys = (directory / manifest["summary"]["keyspecs"]).read_bytes()
-    obj.fill_array("sum_keys", keys, len(manifest["functions"]))
+def after_load(obj, directory, manifest: Manifest, record: bool) -> None:
+    keys = (directory / manifest.summary.keyspecs).read_bytes()
+    obj.fill_array("sum_keys", keys, len(manifest.functions))
     obj.update("sum_mode", struct.pack("I", 0), struct.pack("I", mode(manifest, record)))
 
 
 class Summary:
     """Reads the maps of a loaded object and prints what changed since the last print."""
 
-    def __init__(self, manifest: dict, decoders, out=sys.stdout, as_json: bool = False,
+    def __init__(self, manifest: Manifest, decoders, out=sys.stdout, as_json: bool = False,
                  interval: float | None = None, map_size: int | None = None) -> None:
-        s = manifest["summary"]
-        self.count, self.latency = s.get("count"), s.get("latency")
+        s = manifest.summary
+        self.count, self.latency = s.count, s.latency
         # functions counted at exit (their filter tests the return value): an exit without
         # its entry's state loses their count, as it loses a duration
-        self.at_exit = bool(self.count and s.get("at_exit"))
-        self.key_size = s["key_size"]
-        self.keys = s["keys"]
-        self.names = manifest["functions"]
+        self.at_exit = bool(self.count and s.at_exit)
+        self.key_size = s.key_size
+        self.keys = s.keys
+        self.names = manifest.functions
         self.decoders = decoders
         self.order = "<" if decoders.BYTE_ORDER == "little" else ">"
         self.out, self.as_json, self.interval = out, as_json, interval

@@ -10,7 +10,6 @@ btfgen_trace.py), so copying it to the target is the whole install.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -32,7 +31,6 @@ HERE = Path(__file__).resolve().parent
 PROBE = HERE.parent / "probe"
 RUNTIME = {"launcher.py": "btfgen_trace.py"}
 PROBE_COPY = "btfgen_probe"
-MANIFEST = "trace.json"
 OBJECT = "trace.bpf.o"
 # The one-link session program, by the kernel's prototype of the session kfuncs (run.py picks by
 # the target's BTF): without arguments (Linux 6.10 to 6.19), or taking the ctx (7.0 on).
@@ -143,7 +141,7 @@ def open_target(req: Request):
     return open_options(options, input)
 
 
-def build(req: Request, out: Path) -> dict:
+def build(req: Request, out: Path) -> trace_manifest.Manifest:
     """Write the trace directory `out`; return its manifest."""
     from btfgen.typed import filter as typed_filter
 
@@ -186,8 +184,7 @@ def build(req: Request, out: Path) -> dict:
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
-        decoders = trace_manifest.load_decoders(out, {"module": outputs.file_name(
-            "python", layout.arch)})
+        decoders = trace_manifest.load_decoders(out, outputs.file_name("python", layout.arch))
         specs = [decoders.spec(n) for n in names]
         (out / SPECS).write_bytes(b"".join(specs))
     if line := _interpreted(specs, conv.byte_order):
@@ -199,46 +196,37 @@ def build(req: Request, out: Path) -> dict:
         with timings.stage("build: trampoline"):
             trampoline = _trampoline(target, funcs, req, parsed, out, names,
                                      summary_flags, bys, summary)
-    manifest = {
-        "format": trace_manifest.FORMAT,
-        "kind": "kernel" if req.kernel else "user",
-        "arch": layout.arch,
-        # the run side has no arch descriptions: uname spellings, byte order, bpf() number
-        **run_side_facts(conv),
-        "module": outputs.file_name("python", layout.arch),
-        "object": OBJECT,
-        "session_objects": SESSION_OBJECTS,
-        "functions": names,  # index = attach cookie = key in the specs map
-        "btf_ids": [f.btf_id for f in layout.functions],  # what each one's records carry
-        "specs": SPECS,
-        "btf": source,
-        "filters": req.filters,  # compiled into the object; for the record
-    }
-    if summary:
-        manifest["summary"] = summary
-    if trampoline:
-        manifest["trampoline"] = trampoline
+    where = {}
     if req.kernel:
         # The run step warns when the target kernel's BTF is not the one built for.
         kernel_btf = (req.btf or DEFAULT_PATH) if req.module else source
-        manifest["btf"] = kernel_btf
-        manifest["btf_sha256"] = hashlib.sha256(Path(kernel_btf).read_bytes()).hexdigest()
-        if req.module:
-            manifest["btf_module"] = _module_entry(req, source, target.types)
+        where = {"btf_sha256": hashlib.sha256(Path(kernel_btf).read_bytes()).hexdigest(),
+                 "btf_module": _module_entry(req, source, target.types) if req.module
+                 else None}
+        source = kernel_btf
     else:
-        manifest["program"] = str(Path(req.program).resolve())
         # A library is only probed: the run side runs the command, or follows --pid, or every
         # process that maps it.
-        manifest["library"] = kind.library
-        manifest["offsets"] = [offsets[n] for n in names]
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        where = {"program": str(Path(req.program).resolve()), "library": kind.library,
+                 "offsets": [offsets[n] for n in names]}
+    manifest = trace_manifest.Manifest(
+        kind="kernel" if req.kernel else "user", arch=layout.arch,
+        # the run side has no arch descriptions: uname spellings, byte order, bpf() number
+        **run_side_facts(conv),
+        module=outputs.file_name("python", layout.arch), object=OBJECT,
+        session_objects=SESSION_OBJECTS, functions=names,
+        btf_ids=[f.btf_id for f in layout.functions], specs=SPECS, btf=source,
+        filters=req.filters,
+        summary=trace_manifest.SummarySpec(**summary) if summary else None,
+        trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None, **where)
+    (out / trace_manifest.MANIFEST).write_text(manifest.to_json())
     if req.timings:
         print(f"{prog.NAME}: time: build: total: {sum(timings.seconds.values()):.6f} s",
               file=sys.stderr)
     return manifest
 
 
-def _module_entry(req: Request, path: str, types) -> dict:
+def _module_entry(req: Request, path: str, types) -> trace_manifest.BtfModule:
     """The manifest's word on the module: its name, the first BTF id of its own (the
     functions from it on are its: a link of their own on the trampoline), and its BTF's
     digest (the run side compares it with /sys/kernel/btf/NAME's)."""
@@ -249,8 +237,8 @@ def _module_entry(req: Request, path: str, types) -> dict:
         if raw[:len(elf.MAGIC)] == elf.MAGIC:
             f.seek(0)
             raw = elf.read_btf_section(path, f)[0]
-    return {"name": req.module, "btf": path, "first_id": types.first_id,
-            "btf_sha256": hashlib.sha256(raw).hexdigest()}
+    return trace_manifest.BtfModule(name=req.module, btf=path, first_id=types.first_id,
+                                    btf_sha256=hashlib.sha256(raw).hexdigest())
 
 
 def trampoline_variants(types) -> list[str]:
@@ -310,7 +298,7 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
             (out / name).unlink(missing_ok=True)
         return None
     module = f"{TRAMPOLINE_DIR}/{outputs.file_name('python', layout.arch)}"
-    decoders = trace_manifest.load_decoders(out, {"module": module})
+    decoders = trace_manifest.load_decoders(out, module)
     if summary and not _same_keys(decoders, names, bys, out / summary["keyspecs"]):
         # One sum_keys table for both (the maps are shared, and the run side decodes a key
         # with the kprobe's module): a key the slots' record lays out elsewhere would be read
@@ -545,8 +533,7 @@ def _summary(req: Request, bys: list, out: Path, names: list[str], layout,
 
     if not (req.count or req.latency):
         return {}
-    decoders = trace_manifest.load_decoders(out, {"module": outputs.file_name(
-        "python", layout.arch)})
+    decoders = trace_manifest.load_decoders(out, outputs.file_name("python", layout.arch))
     descs = [decoders._descriptor(n)[0] for n in names]
     try:
         keys, blob, size = trace_summary.keys(bys, names, descs, decoders.POINTER_SIZE,

@@ -105,7 +105,7 @@ def test_golden_bpf_compiles(arch_outputs, tmp_path):
 
 # One program for entry and exit (BTFGEN_SESSION), both ways the kernel declares the session
 # kfuncs: the per-function decoders with a slot keyed by the session cookie, and the generic
-# decoder with the carried pointer in the cookie. (Run by tests/trace/test_session.py.)
+# decoder with the carried pointer in the cookie. (Run by tests/probe/test_session.py.)
 SESSION_PROGRAM = """#define BTFGEN_SESSION
 #include "btfgen.bpf.h"
 char LICENSE[] SEC("license") = "GPL";

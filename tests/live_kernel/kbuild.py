@@ -17,15 +17,17 @@ atomically (built under a temporary name, then renamed; a lock for concurrent te
   fetched by `debian.Apt` for that arch (pinned, hash-checked) and unpacked into the chroot
   with `dpkg-deb -x` (its `scripts` and `tools` links then reach the amd64 kbuild's).
 
-`make` runs in the chroot in a private mount and pid namespace (`unshare`) with a proc of its
-own (objtool reads /proc), so nothing stays mounted once it ends and the host's /dev is never
-reached. A moved mirror that no longer holds the pinned version fails the layer, naming the
+`make` runs in the chroot in a mount and pid namespace of its own (`unshare`) with a proc of
+its own (objtool reads /proc); the namespace is private, so nothing stays mounted once it ends,
+except inside a chroot (fresh.sh's Debian 12), where it cannot be made private and the proc is
+unmounted again by the command's shell. The host's /dev is never reached. A moved mirror that no longer holds the pinned version fails the layer, naming the
 pin, rather than building against another kernel. Modules are cached by a digest of their
 sources, target and kernel.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -76,16 +78,36 @@ def _run(cmd: list[str], what: str, error=debian.PackageError, tail: int = 12) -
     return proc.stdout + proc.stderr
 
 
+@functools.cache
+def _private_namespace() -> bool:
+    """Whether a mount namespace can be made private here: not inside a chroot (as fresh.sh's
+    Debian 12 one), where "/" is no mount point and `unshare --propagation private` fails."""
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                          capture_output=True).returncode == 0
+
+
+def _namespace() -> list[str]:
+    """unshare's options for a mount namespace of its own: private where it can be; else its
+    mounts may reach the parent namespace's peers, and whoever mounts unmounts again."""
+    return ["unshare", "--mount", "--propagation",
+            "private" if _private_namespace() else "unchanged"]
+
+
 def in_root(root: Path, cmd: list[str], what: str, error=debian.PackageError,
             tail: int = 12) -> str:
-    """`cmd` inside the chroot `root`, in namespaces of its own: its proc mount vanishes with
-    it (nothing is mounted in this machine's namespace) and only the chroot's /dev is seen."""
-    return _run(
-        ["unshare", "--mount", "--propagation", "private", "--pid", "--fork",
-         f"--mount-proc={root / 'proc'}", "chroot", str(root),
-         "env", "-i", f"PATH={PATH}", "HOME=/root", "LC_ALL=C.UTF-8",
-         "DEBIAN_FRONTEND=noninteractive", *cmd],
-        what, error, tail)
+    """`cmd` inside the chroot `root`, in a mount and pid namespace of its own with a proc of
+    its own: the mount vanishes with it (or, in a chroot, is unmounted again, one command at a
+    time), and only the chroot's own /dev is seen."""
+    env = ["env", "-i", f"PATH={PATH}", "HOME=/root", "LC_ALL=C.UTF-8",
+           "DEBIAN_FRONTEND=noninteractive"]
+    if _private_namespace():
+        return _run([*_namespace(), "--pid", "--fork", f"--mount-proc={root / 'proc'}",
+                     "chroot", str(root), *env, *cmd], what, error, tail)
+    script = ('mount -t proc proc "$0/proc" || exit 125; chroot "$0" "$@"; rc=$?; '
+              'umount "$0/proc"; exit $rc')
+    with debian._locked(ROOTS / f"{root.name}.proc.lock"):
+        return _run([*_namespace(), "--pid", "--fork", "sh", "-c", script, str(root), *env,
+                     *cmd], what, error, tail)
 
 
 def _apt(*args: str) -> list[str]:
@@ -113,9 +135,9 @@ def chroot(suite: str) -> Path:
         tmp = ROOTS / f".tmp-{root.name}-{os.getpid()}"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         try:
-            # debootstrap mounts proc and sysfs in the target: in a mount namespace of its own,
-            # they vanish with it whatever happens.
-            _run(["unshare", "--mount", "--propagation", "private", "debootstrap",
+            # debootstrap mounts proc and sysfs in the target, and unmounts them when it ends:
+            # in a private mount namespace they vanish with it whatever happens.
+            _run([*_namespace(), "debootstrap",
                   "--variant=minbase", f"--keyring={debian.KEYRING}", suite, str(tmp), mirror],
                  f"debootstrap {suite} from {mirror}")
             (tmp / "etc/apt/sources.list").write_text(

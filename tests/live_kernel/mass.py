@@ -163,7 +163,7 @@ def build_trace(btf: Path, arch: str, names: list[str], out: Path, deny: bool = 
         if not trampoline:
             trace_build.trampoline_variants = lambda types: []
         with contextlib.redirect_stderr(said):
-            functions = trace_build.build(req, out)["functions"]
+            functions = trace_build.build(req, out).functions
     finally:
         trace_build.trampoline_variants = variants
     if stages is not None:

@@ -61,7 +61,7 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
     req = trace_build.Request(functions=candidates, kernel=True, btf=str(btf),
                               arch=k.target.arch, count=True, latency=True, strings=False,
                               by=["shmem_file_llseek: offset"])
-    functions = trace_build.build(req, tmp_path / "trace")["functions"]
+    functions = trace_build.build(req, tmp_path / "trace").functions
     assert len(functions) > 0.97 * len(candidates) > 20000, (len(functions), len(candidates))
     assert "shmem_file_llseek" in functions
 
@@ -159,7 +159,7 @@ def test_trampoline_counted_and_timed(tmp_path):
                                 strings=False, filters=[
                                     f"shmem_file_llseek: offset == {scenario.SEEK_TO}"])
     for req, d in ((keyed, "keyed"), (plain, "plain")):
-        assert trace_build.build(req, tmp_path / d).get("trampoline"), d
+        assert trace_build.build(req, tmp_path / d).trampoline, d
     g, py = mass.guest_with(k, {"keyed": tmp_path / "keyed", "plain": tmp_path / "plain"})
     g.file("loop.py", LOOP.encode())
     g.file("digest.py", DIGEST.encode())

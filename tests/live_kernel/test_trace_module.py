@@ -67,11 +67,11 @@ def test_module_functions_on_a_link_of_their_own(tmp_path):
                               btf=str(btf), module="binfmt_misc", module_btf=str(ko),
                               arch=k.target.arch, strings=False)
     manifest = trace_build.build(req, tmp_path / "trace")
-    assert manifest["btf_module"]["name"] == "binfmt_misc"
-    first = manifest["btf_module"]["first_id"]
-    ids = dict(zip(manifest["functions"], manifest["btf_ids"]))
+    assert manifest.btf_module.name == "binfmt_misc"
+    first = manifest.btf_module.first_id
+    ids = dict(zip(manifest.functions, manifest.btf_ids))
     assert ids["bm_status_read"] >= first > ids["shmem_file_llseek"], (ids, first)
-    assert manifest.get("trampoline") and not manifest["trampoline"]["refused"]
+    assert manifest.trampoline and not manifest.trampoline.refused
 
     g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
     g.file("binfmt_misc.ko", ko.read_bytes())

@@ -4,7 +4,7 @@ BPF side sends is exactly spec_format.event_size bytes of its function's descrip
 of several shapes: no argument and a void return, six arguments, a struct by value, a struct
 returned through memory (on arm64 through x8, which the callee does not hand back: the exit
 carries the entry's pointer, in the session cookie or in the saved-args maps), two string
-captures; from the main thread and from a second one. The program is tests/trace's
+captures; from the main thread and from a second one. The program is tests/probe's
 test_event_sizes.PROGRAM, built static with the target's cross gcc."""
 
 from __future__ import annotations

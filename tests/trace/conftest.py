@@ -2,6 +2,6 @@ import sys
 from pathlib import Path
 
 _HERE = Path(__file__).parent
-# synth.py beside the tests.
+# elf_samples.py beside the tests.
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))

@@ -61,11 +61,11 @@ def test_the_manifest_carries_the_arch_facts_and_the_run_side_checks_them(arch, 
     out = tmp_path / "trace"
     build(Request(["f_ll"], kernel=True, btf=str(tmp_path / "types.btf"), arch=arch), out)
     manifest = trace_manifest.load_manifest(out)
-    assert manifest == json.loads((out / "trace.json").read_text())
+    assert manifest.to_json() == (out / "trace.json").read_text()
     conv = load_arch(arch)
-    assert manifest["bpf_syscall"] == BPF_SYSCALL[arch]
-    assert manifest["uname"] == list(conv.names) and UNAME[arch] in manifest["uname"]
-    assert manifest["byte_order"] == conv.byte_order
+    assert manifest.bpf_syscall == BPF_SYSCALL[arch]
+    assert manifest.uname == list(conv.names) and UNAME[arch] in manifest.uname
+    assert manifest.byte_order == conv.byte_order
 
     _on(monkeypatch, UNAME[arch], conv.byte_order)
     trace_manifest.check_target(manifest)  # accepted (a warning at most: not this kernel's BTF)

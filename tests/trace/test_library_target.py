@@ -8,6 +8,7 @@ import json
 import shutil
 
 import elf_samples
+from manifests import manifest
 import pytest
 
 from btfgen.probe import processes, run
@@ -72,14 +73,14 @@ def _opts(command=(), pid=0):
     return run.Options(list(command), pid)
 
 
-LIB = {"kind": "user", "program": "/lib/libc.so.6", "library": True}
-PROGRAM = {"kind": "user", "program": "/usr/bin/prog", "library": False}
-OLD_PROGRAM = {"kind": "user", "program": "/usr/bin/prog"}  # a manifest from before libraries
-KERNEL = {"kind": "kernel"}
+LIB = manifest(kind="user", program="/lib/libc.so.6", library=True)
+PROGRAM = manifest(kind="user", program="/usr/bin/prog", library=False)
+OLD_PROGRAM = manifest(kind="user", program="/usr/bin/prog")  # from before libraries
+KERNEL = manifest(kind="kernel")
 P = processes.Processes
 
 
-@pytest.mark.parametrize("manifest, opts, expected", [
+@pytest.mark.parametrize("made, opts, expected", [
     # a library is never run: the command after --, else --pid, else every process
     (LIB, _opts(["cat", "/etc/hostname"]), P(("cat", "/etc/hostname"), 0)),
     (LIB, _opts(pid=42), P(None, 42)),
@@ -93,8 +94,8 @@ P = processes.Processes
     (KERNEL, _opts(pid=7), P(None, 7)),
     (KERNEL, _opts(), P(None, 0)),
 ])
-def test_which_processes(manifest, opts, expected):
-    choice = processes.processes(manifest, opts)
+def test_which_processes(made, opts, expected):
+    choice = processes.processes(made, opts)
     assert choice == expected
     assert processes.everyone(choice) == (expected == P(None, 0))
 

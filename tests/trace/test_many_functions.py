@@ -61,17 +61,17 @@ def test_the_spec_table_is_every_spec_in_cookie_order(program, tmp_path):
                    check=True, capture_output=True, timeout=120)
     manifest = trace_manifest.load_manifest(tmp_path / "t")
     decoders = trace_manifest.load_decoders(tmp_path / "t", manifest)
-    table = (tmp_path / "t" / manifest["specs"]).read_bytes()
-    assert table == b"".join(decoders.spec(n) for n in manifest["functions"])
-    assert manifest["btf_ids"] == [decoders.function(n).btf_id for n in manifest["functions"]]
+    table = (tmp_path / "t" / manifest.specs).read_bytes()
+    assert table == b"".join(decoders.spec(n) for n in manifest.functions)
+    assert manifest.btf_ids == [decoders.function(n).btf_id for n in manifest.functions]
     # A function's decoder is made at its first event, not for every function up front.
     made = []
-    lazy = trace_manifest.LazyFunctions(_Counting(decoders, made), manifest["functions"],
-                             manifest["btf_ids"])
+    lazy = trace_manifest.LazyFunctions(_Counting(decoders, made), manifest.functions,
+                             manifest.btf_ids)
     assert made == [] and lazy.get(12345) is None
-    last = manifest["btf_ids"][-1]
+    last = manifest.btf_ids[-1]
     assert lazy.get(last).btf_id == last and lazy.get(last) is lazy.get(last)
-    assert made == [manifest["functions"][-1]]
+    assert made == [manifest.functions[-1]]
 
 
 class _Counting:

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from manifests import manifest
 
 from btfgen.btf.reader import open_btf
 from btfgen.probe import attach
+from btfgen.probe import manifest as trace_manifest
 from btfgen.trace import build
 from btfgen.trace.command import main
 
@@ -62,8 +64,9 @@ def test_module_functions_come_with_their_btf_object(module_btf, tmp_path, capsy
     assert manifest["btf_module"] == {"name": "mod", "btf": str(path), "first_id": first,
                                       "btf_sha256": hashlib.sha256(path.read_bytes())
                                       .hexdigest()}
-    assert attach.by_btf_object(manifest, [0, 1]) == ([0], [1])
-    assert attach.by_btf_object(manifest, [1]) == ([], [1])
+    typed = trace_manifest.load_manifest(out)
+    assert attach.by_btf_object(typed, [0, 1]) == ([0], [1])
+    assert attach.by_btf_object(typed, [1]) == ([], [1])
     # typed by the module's BTF: its one argument, by name
     assert "count" in (out / "trampoline" / "btfgen.bpf.h").read_text()
 
@@ -119,12 +122,12 @@ def test_a_refused_module_link_hands_its_functions_back(monkeypatch, capsys):
     from btfgen.probe import syscall
 
     monkeypatch.setattr(syscall, "kernel_btf_fd", lambda number, name: None)
-    manifest = {"btf_ids": [10, 500], "btf_module": {"name": "mod", "first_id": 400},
-                "bpf_syscall": 321}
+    made = manifest(btf_ids=[10, 500], btf_module={"name": "mod", "first_id": 400},
+                    bpf_syscall=321)
     mode = attach.AttachMode("tracing_multi", "o", ("trace_session",), "one fsession.multi link",
                              attach_types=(syscall.BPF_TRACE_FSESSION_MULTI,))
     obj = _Refusing()
-    assert attach.attach_trampoline(obj, manifest, [0, 1], mode, [7, 8]) == [1]
+    assert attach.attach_trampoline(obj, made, [0, 1], mode, [7, 8]) == [1]
     assert obj.made == [("kernel", "trace_session", [10])]
     err = capsys.readouterr().err
     assert ("module mod: the trampoline refused (no BTF object of module mod in the kernel "
@@ -132,5 +135,5 @@ def test_a_refused_module_link_hands_its_functions_back(monkeypatch, capsys):
     # the BTF object found, the program refused: the same
     monkeypatch.setattr(syscall, "kernel_btf_fd", lambda number, name: __import__("os").dup(0))
     obj = _Refusing()
-    assert attach.attach_trampoline(obj, manifest, [0, 1], mode, [7, 8]) == [1]
+    assert attach.attach_trampoline(obj, made, [0, 1], mode, [7, 8]) == [1]
     assert "Invalid argument" in capsys.readouterr().err

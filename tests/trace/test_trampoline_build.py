@@ -92,5 +92,5 @@ def test_an_exit_capture_rooted_at_an_argument_stays_on_the_trampoline(kernel_bt
     names = manifest["functions"]
     refused = {names[int(i)] for i in tramp["refused"]}
     assert "vfs_read" not in refused
-    decoders = trace_manifest.load_decoders(out, {"module": tramp["module"]})
+    decoders = trace_manifest.load_decoders(out, tramp["module"])
     assert spec_format.read_head(decoders.spec("vfs_read"), "little")["carry"]

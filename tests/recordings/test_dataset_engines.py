@@ -2,7 +2,7 @@
 same counts, the same typed filter, the same join of entries and exits.
 
 The x86_64 recording is real: target.c (tests/live_uprobe) traced with uprobes by `btfgen
-trace --record` on this machine. The arm64 one is synthetic (tests/trace/synth.py: the arm64
+trace --record` on this machine. The arm64 one is synthetic (tests/recordings/synth.py: the arm64
 golden module's decoders, the byte layout the tracer writes): a real one needs a guest kernel
 boot (tests/live_kernel, ~30-60 s) for what the file format already pins down. Where uprobes
 are not available the x86_64 recording is synthetic too, and test_the_real_recording says so

@@ -5,23 +5,27 @@ no trampoline links at all."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from manifests import manifest
 
 from btfgen.btf import types as T
 from btfgen.btf.made import MadeTypes
 from btfgen.probe import attach, errors, features, syscall
 from btfgen.trace import build
 
-MANIFEST = {"bpf_syscall": 321, "object": "trace.bpf.o", "btf": "/sys/kernel/btf/vmlinux",
-            "session_objects": {"no_ctx": "s.o", "ctx": "s-ctx.o"},
-            "functions": ["vfs_read", "make_kuid", "do_mmap"], "btf_ids": [11, 12, 13],
-            "trampoline": {"variants": ["fsession_multi", "fsession", "fentry_multi"],
-                           "objects": build.TRAMPOLINE_OBJECTS, "specs": "t.bin",
-                           "refused": {}}}
+FIELDS = {"bpf_syscall": 321, "object": "trace.bpf.o", "btf": "/sys/kernel/btf/vmlinux",
+          "session_objects": {"no_ctx": "s.o", "ctx": "s-ctx.o"},
+          "functions": ["vfs_read", "make_kuid", "do_mmap"], "btf_ids": [11, 12, 13],
+          "trampoline": {"variants": ["fsession_multi", "fsession", "fentry_multi"],
+                         "objects": build.TRAMPOLINE_OBJECTS, "specs": "t.bin",
+                         "refused": {}}}
+MANIFEST = manifest(**FIELDS)
 
 
 def _manifest(**tramp):
-    return {**MANIFEST, "trampoline": {**MANIFEST["trampoline"], **tramp}}
+    return manifest(**{**FIELDS, "trampoline": {**FIELDS["trampoline"], **tramp}})
 
 
 @pytest.fixture
@@ -127,7 +131,7 @@ def test_auto_without_the_trampoline_says_why_and_attaches_as_before(kernel, cap
         attach.attach_modes("tracing-multi", True, MANIFEST)
     # A directory without the trampoline's programs (an older btfgen's, another kernel's):
     # nothing said of it.
-    bare = {k: v for k, v in MANIFEST.items() if k != "trampoline"}
+    bare = replace(MANIFEST, trampoline=None)
     attach.attach_modes("auto", True, bare)
     assert capsys.readouterr().err == ("btfgen trace: attaching one kprobe.session link (entry "
                                        "and exit on one link)\n")
@@ -143,7 +147,7 @@ def test_an_attach_mode_the_kernel_lacks_is_bad_input(kernel):
         attach.attach_modes("fsession", True, MANIFEST)
     with pytest.raises(errors.InputError, match=r"is for kernel functions \(--kernel\)$"):
         attach.attach_modes("tracing-multi", False, MANIFEST)
-    bare = {k: v for k, v in MANIFEST.items() if k != "trampoline"}
+    bare = replace(MANIFEST, trampoline=None)
     with pytest.raises(errors.InputError, match="no trampoline programs"):
         attach.attach_modes("tracing-multi", True, bare)
     only_multi = _manifest(variants=["fentry_multi"],
@@ -159,7 +163,7 @@ def test_fsession_is_one_program_a_function_for_a_few_functions(kernel, capsys):
         "fsession", "trace.tsession.bpf.o", (syscall.BPF_TRACE_FSESSION,))
     assert capsys.readouterr().err == ("btfgen trace: attaching one fsession program per "
                                        "function (3) (as asked)\n")
-    many = {**MANIFEST, "functions": [f"f{i}" for i in range(attach.FSESSION_MAX + 1)]}
+    many = replace(MANIFEST, functions=[f"f{i}" for i in range(attach.FSESSION_MAX + 1)])
     with pytest.raises(errors.InputError, match=r"at most 16 functions, and this trace has 17 "
                                                 r"\(use --attach tracing-multi\)"):
         attach.attach_modes("fsession", True, many)

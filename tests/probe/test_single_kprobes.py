@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 
 import pytest
+from manifests import manifest
 
 from btfgen.probe import attach, errors
 
@@ -23,7 +24,7 @@ class Kernel:
         self.attached.append((prog, name, cookie, retprobe))
 
 
-MANIFEST = {"kind": "kernel", "functions": ["a", "shared_name", "b", "blacklisted"]}
+MANIFEST = manifest(kind="kernel", functions=["a", "shared_name", "b", "blacklisted"])
 SINGLE = attach.AttachMode("single", "trace.bpf.o", ("trace_entry", "trace_exit"), "kprobes")
 COOKIES = [10, 11, 1 << 63 | 7 << 32 | 12, 13]  # spec_format.Cookie: "b" on the image
 
@@ -44,6 +45,6 @@ def test_another_refusal_stops_the_run():
 
 
 def test_nothing_attachable_is_an_error():
-    every = {n: errno.EINVAL for n in MANIFEST["functions"]}
+    every = {n: errno.EINVAL for n in MANIFEST.functions}
     with pytest.raises(errors.RunError, match="no function could take a kprobe by name"):
         attach.attach_functions(Kernel(every), MANIFEST, [0, 1, 2, 3], SINGLE, COOKIES)

@@ -7,14 +7,16 @@ import io
 import json
 from types import SimpleNamespace
 
+from manifests import manifest
+
 from btfgen.probe import summary
 
 
 def _summary(as_json: bool, missed: list[int]) -> tuple[summary.Summary, io.StringIO]:
-    manifest = {"summary": {"count": True, "latency": False, "key_size": 8, "keys": []},
-                "functions": ["f"]}
+    made = manifest(summary={"count": True, "latency": False, "key_size": 8, "keys": []},
+                    functions=["f"])
     out = io.StringIO()
-    s = summary.Summary(manifest, SimpleNamespace(BYTE_ORDER="little"), out, as_json=as_json)
+    s = summary.Summary(made, SimpleNamespace(BYTE_ORDER="little"), out, as_json=as_json)
     s.read = lambda: ({}, {}, [0, 0, 0, 0])  # the maps: nothing counted
     s.attached(None, lambda: missed[0])
     return s, out
