@@ -15,14 +15,14 @@ atomically (built under a temporary name, then renamed; a lock for concurrent te
   `linux-kbuild-…` and `linux-headers-…-common` pinned the same way, the cross gcc of the
   kernel's major version (`gcc-16-aarch64-linux-gnu`), and the arch's own headers package,
   fetched by `debian.Apt` for that arch (pinned, hash-checked) and unpacked into the chroot
-  with `dpkg-deb -x` (its `scripts` and `tools` links then reach the amd64 kbuild's).
+  (its `usr/src`; the `scripts` and `tools` links there then reach the amd64 kbuild's).
 
 `make` runs in the chroot in a mount and pid namespace of its own (`unshare`) with a proc of
 its own (objtool reads /proc); the namespace is private, so nothing stays mounted once it ends,
 except inside a chroot (fresh.sh's Debian 12), where it cannot be made private and the proc is
-unmounted again by the command's shell. The host's /dev is never reached. A moved mirror that no longer holds the pinned version fails the layer, naming the
-pin, rather than building against another kernel. Modules are cached by a digest of their
-sources, target and kernel.
+unmounted again by the command's shell. The host's /dev is never reached. A moved mirror that
+no longer holds the pinned version fails the layer, naming the pin, rather than building
+against another kernel. Modules are cached by a digest of their sources, target and kernel.
 """
 
 from __future__ import annotations
@@ -128,6 +128,11 @@ def chroot(suite: str) -> Path:
             raise debian.PackageError("debootstrap is not installed (apt-get install debootstrap)")
         if os.geteuid() != 0:
             raise debian.PackageError("building kernel modules needs root (chroot, unshare)")
+        arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                              text=True).stdout.strip()
+        if arch != HOST_ARCH:
+            raise debian.PackageError(f"kernel modules are built on {HOST_ARCH} machines only "
+                                      f"(this one: {arch or 'no dpkg'})")
         mirror = debian.mirror()
         # Under the lock no one else is making it: a temporary tree left is a killed run's.
         for stale in ROOTS.glob(f".tmp-{root.name}-*"):
