@@ -134,6 +134,7 @@ def chroot(suite: str) -> Path:
             raise debian.PackageError(f"kernel modules are built on {HOST_ARCH} machines only "
                                       f"(this one: {arch or 'no dpkg'})")
         mirror = debian.mirror()
+        gcc = _suite_gcc(suite)  # before anything is made: the pinned headers must be had
         # Under the lock no one else is making it: a temporary tree left is a killed run's.
         for stale in ROOTS.glob(f".tmp-{root.name}-*"):
             _remove(stale)
@@ -149,7 +150,6 @@ def chroot(suite: str) -> Path:
                 f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {mirror} "
                 f"{suite} main\n")
             in_root(tmp, _apt("update"), f"apt-get update in the {suite} chroot")
-            gcc = _suite_gcc(suite)
             in_root(tmp, _apt("install", gcc, "make"),
                     f"installing {gcc} and make in the {suite} chroot")
             in_root(tmp, ["apt-get", "clean"], "apt-get clean")
@@ -222,12 +222,13 @@ def prepare(target: Target) -> tuple[Path, str, str]:
     """The chroot holding everything to build modules for `target`'s pinned kernel, the
     kernel's build directory inside it (`/usr/src/linux-headers-R`) and the CROSS_COMPILE
     prefix make is given."""
-    root = chroot(target.suite)
+    abi, version = PINNED[target.suite]
     headers = f"/usr/src/linux-headers-{target.release}"
-    stamp = root / ".btfgen-layers" / target.name
+    stamp = ROOTS / f"{target.suite}-{abi}-{version}" / ".btfgen-layers" / target.name
     if stamp.exists():
-        return root, headers, stamp.read_text().splitlines()[0]
-    deb = _headers_deb(target)
+        return stamp.parents[1], headers, stamp.read_text().splitlines()[0]
+    deb = _headers_deb(target)  # first: a pin the mirror no longer has fails before any work
+    root = chroot(target.suite)
     cross, gcc = _kernel_cc(deb, target)
     pin = f"linux-headers-{target.release}={target.kernel_version}"
     with debian._locked(ROOTS / f"{root.name}.lock"):
