@@ -207,14 +207,15 @@ def _control(deb: Path) -> dict[str, str]:
     return fields
 
 
-def _pinned_depends(deb: Path, names: tuple[str, ...]) -> list[str]:
-    """`name=version` for the headers package's dependencies of these prefixes, at the
-    versions it names (`(= V)` or `(>= V)`: the pinned kernel's own)."""
+def _pinned_depends(deb: Path, names: tuple[str, ...], version: str) -> list[str]:
+    """`name=version` for the headers package's dependencies of these prefixes: at the version
+    it names (`(= V)`, `(>= V)`), else at the kernel's (unstable's linux-kbuild-R, named without
+    one, comes from the same source package)."""
     wanted = []
     for dep in _control(deb).get("Depends", "").split(","):
         m = re.match(r"\s*([^\s(|]+)\s*(?:\((=|>=)\s*([^)\s]+)\))?", dep)
         if m and m.group(1).startswith(names):
-            wanted.append(f"{m.group(1)}={m.group(3)}" if m.group(3) else m.group(1))
+            wanted.append(f"{m.group(1)}={m.group(3) or version}")
     return wanted
 
 
@@ -239,7 +240,8 @@ def prepare(target: Target) -> tuple[Path, str, str]:
         else:
             # The amd64 host tools and the arch-independent half, at the versions the arch's
             # headers name; the cross compiler the kernel's CC names.
-            packages = _pinned_depends(deb, ("linux-kbuild-", "linux-headers-"))
+            packages = _pinned_depends(deb, ("linux-kbuild-", "linux-headers-"),
+                                       target.kernel_version)
             if not cross:
                 raise debian.PackageError(f"{deb.name}: no cross compiler prefix for "
                                           f"{target.name}")
