@@ -6,6 +6,7 @@
  * from /proc/btfgen_fprobe (README.md: why a ring of its own and a proc file).
  *
  *   insmod btfgen_fprobe.ko filter='vfs_*' [notfilter='vfs_fsync*'] [ring_kb=16384]
+ *   (or without filter, then: cat names.txt > /proc/btfgen_fprobe_functions)
  *   python3 btfgen_fprobe_record.py gen/ out.btfrec     # until interrupted
  *   rmmod btfgen_fprobe; btfgen decode out.btfrec
  */
@@ -26,9 +27,10 @@
 #define BTFGEN_GENERIC_ONLY /* one handler for every function: the table, not per-function code */
 #include "btfgen.kernel.h"
 
-static char *filter = "vfs_read";
+static char *filter;
 module_param(filter, charp, 0444);
-MODULE_PARM_DESC(filter, "the functions to probe (a glob; several separated by commas)");
+MODULE_PARM_DESC(filter, "the functions to probe (a glob); without it, the names written to "
+		 "/proc/btfgen_fprobe_functions (one a line), probed once the file is closed");
 static char *notfilter;
 module_param(notfilter, charp, 0444);
 MODULE_PARM_DESC(notfilter, "functions the filter matches to leave out (a glob)");
@@ -59,6 +61,9 @@ static DEFINE_RAW_SPINLOCK(ring_lock);
 static atomic64_t events, lost, unknown;
 static atomic_t lost_since; /* a record was lost: the next one says so (BTFGEN_EVENT_SOME_LOST) */
 static bool stopping; /* set before the probe goes: a handler still running sends nothing */
+/* The process reading the records: its own calls are not recorded (its reads of the ring are
+ * traced calls too, and each would make more to read). */
+static pid_t reader_tgid = -1; /* -1: none (0 is the idle task's) */
 
 static void ring_copy(u64 at, const void *from, u32 n)
 {
@@ -116,7 +121,7 @@ static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 	const struct btfgen_spec *spec = btfgen_spec_by_ip(ip);
 	struct event *ev;
 
-	if (READ_ONCE(stopping))
+	if (READ_ONCE(stopping) || current->tgid == READ_ONCE(reader_tgid))
 		return 1;
 	if (!spec) {
 		atomic64_inc(&unknown);
@@ -183,17 +188,107 @@ static ssize_t records_read(struct file *file, char __user *buf, size_t count, l
 	return ret;
 }
 
+static int records_open(struct inode *inode, struct file *file)
+{
+	WRITE_ONCE(reader_tgid, current->tgid);
+	return 0;
+}
+
+static int records_release(struct inode *inode, struct file *file)
+{
+	WRITE_ONCE(reader_tgid, -1);
+	return 0;
+}
+
 static const struct proc_ops records_ops = {
+	.proc_open = records_open,
+	.proc_release = records_release,
 	.proc_read = records_read,
+	.proc_lseek = noop_llseek,
+};
+
+/* /proc/btfgen_fprobe_functions: names to probe, one a line (a glob cannot name a list of
+ * functions); registered with register_fprobe_syms() when the writer closes the file. */
+#define NAMES_MAX (1 << 20)
+static char *names_buf;
+static size_t names_len;
+static bool registered;
+static int registered_err, registered_count;
+static DEFINE_MUTEX(names_lock);
+
+static ssize_t functions_write(struct file *file, const char __user *buf, size_t count,
+			       loff_t *pos)
+{
+	ssize_t ret = count;
+
+	mutex_lock(&names_lock);
+	if (registered) {
+		ret = -EBUSY;
+	} else if (count > NAMES_MAX - 1 - names_len) {
+		ret = -E2BIG;
+	} else {
+		if (!names_buf)
+			names_buf = vzalloc(NAMES_MAX);
+		if (!names_buf)
+			ret = -ENOMEM;
+		else if (copy_from_user(names_buf + names_len, buf, count))
+			ret = -EFAULT;
+		else
+			names_len += count;
+	}
+	mutex_unlock(&names_lock);
+	return ret;
+}
+
+static int functions_release(struct inode *inode, struct file *file)
+{
+	const char **syms = NULL;
+	char *at, *line;
+	int n = 0, err;
+
+	mutex_lock(&names_lock);
+	if (registered || !names_buf || !names_len)
+		goto out;
+	syms = kvcalloc(names_len / 2 + 1, sizeof(*syms), GFP_KERNEL);
+	if (!syms) {
+		registered_err = -ENOMEM;
+		goto out;
+	}
+	names_buf[names_len] = 0;
+	at = names_buf;
+	while ((line = strsep(&at, "\n")))
+		if (*line)
+			syms[n++] = line;
+	err = n ? register_fprobe_syms(&probe, syms, n) : -EINVAL;
+	registered = !err;
+	registered_err = err;
+	registered_count = err ? 0 : n;
+	if (err)
+		pr_err("btfgen_fprobe: register_fprobe_syms(%d names): %d\n", n, err);
+	else
+		pr_info("btfgen_fprobe: probing %d functions (%d in the table)\n", n, BTFGEN_NSPECS);
+out:
+	kvfree(syms);
+	vfree(names_buf);
+	names_buf = NULL;
+	names_len = 0;
+	mutex_unlock(&names_lock);
+	return 0;
+}
+
+static const struct proc_ops functions_ops = {
+	.proc_write = functions_write,
+	.proc_release = functions_release,
 	.proc_lseek = noop_llseek,
 };
 
 /* /proc/btfgen_fprobe_stats: what was sent, what was lost and why. */
 static int stats_show(struct seq_file *m, void *v)
 {
-	seq_printf(m, "events %lld\nlost %lld\nmissed %lu\nunknown %lld\nfunctions %d\n",
+	seq_printf(m, "events %lld\nlost %lld\nmissed %lu\nunknown %lld\nfunctions %d\n"
+		   "probing %d\nerror %d\n",
 		   atomic64_read(&events), atomic64_read(&lost), probe.nmissed,
-		   atomic64_read(&unknown), BTFGEN_NSPECS);
+		   atomic64_read(&unknown), BTFGEN_NSPECS, registered_count, registered_err);
 	return 0;
 }
 
@@ -211,21 +306,26 @@ static int __init btfgen_fprobe_init(void)
 	}
 	btfgen_spec_cache_init();
 	if (!proc_create("btfgen_fprobe", 0400, NULL, &records_ops) ||
+	    !proc_create("btfgen_fprobe_functions", 0200, NULL, &functions_ops) ||
 	    !proc_create_single("btfgen_fprobe_stats", 0444, NULL, stats_show)) {
 		err = -ENOMEM;
 		goto remove;
 	}
 	probe.entry_data_size = BTFGEN_CARRY_SIZE;
-	err = register_fprobe(&probe, filter, notfilter);
-	if (err) {
-		pr_err("btfgen_fprobe: register_fprobe(%s): %d\n", filter, err);
-		goto remove;
+	if (filter) {
+		err = register_fprobe(&probe, filter, notfilter);
+		if (err) {
+			pr_err("btfgen_fprobe: register_fprobe(%s): %d\n", filter, err);
+			goto remove;
+		}
+		registered = true;
+		pr_info("btfgen_fprobe: probing '%s' (%d functions in the table), ring %llu KiB\n",
+			filter, BTFGEN_NSPECS, ring_size >> 10);
 	}
-	pr_info("btfgen_fprobe: probing '%s' (%d functions in the table), ring %llu KiB\n",
-		filter, BTFGEN_NSPECS, ring_size >> 10);
 	return 0;
 remove:
 	remove_proc_entry("btfgen_fprobe_stats", NULL);
+	remove_proc_entry("btfgen_fprobe_functions", NULL);
 	remove_proc_entry("btfgen_fprobe", NULL);
 free:
 	vfree(scratch);
@@ -240,11 +340,13 @@ static void __exit btfgen_fprobe_exit(void)
 	 * run nothing of ours (fprobe checks, and the module's text stays until RCU says every
 	 * handler has left it). */
 	WRITE_ONCE(stopping, true);
-	unregister_fprobe(&probe);
+	if (registered)
+		unregister_fprobe(&probe);
 	/* handlers run with preemption off: once every CPU has been through a quiescent state,
 	 * none is still inside one, and the ring can go */
 	synchronize_rcu();
 	remove_proc_entry("btfgen_fprobe_stats", NULL);
+	remove_proc_entry("btfgen_fprobe_functions", NULL);
 	remove_proc_entry("btfgen_fprobe", NULL);
 	pr_info("btfgen_fprobe: %lld events, %lld lost (ring full), %lu missed (fprobe)\n",
 		atomic64_read(&events), atomic64_read(&lost), probe.nmissed);

@@ -92,9 +92,9 @@ def main(argv=None) -> int:
             data = os.read(fd, READ)
             if data:
                 writer.records(payloads(data, mod.BYTE_ORDER))
-            elif last:
-                break
-            else:
+            if last:
+                break  # what the ring held when told to stop has been read
+            if len(data) < READ // 2:
                 time.sleep(0.02)
     finally:
         os.close(fd)
