@@ -46,18 +46,19 @@ def main() -> int:
     if command.main(["--build", str(directory), str(exe), "traced"]):
         return 1
     per_run: dict[str, list[float]] = {}
-    detach = run._detach
+    detach = run.Run.detach
 
-    def measured(obj, probes, timings):
-        if probes:  # the function probes still attached: their programs' counts are whole
+    def measured(self):
+        if self.probes_from is not None:  # the function probes still attached: their
+            # programs' counts are whole
             shown = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
                                    text=True, check=True).stdout
             for p in json.loads(shown):
                 if p.get("name", "").startswith("trace_") and p.get("run_cnt"):
                     per_run.setdefault(p["name"], []).append(p["run_time_ns"] / p["run_cnt"])
-        detach(obj, probes, timings)
+        detach(self)
 
-    run._detach = measured
+    run.Run.detach = measured
     with open(STATS) as f:
         before = f.read().strip()
     try:

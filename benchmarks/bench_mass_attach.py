@@ -66,7 +66,7 @@ SINGLE = {"bookworm-i386", "bookworm-amd64"}  # Debian's 6.1: no kprobe_multi
 PHASES_PY = """\
 import sys, time
 sys.path.insert(0, "/")
-from btfgen_probe import attach, manifest as mf, run, timings as tm
+from btfgen_probe import attach, manifest as mf, run
 from btfgen_probe.bpf_object import BpfObject
 from btfgen_probe.options import Options
 d = run.Path(sys.argv[1])
@@ -90,9 +90,10 @@ held = []
 attach.attach_functions = lambda *args: held.append(args)
 mode = attach.attach_modes("session", True, m)[0]
 obj = BpfObject(str(d / mode.object), bpf_syscall=m.bpf_syscall)
+the_run = run.Run(d, Options(command=[]))
+the_run.keep = keep
 a = t()
-run._load_and_attach(obj, d, mode, m, Options(command=[]), keep, 0, None, False,
-                     tm.Timings(False), dec)
+the_run.load_and_attach(obj, mode)
 say("load", t() - a)
 empty = BpfObject("/empty.bpf.o", bpf_syscall=m.bpf_syscall)
 empty.expect_kprobe_multi("empty_session", session=True)

@@ -73,10 +73,10 @@ def once(kind):
     if kind != "none":
         mode = attach.attach_modes(kind, True, trace)[0]
         obj = bpf_object.BpfObject(f"/trace/{mode.object}", bpf_syscall=trace.bpf_syscall)
+        the_run = run.Run(Path("/trace"), run.Options([], attach=kind, ring_mib=64))
+        the_run.keep, the_run.only = keep, child.pid
         start = time.perf_counter()
-        run._load_and_attach(obj, Path("/trace"), mode, trace,
-                             run.Options([], attach=kind, ring_mib=64), keep, child.pid, None,
-                             False, run.Timings(False), decoders)
+        the_run.load_and_attach(obj, mode)
         row["load_and_attach_s"] = time.perf_counter() - start
         row["attach_s"] = timed["attach_s"]
         row["links"] = len(obj.links)

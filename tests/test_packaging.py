@@ -128,7 +128,7 @@ def test_installed_run_side_runs_alone(installed, tmp_path):
 def test_installed_decode_reads_a_recording(installed, tmp_path):
     """A recording made with this tree decodes with the installed package, from elsewhere and
     with no BTF or BPF at hand, to what the live tracer prints (text and JSON lines)."""
-    sys.path.insert(0, str(ROOT / "tests" / "trace"))
+    sys.path.insert(0, str(ROOT / "tests" / "recordings"))
     try:
         import synth
     finally:

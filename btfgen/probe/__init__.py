@@ -11,6 +11,7 @@ One concept a module:
     links.py        the two kinds of link a BpfObject holds
     features.py     what this kernel has: BPF at all, multi links, session links, kprobes
     tracefs.py      tracefs: mounting it, what ftrace can attach to, the fork event's layout
+    ring.py         the ring buffer's default size, and which reader reads it
     ringspan.py     the ring buffer read in place, in spans of records (its protocol kept)
     ringbuf.py      the ring buffer read through libbpf's consumer (where ringspan cannot)
     manifest.py     a trace directory: its manifest, its decoders, whether it fits this machine
@@ -30,6 +31,6 @@ One concept a module:
     timings.py      --timings
     errors.py       what goes wrong, each in one line
     prog.py         how the tool names itself
-    run.py          a trace run, from the directory to the last line
+    run.py          a trace run as one object (Run): set up, trace, detach
     tool.py         the command line (`btfgen trace`, a trace directory's btfgen_trace.py)
 """
