@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 import subprocess
+from pathlib import Path
 
 import pytest
 from handmade import Table, arch_layout, func, reg, stack, value

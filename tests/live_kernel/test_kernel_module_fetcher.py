@@ -208,7 +208,7 @@ def test_module_against_the_kernels_fetcher_and_btfgen_trace(name, tmp_path):
     differences = []
     for c, other in pairs_b:
         fn = layouts[c.function]
-        for i, a in enumerate(fn.args):
+        for a in fn.args:
             mine, its = c.args.get(a.name), other.args.get(a.name)
             if _unavailable(mine) or _unavailable(its):
                 continue
