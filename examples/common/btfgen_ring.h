@@ -232,7 +232,7 @@ static int ring_probe_text(char *text, const char *seps)
 			syms[n++] = line;
 	err = n ? ring_probe_names(syms, n) : -EINVAL;
 	registered = err > 0;
-	registered_err = err < 0 ? err : 0;
+	registered_err = err < 0 ? registered_err ?: err : 0; /* the module's own reason first */
 	registered_count = err > 0 ? err : 0;
 	if (err < 0)
 		pr_err("probing %d names: %d\n", n, err);

@@ -80,7 +80,8 @@ static int on_exit(struct kretprobe_instance *ri, struct pt_regs *regs)
 }
 
 /* A kretprobe on each name the table has (the others counted in `unknown`); a name the kernel
- * cannot probe is said and left out. -> the number probed, or the first error. */
+ * cannot probe is said and left out. -> the number probed; none: -EINVAL (insmod's "Invalid
+ * parameters"; each name's reason is in dmesg, the first error in the stats). */
 static int ring_probe_names(const char **names, int n)
 {
 	int i, err, first_err = 0;
@@ -125,7 +126,11 @@ static int ring_probe_names(const char **names, int n)
 		}
 		rps[nprobes++] = &p->rp;
 	}
-	return nprobes ? nprobes : first_err ?: -ENOENT;
+	if (!nprobes) {
+		registered_err = first_err;
+		return -EINVAL;
+	}
+	return nprobes;
 }
 
 static void ring_stats_more(struct seq_file *m)
