@@ -17,8 +17,8 @@ from btfgen.codegen import bpf, forked, python, straight
 from btfgen.codegen.names import c_ident, function_keys, py_ident
 from btfgen.codegen.render import environment
 from btfgen.decoder import generic
-from btfgen.gcpause import collector_paused
 from btfgen.decoder.describe import function_desc
+from btfgen.gcpause import collector_paused
 from btfgen.layout import ArchLayout, FunctionLayout, ProtoLayout, ValueLayout, by_prototype
 
 

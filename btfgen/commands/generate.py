@@ -163,9 +163,10 @@ def _run(args: argparse.Namespace, progress) -> int:
         check_ctx(arch)  # before anything is written
     print_notes(placement, quiet=args.quiet)
     stage("generating " + ", ".join(langs))
+    import warnings
+
     from btfgen.commands.summary import summarize
     from btfgen.commands.write import write_if_changed
-    import warnings
 
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always", BtfgenWarning)

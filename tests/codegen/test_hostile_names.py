@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from handmade import Table, arch_layout, func, reg, stack, value
@@ -176,3 +177,28 @@ def test_vmlinux_mode_prints_no_hostile_name_as_code():
         if len(name) > 3 and not re.fullmatch(r"\w+", name):  # (short ones occur anyway)
             assert name not in code, name
     assert "struct int " not in code and "union int " not in code
+
+
+def test_kernel_c_keeps_names_as_data_and_compiles(tmp_path):
+    """Kernel C (--lang kernel) from the same hostile BTF: every name is a comment, a string or
+    a sanitised identifier; the header compiles (gcc -Wall -Werror, over the stand-ins of the
+    kernel's headers tests/codegen/test_kernel_c.py runs on) with one decoder a function."""
+    t, arch = hostile()
+    header = generate(arch, t, ("kernel",))["btfgen.kernel.h"]
+    code = re.sub(r'/\*.*?\*/|"(?:[^"\\\n]|\\.)*"',  # comments and strings, in one pass
+                  lambda m: '""' if m[0].startswith('"') else "", header, flags=re.S)
+    assert "/etc/passwd" not in code and "os.system" not in code and "isra.0" not in code
+    for line in header.splitlines():  # every comment closes on its own line
+        assert line.count("/*") <= line.count("*/") or line.startswith(("/*", " *"))
+    names = bpf.function_names(arch.functions)
+    calls = "\n".join(f"void *use_{n} = (void *)btfgen_entry_{n};" for n in names)
+    (tmp_path / "btfgen.kernel.h").write_text(header)
+    src = tmp_path / "t.c"
+    src.write_text('#include "btfgen.kernel.h"\n' + calls + "\n"
+                   "const char *shim_symbol_of(unsigned long ip) { return \"\"; }\n"
+                   "uintptr_t shim_mapped_lo, shim_mapped_hi;\n")
+    shim = Path(__file__).resolve().parent / "kernel_shim"
+    proc = subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", "-Wno-unused-function",
+                           "-fsyntax-only", "-I", str(shim), "-I", str(tmp_path), str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

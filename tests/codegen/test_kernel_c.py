@@ -50,7 +50,8 @@ int main(void)
 	static struct btfgen_record rec;
 	static struct btfgen_carry carry;
 
-	if (fread(&entry, sizeof(entry), 1, stdin) != 1 || fread(&exit_, sizeof(exit_), 1, stdin) != 1 ||
+	if (fread(&entry, sizeof(entry), 1, stdin) != 1 ||
+	    fread(&exit_, sizeof(exit_), 1, stdin) != 1 ||
 	    fread(stack, sizeof(stack), 1, stdin) != 1)
 		return 2;
 	entry.sp = (unsigned long)stack;
@@ -162,3 +163,93 @@ def test_records_decode_to_what_python_reads_from_the_same_image(built, seed):
             else:
                 assert ret == f.decode_exit(_pack(exit_), stack,
                                             saved_entry=(_pack(entry), stack)), (name, ret)
+
+
+CAPTURE_HARNESS = r"""
+#include "btfgen.kernel.h"
+#include <stdio.h>
+#include <sys/mman.h>
+
+uintptr_t shim_mapped_lo, shim_mapped_hi;
+const char *shim_symbol_of(unsigned long ip) { return "no_such_function"; }
+
+int main(void)
+{
+	static struct pt_regs regs;
+	static struct btfgen_record rec;
+	static struct btfgen_carry carry;
+	unsigned char *mem = mmap((void *)%(at)#x, %(size)d, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (mem != (void *)%(at)#x || fread(&regs, sizeof(regs), 1, stdin) != 1 ||
+	    fread(mem, %(size)d, 1, stdin) != 1)
+		return 2;
+	/* the page after the string's is not mapped: a string running into it is cut there */
+	shim_mapped_lo = (uintptr_t)mem;
+	shim_mapped_hi = (uintptr_t)mem + %(size)d;
+	btfgen_spec_cache_init();
+	for (int i = 0; i < BTFGEN_NSPECS; i++) {
+		btfgen_generic_entry((const void *)&regs, &btfgen_specs[btfgen_functions[i].spec], &rec,
+				     &carry, BTFGEN_CARRY_SIZE);
+		fwrite(&rec, sizeof(rec), 1, stdout);
+	}
+	return 0;
+}
+"""
+MEM_AT, MEM_SIZE = 0x2000_0000, 4096
+
+
+def test_captures_follow_pointers_and_read_strings_a_page_at_most(tmp_path):
+    """--capture in kernel C: a string behind an argument, and one behind a pointer in a
+    struct the argument points to (a hop), read with the nofault copies; a string that runs to
+    the end of the mapped memory is cut there, not read past it; a NULL pointer is said."""
+    if not TOOLCHAINS["x86_64"].available():
+        pytest.skip("gcc not installed")
+    from toolchains import compile_c
+
+    import btfgen
+
+    obj = compile_c(golden.SOURCE, "x86_64")
+    t = btfgen.open(str(obj), arch="x86_64", ctx="ftrace_regs")
+    out = t.generate(["with_enum", "tiny"], ("kernel", "python"),
+                     captures=["with_enum: s", "tiny: n->name"])
+    (tmp_path / "btfgen.kernel.h").write_text(out["btfgen.kernel.h"])
+    (tmp_path / "m.py").write_text(out["btfgen_x86_64.py"])
+    (tmp_path / "h.c").write_text(CAPTURE_HARNESS % {"at": MEM_AT, "size": MEM_SIZE})
+    p = subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Werror", "-Wno-unused-function",
+                        "-I", str(SHIM), "-I", str(tmp_path), str(tmp_path / "h.c"), "-o",
+                        str(tmp_path / "h")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    spec = importlib.util.spec_from_file_location("kernel_caps", tmp_path / "m.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    names = sorted(["tiny", "with_enum"])  # the table's order: by name
+
+    def run(rdx: int, mem: bytes) -> dict:
+        regs = {r: 0 for r in PT_REGS} | {"dx": rdx, "sp": MEM_AT}
+        got = subprocess.run([str(tmp_path / "h")], input=_pack(regs) + mem,
+                             capture_output=True)
+        assert got.returncode == 0, got.returncode
+        return {n: mod.function(n).decode_captures(got.stdout[i * RECORD:(i + 1) * RECORD])
+                for i, n in enumerate(names)}
+
+    mem = bytearray(MEM_SIZE)
+    # a struct node at +128: next, name (-> +192), u
+    struct.pack_into("<QQ", mem, 128, 0, MEM_AT + 192)
+    mem[192:200] = b"kestrel\0"
+    caps = run(MEM_AT + 192, bytes(mem))
+    assert str(caps["with_enum"]["s"]) == "kestrel"
+    caps = run(MEM_AT + 128, bytes(mem))
+    assert str(caps["tiny"]["n->name"]) == "kestrel"
+    # a string running to the end of mapped memory: cut at the page's end, never read past it
+    tail = bytearray(mem)
+    tail[MEM_SIZE - 5:] = b"abcde"
+    caps = run(MEM_AT + MEM_SIZE - 5, bytes(tail))
+    assert str(caps["with_enum"]["s"]) == "abcde"
+    # unmapped: a fault, said; a NULL struct pointer: said
+    caps = run(0x1000, bytes(mem))
+    said = caps["with_enum"]["s"]
+    assert not isinstance(said, str) and "fault" in repr(said).lower(), said
+    caps = run(0, bytes(mem))
+    said = caps["tiny"]["n->name"]
+    assert not isinstance(said, str) and "null" in repr(said).lower(), said
