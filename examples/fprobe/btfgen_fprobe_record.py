@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Read the btfgen_fprobe module's records into a btfgen recording, which `btfgen decode` prints.
 
-    python3 btfgen_fprobe_record.py GEN_DIR OUT.btfrec [--seconds N]
+    python3 btfgen_fprobe_record.py GEN_DIR OUT.btfrec [--seconds N] [--module NAME]
 
 GEN_DIR holds what `btfgen --lang kernel,python` wrote for the module: its btfgen_<arch>.py
 describes each function's record, the same table the module's btfgen.kernel.h was made with.
 Reads /proc/btfgen_fprobe until interrupted (or N seconds), then once more, and says what the
-module sent, lost (ring full) and what fprobe missed. Needs btfgen's run side (btfgen.probe,
+module sent, lost (ring full) and what its probes missed. The kprobe example's module
+(examples/kprobe: /proc/btfgen_kprobe) writes the same records: `--module btfgen_kprobe`, or
+without --module the one of the two that is loaded. Needs btfgen's run side (btfgen.probe,
 standard library only) on the path: an installed btfgen, or a trace directory's copy
 (btfgen_probe/, as `btfgen trace --build` writes it).
 """
@@ -22,14 +24,21 @@ import sys
 import time
 from pathlib import Path
 
-RECORDS = "/proc/btfgen_fprobe"
-STATS = "/proc/btfgen_fprobe_stats"
+MODULES = ("btfgen_fprobe", "btfgen_kprobe")  # examples/fprobe, examples/kprobe
 READ = 256 << 10
 
 
-def stats() -> dict[str, int]:
-    with open(STATS) as f:
+def stats(module: str) -> dict[str, int]:
+    with open(f"/proc/{module}_stats") as f:
         return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+
+
+def loaded_module() -> str:
+    found = [m for m in MODULES if os.path.exists(f"/proc/{m}")]
+    if len(found) != 1:
+        said = " and ".join(found) if found else "neither of " + " and ".join(MODULES)
+        raise SystemExit(f"btfgen_fprobe_record: {said} loaded: say which with --module")
+    return found[0]
 
 
 def load_module(gen: Path):
@@ -60,6 +69,8 @@ def main(argv=None) -> int:
     ap.add_argument("gen", type=Path)
     ap.add_argument("out")
     ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--module", choices=MODULES, default=None,
+                    help="the module whose records to read (default: the one loaded)")
     args = ap.parse_args(argv)
     try:
         from btfgen.probe import manifest, recording
@@ -68,10 +79,12 @@ def main(argv=None) -> int:
     DecoderView = manifest.DecoderView
 
     mod = load_module(args.gen)
+    module = args.module or loaded_module()
+    records = f"/proc/{module}"
     try:
-        fd = os.open(RECORDS, os.O_RDONLY)
+        fd = os.open(records, os.O_RDONLY)
     except OSError as e:
-        raise SystemExit(f"btfgen_fprobe_record: {RECORDS}: {e.strerror} (is btfgen_fprobe "
+        raise SystemExit(f"btfgen_fprobe_record: {records}: {e.strerror} (is {module} "
                          f"loaded?)") from None
     names = mod.names()
     header = {"format": "btfgen trace recording", "arch": mod.ARCH, "who": True,
@@ -79,7 +92,7 @@ def main(argv=None) -> int:
               "kernel_release": os.uname().release, "kind": "kernel",
               "host": os.uname().nodename,
               "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
-              "program": "btfgen_fprobe", "btf": None, "btf_sha256": None}
+              "program": module, "btf": None, "btf_sha256": None}
     writer = recording.Writer(args.out, header, DecoderView(mod).descriptors(names),
                               mod.BYTE_ORDER)
     stop = []
@@ -98,10 +111,10 @@ def main(argv=None) -> int:
                 time.sleep(0.02)
     finally:
         os.close(fd)
-    s = stats()
+    s = stats(module)
     writer.close(s["lost"])
-    print(f"btfgen_fprobe_record: recorded {writer.events} events in {args.out}; the module "
-          f"sent {s['events']}, lost {s['lost']} (ring full); fprobe missed {s['missed']}",
+    print(f"btfgen_fprobe_record: recorded {writer.events} events in {args.out}; {module} "
+          f"sent {s['events']}, lost {s['lost']} (ring full); its probes missed {s['missed']}",
           file=sys.stderr)
     return 0
 

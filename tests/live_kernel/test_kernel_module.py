@@ -28,6 +28,7 @@ pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fprobe"
+COMMON = ROOT / "examples" / "common"  # the ring and proc files, shared with examples/kprobe
 GUESTS = ["unstable-amd64", "unstable-arm64"]
 WRITE, WRITES = 12345, 3
 READ, READS = 4321, 5
@@ -41,6 +42,7 @@ def _module(name: str, btf_path: Path, arch: str, gen: Path) -> Path:
     for n, text in files.items():
         (gen / n).write_text(text)
     sources = {"btfgen_fprobe.c": (EXAMPLE / "btfgen_fprobe.c").read_bytes(),
+               "btfgen_ring.h": (COMMON / "btfgen_ring.h").read_bytes(),
                "btfgen.kernel.h": files["btfgen.kernel.h"].encode()}
     try:
         return kbuild.build_module(name, sources, "btfgen_fprobe", extra_cflags=("-Werror",))

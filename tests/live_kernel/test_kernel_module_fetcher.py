@@ -123,6 +123,7 @@ def test_module_against_the_kernels_fetcher_and_btfgen_trace(name, tmp_path):
     try:
         ko = kbuild.build_module(name, {
             "btfgen_fprobe.c": (EXAMPLE / "btfgen_fprobe.c").read_bytes(),
+            "btfgen_ring.h": (ROOT / "examples" / "common" / "btfgen_ring.h").read_bytes(),
             "btfgen.kernel.h": files["btfgen.kernel.h"].encode()}, "btfgen_fprobe",
             extra_cflags=("-Werror",))
     except kbuild.debian.PackageError as e:
