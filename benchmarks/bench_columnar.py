@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "tests" / "recordings"))
 
 import synth  # noqa: E402
 
-from btfgen.probe import recording  # noqa: E402
+from btfgen.probe import event, recording  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 20_000_000))
 RECORD_BYTES = int(os.environ.get("BENCH_RECORD_BYTES", 0))  # 0: the function's stride
@@ -158,7 +158,7 @@ def per_record_rate(path: Path, limit: int = 300_000) -> float:
             for _fi, _k, count, payload in batch.sections:
                 for i in range(count):
                     fn.decode_record(replay.record_bytes(payload, i, stride)
-                                     [recording.EVENT_HEADER:])
+                                     [event.EVENT_HEADER:])
                 done += count
             if done >= limit:
                 break

@@ -134,7 +134,7 @@ def lines() -> None:
 
     import bench_tracers
 
-    from btfgen.probe import manifest, output
+    from btfgen.probe import event, manifest, output
     from btfgen.probe.run import recorder
 
     calls = RECORDS // 2
@@ -221,7 +221,7 @@ def traced_records(desc, order: str, calls: int) -> list[bytes]:
     from btfgen.probe import output, recording, spec_format
 
     bo = "<" if order == "little" else ">"
-    data = recording.EVENT_HEADER + recording.RECORD_HEADER
+    data = event.DATA
     size = recording.stride(desc)
     record_head = spec_format.structs(spec_format.RECORD_HEAD)[order]
     capture_head = spec_format.structs(spec_format.CAPTURE_HEAD)[order]
@@ -234,8 +234,8 @@ def traced_records(desc, order: str, calls: int) -> list[bytes]:
         for kind, values, plans in ((0, args, desc.record.entry),
                                     (1, (sum(args[:6]) + name[0],), desc.record.exit)):
             raw = bytearray(size)
-            output.HEADS[order].pack_into(raw, 0, 4242, 4242, b"tracee", ns, 1, 0)
-            record_head.pack_into(raw, recording.EVENT_HEADER, desc.btf_id, kind, 0)
+            event.HEADS[order].pack_into(raw, 0, 4242, 4242, b"tracee", ns, 1, 0)
+            record_head.pack_into(raw, event.EVENT_HEADER, desc.btf_id, kind, 0)
             vdescs = desc.args if kind == 0 else (desc.ret.value,)
             for v, value, plan in zip(vdescs, values, plans):
                 t = v.type
@@ -245,7 +245,7 @@ def traced_records(desc, order: str, calls: int) -> list[bytes]:
                 if c.at_exit == bool(kind):
                     capture_head.pack_into(raw, data + c.head, 1, 0, 1, 0, len(name) + 1, 0,
                                            pointer)
-                    at = data + c.head + recording.CAPTURE_HEAD
+                    at = data + c.head + event.CAPTURE_HEADER
                     raw[at:at + len(name) + 1] = name + b"\0"
             out.append(bytes(raw))
             ns += 4_000

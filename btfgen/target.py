@@ -214,6 +214,12 @@ def _elf_machine(path: str) -> tuple[str | None, int | None]:
 _GLOB = re.compile(r"[*?\[]")
 
 
+def is_glob(word: str) -> bool:
+    """Whether a function name as asked is a glob (select's rule, and the trace build's: its
+    deny list leaves out only what globs matched, never a function named as it is)."""
+    return _GLOB.search(word) is not None
+
+
 class Target:
     """Types, a calling convention and a trace ctx: everything placed, decoded, generated or
     checked for one input answers from here. Functions are placed on first use and kept."""
@@ -262,7 +268,7 @@ class Target:
             return Selection(self.every_function(), [])
         chosen: dict[int, T.Func] = {}
         missing = []
-        globs = [w for w in wanted if _GLOB.search(w)]
+        globs = [w for w in wanted if is_glob(w)]
         for name in wanted:
             if name in globs:
                 continue

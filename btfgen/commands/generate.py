@@ -21,6 +21,7 @@ from btfgen.commands.options import (
     jobs_count,
 )
 from btfgen.errors import BtfgenError
+from btfgen.probe.options import CALL_BUDGET, STRING_SIZE
 from btfgen.target import BtfgenWarning
 
 
@@ -61,11 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="and the string behind every char * argument (opt-in here: the "
                              "generated record layouts do not change unasked)")
     parser.add_argument("--value-size", "--string-size", dest="string_size", type=int,
-                        default=256, metavar="BYTES",
-                        help="bytes of a captured string or buffer kept (default 256, at most "
+                        default=STRING_SIZE, metavar="BYTES",
+                        help=f"bytes of a captured string or buffer kept (default {STRING_SIZE}, "
+                             "at most "
                              "4093; --string-size: its old name)")
-    parser.add_argument("--capture-budget", type=int, default=1024, metavar="BYTES",
-                        help="record bytes a call's captures may take (default 1024, at most 8192; "
+    parser.add_argument("--capture-budget", type=int, default=CALL_BUDGET, metavar="BYTES",
+                        help=f"record bytes a call's captures may take (default {CALL_BUDGET}, "
+                             "at most 8192; "
                              "the named captures first, the default strings in what is left)")
     add_header_arguments(parser)
     from btfgen.commands.options import add_dwarf_arguments

@@ -27,7 +27,8 @@ One concept a module:
     summary.py      --count / --latency: the summary maps set up, read and printed
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)
-    options.py      what a run is asked to do
+    event.py        an event's heads as the run side reads them, derived once from spec_format
+    options.py      what a run is asked to do, and the capture defaults
     timings.py      --timings
     errors.py       what goes wrong, each in one line
     prog.py         how the tool names itself

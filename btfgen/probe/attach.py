@@ -14,7 +14,6 @@ Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi). The cookie of each function
 from __future__ import annotations
 
 import errno
-import sys
 from typing import NamedTuple
 
 from . import features, prog
@@ -64,9 +63,9 @@ def attach_modes(asked: str, kernel: bool, manifest: Manifest,
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is None:
             raise InputError(f"--attach {asked}: {why}")
-        print(f"{prog.NAME}: {tramp.announce()}", file=sys.stderr)
+        prog.say(f"{tramp.announce()}")
         if tramp.programs != ("trace_session",):
-            print(f"{prog.NAME}: {FENTRY_PAIR_UNPAIRED}", file=sys.stderr)
+            prog.say(FENTRY_PAIR_UNPAIRED)
         return [tramp]
     if asked == "auto" and kernel and manifest.trampoline:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
@@ -79,7 +78,7 @@ def attach_modes(asked: str, kernel: bool, manifest: Manifest,
                 rest = []
             if adjust:
                 rest = [adjust(m) for m in rest]
-            print(f"{prog.NAME}: {tramp.announce()}", file=sys.stderr)
+            prog.say(f"{tramp.announce()}")
             return [tramp, *rest]
         modes = _kprobe_modes(asked, kernel, manifest)
         modes[0] = modes[0]._replace(why="; ".join(
@@ -88,7 +87,7 @@ def attach_modes(asked: str, kernel: bool, manifest: Manifest,
         modes = _kprobe_modes(asked, kernel, manifest)
     if adjust:
         modes = [adjust(m) for m in modes]
-    print(f"{prog.NAME}: {modes[0].announce()}", file=sys.stderr)
+    prog.say(f"{modes[0].announce()}")
     return modes
 
 
@@ -334,18 +333,17 @@ def _attach_module(obj, manifest: Manifest, module: list[int], mode: AttachMode,
         for link in obj.links[made:]:
             link.destroy()
         del obj.links[made:]
-        print(f"{prog.NAME}: module {name}: the trampoline refused ({str(e).splitlines()[0]}):"
-              f" its {len(module)} functions on a kprobe link instead", file=sys.stderr)
+        prog.say(f"module {name}: the trampoline refused ({str(e).splitlines()[0]}):"
+                 f" its {len(module)} functions on a kprobe link instead")
         return module
     finally:
         if fd is not None:
             import os
 
             os.close(fd)  # the programs loaded against it hold it
-    print(f"{prog.NAME}: module {name}: its {len(module)} functions on their own "
-          f"{' and '.join(_MULTI_SAID[t] for t in mode.attach_types)} link"
-          f"{'s' if len(mode.attach_types) > 1 else ''} (the module's BTF object)",
-          file=sys.stderr)
+    prog.say(f"module {name}: its {len(module)} functions on their own "
+             f"{' and '.join(_MULTI_SAID[t] for t in mode.attach_types)} link"
+             f"{'s' if len(mode.attach_types) > 1 else ''} (the module's BTF object)")
     return []
 
 
@@ -392,10 +390,9 @@ def attach_functions(obj, manifest: Manifest, keep: list[int], mode: AttachMode,
         if len(unprobed) == len(names):
             raise RunError(f"no function could take a kprobe by name (as {unprobed[0]}: "
                            "several functions of the name, or on the kprobe blacklist)")
-        print(f"{prog.NAME}: left out, a kprobe by name refused (several functions of the "
-              f"name, or the kprobe blacklist): {', '.join(unprobed[:10])}"
-              f"{f' and {len(unprobed) - 10} more' if len(unprobed) > 10 else ''}",
-              file=sys.stderr)
+        prog.say("left out, a kprobe by name refused (several functions of the "
+                 f"name, or the kprobe blacklist): {', '.join(unprobed[:10])}"
+                 f"{f' and {len(unprobed) - 10} more' if len(unprobed) > 10 else ''}")
 
 
 def enough_files(wanted: int) -> None:

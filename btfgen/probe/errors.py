@@ -1,15 +1,20 @@
-"""What goes wrong on the run side, each said in one line (a load error with libbpf's log)."""
+"""What goes wrong on the run side, each said in one line (a load error with libbpf's log), all
+under one root, ProbeError: the run side imports nothing of btfgen, so not btfgen.errors."""
 
 from __future__ import annotations
 
 
-class BpfLoadError(RuntimeError):
+class ProbeError(Exception):
+    """Anything the run side says in one line and stops on."""
+
+
+class BpfLoadError(ProbeError):
     def __init__(self, message: str, errno: int = 0):
         super().__init__(message)
         self.errno = errno  # what the kernel or libbpf said, where known (0: not known)
 
 
-class RunError(Exception):
+class RunError(ProbeError):
     """One line for the user."""
 
 
@@ -17,7 +22,7 @@ class InputError(RunError):
     """Bad input (a directory that is no trace directory): exit status 2, as every command."""
 
 
-class Interrupted(Exception):
+class Interrupted(ProbeError):
     """SIGINT or SIGTERM before any function was attached: one line, and 128 + the signal
     (nothing was traced, so there is nothing else to say)."""
 
@@ -29,10 +34,11 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-class BadInput(Exception):
+class BadInput(ProbeError):
     """What the build refused: bad usage or input (2, as every btfgen command), or a function
-    that is not there (1, as `btfgen` and `btfgen layout` say it)."""
+    that is not there (1, as `btfgen` and `btfgen layout` say it). The build's own refusals
+    (trace/build.BuildError, trace/symbols.SymbolError) are kinds of it."""
 
-    def __init__(self, message: str, status: int):
+    def __init__(self, message: str, status: int = 2):
         super().__init__(message)
         self.status = status

@@ -24,21 +24,12 @@ from __future__ import annotations
 import json
 import struct
 
-from . import spec_format
+from .event import (CAPTURE_HEADER, CAPTURE_LEN, CAPTURE_STATUS, DATA, HEAD_FORMAT, HEAD_ITEMS,
+                    MAX_ERRNO)
 
-EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)
-RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
-DATA = EVENT_HEADER + RECORD_HEADER  # where the record's data starts in an event
-CAPTURE_HEADER = spec_format.size_of(spec_format.CAPTURE_HEAD)
-CAPTURE_STATUS = spec_format.offset_of(spec_format.CAPTURE_HEAD, "status")
-CAPTURE_LEN = spec_format.offset_of(spec_format.CAPTURE_HEAD, "len")
 CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decoder's CAPTURE_OK)
-MAX_ERRNO = 4095  # output.MAX_ERRNO: -4095..-1 are errors, and so are pointers in that range
-# The head's items in the struct's tuple: EVENT_HEAD's then RECORD_HEAD's, in field order.
-_HEAD_ITEMS = [f.name for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD]
-HEAD_FORMAT = spec_format.struct_format(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
-TGID, TID, COMM, NS, CPU = (_HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
-FAILED = _HEAD_ITEMS.index("failed")
+TGID, TID, COMM, NS, CPU = (HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
+FAILED = HEAD_ITEMS.index("failed")
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 # Distinct strings a capture keeps its line text of (a path, a name: most repeat); past this
 # many the memo starts again, so that a stream of distinct strings costs no more memory.
@@ -114,7 +105,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
             return None
         fmt.append(f"{f.offset - at}x{f.code}" if f.offset > at else f.code)
         at = f.offset + f.size
-        item[id(f)] = len(_HEAD_ITEMS) + len(item)
+        item[id(f)] = len(HEAD_ITEMS) + len(item)
     env["unpack"] = struct.Struct("".join(fmt)).unpack_from
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
     # What the struct reads is within what the decoder needs (the plans' and captures' ends).
@@ -151,7 +142,7 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
         signed = rtype.tag in ("int", "enum") and rtype.signed
         env["unpack"] = struct.Struct(head + (f"{plan.data_off}x" if plan.data_off else "")
                                       + (code if signed else code.upper())).unpack_from
-        value = f"t[{len(_HEAD_ITEMS)}]"
+        value = f"t[{len(HEAD_ITEMS)}]"
         body += ["    t = unpack(raw)", f"    if t[{FAILED}] & {plan.op_mask}:",
                  "        return general(raw)"]
         # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer.

@@ -5,13 +5,12 @@ how far behind the calls the reader is; said once a second while running, and at
 from __future__ import annotations
 
 import struct
-import sys
 import time
 from dataclasses import dataclass
 
 from . import features, prog
 from .libbpf import possible_cpus
-from .output import HEADS
+from .event import HEADS
 
 
 # A reader this far behind the calls (seconds) says so while running.
@@ -74,8 +73,8 @@ def say_losses(now: Losses, said: Losses) -> Losses:
         # reader's doing).
         why = (f" (ring buffer full: the reader is behind; a larger --ring-size may "
                f"help{scratch})" if now.lost else "")
-        print(f"{prog.NAME}: {now.lost} records lost so far{why}, {now.missed} calls missed "
-              f"by the kernel{behind}", file=sys.stderr, flush=True)
+        prog.say(f"{now.lost} records lost so far{why}, {now.missed} calls missed "
+                 f"by the kernel{behind}", flush=True)
         return now
     return said
 
@@ -112,12 +111,12 @@ def say_lost(ring_full: int, no_scratch: int, kept: int | None = None) -> None:
     """At the end: the records lost, each reason on its own line (the ring buffer's last,
     always), and with `kept` (the records the reader took) what the BPF side made."""
     if kept is not None:
-        print(f"{prog.NAME}: {kept + ring_full + no_scratch} events made by the BPF side, "
-              f"{kept} kept", file=sys.stderr)
+        prog.say(f"{kept + ring_full + no_scratch} events made by the BPF side, "
+                 f"{kept} kept")
     if no_scratch:
-        print(f"{prog.NAME}: {no_scratch} records lost (no scratch: more threads in the traced "
-              f"functions at once than the BPF side has slots for)", file=sys.stderr)
-    print(f"{prog.NAME}: {ring_full} records lost (ring buffer full)", file=sys.stderr)
+        prog.say(f"{no_scratch} records lost (no scratch: more threads in the traced "
+                 f"functions at once than the BPF side has slots for)")
+    prog.say(f"{ring_full} records lost (ring buffer full)")
 
 
 def say_missed(missed: int, kernel: bool, trampoline: str = "", no_entry: int = 0) -> None:
@@ -127,20 +126,19 @@ def say_missed(missed: int, kernel: bool, trampoline: str = "", no_entry: int = 
     of `missed`, its recursion_misses); `no_entry`: of those, fsession entries whose exit ran
     and was recorded without them."""
     if trampoline:
-        print(f"{prog.NAME}: {missed} calls missed by the kernel (runs of the programs it "
-              "skipped: on the trampoline a call's entry or its exit each, the program "
-              "already running on that CPU, in a task it preempted or one it interrupted; "
-              "recursion_misses and the kprobe link's missed counts, which do not say whose "
-              "call it was: the tracer's own calls, which it never records, may be among them)",
-              file=sys.stderr)
+        prog.say(f"{missed} calls missed by the kernel (runs of the programs it "
+                 "skipped: on the trampoline a call's entry or its exit each, the program "
+                 "already running on that CPU, in a task it preempted or one it interrupted; "
+                 "recursion_misses and the kprobe link's missed counts, which do not say whose "
+                 "call it was: the tracer's own calls, which it never records, may be among them)")
         if trampoline == "fsession":
-            print(f"{prog.NAME}: {no_entry} of them entries whose exit ran: those exits are "
-                  "shown without their entry's arguments and duration, paired with no other "
-                  "call", file=sys.stderr)
+            prog.say(f"{no_entry} of them entries whose exit ran: those exits are "
+                     "shown without their entry's arguments and duration, paired with no other "
+                     "call")
         return
     if missed or kernel:
         counted = "" if features.counts_missed_calls() or not kernel else (
             "; kernels before 6.7 do not count them all")
-        print(f"{prog.NAME}: {missed} calls missed by the kernel (the program did not run: "
-              f"another BPF program was running on that CPU, or the probe could not "
-              f"deliver the call{counted})", file=sys.stderr)
+        prog.say(f"{missed} calls missed by the kernel (the program did not run: "
+                 f"another BPF program was running on that CPU, or the probe could not "
+                 f"deliver the call{counted})")

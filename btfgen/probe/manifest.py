@@ -158,8 +158,8 @@ def load_manifest(directory: Path) -> Manifest:
                          f"{FORMAT}: build the directory again")
     manifest, unknown = Manifest.from_dict(data, str(path))
     if unknown:
-        print(f"{prog.NAME}: warning: {path}: fields this version does not know, ignored: "
-              f"{', '.join(unknown)}", file=sys.stderr)
+        prog.say(f"warning: {path}: fields this version does not know, ignored: "
+                 f"{', '.join(unknown)}")
     return manifest
 
 

@@ -1,8 +1,17 @@
-"""What a trace run is asked to do: the options `--run` takes (tool.py parses them)."""
+"""What a trace run is asked to do: the options `--run` takes (tool.py parses them); and the
+capture defaults the build is asked with unless told otherwise."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The capture defaults, defined here for every command that takes them (`btfgen trace`'s and
+# `btfgen`'s options, the trace build, typed/capture.py). retsnoop's per-value size: the bytes
+# of a captured string or buffer kept (--value-size); two such strings fit beside the
+# arguments within the record data bytes a call's captures may take (--capture-budget), which
+# keeps a call's record near 1 KiB whatever it captures unasked.
+STRING_SIZE = 256
+CALL_BUDGET = 1024
 
 
 @dataclass

@@ -16,25 +16,18 @@ import math
 import struct
 import sys
 
-from . import lines, spec_format
+from . import lines, prog, spec_format
 from .calls import OpenCalls
+from .event import (DATA, EVENT_HEADER, FLAGS_AT, HEAD_FORMAT, HEADS, MAX_ERRNO, RECORD_HEADS,
+                    TID_AT)
 
-# struct trace_event before its btfgen_record, and the record's own header.
-EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)
-RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
-HEADS = spec_format.structs(spec_format.EVENT_HEAD)
-RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
-MAX_ERRNO = 4095  # the kernel's: -4095..-1 are errors, and so are pointers in that range
 # Lines a batching Printer holds before it writes them: a drain of the ring buffer's (its
 # BATCH records) goes in one write.
 BATCH_LINES = 4096
-_HEADS = EVENT_HEADER + RECORD_HEADER
-_FLAGS_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "flags")
-_TID_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "pid")
 _LOSSES = spec_format.EVENT_THREAD_LOST | spec_format.EVENT_SOME_LOST
 _NOT_PAIRED = spec_format.EVENT_NOT_PAIRED
 # The handler's key (flags, then btf_id and kind) is read as one struct: they must be adjacent.
-assert _FLAGS_AT + 4 == EVENT_HEADER
+assert FLAGS_AT + 4 == EVENT_HEADER
 
 
 class BadEvent(ValueError):
@@ -55,21 +48,21 @@ class Printer:
     what that handler does not make goes the general way (_general), the same text."""
 
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
-                 errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
-                 flush: bool = True, batch: bool = False, bytes_as: str = "auto") -> None:
+                 errors: bool = False, as_json: bool = False, flush: bool = True,
+                 batch: bool = False, bytes_as: str = "auto") -> None:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
         self.order = order
         self.head, self.record_head = HEADS[order], RECORD_HEADS[order]
         # The event's head and its record's, read at once.
-        self.heads = struct.Struct(self.head.format + self.record_head.format.lstrip("<>!=@"))
+        self.heads = struct.Struct(("<" if order == "little" else ">") + HEAD_FORMAT)
         # The record head's btf_id and kind as one number: the key of their event's handler.
         # trace_event's flags, then the record's btf_id and kind as one word: the handler's key.
         self._key = struct.Struct(("<" if order == "little" else ">") + "IQ").unpack_from
         self._tid = struct.Struct(("<" if order == "little" else ">") + "I").unpack_from
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
-        self.prog, self.flush = prog, flush
+        self.flush = flush
         self.bytes_as = bytes_as  # a captured buffer as text: show_bytes' `how`
         # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
         # (ns, the entry's bytes) to be decoded only if the call fails (lines.py).
@@ -124,12 +117,12 @@ class Printer:
         key_of, handler_of, lost_before = self._key, self._handler_of, self._lost_before
         append = kept.append
         for raw in batch:
-            if len(raw) < _HEADS:
+            if len(raw) < DATA:
                 raise BadEvent(f"an event of {len(raw)} bytes")
-            flags, key = key_of(raw, _FLAGS_AT)
+            flags, key = key_of(raw, FLAGS_AT)
             if flags:
                 if flags & _LOSSES:
-                    lost_before(self._tid(raw, _TID_AT)[0], flags)
+                    lost_before(self._tid(raw, TID_AT)[0], flags)
                 if flags & _NOT_PAIRED:
                     line = self._unpaired(raw, flags)
                     if line is not None:
@@ -154,17 +147,16 @@ class Printer:
             self._bad(e)
 
     def _bad(self, e: Exception) -> None:
-        print(f"{self.prog}: a record could not be decoded: {e!r}", file=sys.stderr,
-              flush=True)
+        prog.say(f"a record could not be decoded: {e!r}", flush=True)
 
     def event(self, raw) -> None:
         """One event: its line written (or kept, with `batch`), its call opened or closed."""
-        if len(raw) < _HEADS:
+        if len(raw) < DATA:
             raise BadEvent(f"an event of {len(raw)} bytes")
-        flags, key = self._key(raw, _FLAGS_AT)
+        flags, key = self._key(raw, FLAGS_AT)
         if flags:
             if flags & _LOSSES:
-                self._lost_before(self._tid(raw, _TID_AT)[0], flags)
+                self._lost_before(self._tid(raw, TID_AT)[0], flags)
             if flags & _NOT_PAIRED:
                 line = self._unpaired(raw, flags)
             else:
@@ -197,7 +189,7 @@ class Printer:
         make = lines.compile_errors_handler if self.errors else lines.compile_handler
         handler = make(fn, kind, self.order, self._shape(fn), general, as_json=self.as_json,
                        who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open)
-        handler = self._handlers[self._key(raw, _FLAGS_AT)[1]] = handler or general
+        handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or general
         return handler
 
     def _comm(self, comm: bytes) -> tuple:
@@ -245,10 +237,10 @@ class Printer:
             self.no_entry += 1
         elif flags & spec_format.EVENT_UNPAIRED and not self._said_unpaired:
             self._said_unpaired = True
-            print(f"{self.prog}: the fentry.multi and fexit.multi programs are each skipped "
-                  "by the kernel on their own (its recursion check), and nothing tells an "
-                  "exit whose entry was skipped: exits are shown without their entry's "
-                  "arguments and duration", file=sys.stderr, flush=True)
+            prog.say("the fentry.multi and fexit.multi programs are each skipped "
+                     "by the kernel on their own (its recursion check), and nothing tells an "
+                     "exit whose entry was skipped: exits are shown without their entry's "
+                     "arguments and duration", flush=True)
         rec = memoryview(raw)[EVENT_HEADER:]
         value = fn.decode_record(rec)
         caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
@@ -267,9 +259,9 @@ class Printer:
         if flags & spec_format.EVENT_SOME_LOST:
             if not self._said_unnoted:
                 self._said_unnoted = True
-                print(f"{self.prog}: records were lost faster than the threads losing them "
-                      "could be noted: exits are not paired with entries from here on (no "
-                      "durations)", file=sys.stderr, flush=True)
+                prog.say("records were lost faster than the threads losing them "
+                         "could be noted: exits are not paired with entries from here on (no "
+                         "durations)", flush=True)
             self.open.forget_all()
         else:
             self.open.forget(tid)

@@ -64,7 +64,8 @@ import struct
 import sys
 import zlib
 
-from . import crc, ringspan, spec_format
+from . import crc, ringspan
+from .event import CAPTURE_HEADER, DATA, EVENT_HEADER, RECORD_HEADS
 
 MAGIC = b"BTFGREC\n"
 VERSION = 4  # what the writer writes
@@ -92,9 +93,6 @@ MAX_HEADER = 64 << 20
 MAX_BATCH_EVENTS = 1 << 16  # the order array's u16 sections: also the writer's batch size
 MAX_SECTIONS = 1 << 14
 MAX_STRIDE = 1 << 20  # an event is far shorter: the generic record's data is 8192 bytes at most
-EVENT_HEADER = spec_format.size_of(spec_format.EVENT_HEAD)  # before the btfgen_record
-RECORD_HEADER = spec_format.size_of(spec_format.RECORD_HEAD)
-CAPTURE_HEAD = spec_format.size_of(spec_format.CAPTURE_HEAD)  # before each capture
 
 
 _LITTLE = struct.pack("=H", 1) == b"\x01\x00"
@@ -157,8 +155,8 @@ def stride(desc) -> int:
                       plan.ptr_off + desc.pointer_size)
     for c in getattr(desc, "captures", ()):  # each after its status head
         if c.head >= 0:
-            end = max(end, c.head + CAPTURE_HEAD + (c.size + 2 if c.kind == "str" else c.size))
-    return EVENT_HEADER + RECORD_HEADER + (end + 7) // 8 * 8
+            end = max(end, c.head + CAPTURE_HEADER + (c.size + 2 if c.kind == "str" else c.size))
+    return DATA + (end + 7) // 8 * 8
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -455,10 +453,10 @@ def group(batch: SpanBatch, reader) -> list:
     """A span's sections, with the standard library only: its records of each function and
     kind, each cut or zero-padded to the function's stride, in arrival order."""
     out: dict[tuple[int, int], bytearray] = {}
-    head = spec_format.structs(spec_format.RECORD_HEAD)[reader.order]
+    head = RECORD_HEADS[reader.order]
     index, strides = reader.index, reader.strides
     for raw in batch.events():
-        if len(raw) < EVENT_HEADER + RECORD_HEADER:
+        if len(raw) < DATA:
             raise RecordError(f"{reader.path}: corrupt span (an event of {len(raw)} bytes)")
         btf_id, kind, _failed = head.unpack_from(raw, EVENT_HEADER)
         fn = index.get(btf_id)
@@ -536,7 +534,7 @@ class Reader:
             self.strides = [f["stride"] for f in funcs]
             self.order = head["byte_order"]
             ok = (head["event_header"] == EVENT_HEADER and self.order in ("little", "big")
-                  and all(type(s) is int and EVENT_HEADER + RECORD_HEADER <= s <= MAX_STRIDE
+                  and all(type(s) is int and DATA <= s <= MAX_STRIDE
                           for s in self.strides))
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise RecordError(f"{self.path}: corrupt header ({type(e).__name__})") from None

@@ -3,7 +3,6 @@ functions' events take), and which reader reads it (in place, else through libbp
 
 from __future__ import annotations
 
-import sys
 
 from . import prog, ringspan, spec_format
 from .ringbuf import RingBuffer
@@ -78,5 +77,5 @@ def reader(map_fd: int, sink, committed_fd: int | None = None):
     why = ringspan.available()
     if not why:
         return ringspan.RingReader(map_fd, sink, committed_fd=committed_fd)
-    print(f"{prog.NAME}: reading the ring buffer through libbpf: {why}", file=sys.stderr)
+    prog.say(f"reading the ring buffer through libbpf: {why}")
     return RingBuffer(map_fd, sink, spans=True)

@@ -99,8 +99,7 @@ class Run:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if self.writer:
             self.writer.close(sum(lost))
-            print(f"{prog.NAME}: recorded {self.writer.events} events in {self.opts.record}",
-                  file=sys.stderr)
+            prog.say(f"recorded {self.writer.events} events in {self.opts.record}")
         # Never silent about what was lost, nor (recording) about what the BPF side made.
         say_lost(*lost, kept=self.writer.events if self.writer else None)
         return status
@@ -111,7 +110,7 @@ class Run:
         """What can be traced here, how it is attached, and where its events go."""
         manifest, opts = self.manifest, self.opts
         for warning in check_target(manifest):
-            print(f"{prog.NAME}: warning: {warning}", file=sys.stderr)
+            prog.say(f"warning: {warning}")
         reason = features.bpf_unavailable()
         if reason:
             raise RunError(f"BPF unavailable: {reason}")
@@ -120,8 +119,8 @@ class Run:
             with self.timings.stage("run: symbol check"):
                 self.keep, skipped = tracefs.traceable(manifest.functions)
             if skipped:
-                print(f"{prog.NAME}: not traceable here (not in available_filter_functions), "
-                      f"skipped: {', '.join(skipped)}", file=sys.stderr)
+                prog.say("not traceable here (not in available_filter_functions), "
+                         f"skipped: {', '.join(skipped)}")
             if not self.keep:
                 raise RunError("none of the functions can be traced on this kernel")
         self.modes = attach.attach_modes(opts.attach, manifest.kernel, manifest, self.keep,
@@ -152,7 +151,7 @@ class Run:
         self.printer = output.Printer(LazyFunctions(self.view, m.functions, m.btf_ids),
                                       self.decoders.BYTE_ORDER, self.out, who=who,
                                       errors=self.opts.errors, as_json=self.opts.as_json,
-                                      prog=prog.NAME, batch=True, bytes_as=self.opts.bytes_as)
+                                      batch=True, bytes_as=self.opts.bytes_as)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).
         return self.printer.records
@@ -187,8 +186,8 @@ class Run:
         self.fork_offset = tracefs.child_pid_offset()
         self.following = not everyone(self.choice)
         if self.following and self.fork_offset is None:
-            print(f"{prog.NAME}: warning: no sched_process_fork event here: child processes "
-                  "are not traced", file=sys.stderr)
+            prog.say("warning: no sched_process_fork event here: child processes "
+                     "are not traced")
         self.modes = self.modes or attach.attach_modes(self.opts.attach, self.manifest.kernel,
                                                        self.manifest)
         self.child = Gated(list(self.choice.argv)) if self.choice.argv else None
@@ -234,8 +233,8 @@ class Run:
                     raise
                 # Auto: a session the probe let through may still be refused (a kernel that
                 # cannot put every function on the function-graph stack): the pair still works.
-                print(f"{prog.NAME}: the {mode.said} was refused ({str(e).splitlines()[0]}): "
-                      f"{modes[n + 1].announce()}", file=sys.stderr)
+                prog.say(f"the {mode.said} was refused ({str(e).splitlines()[0]}): "
+                         f"{modes[n + 1].announce()}")
 
     def follow(self, drained) -> int:
         """Trace until the end, then detach and drain the ring to its last record; the exit
@@ -279,8 +278,8 @@ class Run:
                 f"process {self.only}" if self.only else
                 "every process that maps it (this one excepted)")
         until = f"for {self.opts.duration:g}s" if self.opts.duration else "until Ctrl-C"
-        print(f"{prog.NAME}: tracing {len(self.keep)} {what} {until}", file=sys.stderr,
-              flush=True)
+        prog.say(f"tracing {len(self.keep)} {what} {until}",
+                 flush=True)
 
     def missed_now(self) -> int:
         self.missed_most = max(self.missed_most, self.obj.missed(self.mode.programs))
@@ -464,13 +463,12 @@ def _reader_first(recording: bool):
         # command was started before (Gated), at the tracer's nice before this.
         os.setpriority(os.PRIO_PROCESS, 0, READER_NICE)
     except OSError as e:
-        print(f"{prog.NAME}: the reader stays at nice {was} (nice {READER_NICE} refused: "
-              f"{e.strerror}): with what it traces on its CPU, it may fall behind",
-              file=sys.stderr)
+        prog.say(f"the reader stays at nice {was} (nice {READER_NICE} refused: "
+                 f"{e.strerror}): with what it traces on its CPU, it may fall behind")
         yield
         return
-    print(f"{prog.NAME}: the reader runs at nice {READER_NICE} (the traced processes at "
-          f"theirs): records wait less, the traced work runs slower", file=sys.stderr)
+    prog.say(f"the reader runs at nice {READER_NICE} (the traced processes at "
+             f"theirs): records wait less, the traced work runs slower")
     try:
         yield
     finally:
@@ -487,12 +485,12 @@ def _say_cpu(timings: Timings, before, rb) -> None:
     if not timings.on:
         return
     now = os.times()
-    print(f"{prog.NAME}: time: run: tracing cpu: user {now[0] - before[0]:.2f} s, system "
-          f"{now[1] - before[1]:.2f} s", file=sys.stderr)
+    prog.say(f"time: run: tracing cpu: user {now[0] - before[0]:.2f} s, system "
+             f"{now[1] - before[1]:.2f} s")
     if hasattr(rb, "walk_s"):
-        print(f"{prog.NAME}: time: run: reader cpu: walk {rb.walk_s:.2f} s, sink "
-              f"{rb.sink_s:.2f} s; {rb.spans} spans, {rb.raw_spans} of them unwalked (the BPF "
-              f"side's count said them committed)", file=sys.stderr)
+        prog.say(f"time: run: reader cpu: walk {rb.walk_s:.2f} s, sink "
+                 f"{rb.sink_s:.2f} s; {rb.spans} spans, {rb.raw_spans} of them unwalked (the BPF "
+                 f"side's count said them committed)")
 
 
 def _trampoline_said(mode: attach.AttachMode) -> str:

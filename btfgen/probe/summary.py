@@ -21,7 +21,6 @@ from .manifest import Manifest
 KEYSPEC_FORMAT = "HHHHQ"
 KEY_RECORD, KEY_STRING, KEY_CAPTURE, KEY_COMM = 1, 2, 4, 8
 KEY_AT_EXIT = 16  # not a key: the function's calls are counted at exit (a $retval filter)
-CAPTURE_HEAD = 16  # spec_format.CAPTURE_HEAD's bytes
 MODE_COUNT, MODE_LATENCY, MODE_EVENTS = 1, 2, 4
 SLOTS = 64
 # sum_stats

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from contextlib import contextmanager
 
@@ -24,5 +23,4 @@ class Timings:
         yield  # a stage that failed is not timed: its error is what is said
         took = self.seconds[name] = time.perf_counter() - start
         if self.on:
-            print(f"{prog.NAME}: time: {name}: {took:.6f} s", file=self.out or sys.stderr,
-                  flush=True)
+            prog.say(f"time: {name}: {took:.6f} s", file=self.out, flush=True)

@@ -36,7 +36,8 @@ from pathlib import Path
 from . import prog as tool_name
 from . import run as trace_run
 from .errors import BadInput, BpfLoadError, InputError, Interrupted, RunError
-from .options import Options
+from .event import MAX_ERRNO
+from .options import CALL_BUDGET, STRING_SIZE, Options
 
 USAGE = """\
 %(prog)s [options] PROGRAM FUNC... [-- ARGS...]
@@ -116,14 +117,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "ending at a char pointer is a string; 'SSL_write: buf[num]', "
                         "'SSL_read: buf[retval]' (at exit) a buffer of that many bytes "
                         "(repeatable)")
-    p.add_argument("--value-size", "--string-size", dest="string_size", type=int, default=256,
-                   metavar="BYTES",
-                   help="bytes of a captured string or buffer kept (default 256, as "
+    p.add_argument("--value-size", "--string-size", dest="string_size", type=int,
+                   default=STRING_SIZE, metavar="BYTES",
+                   help=f"bytes of a captured string or buffer kept (default {STRING_SIZE}, as "
                         "retsnoop; at most 4093: one record operation; more than fits "
                         "the --capture-budget needs a larger one); a longer one is "
                         "marked cut (--string-size: its old name)")
-    p.add_argument("--capture-budget", type=int, default=1024, metavar="BYTES",
-                   help="record bytes a call's captures may take (default 1024, at most 8192); "
+    p.add_argument("--capture-budget", type=int, default=CALL_BUDGET, metavar="BYTES",
+                   help=f"record bytes a call's captures may take (default {CALL_BUDGET}, at "
+                        "most 8192); "
                         "what --capture names is placed first, the default strings after, "
                         "shrunk to the room left")
     p.add_argument("--bytes", dest="bytes_as", choices=("auto", "text", "hex"),
@@ -138,8 +140,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "functions as that process calls them")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--errors", action="store_true",
-                   help="print only the calls that returned a negative errno (-1..-4095) or a "
-                        "NULL or error pointer, with the arguments they were called with")
+                   help="print only the calls that returned a negative errno "
+                        f"(-1..-{MAX_ERRNO}) or a NULL or error pointer, with the arguments "
+                        "they were called with")
     p.add_argument("--json", action="store_true",
                    help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
                         "arguments or return value) instead of text")
@@ -179,28 +182,28 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 Builder = Callable[[argparse.Namespace, Path], None]
 
 
-def main(argv=None, prog: str = "btfgen trace", build: Builder | None = None) -> int:
+def main(argv=None, prog: str = tool_name.DEFAULT, build: Builder | None = None) -> int:
     """The tool's exit status: the traced command's, 1 when tracing failed or a function is
     missing, 2 on bad usage or input."""
     tool_name.NAME = prog
     try:
         return _main(sys.argv[1:] if argv is None else argv, prog, build)
     except BadInput as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        tool_name.say(str(e))
         return e.status
     except InputError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        tool_name.say(str(e))
         return 2
     except (RunError, BpfLoadError) as e:  # one line, plus libbpf's log
-        print(f"{prog}: {e}", file=sys.stderr)
+        tool_name.say(str(e))
         return 1
     except Interrupted as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        tool_name.say(str(e))
         return 128 + e.signum
     except KeyboardInterrupt:
         # Ctrl-C while building (the run catches its own signals from its start): one line
         # and the status a shell gives, never a traceback.
-        print(f"{prog}: {Interrupted(2)}", file=sys.stderr)
+        tool_name.say(str(Interrupted(2)))
         return 130
 
 
@@ -235,7 +238,7 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.run and (args.names or args.kernel or args.btf or args.module or args.module_btf
                      or args.header or args.arch
                      or args.filter or args.capture or not args.strings
-                     or args.string_size != 256 or args.capture_budget != 1024
+                     or args.string_size != STRING_SIZE or args.capture_budget != CALL_BUDGET
                      or args.no_deny):
         p.error("--run takes no functions, types, filters or captures: they were chosen at "
                 "--build")

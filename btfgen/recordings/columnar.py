@@ -20,7 +20,7 @@ from pathlib import Path
 
 from btfgen.decoder.runtime import DecodeError
 from btfgen.errors import BtfgenError
-from btfgen.probe import recording, spec_format
+from btfgen.probe import event, recording, spec_format
 from btfgen.recordings import replay
 
 try:
@@ -51,8 +51,8 @@ assert [f.name for f in _ID_KIND] == ["btf_id", "kind"]
 FAILED, ID_KIND, FLAGS = " failed", " id_kind", " flags"
 RECORD_FIELDS = [
     (FLAGS, *_field(spec_format.EVENT_HEAD, "flags")),  # the losses pairing must know of
-    (FAILED, *_field(spec_format.RECORD_HEAD, "failed", recording.EVENT_HEADER)),
-    (ID_KIND, f"u{spec_format.size_of(_ID_KIND)}", recording.EVENT_HEADER),
+    (FAILED, *_field(spec_format.RECORD_HEAD, "failed", event.EVENT_HEADER)),
+    (ID_KIND, f"u{spec_format.size_of(_ID_KIND)}", event.EVENT_HEADER),
 ]
 
 
@@ -71,7 +71,7 @@ def value_columns(names, kind: int) -> list[str]:
         taken.add(column)
         out.append(column)
     return out
-DATA_AT = recording.EVENT_HEADER + recording.RECORD_HEADER
+DATA_AT = event.DATA
 SIZES = {1, 2, 4, 8}
 FLOATS = {2: "f2", 4: "f4", 8: "f8"}
 
@@ -237,7 +237,7 @@ def _to_arrow(layout: Layout, payload):
         stride = layout.dtype.itemsize
         try:
             rows = [layout.fn.decode_record(
-                        replay.record_bytes(payload, i, stride)[recording.EVENT_HEADER:])
+                        replay.record_bytes(payload, i, stride)[event.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:  # what a damaged file can cause
             raise recording.RecordError(f"corrupt event ({e})") from None
@@ -249,7 +249,7 @@ def _to_arrow(layout: Layout, payload):
         stride = layout.dtype.itemsize
         try:
             caps = [layout.fn.decode_captures(
-                        replay.record_bytes(payload, i, stride)[recording.EVENT_HEADER:])
+                        replay.record_bytes(payload, i, stride)[event.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:
             raise recording.RecordError(f"corrupt event ({e})") from None

@@ -30,12 +30,12 @@ import json
 import os
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import quote
 
 from btfgen.errors import BtfgenError
 from btfgen.probe import recording, spec_format
 from btfgen.probe.calls import OpenCalls
 from btfgen.recordings import columnar, replay
+from btfgen.recordings.partitions import segment
 
 import numpy as np  # noqa: I001 (after columnar: its import says which extra is missing)
 import pyarrow as pa
@@ -372,7 +372,7 @@ class _Files:
 
     def __init__(self, directory: str, source: _Source, rid: str, names: list[str]) -> None:
         self.root, self.rid, self.names = Path(directory), rid, names
-        self.base = self.root / f"host={_hive(source.host)}" / f"kernel={_hive(source.kernel)}"
+        self.base = self.root / segment("host", source.host) / segment("kernel", source.kernel)
         self.open: dict[int, list] = {}  # function -> [writer, part, target, batches, rows]
         self.rows = 0
 
@@ -381,7 +381,7 @@ class _Files:
             return
         slot = self.open.get(fi)
         if slot is None:
-            target = self.base / f"function={_hive(self.names[fi])}" / f"{self.rid}.parquet"
+            target = self.base / segment("function", self.names[fi]) / f"{self.rid}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             part = target.parent / f".{self.rid}.{os.getpid()}.parquet.part"
             slot = self.open[fi] = [None, part, target, [], 0, schema]
@@ -416,12 +416,6 @@ class _Files:
             if slot[0] is not None:
                 slot[0].close()
             slot[1].unlink(missing_ok=True)
-
-
-def _hive(value: str) -> str:
-    """A partition value as a path segment: Hive's escaping (%XX), which Spark and DuckDB undo."""
-    return quote(value, safe="") if value not in (".", "..") else quote(value, safe="").replace(
-        ".", "%2E")
 
 
 def _atomic_text(path: Path, text: str) -> None:

@@ -7,7 +7,7 @@ import sys
 
 from btfgen.btf.walk import MAX_DEPTH  # describe() nests no deeper
 from btfgen.decoder.runtime import DecodeError, Function, FunctionDesc, Limit
-from btfgen.probe import output, recording, spec_format
+from btfgen.probe import event, output, recording, spec_format
 
 # No value the generic record holds is larger (BTFGEN_DATA_SIZE is 8192).
 LIMIT = Limit(size=1 << 16, depth=MAX_DEPTH)
@@ -105,7 +105,7 @@ def group():
         data = np.frombuffer(batch.data, dtype=np.uint8)
         by_id = lookup(reader)
         strides = reader.strides
-        head_min = recording.EVENT_HEADER + recording.RECORD_HEADER
+        head_min = event.DATA
 
         def corrupt(what):
             return recording.RecordError(f"{reader.path}: corrupt span ({what})")
@@ -163,7 +163,7 @@ def group():
                     if length < head_min:
                         raise corrupt(f"an event of {length} bytes")
                     first = phase + ringspan.HEADER
-                    rec = first + recording.EVENT_HEADER
+                    rec = first + event.EVENT_HEADER
                     # BTF id and kind read as one word: one pass over the span, not two.
                     both = strided(rec, period, count, u8)
                     if (both == both[0]).all():
@@ -206,7 +206,7 @@ def group():
             if len(starts):
                 if lengths.min() < head_min:
                     raise corrupt(f"an event of {int(lengths.min())} bytes")
-                rec = (starts + ringspan.HEADER + recording.EVENT_HEADER) // 4
+                rec = (starts + ringspan.HEADER + event.EVENT_HEADER) // 4
                 key = keys_of(heads[rec].astype(np.int64), heads[rec + 1].astype(np.int64))
                 order = np.argsort(key, kind="stable")
                 keys, firsts = np.unique(key[order], return_index=True)
@@ -294,14 +294,14 @@ def _only(order: str):
         fmt = spec_format.struct_format(head)
 
         def only(payload, stride: int, btf_id: int, kind: int) -> bool:
-            rest = stride - recording.EVENT_HEADER - recording.RECORD_HEADER
+            rest = stride - event.EVENT_HEADER - event.RECORD_HEADER
             return all((i, k) == (btf_id, kind) for i, k, _failed in struct.iter_unpack(
-                f"{bo}{recording.EVENT_HEADER}x{fmt}{rest}x", payload))
+                f"{bo}{event.EVENT_HEADER}x{fmt}{rest}x", payload))
 
         return only
 
     def only(payload, stride: int, btf_id: int, kind: int) -> bool:
-        offsets = [recording.EVENT_HEADER + spec_format.offset_of(head, name)
+        offsets = [event.EVENT_HEADER + spec_format.offset_of(head, name)
                    for name in ("btf_id", "kind")]
         a = records(payload, np.dtype({"names": ["btf_id", "kind"],
                                        "formats": [bo + "u4", bo + "u4"],

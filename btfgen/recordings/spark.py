@@ -12,7 +12,8 @@ The kernels holding the function come from the dataset's own index, `_recordings
 from __future__ import annotations
 
 from functools import reduce
-from urllib.parse import quote
+
+from btfgen.recordings.partitions import segment
 
 
 # Every row has these, whatever its function, kernel or arch, with the same types.
@@ -43,15 +44,9 @@ def read_function(spark, root: str, function: str):
     reader = spark.read.option("basePath", root).option("mergeSchema", "true")
     # Partition values stay strings: a kernel "6.1" is not a number, nor a host named 1234.
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-    parts = [reader.parquet(f"{root}/host=*/kernel={_hive(k)}/function={_hive(function)}")
+    parts = [reader.parquet(f"{root}/host=*/{segment('kernel', k)}/{segment('function', function)}")
              for k in kernels]
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-
-
-def _hive(value: str) -> str:
-    # The dataset's escaping (dataset._hive), here so that pyspark alone is enough; it escapes
-    # the glob characters too, so a kernel's name matches only itself.
-    return quote(value, safe="")
 
 
 __all__ = ["read_events", "read_function"]

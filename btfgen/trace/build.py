@@ -10,10 +10,8 @@ btfgen_trace.py), so copying it to the target is the whole install.
 from __future__ import annotations
 
 import hashlib
-import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,6 +20,8 @@ from btfgen.btf.reader import DEFAULT_PATH
 from btfgen.codegen import outputs, straight
 from btfgen.probe import manifest as trace_manifest
 from btfgen.probe import prog, spec_format
+from btfgen.probe.errors import BadInput
+from btfgen.probe.options import CALL_BUDGET, STRING_SIZE
 from btfgen.probe.timings import Timings
 from btfgen.trace import deny, symbols
 
@@ -69,17 +69,11 @@ TRAMPOLINE_DENIED = dict.fromkeys(
 # Every function's `struct btfgen_spec`, in cookie order: made here, where it is quick, so the
 # run side fills the specs map from one read (tens of thousands made there took a minute).
 SPECS = "specs.bin"
-# What makes a name a glob (target.select's rule): the deny list leaves out only what globs
-# matched, never a function named as it is.
-_GLOB = re.compile(r"[*?\[]")
 
 
-class BuildError(Exception):
-    """Bad input or a missing tool: one line for the user, and the exit status it means."""
-
-    def __init__(self, message: str, status: int = 2):
-        super().__init__(message)
-        self.status = status  # 2: bad usage or input, as every command; 1: a missing function
+class BuildError(BadInput):
+    """Bad input or a missing tool: one line for the user, and the exit status it means (2: bad
+    usage or input, as every command; 1: a missing function)."""
 
 
 @dataclass
@@ -99,8 +93,8 @@ class Request:
     filters: list[str] = field(default_factory=list)  # --filter 'FUNC: EXPR'
     captures: list[str] = field(default_factory=list)  # --capture 'FUNC: PATH, PATH'
     strings: bool = True  # a string capture of every `char *` argument
-    string_size: int = 256  # capture.STRING_SIZE (--value-size)
-    capture_budget: int = 1024  # capture.CALL_BUDGET: record bytes a call's captures may take
+    string_size: int = STRING_SIZE  # --value-size
+    capture_budget: int = CALL_BUDGET  # record bytes a call's captures may take
     deny: bool = True  # kernel: leave out of the globs what btfgen itself calls (deny.txt)
     # --count / --latency, each kept in BPF maps (summary.bpf.h), keyed by --by options
     count: bool = False
@@ -169,7 +163,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         plan = _plan(target, funcs, req, parsed)
     layout, conv = plan.layout, target.convention
     for line in plan.placement_notes:
-        print(f"btfgen trace: {line}", file=sys.stderr)
+        prog.say(line)
     out.mkdir(parents=True, exist_ok=True)
     with timings.stage("build: generation"):
         for name, text in plan.trace_files().items():
@@ -188,7 +182,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         specs = [decoders.spec(n) for n in names]
         (out / SPECS).write_bytes(b"".join(specs))
     if line := _interpreted(specs, conv.byte_order):
-        print(f"btfgen trace: {line}", file=sys.stderr)
+        prog.say(line)
     trampoline = None
     if req.kernel:
         # A summary's programs too (--count, --latency): the same maps, kept by the
@@ -221,8 +215,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None, **where)
     (out / trace_manifest.MANIFEST).write_text(manifest.to_json())
     if req.timings:
-        print(f"{prog.NAME}: time: build: total: {sum(timings.seconds.values()):.6f} s",
-              file=sys.stderr)
+        prog.say(f"time: build: total: {sum(timings.seconds.values()):.6f} s")
     return manifest
 
 
@@ -292,8 +285,8 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
         # trampoline (a whole kernel's slot decoders overran a BPF jump's range: "Branch target
         # out of insn range"), and says so.
         why = next((line for line in str(e).splitlines() if "error" in line), str(e))
-        print(f"{prog.NAME}: the BPF trampoline's programs were not built ({why.strip()[:200]}):"
-              " the kprobe modes only", file=sys.stderr)
+        prog.say(f"the BPF trampoline's programs were not built ({why.strip()[:200]}):"
+                 " the kprobe modes only")
         for name in set(objects.values()):
             (out / name).unlink(missing_ok=True)
         return None
@@ -303,9 +296,9 @@ def _trampoline(target, funcs: list, req: Request, filters: list, out: Path,
         # One sum_keys table for both (the maps are shared, and the run side decodes a key
         # with the kprobe's module): a key the slots' record lays out elsewhere would be read
         # wrong, so the summary stays on the kprobe links.
-        print(f"{prog.NAME}: the BPF trampoline's programs were not built for this summary "
-              "(its records lay a --by key out otherwise than the kprobe's): the kprobe modes "
-              "only", file=sys.stderr)
+        prog.say("the BPF trampoline's programs were not built for this summary "
+                 "(its records lay a --by key out otherwise than the kprobe's): the kprobe modes "
+                 "only")
         for name in set(objects.values()):
             (out / name).unlink(missing_ok=True)
         return None
@@ -363,7 +356,7 @@ def _locate(name: str) -> str:
     except symbols.SymbolError as e:
         raise BuildError(str(e)) from None
     if how:
-        print(f"btfgen trace: {name} is {path} ({how})", file=sys.stderr)
+        prog.say(f"{name} is {path} ({how})")
     return path
 
 
@@ -383,11 +376,11 @@ def _probe_sites(program: str, funcs: list, conv):
                          f"{conv.name}'s ({conv.pointer_size * 8}-bit {conv.elf_machine}): "
                          "give the file built for the arch traced")
     for note in (n for fn in found for n in fn.notes):
-        print(f"btfgen trace: {note}", file=sys.stderr)
+        prog.say(note)
     same = symbols.aliases(found)
     for name, first in same.items():
-        print(f"btfgen trace: {name} is {first} (one function, at the same address): "
-              f"traced once, as {first}", file=sys.stderr)
+        prog.say(f"{name} is {first} (one function, at the same address): "
+                 f"traced once, as {first}")
     return kind, {fn.name: fn.offset for fn in found}, [f for f in funcs if f.name not in same]
 
 
@@ -410,12 +403,12 @@ def _plan(target, funcs: list, req: Request, filters: list):
         raise BuildError(line) from None
     left = plan.unguessable
     if left:
-        print(f"btfgen trace: {target.arch}: strings not captured by default (kernel and user "
-              f"addresses overlap, and the BTF has no __user tags to say which a pointer "
-              f"is; name it: --capture 'FUNC: ARG:user'): "
-              f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
+        prog.say(f"{target.arch}: strings not captured by default (kernel and user "
+                 f"addresses overlap, and the BTF has no __user tags to say which a pointer "
+                 f"is; name it: --capture 'FUNC: ARG:user'): "
+                 f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}")
     for line in plan.capture_notes:
-        print(f"btfgen trace: --capture {line}", file=sys.stderr)
+        prog.say(f"--capture {line}")
     return plan
 
 
@@ -432,8 +425,8 @@ def _select(target, req: Request, source: str) -> list:
         by_name.setdefault(f.name, []).append(f)
     ambiguous = [n for n, fs in by_name.items() if len({f.type_id for f in fs}) > 1]
     if ambiguous:
-        print(f"{prog.NAME}: left out, several static functions of that name with different "
-              f"prototypes: {', '.join(ambiguous)}", file=sys.stderr)
+        prog.say("left out, several static functions of that name with different "
+                 f"prototypes: {', '.join(ambiguous)}")
     funcs = [fs[0] for n, fs in by_name.items() if n not in ambiguous]
     if req.kernel and req.deny:
         funcs = _without_denied(funcs, req.functions)
@@ -446,7 +439,9 @@ def _select(target, req: Request, source: str) -> list:
 def _without_denied(funcs: list, asked: list[str]) -> list:
     """`funcs` without what deny.txt lists, unless named as it is; the count left out and why
     said on one line."""
-    named = {w for w in asked if not _GLOB.search(w)}
+    from btfgen.target import is_glob
+
+    named = {w for w in asked if not is_glob(w)}
     denied = deny.split([f.name for f in funcs if f.name not in named], deny.patterns())
     if not denied.left_out:
         return funcs
@@ -454,8 +449,8 @@ def _without_denied(funcs: list, asked: list[str]) -> list:
     groups = "; ".join(f"{why}: {len(names)} ({', '.join(names[:3])}"
                        f"{', ...' if len(names) > 3 else ''})"
                        for why, names in denied.left_out.items())
-    print(f"{prog.NAME}: left out {len(out)} functions btfgen's own probes and run side "
-          f"call (deny list; --no-deny keeps them): {groups}", file=sys.stderr)
+    prog.say(f"left out {len(out)} functions btfgen's own probes and run side "
+             f"call (deny list; --no-deny keeps them): {groups}")
     return [f for f in funcs if f.name not in out]
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from btfgen.probe import prog as tool_name
 from btfgen.probe import tool
 from btfgen.probe.errors import BadInput, RunError
 
 
-def main(argv=None, prog: str = "btfgen trace") -> int:
+def main(argv=None, prog: str = tool_name.DEFAULT) -> int:
     return tool.main(sys.argv[1:] if argv is None else argv, prog, build=_build)
 
 
@@ -36,8 +37,8 @@ def _build(args, out: Path) -> None:
     req = trace_build.Request(**{**fields, **_summary_request(args)})
     try:
         trace_build.build(req, out)
-    except trace_build.BuildError as e:
-        raise BadInput(str(e), e.status) from None
+    except BadInput:  # trace_build.BuildError: its own one line and status
+        raise
     except BtfgenError as e:
         raise BadInput(str(e), 2) from None
     except OSError as e:

@@ -14,6 +14,7 @@ import fnmatch
 import re
 import struct
 
+from btfgen.probe import event
 from btfgen.probe import summary as run_summary
 
 # A string key's characters by default: the key is hashed on every call, and lives on the BPF
@@ -133,7 +134,7 @@ def _key(by: By, desc, spec) -> tuple[dict, tuple]:
     if c.head < 0:
         raise by.error(f"{by.path} did not fit {desc.name}'s record")
     how = run_summary.KEY_RECORD | run_summary.KEY_CAPTURE
-    size = run_summary.CAPTURE_HEAD + c.size
+    size = event.CAPTURE_HEADER + c.size
     if c.kind == "str":
         how |= run_summary.KEY_STRING
         size += 2  # the character past the limit, and the NUL

@@ -20,18 +20,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from btfgen.probe.errors import BadInput
+
 DF_1_PIE = 0x08000000  # DT_FLAGS_1: linked as a position-independent executable
 VERSYM_HIDDEN = 0x8000  # .gnu.version: not the default version (name@VER, not name@@VER)
 STT_GNU_IFUNC = 10  # pyelftools spells it STT_LOOS
 
 
-class SymbolError(Exception):
-    """One line for the user, and the exit status it means (1: no such function, as btfgen
-    says it everywhere; 2: bad input)."""
-
-    def __init__(self, message: str, status: int = 2):
-        super().__init__(message)
-        self.status = status
+class SymbolError(BadInput):
+    """A file's symbols do not give what was asked: 1, no such function; 2, bad input."""
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,14 @@ from dataclasses import dataclass, replace
 from btfgen.btf import types as T
 from btfgen.btf.walk import descend, strip
 from btfgen.errors import BtfgenError
+from btfgen.probe import spec_format
+from btfgen.probe.options import CALL_BUDGET, STRING_SIZE
 from btfgen.typed import path as paths
 
-# retsnoop's per-value size: a call's record holds what its captures need, within CALL_BUDGET
-# bytes unless --capture-budget says otherwise; two 256-byte strings fit beside the arguments.
-STRING_SIZE = 256
+# A call's record holds what its captures need, within CALL_BUDGET bytes unless
+# --capture-budget says otherwise; STRING_SIZE bytes of a string unless --value-size does
+# (probe/options.py: the defaults, for every command that takes them).
+
 # A string is read as up to limit + 1 characters and its NUL (one more than shown: that is how
 # a string of exactly `limit` characters is told from a longer, truncated one), in one record
 # operation (below generic.OP_LIMIT = 4,096 bytes).
@@ -38,11 +41,8 @@ MAX_STRING_SIZE = 4093
 
 
 MAX_VALUE_SIZE = 4095  # a value's bytes, also in one operation (a buffer's at most too)
-# The record data bytes a call's captures may take unless --capture-budget says otherwise, and
-# the most it may say: the generic record's (spec_format.DATA_SIZE, not imported here: the run
-# side's module). The default keeps a call's record near 1 KiB whatever it captures unasked.
-CALL_BUDGET = 1024
-MAX_BUDGET = 8192
+# The most --capture-budget may say: the generic record's data bytes.
+MAX_BUDGET = spec_format.DATA_SIZE
 
 
 def string_size_problem(size: int) -> str | None:

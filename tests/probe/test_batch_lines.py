@@ -13,9 +13,9 @@ import pytest
 import synth
 
 from btfgen.decoder.runtime import Function, FunctionDesc
-from btfgen.probe import lines, output, recording, spec_format
+from btfgen.probe import event, lines, output, recording, spec_format
 
-DATA = lines.DATA
+DATA = event.DATA
 CAPTURE = spec_format.structs(spec_format.CAPTURE_HEAD)
 INT = {(1, False): "B", (1, True): "b", (2, False): "H", (2, True): "h", (4, False): "I",
        (4, True): "i", (8, False): "Q", (8, True): "q"}
@@ -100,7 +100,7 @@ def _data(desc, kind: int, rng: random.Random, order: str) -> bytearray:
         n = len(text) + 1 if rng.random() < 0.9 else rng.randrange(0, 3 * c.size)
         CAPTURE[order].pack_into(data, c.head, status, rng.randrange(2), rng.randrange(3), 0,
                                  n, 0, rng.getrandbits(64))
-        at = c.head + lines.CAPTURE_HEADER
+        at = c.head + event.CAPTURE_HEADER
         data[at:at + len(text) + 1] = text + b"\0"
     return data
 
@@ -128,7 +128,7 @@ def events(descs, n: int, seed: int, order: str) -> list[bytes]:
                 kind = 1
         ns += rng.randrange(1, 5000)
         failed = rng.getrandbits(64) if rng.random() < 0.1 else 0
-        head = output.HEADS[order].pack(7, tid, rng.choice(comms), ns, rng.randrange(4), 0)
+        head = event.HEADS[order].pack(7, tid, rng.choice(comms), ns, rng.randrange(4), 0)
         rec = synth.RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
         raw = head + rec + _data(desc, kind, rng, order)
         if rng.random() < 0.03:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from btfgen.probe import losses, output
+from btfgen.probe import losses
+from btfgen.probe.event import HEADS
 
 
 def _said(capsys, now: losses.Losses, said: losses.Losses) -> tuple[losses.Losses, str]:
@@ -37,7 +38,7 @@ def test_a_reader_behind_the_calls_says_how_far(capsys):
 def test_behind_is_the_age_of_the_oldest_event_handed_on():
     got = []
     behind = losses.Behind(got.append, "little")
-    head = output.HEADS["little"]
+    head = HEADS["little"]
     old = time.monotonic_ns() - 3_000_000_000
     event = head.pack(1, 2, b"comm", old, 0, 0) + bytes(8)
     behind.record(event)

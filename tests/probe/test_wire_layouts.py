@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from btfgen.decoder import runtime
-from btfgen.probe import output, recording, spec_format
+from btfgen.probe import event, spec_format
 from btfgen.recordings import columnar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,19 +73,19 @@ def test_the_probe_fails_when_the_table_and_c_disagree(tmp_path, monkeypatch):
 
 
 def test_python_sides_take_the_table():
-    event = spec_format.size_of(spec_format.EVENT_HEAD)
+    head = spec_format.size_of(spec_format.EVENT_HEAD)
     record = spec_format.size_of(spec_format.RECORD_HEAD)
-    assert output.EVENT_HEADER == recording.EVENT_HEADER == event
-    assert recording.RECORD_HEADER == runtime.RECORD_HEADER_SIZE == record
+    assert event.EVENT_HEADER == head and event.DATA == head + record
+    assert event.RECORD_HEADER == runtime.RECORD_HEADER_SIZE == record
     fmt = spec_format.struct_format(spec_format.RECORD_HEAD)
     assert runtime.RECORD_HEADERS["big"].format == ">" + fmt
-    assert output.HEADS["little"].size == event
+    assert event.HEADS["little"].size == head
     offsets = {name: at for name, _fmt, at in columnar.EVENT_FIELDS + columnar.RECORD_FIELDS}
     assert offsets["timestamp"] == spec_format.offset_of(spec_format.EVENT_HEAD, "ns")
-    assert offsets[columnar.FAILED] == event + spec_format.offset_of(spec_format.RECORD_HEAD,
-                                                                    "failed")
-    assert columnar.DATA_AT == event + record
-    assert offsets[columnar.ID_KIND] == event + spec_format.offset_of(spec_format.RECORD_HEAD, "btf_id")
+    assert offsets[columnar.FAILED] == head + spec_format.offset_of(spec_format.RECORD_HEAD,
+                                                                   "failed")
+    assert columnar.DATA_AT == head + record
+    assert offsets[columnar.ID_KIND] == head + spec_format.offset_of(spec_format.RECORD_HEAD, "btf_id")
 
 
 def test_the_run_side_carries_the_tables(tmp_path):
@@ -97,12 +97,12 @@ def test_the_run_side_carries_the_tables(tmp_path):
 
     build._copy_run_side(tmp_path)
     script = ("import sys\nsys.modules['btfgen'] = None\n"
-              f"from {build.PROBE_COPY} import output, recording, run\n"
-              "print(output.EVENT_HEADER, recording.RECORD_HEADER, output.HEADS['big'].format)\n")
+              f"from {build.PROBE_COPY} import event, output, recording, run\n"
+              "print(event.EVENT_HEADER, event.RECORD_HEADER, event.HEADS['big'].format)\n")
     proc = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    event = spec_format.size_of(spec_format.EVENT_HEAD)
+    head = spec_format.size_of(spec_format.EVENT_HEAD)
     record = spec_format.size_of(spec_format.RECORD_HEAD)
-    assert proc.stdout.split() == [str(event), str(record),
+    assert proc.stdout.split() == [str(head), str(record),
                                    ">" + spec_format.struct_format(spec_format.EVENT_HEAD)]

@@ -9,11 +9,10 @@ import random
 import sys
 from pathlib import Path
 
-from btfgen.probe import spec_format
-from btfgen.probe import output, recording, ringspan  # the record header
+from btfgen.probe import recording, ringspan, spec_format
+from btfgen.probe.event import HEADS, RECORD_HEADS  # the event's and the record's heads
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
 
 
 def module(arch: str):
@@ -36,7 +35,7 @@ def descriptors(mod) -> list:
 
 def event(desc, kind: int, rng: random.Random, ns: int, tid: int = 100, cpu: int = 0,
           failed: int = 0, order: str = "little", flags: int = 0) -> bytes:
-    head = output.HEADS[order].pack(42, tid, b"synth", ns, cpu, flags)
+    head = HEADS[order].pack(42, tid, b"synth", ns, cpu, flags)
     rec = RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
     # As long as the BPF side sends it: the heads and the data its decoder writes.
     return head + rec + rng.randbytes(spec_format.event_size(desc, kind) - len(head) - len(rec))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from btfgen.decoder import runtime
 from btfgen.decoder.runtime import Function
-from btfgen.probe import output, recording
+from btfgen.probe import event
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -37,12 +37,12 @@ def _per_record(mod, evs, name: str, kind: int) -> list[dict]:
     fn = Function(mod._descriptor(name)[0])
     rows = []
     for e in evs:
-        _, tid, _, ns, cpu, _pad = output.HEADS[mod.BYTE_ORDER].unpack_from(e)
+        _, tid, _, ns, cpu, _pad = event.HEADS[mod.BYTE_ORDER].unpack_from(e)
         btf_id, k, _failed = runtime.RECORD_HEADERS[mod.BYTE_ORDER].unpack_from(
-            e, recording.EVENT_HEADER)
+            e, event.EVENT_HEADER)
         if btf_id != fn.btf_id or k != kind:
             continue
-        v = fn.decode_record(e[recording.EVENT_HEADER:])
+        v = fn.decode_record(e[event.EVENT_HEADER:])
         values = zip(fn.args, v) if kind == 0 else ([(fn.ret.value, v)] if fn.ret else [])
         row = {"timestamp": ns, "cpu": cpu, "pid": 42, "tid": tid}
         row.update({("return" if kind else d.name): columnar.plain(x, d.type) for d, x in values})

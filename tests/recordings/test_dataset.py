@@ -95,6 +95,43 @@ def test_partitions_are_hive_paths(tmp_path):
                          and f.endswith(f"/{added.recording}.parquet") for f in files)
 
 
+@pytest.mark.parametrize("kernel,segment", [("..", "%2E%2E"), (".", "%2E"),
+                                            ("6.1%*[x]?", "6.1%25%2A%5Bx%5D%3F")])
+def test_a_partition_value_is_one_segment_that_matches_only_itself(tmp_path, kernel, segment):
+    """A kernel release named `..` (or `.`) stays a directory of its own inside the dataset, and
+    one with `%` and glob characters is escaped so that a reader's glob matches only it; the
+    path the writer makes is the one the readers ask for (partitions.segment)."""
+    from btfgen.recordings import partitions
+
+    assert partitions.segment("kernel", kernel) == f"kernel={segment}"
+    rec = tmp_path / "r.btfrec"
+    datasets.write(rec, "x86_64", 40, 1, host="h", kernel=kernel)
+    dataset.add_all([str(rec)], str(tmp_path / "ds"))
+    files = [p.relative_to(tmp_path / "ds").as_posix()
+             for p in (tmp_path / "ds").rglob("*.parquet")]
+    assert files and all(f.startswith(f"host=h/kernel={segment}/function=") for f in files)
+    assert not list(tmp_path.glob("*.parquet")) and not list(tmp_path.glob("function=*"))
+    function = files[0].split("/")[2]
+    assert sorted((tmp_path / "ds").glob(f"host=*/{partitions.segment('kernel', kernel)}/"
+                                         f"{function}/*.parquet")) == \
+        [tmp_path / "ds" / files[0]]
+
+
+def test_partition_escaping_needs_the_standard_library_alone():
+    """spark.py reads with pyspark alone: the escaping it shares with the writer imports nothing
+    but the standard library (and nothing of btfgen)."""
+    import ast
+
+    from btfgen.recordings import partitions
+
+    tree = ast.parse(Path(partitions.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
 def test_enums_are_their_names():
     t = ("enum", 4, True, {0: "RED", 1: "GREEN", -3: "NEG"})
     col = dataset._as_names(pa.array([1, 0, 7, None, -3, 1], pa.int32()), t)

@@ -19,6 +19,8 @@ from pathlib import Path
 import datasets
 import pytest
 
+from btfgen.recordings.partitions import segment
+
 pytest.importorskip("pyarrow")
 duckdb = pytest.importorskip("duckdb")
 
@@ -73,7 +75,8 @@ def _function(con_or_spark, root: Path, function: str | None, engine: str):
             f"hive_types_autocast=false)")
     if engine == "duckdb":
         return con_or_spark.sql(
-            f"select * from read_parquet('{root}/*/*/function={function}/*.parquet', "
+            f"select * from read_parquet("
+            f"'{root}/*/*/{segment('function', function)}/*.parquet', "
             f"hive_partitioning=true, union_by_name=true, hive_types_autocast=false)")
     if function is None:
         return btfgen_spark.read_events(con_or_spark, str(root))
@@ -180,3 +183,27 @@ def test_spark_gives_duckdbs_answers(fleet, spark):
         got.append(_rows(tuple(r) for r in spark.sql(query).collect()))
     assert got == want
     assert all(want), want  # every question has an answer
+
+
+def test_spark_and_duckdb_read_odd_kernel_names(tmp_path, spark):
+    """Kernel releases named `..` and with `%` and `*` (partitions.hive escapes them; the Spark
+    reader used to leave `.` and `..` as they were, a path to the directory above): each
+    reader gets each recording's rows back, under its own kernel name."""
+    recs = []
+    for i, kernel in enumerate(["..", "6.1%*"]):
+        recs.append(tmp_path / f"r{i}.btfrec")
+        datasets.write(recs[-1], "x86_64", 60, 20 + i, host="odd-host", kernel=kernel)
+    out = tmp_path / "ds"
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "decode", "--format", "parquet",
+                           "-o", str(out), *map(str, recs)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    function = sorted(p.name for p in out.glob("host=*/kernel=*/function=*"))[0]
+    function = function.removeprefix("function=")
+    from btfgen.recordings import spark as btfgen_spark
+
+    got = btfgen_spark.read_function(spark, str(out), function)
+    spark_kernels = {r.kernel for r in got.select("kernel").distinct().collect()}
+    con = duckdb.connect()
+    duck = _function(con, out, function, "duckdb")
+    duck_kernels = {r[0] for r in con.sql("select distinct kernel from duck").fetchall()}
+    assert spark_kernels == duck_kernels == {"..", "6.1%*"}

@@ -13,7 +13,7 @@ import synth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from btfgen.probe import recording, ringspan
+from btfgen.probe import event, recording, ringspan
 from btfgen.recordings import replay
 
 np = pytest.importorskip("numpy")
@@ -111,7 +111,7 @@ def test_numpy_groups_as_the_standard_library_does(tmp_path_factory, arch, seed,
     head = synth.RECORD_HEADS[order]
     want: dict = {}
     for e in kept:
-        btf_id, kind, _ = head.unpack_from(e, recording.EVENT_HEADER)
+        btf_id, kind, _ = head.unpack_from(e, event.EVENT_HEADER)
         s = strides[index[btf_id]]
         want.setdefault((index[btf_id], kind), []).append(e[:s] + bytes(max(0, s - len(e))))
     assert plain == want
