@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * What btfgen's generated decode adds to an fprobe entry handler, against a hand-written one
+ * (benchmarks/bench_fprobe.py drives it; docs/benchmarks.md has the figures).
+ *
+ *   insmod btfgen_fprobe_bench.ko func=__sys_sendto handler=N
+ *
+ * One fprobe, entry only, on `func` (__sys_sendto: six register arguments; do_mmap: six in
+ * registers and three on the stack on x86_64). `handler` picks what the entry handler does:
+ *   0  nothing but count the call (the baseline: fprobe's own cost);
+ *   1  hand-written: each argument read with the kernel's accessors, ftrace_regs_get_argument()
+ *      and, for the stack ones, ftrace_regs_get_kernel_stack_nth(), into a typed struct;
+ *   2  btfgen's generated per-function decoder (btfgen_entry_<func>) into its typed struct;
+ *   3  btfgen's generic decoder: btfgen_spec_by_ip(ip) and btfgen_generic_entry() into a
+ *      struct btfgen_record (what the example module sends).
+ * Every handler counts its calls (`hits`, read from /sys/module/.../parameters/hits) and
+ * writes what it read to memory of its CPU, so nothing it reads can be left out by the compiler.
+ */
+#include <linux/module.h>
+#include <linux/fprobe.h>
+#include <linux/ftrace.h>
+#include <linux/vmalloc.h>
+#include <linux/overflow.h>
+#include <linux/smp.h>
+
+#include "btfgen.kernel.h"
+
+static char *func = "__sys_sendto";
+module_param(func, charp, 0444);
+MODULE_PARM_DESC(func, "__sys_sendto or do_mmap");
+static int handler;
+module_param(handler, int, 0444);
+MODULE_PARM_DESC(handler, "0 empty, 1 hand-written, 2 generated per function, 3 generated generic");
+static unsigned long hits;
+module_param(hits, ulong, 0444);
+MODULE_PARM_DESC(hits, "calls the handler ran for");
+static unsigned long faults;
+module_param(faults, ulong, 0444);
+MODULE_PARM_DESC(faults, "calls whose decode said a read failed");
+
+/* What each handler writes: one of these a CPU. */
+struct sink {
+	union {
+		struct btfgen_args___sys_sendto sendto;
+		struct btfgen_args_do_mmap mmap;
+		u64 words[16];
+	};
+	struct btfgen_record rec; /* the generic decoder's */
+};
+static struct sink *sinks;
+
+static struct sink *sink(void)
+{
+	return &sinks[smp_processor_id()];
+}
+
+static int empty(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+		 struct ftrace_regs *fregs, void *data)
+{
+	hits++;
+	return 0;
+}
+
+/* Hand-written, as one would without btfgen: the kernel's accessors, the prototype's types. */
+static int hand_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+		       struct ftrace_regs *fregs, void *data)
+{
+	struct btfgen_args___sys_sendto *a = &sink()->sendto;
+
+	a->fd = (int)ftrace_regs_get_argument(fregs, 0);
+	a->buff = (void *)ftrace_regs_get_argument(fregs, 1);
+	a->len = (size_t)ftrace_regs_get_argument(fregs, 2);
+	a->flags = (unsigned int)ftrace_regs_get_argument(fregs, 3);
+	a->addr = (struct sockaddr *)ftrace_regs_get_argument(fregs, 4);
+	a->addr_len = (int)ftrace_regs_get_argument(fregs, 5);
+	hits++;
+	return 0;
+}
+
+static int hand_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+		     struct ftrace_regs *fregs, void *data)
+{
+	struct btfgen_args_do_mmap *a = &sink()->mmap;
+
+	a->file = (struct file *)ftrace_regs_get_argument(fregs, 0);
+	a->addr = ftrace_regs_get_argument(fregs, 1);
+	a->len = ftrace_regs_get_argument(fregs, 2);
+	a->prot = ftrace_regs_get_argument(fregs, 3);
+	a->flags = ftrace_regs_get_argument(fregs, 4);
+	a->vm_flags = ftrace_regs_get_argument(fregs, 5);
+	/* at entry the stack pointer points at the return address: the 7th argument is above it */
+	a->pgoff = ftrace_regs_get_kernel_stack_nth(fregs, 1);
+	a->populate = (u64 *)ftrace_regs_get_kernel_stack_nth(fregs, 2);
+	a->uf = (struct list_head *)ftrace_regs_get_kernel_stack_nth(fregs, 3);
+	hits++;
+	return 0;
+}
+
+static int gen_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+		      struct ftrace_regs *fregs, void *data)
+{
+	if (btfgen_entry___sys_sendto(fregs, &sink()->sendto))
+		faults++;
+	hits++;
+	return 0;
+}
+
+static int gen_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+		    struct ftrace_regs *fregs, void *data)
+{
+	if (btfgen_entry_do_mmap(fregs, &sink()->mmap))
+		faults++;
+	hits++;
+	return 0;
+}
+
+static int generic(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+		   struct ftrace_regs *fregs, void *data)
+{
+	const struct btfgen_spec *spec = btfgen_spec_by_ip(ip);
+
+	if (spec && btfgen_generic_entry(fregs, spec, &sink()->rec, NULL, 0))
+		faults++;
+	hits++;
+	return 0;
+}
+
+static struct fprobe probe;
+
+static int __init bench_init(void)
+{
+	bool mmap = !strcmp(func, "do_mmap");
+	int err;
+
+	if (!mmap && strcmp(func, "__sys_sendto"))
+		return -EINVAL;
+	switch (handler) {
+	case 0: probe.entry_handler = empty; break;
+	case 1: probe.entry_handler = mmap ? hand_mmap : hand_sendto; break;
+	case 2: probe.entry_handler = mmap ? gen_mmap : gen_sendto; break;
+	case 3: probe.entry_handler = generic; break;
+	default: return -EINVAL;
+	}
+	sinks = vzalloc(array_size(nr_cpu_ids, sizeof(*sinks)));
+	if (!sinks)
+		return -ENOMEM;
+	btfgen_spec_cache_init();
+	err = register_fprobe(&probe, func, NULL);
+	if (err) {
+		vfree(sinks);
+		return err;
+	}
+	return 0;
+}
+
+static void __exit bench_exit(void)
+{
+	unregister_fprobe(&probe);
+	synchronize_rcu();
+	vfree(sinks);
+}
+
+module_init(bench_init);
+module_exit(bench_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("btfgen's generated decode against a hand-written fprobe handler, per call");
