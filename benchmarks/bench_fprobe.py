@@ -3,26 +3,32 @@
 reading the same arguments with the kernel's accessors, and the example module's cost per call
 beside `btfgen trace`'s, in one QEMU guest (Debian unstable's amd64 7.2 kernel, TCG).
 
-  python3 benchmarks/bench_fprobe.py [--calls N] [--rounds R] [--json FILE]
+  python3 benchmarks/bench_fprobe.py [--calls N] [--rounds R] [--trace-rounds T] [--json FILE]
 
 Built here for the guest kernel (its compiler and headers, -Werror, tests/live_kernel/kbuild.py):
 benchmarks/fprobe_bench/btfgen_fprobe_bench.c (one fprobe, entry only, on one function; its
-`handler` parameter: 0 empty, 1 hand-written with ftrace_regs_get_argument() and
-ftrace_regs_get_kernel_stack_nth(), 2 btfgen's per-function decoder, 3 btfgen's generic decoder)
-and examples/fprobe/btfgen_fprobe.c (the example: entry and exit, each call a record in its
-ring), both over the header generated for __sys_sendto and do_mmap; `btfgen trace --build` for
-the same two functions; benchmarks/fprobe_loop.c, static. In the guest, for each function
-(__sys_sendto: six register arguments, reached by sendto(-1, ...); do_mmap: nine, three on the
-stack, reached by a zero-length anonymous mmap), round after round, the loop of N calls is timed
-untraced, under each handler, under the example module, and under `btfgen trace`'s
-kprobe.session and fsession.multi links (loaded and attached as `btfgen_trace.py --run` does,
-the ring read after the loop); the order of the ways reverses every other round. Each run checks
-the handler ran N times (the module's `hits`), the example module sent 2N records and lost none,
-btfgen trace's ring got 2N events.
+`handler` parameter, switched while it is loaded: 0 empty, 1 hand-written with
+ftrace_regs_get_argument() and ftrace_regs_get_kernel_stack_nth(), 2 btfgen's per-function
+decoder, 3 btfgen's generic decoder) and examples/fprobe/btfgen_fprobe.c (the example: entry and
+exit, each call a record in its ring), both over the header generated for __sys_sendto and
+do_mmap; `btfgen trace --build` for the same two functions; benchmarks/fprobe_loop.c, static
+(a run: the least of its three loops of N calls, timed with clock_gettime). The functions:
+__sys_sendto (six register arguments), reached by sendto(-1, ...), and do_mmap (nine, three on
+the stack on x86_64), reached by a zero-length anonymous mmap; both fail at once.
+
+In the guest, for each function, R rounds of the handlers: the untraced loop, the module loaded,
+each handler switched in and run (the order reversed every other round), unloaded, the untraced
+loop again; a handler's added cost is its run less the lesser untraced run of its round, the
+decode's its run less the empty handler's. Then T rounds of the untraced loop, the example
+module, and `btfgen trace`'s kprobe.session and fsession.multi links (loaded and attached as
+`btfgen_trace.py --run` does, the ring read after the loop), each less the untraced loop of its
+round. Each run checks the handler ran for every call (the module's `hits`, no decode fault),
+the example module sent a record at entry and at exit of each call and lost none, btfgen
+trace's ring got as many.
 
 Under TCG every instruction is emulated: the times are the emulator's, many times a CPU's, and
-move with the host's load. Compare ways with each other in the same round: each way's added cost
-is its loop's time less the untraced loop's of that round; the ratios are of medians of those.
+move with the host's load (other guests on the same two CPUs). Compare ways with each other in
+the same round; the least of the rounds is the figure least disturbed by the host.
 """
 
 from __future__ import annotations
@@ -47,8 +53,10 @@ TARGET = "unstable-amd64"
 CALLS = {"sendto": "__sys_sendto", "mmap": "do_mmap"}
 HANDLERS = {0: "empty handler", 1: "hand-written", 2: "generated, per function",
             3: "generated, generic"}
+REPS = 3  # fprobe_loop.c's: its loop runs so many times, the least time is taken
 EXTRA_CALLS = 16  # calls of the function besides the loop's (do_mmap: the exec's mappings)
-WAYS = ["none", "h0", "h1", "h2", "h3", "example", "session", "tracing-multi"]
+TRACERS = {"example": "example module (entry+exit, ring)",
+           "session": "btfgen trace, kprobe.session", "tracing-multi": "btfgen trace, fsession.multi"}
 
 # Runs in the guest beside the trace directory's modules; one JSON line a run.
 GUEST = r'''
@@ -57,7 +65,7 @@ from pathlib import Path
 sys.path.insert(0, "/trace")
 from btfgen_probe import attach, bpf_object, losses, manifest, processes, ringbuf, run, tracefs
 
-calls, rounds = int(sys.argv[1]), int(sys.argv[2])
+calls, rounds, trace_rounds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 CALLS = {"sendto": "__sys_sendto", "mmap": "do_mmap"}
 LOOP = "/trace/fprobe_loop"
 os.chmod(LOOP, 0o755)  # the guest's files are made 0644 but for Python's
@@ -74,18 +82,29 @@ def sh(*cmd):
 
 
 def loop(call):
-    return float(sh(LOOP, call, str(calls)).split()[1])
+    return float(sh(LOOP, call, str(calls)).split()[1])  # the least of its REPS loops'
 
 
-def bench_module(call, handler):
-    sh("insmod", "/trace/btfgen_fprobe_bench.ko", f"func={CALLS[call]}", f"handler={handler}")
+PARAMS = Path("/sys/module/btfgen_fprobe_bench/parameters")
+
+
+def handlers(call, order):
+    """The untraced loop, then the module loaded once and each handler in `order` switched in,
+    then the untraced loop again: one row each."""
+    rows = [{"way": "none", "ns_per_call": loop(call)}]
+    sh("insmod", "/trace/btfgen_fprobe_bench.ko", f"func={CALLS[call]}")
     try:
-        row = {"ns_per_call": loop(call)}
-        for p in ("hits", "faults"):
-            row[p] = int(Path(f"/sys/module/btfgen_fprobe_bench/parameters/{p}").read_text())
+        for h in order:
+            for name, value in (("handler", h), ("hits", 0), ("faults", 0)):
+                (PARAMS / name).write_text(str(value))
+            row = {"way": f"h{h}", "ns_per_call": loop(call)}
+            for name in ("hits", "faults"):
+                row[name] = int((PARAMS / name).read_text())
+            rows.append(row)
     finally:
         sh("rmmod", "btfgen_fprobe_bench")
-    return row
+    rows.append({"way": "none", "ns_per_call": loop(call)})
+    return rows
 
 
 def example(call):
@@ -116,9 +135,11 @@ def btfgen_trace(call, kind):
     if status:
         raise SystemExit(f"the loop under {kind}: status {status}")
     row = {"ns_per_call": float(Path("/tmp/loop").read_text().split()[1]), "mode": mode.kind}
-    while rb.poll(100) > 0:
-        pass
-    rb.drain()
+    while True:  # a poll or drain hands over at most RingBuffer.BATCH records
+        got = events[0]
+        rb.drain()
+        if events[0] == got:
+            break
     rb.close()
     row["events"] = events[0]
     row["lost"] = losses.lost(obj)
@@ -127,23 +148,27 @@ def btfgen_trace(call, kind):
     return row
 
 
-WAYS = ["none", "h0", "h1", "h2", "h3", "example", "session", "tracing-multi"]
 for call in CALLS:  # a first, untimed run of each loop: the emulator translates its code once
     loop(call)
 for n in range(rounds):
-    for call in ("sendto", "mmap"):
+    for call in CALLS:
+        for row in handlers(call, [0, 1, 2, 3] if n % 2 == 0 else [3, 2, 1, 0]):
+            row.update({"round": n, "call": call, "part": "handlers"})
+            print("BENCH " + json.dumps(row), flush=True)
+WAYS = ["none", "example", "session", "tracing-multi"]
+for n in range(trace_rounds):
+    for call in CALLS:
         for way in WAYS if n % 2 == 0 else WAYS[::-1]:
             if way == "none":
                 row = {"ns_per_call": loop(call)}
-            elif way.startswith("h"):
-                row = bench_module(call, int(way[1:]))
             elif way == "example":
                 row = example(call)
             else:
                 row = btfgen_trace(call, way)
-            row.update({"round": n, "call": call, "way": way})
+            row.update({"round": n, "call": call, "way": way, "part": "tracers"})
             print("BENCH " + json.dumps(row), flush=True)
 '''
+
 
 
 def build(kernel, btf_path: Path, out: Path) -> None:
@@ -177,7 +202,9 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=20000)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=15, help="rounds of the handlers")
+    p.add_argument("--trace-rounds", type=int, default=5,
+                   help="rounds of the example module and btfgen trace")
     p.add_argument("--json", metavar="FILE", help="also write every run here")
     args = p.parse_args()
     kernel = conftest.kernel_for(TARGET)
@@ -187,7 +214,8 @@ def main() -> int:
         build(kernel, btf_path, out)
         g, py = python_guest.trace_guest(kernel.target, out)
         g.step("bench", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(kernel.target)} "
-                        f"{py.python} bench_guest.py {args.calls} {args.rounds} 2>&1")
+                        f"{py.python} bench_guest.py {args.calls} {args.rounds} "
+                        f"{args.trace_rounds} 2>&1")
         boot = g.run(kernel, timeout=1800)
     text, rc = boot.section("bench")
     runs = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines()
@@ -198,15 +226,15 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": runs, "release": kernel.release},
                                               indent=1) + "\n")
-    return report(runs, args.calls, args.rounds, kernel.release)
+    return report(runs, args.calls, kernel.release)
 
 
-def report(runs: list[dict], calls: int, rounds: int, release: str) -> int:
+def report(runs: list[dict], calls: int, release: str) -> int:
     bad = []
 
     def counted(n: int, per_call: int) -> bool:
         # do_mmap is also called by the loop's own exec (a few mappings): a few more are fine
-        return per_call * calls <= n <= per_call * (calls + EXTRA_CALLS)
+        return per_call * REPS * calls <= n <= per_call * (REPS * calls + EXTRA_CALLS)
 
     for r in runs:
         if r["way"].startswith("h") and (not counted(r["hits"], 1) or r["faults"]):
@@ -216,47 +244,56 @@ def report(runs: list[dict], calls: int, rounds: int, release: str) -> int:
         if r["way"] in ("session", "tracing-multi") and (not counted(r["events"], 2)
                                                          or r["lost"]):
             bad.append(r)
-    print(f"{TARGET} ({release}, QEMU TCG), {calls} calls a run, {rounds} rounds; "
-          "added: ns a call over the untraced loop of the same round (median, and the rounds' "
-          "least and most)")
+    print(f"{TARGET} ({release}, QEMU TCG), a run: the least of {REPS} loops of {calls} calls; "
+          "ns a call")
     for call, fn in CALLS.items():
+        rows = [r for r in runs if r["call"] == call and r["part"] == "handlers"]
+        rounds = sorted({r["round"] for r in rows})
         added: dict[str, list[float]] = {}
-        for n in range(rounds):
-            row = {r["way"]: r for r in runs if r["round"] == n and r["call"] == call}
-            if len(row) != len(WAYS):
-                continue
-            base = row["none"]["ns_per_call"]
-            for way in WAYS[1:]:
-                added.setdefault(way, []).append(row[way]["ns_per_call"] - base)
+        for n in rounds:
+            row = [r for r in rows if r["round"] == n]
+            base = min(r["ns_per_call"] for r in row if r["way"] == "none")  # before and after
+            by = {r["way"]: r["ns_per_call"] for r in row if r["way"] != "none"}
             added.setdefault("none", []).append(base)
-            # the decode alone: each handler over the empty handler of the same round
-            for h in ("h1", "h2", "h3"):
-                added.setdefault(h + "-h0", []).append(
-                    row[h]["ns_per_call"] - row["h0"]["ns_per_call"])
-        if not added:
+            for h in HANDLERS:
+                added.setdefault(f"h{h}", []).append(by[f"h{h}"] - base)
+                added.setdefault(f"d{h}", []).append(by[f"h{h}"] - by["h0"])
+        if not rounds:
             continue
         med = {k: statistics.median(v) for k, v in added.items()}
-        print(f"\n{fn} (untraced loop {med['none']:.0f} ns a call, rounds {spread(added['none'])})")
-        print(f"  {'way':40} {'added':>8} {'rounds':>12} {'decode':>8} {'× hand':>7}")
-        names = {**{f"h{h}": f"module: {d}" for h, d in HANDLERS.items()},
-                 "example": "example module (entry+exit, ring)",
-                 "session": "btfgen trace, kprobe.session",
-                 "tracing-multi": "btfgen trace, fsession.multi"}
-        for way in WAYS[1:]:
-            extra = ""
-            if way in ("h1", "h2", "h3"):
-                d = med[way + "-h0"]
-                extra = f" {d:>7.0f}"
-                if way != "h1":
-                    extra += f" {med[way] / med['h1']:>6.2f}×"
-            print(f"  {names[way]:40} {med[way]:>8.0f} {spread(added[way]):>12}{extra}")
-        print(f"  generated per function / hand-written, whole handler: "
-              f"{med['h2'] / med['h1']:.2f}× (rounds "
-              f"{min(a / b for a, b in zip(added['h2'], added['h1'])):.2f}–"
-              f"{max(a / b for a, b in zip(added['h2'], added['h1'])):.2f}); "
-              f"generic: {med['h3'] / med['h1']:.2f}×")
-        print(f"  example module / btfgen trace: {med['example'] / med['session']:.2f}× "
-              f"kprobe.session, {med['example'] / med['tracing-multi']:.2f}× fsession.multi")
+        low = {k: min(v) for k, v in added.items()}
+        print(f"\n{fn}: {len(rounds)} rounds, the untraced loop {med['none']:.0f} ns a call "
+              f"(rounds {spread(added['none'])})")
+        print(f"  {'handler':26} {'added: median':>14} {'least':>6} {'rounds':>11}   "
+              f"{'over the empty handler: median':>31} {'least':>6}")
+        for h, name in HANDLERS.items():
+            print(f"  {name:26} {med[f'h{h}']:>14.0f} {low[f'h{h}']:>6.0f} "
+                  f"{spread(added[f'h{h}']):>11}   {med[f'd{h}']:>31.0f} {low[f'd{h}']:>6.0f}")
+        for h in (2, 3):
+            per_round = sorted(a / b for a, b in zip(added[f"h{h}"], added["h1"]) if b > 0)
+            print(f"  {HANDLERS[h]} / hand-written, the handler's added cost: "
+                  f"{med[f'h{h}'] / med['h1']:.2f}× (medians), {low[f'h{h}'] / low['h1']:.2f}× "
+                  f"(leasts); round by round "
+                  f"{statistics.median(per_round):.2f}× median, {per_round[0]:.2f}–"
+                  f"{per_round[-1]:.2f}×")
+    for call, fn in CALLS.items():
+        rows = [r for r in runs if r["call"] == call and r["part"] == "tracers"]
+        rounds = sorted({r["round"] for r in rows})
+        if not rounds:
+            continue
+        added = {}
+        for n in rounds:
+            by = {r["way"]: r["ns_per_call"] for r in rows if r["round"] == n}
+            for way in TRACERS:
+                added.setdefault(way, []).append(by[way] - by["none"])
+            added.setdefault("none", []).append(by["none"])
+        med = {k: statistics.median(v) for k, v in added.items()}
+        print(f"\n{fn}, entry and exit recorded: {len(rounds)} rounds, the untraced loop "
+              f"{med['none']:.0f} ns a call (rounds {spread(added['none'])})")
+        for way, name in TRACERS.items():
+            print(f"  {name:36} added {med[way]:>7.0f} (rounds {spread(added[way])})"
+                  + ("" if way == "example" else
+                     f"; the example module {med['example'] / med[way]:.2f}× this"))
     if bad:
         print(f"\nbench_fprobe: {len(bad)} runs did not trace every call as expected:",
               file=sys.stderr)

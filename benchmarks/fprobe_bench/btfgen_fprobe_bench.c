@@ -3,7 +3,8 @@
  * What btfgen's generated decode adds to an fprobe entry handler, against a hand-written one
  * (benchmarks/bench_fprobe.py drives it; docs/benchmarks.md has the figures).
  *
- *   insmod btfgen_fprobe_bench.ko func=__sys_sendto handler=N
+ *   insmod btfgen_fprobe_bench.ko func=__sys_sendto [handler=N]
+ *   echo N > /sys/module/btfgen_fprobe_bench/parameters/handler     # switched while loaded
  *
  * One fprobe, entry only, on `func` (__sys_sendto: six register arguments; do_mmap: six in
  * registers and three on the stack on x86_64). `handler` picks what the entry handler does:
@@ -15,6 +16,9 @@
  *      struct btfgen_record (what the example module sends).
  * Every handler counts its calls (`hits`, read from /sys/module/.../parameters/hits) and
  * writes what it read to memory of its CPU, so nothing it reads can be left out by the compiler.
+ * One entry function a probed function switches on `handler` (read once a call) and runs the
+ * handler inline: each handler pays the same switch, and the benchmark alternates the handlers
+ * without reloading the module.
  */
 #include <linux/module.h>
 #include <linux/fprobe.h>
@@ -29,13 +33,13 @@ static char *func = "__sys_sendto";
 module_param(func, charp, 0444);
 MODULE_PARM_DESC(func, "__sys_sendto or do_mmap");
 static int handler;
-module_param(handler, int, 0444);
+module_param(handler, int, 0644);
 MODULE_PARM_DESC(handler, "0 empty, 1 hand-written, 2 generated per function, 3 generated generic");
 static unsigned long hits;
-module_param(hits, ulong, 0444);
-MODULE_PARM_DESC(hits, "calls the handler ran for");
+module_param(hits, ulong, 0644);
+MODULE_PARM_DESC(hits, "calls the handler ran for (writable: set to 0 between runs)");
 static unsigned long faults;
-module_param(faults, ulong, 0444);
+module_param(faults, ulong, 0644);
 MODULE_PARM_DESC(faults, "calls whose decode said a read failed");
 
 /* What each handler writes: one of these a CPU. */
@@ -54,7 +58,7 @@ static struct sink *sink(void)
 	return &sinks[smp_processor_id()];
 }
 
-static int empty(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+static __always_inline int empty(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		 struct ftrace_regs *fregs, void *data)
 {
 	hits++;
@@ -62,7 +66,7 @@ static int empty(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 }
 
 /* Hand-written, as one would without btfgen: the kernel's accessors, the prototype's types. */
-static int hand_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+static __always_inline int hand_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		       struct ftrace_regs *fregs, void *data)
 {
 	struct btfgen_args___sys_sendto *a = &sink()->sendto;
@@ -77,7 +81,7 @@ static int hand_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip
 	return 0;
 }
 
-static int hand_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+static __always_inline int hand_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		     struct ftrace_regs *fregs, void *data)
 {
 	struct btfgen_args_do_mmap *a = &sink()->mmap;
@@ -96,7 +100,7 @@ static int hand_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 	return 0;
 }
 
-static int gen_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+static __always_inline int gen_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		      struct ftrace_regs *fregs, void *data)
 {
 	if (btfgen_entry___sys_sendto(fregs, &sink()->sendto))
@@ -105,7 +109,7 @@ static int gen_sendto(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 	return 0;
 }
 
-static int gen_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+static __always_inline int gen_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		    struct ftrace_regs *fregs, void *data)
 {
 	if (btfgen_entry_do_mmap(fregs, &sink()->mmap))
@@ -114,7 +118,7 @@ static int gen_mmap(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 	return 0;
 }
 
-static int generic(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+static __always_inline int generic(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		   struct ftrace_regs *fregs, void *data)
 {
 	const struct btfgen_spec *spec = btfgen_spec_by_ip(ip);
@@ -125,6 +129,20 @@ static int generic(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 	return 0;
 }
 
+#define ENTRY(NAME, HAND, GEN) \
+static int NAME(struct fprobe *fp, unsigned long ip, unsigned long ret_ip, \
+		struct ftrace_regs *fregs, void *data) \
+{ \
+	switch (READ_ONCE(handler)) { \
+	case 1: return HAND(fp, ip, ret_ip, fregs, data); \
+	case 2: return GEN(fp, ip, ret_ip, fregs, data); \
+	case 3: return generic(fp, ip, ret_ip, fregs, data); \
+	default: return empty(fp, ip, ret_ip, fregs, data); \
+	} \
+}
+ENTRY(entry_sendto, hand_sendto, gen_sendto)
+ENTRY(entry_mmap, hand_mmap, gen_mmap)
+
 static struct fprobe probe;
 
 static int __init bench_init(void)
@@ -134,13 +152,7 @@ static int __init bench_init(void)
 
 	if (!mmap && strcmp(func, "__sys_sendto"))
 		return -EINVAL;
-	switch (handler) {
-	case 0: probe.entry_handler = empty; break;
-	case 1: probe.entry_handler = mmap ? hand_mmap : hand_sendto; break;
-	case 2: probe.entry_handler = mmap ? gen_mmap : gen_sendto; break;
-	case 3: probe.entry_handler = generic; break;
-	default: return -EINVAL;
-	}
+	probe.entry_handler = mmap ? entry_mmap : entry_sendto;
 	sinks = vzalloc(array_size(nr_cpu_ids, sizeof(*sinks)));
 	if (!sinks)
 		return -ENOMEM;
