@@ -88,6 +88,10 @@ def loop(call):
 PARAMS = Path("/sys/module/btfgen_fprobe_bench/parameters")
 
 
+def hist():
+    return [int(n) for n in (PARAMS / "hist").read_text().split(",")]
+
+
 def handlers(call, order):
     """The untraced loop, then the module loaded once and each handler in `order` switched in,
     then the untraced loop again: one row each."""
@@ -101,6 +105,13 @@ def handlers(call, order):
             for name in ("hits", "faults"):
                 row[name] = int((PARAMS / name).read_text())
             rows.append(row)
+        # each call's handler timed in the kernel (the empty one: the clock's own time)
+        (PARAMS / "timed").write_text("1")
+        for h in order:
+            (PARAMS / "handler").write_text(str(h))
+            before = hist()
+            loop(call)
+            rows.append({"way": f"t{h}", "hist": [b - a for a, b in zip(before, hist())]})
     finally:
         sh("rmmod", "btfgen_fprobe_bench")
     rows.append({"way": "none", "ns_per_call": loop(call)})
@@ -195,6 +206,19 @@ def build(kernel, btf_path: Path, out: Path) -> None:
     (out / "bench_guest.py").write_text(GUEST)
 
 
+HIST_NS = 4  # the module's bucket
+
+
+def median_ns(hist: list[int]) -> int:
+    """The median call's time of a histogram of HIST_NS-wide buckets (a bucket's middle)."""
+    total, seen = sum(hist), 0
+    for i, n in enumerate(hist):
+        seen += n
+        if total and seen * 2 >= total:
+            return i * HIST_NS + HIST_NS // 2
+    return -1
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):.0f}–{max(values):.0f}"
 
@@ -206,7 +230,12 @@ def main() -> int:
     p.add_argument("--trace-rounds", type=int, default=5,
                    help="rounds of the example module and btfgen trace")
     p.add_argument("--json", metavar="FILE", help="also write every run here")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="print the figures of runs --json wrote (no guest)")
     args = p.parse_args()
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        return report(saved["runs"], saved["calls"], saved["release"])
     kernel = conftest.kernel_for(TARGET)
     btf_path = conftest.btf_for(kernel)
     with tempfile.TemporaryDirectory(prefix="bench-fprobe-") as tmp:
@@ -224,8 +253,8 @@ def main() -> int:
         print(f"bench_fprobe: the guest run failed (exit {rc}):\n{text[-3000:]}", file=sys.stderr)
         return 1
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": runs, "release": kernel.release},
-                                              indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"runs": runs, "release": kernel.release,
+                                               "calls": args.calls}, indent=1) + "\n")
     return report(runs, args.calls, kernel.release)
 
 
@@ -237,6 +266,8 @@ def report(runs: list[dict], calls: int, release: str) -> int:
         return per_call * REPS * calls <= n <= per_call * (REPS * calls + EXTRA_CALLS)
 
     for r in runs:
+        if "hist" in r and not counted(sum(r["hist"]), 1):
+            bad.append({**r, "hist": sum(r["hist"])})
         if r["way"].startswith("h") and (not counted(r["hits"], 1) or r["faults"]):
             bad.append(r)
         if r["way"] == "example" and (not counted(r["events"], 2) or r["lost"] or r["missed"]):
@@ -253,7 +284,7 @@ def report(runs: list[dict], calls: int, release: str) -> int:
         for n in rounds:
             row = [r for r in rows if r["round"] == n]
             base = min(r["ns_per_call"] for r in row if r["way"] == "none")  # before and after
-            by = {r["way"]: r["ns_per_call"] for r in row if r["way"] != "none"}
+            by = {r["way"]: r["ns_per_call"] for r in row if r["way"] != "none" and "hist" not in r}
             added.setdefault("none", []).append(base)
             for h in HANDLERS:
                 added.setdefault(f"h{h}", []).append(by[f"h{h}"] - base)
@@ -269,6 +300,23 @@ def report(runs: list[dict], calls: int, release: str) -> int:
         for h, name in HANDLERS.items():
             print(f"  {name:26} {med[f'h{h}']:>14.0f} {low[f'h{h}']:>6.0f} "
                   f"{spread(added[f'h{h}']):>11}   {med[f'd{h}']:>31.0f} {low[f'd{h}']:>6.0f}")
+        # in the kernel: each call's handler, its time's median over every round's calls
+        timed = {}
+        for h in HANDLERS:
+            hs = [r["hist"] for r in rows if r["way"] == f"t{h}"]
+            total = [sum(col) for col in zip(*hs)]
+            timed[h] = (median_ns(total), [median_ns(x) for x in hs], sum(total))
+        print(f"  in the kernel, each call's handler timed (ktime_get_ns around it, "
+              f"{HIST_NS} ns buckets; the empty handler's: the clock's own):")
+        for h, name in HANDLERS.items():
+            m, per, n = timed[h]
+            print(f"    {name:26} median {m:>5} ns (rounds {min(per)}–{max(per)}), "
+                  f"the decode {m - timed[0][0]:>5} ns; {n} calls")
+        dh = timed[1][0] - timed[0][0]
+        for h in (2, 3):
+            dg = timed[h][0] - timed[0][0]
+            print(f"    {HANDLERS[h]} / hand-written, the decode: "
+                  + (f"{dg / dh:.2f}×" if dh > 0 else f"{dg} ns against {dh} ns"))
         for h in (2, 3):
             per_round = sorted(a / b for a, b in zip(added[f"h{h}"], added["h1"]) if b > 0)
             print(f"  {HANDLERS[h]} / hand-written, the handler's added cost: "
