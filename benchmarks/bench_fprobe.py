@@ -46,8 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # As pytest imports them (the live cache pickles their classes under these names).
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from live_kernel import conftest, kbuild, modules, python_guest  # noqa: E402
+
 import btfgen  # noqa: E402
-from live_kernel import conftest, kbuild, python_guest  # noqa: E402
 
 TARGET = "unstable-amd64"
 CALLS = {"sendto": "__sys_sendto", "mmap": "do_mmap"}
@@ -196,9 +197,8 @@ def build(kernel, btf_path: Path, out: Path) -> None:
     bench = kbuild.build_module(TARGET, {
         "btfgen_fprobe_bench.c": (ROOT / "benchmarks/fprobe_bench/btfgen_fprobe_bench.c").read_bytes(),
         "btfgen.kernel.h": header}, "btfgen_fprobe_bench", extra_cflags=("-Werror",))
-    example = kbuild.build_module(TARGET, {
-        "btfgen_fprobe.c": (ROOT / "examples/fprobe/btfgen_fprobe.c").read_bytes(),
-        "btfgen.kernel.h": header}, "btfgen_fprobe", extra_cflags=("-Werror",))
+    example = kbuild.build_module(TARGET, modules.sources("fprobe", header), "btfgen_fprobe",
+                                  extra_cflags=("-Werror",))
     shutil.copy(bench, out / "btfgen_fprobe_bench.ko")
     shutil.copy(example, out / "btfgen_fprobe.ko")
     subprocess.run(["gcc", "-O2", "-static", "-Wall", "-Werror", "-o", str(out / "fprobe_loop"),

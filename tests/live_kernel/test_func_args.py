@@ -36,7 +36,7 @@ from btfgen.btf import types as T
 from btfgen.btf.walk import strip
 from btfgen.layout import StackPiece
 
-from . import build, cache, fetcher, kbuild
+from . import cache, fetcher, kbuild, modules
 from .conftest import btf_for, kernel_for, unavailable
 from .guest import Guest
 
@@ -76,7 +76,8 @@ def _load(path: Path, name: str):
 def recording(raw: bytes, gen: Path, out: Path) -> None:
     """The module's ring records (as /proc/btfgen_fprobe gives them) as a btfgen recording,
     written as its reader (examples/fprobe/btfgen_fprobe_record.py) writes one."""
-    from btfgen.probe import manifest, recording as rec
+    from btfgen.probe import manifest
+    from btfgen.probe import recording as rec
 
     reader = _load(EXAMPLE / "btfgen_fprobe_record.py", "btfgen_fprobe_record")
     mod = _load(next(gen.glob("btfgen_*.py")), "btfgen_generated_func_args")
@@ -225,8 +226,7 @@ def _module(btf_path: Path, gen: Path) -> Path:
     gen.mkdir(parents=True)
     for n, text in files.items():
         (gen / n).write_text(text)
-    sources = {"btfgen_fprobe.c": (EXAMPLE / "btfgen_fprobe.c").read_bytes(),
-               "btfgen.kernel.h": files["btfgen.kernel.h"].encode()}
+    sources = modules.sources("fprobe", files["btfgen.kernel.h"].encode())
     try:
         return kbuild.build_module(NAME, sources, "btfgen_fprobe", extra_cflags=("-Werror",))
     except kbuild.debian.PackageError as e:

@@ -21,7 +21,7 @@ import pytest
 import btfgen
 from btfgen.btf.reader import open_btf
 
-from . import fetcher, kbuild, python_guest
+from . import fetcher, kbuild, modules, python_guest
 from .conftest import kernel_with_python, unavailable
 
 pytestmark = pytest.mark.live
@@ -41,9 +41,7 @@ def _module(name: str, btf_path: Path, arch: str, gen: Path) -> Path:
     gen.mkdir(parents=True)
     for n, text in files.items():
         (gen / n).write_text(text)
-    sources = {"btfgen_fprobe.c": (EXAMPLE / "btfgen_fprobe.c").read_bytes(),
-               "btfgen_ring.h": (COMMON / "btfgen_ring.h").read_bytes(),
-               "btfgen.kernel.h": files["btfgen.kernel.h"].encode()}
+    sources = modules.sources("fprobe", files["btfgen.kernel.h"].encode())
     try:
         return kbuild.build_module(name, sources, "btfgen_fprobe", extra_cflags=("-Werror",))
     except kbuild.debian.PackageError as e:

@@ -34,7 +34,7 @@ import pytest
 import btfgen
 from btfgen.btf.reader import open_btf
 
-from . import cache, fetcher, kbuild, python_guest
+from . import cache, fetcher, kbuild, modules, python_guest
 from .conftest import btf_for, kernel_for, unavailable
 from .test_fetcher import JIT, TRACING, _dump, _undump
 
@@ -121,11 +121,8 @@ def test_module_against_the_kernels_fetcher_and_btfgen_trace(name, tmp_path):
         (gen / n).write_text(text)
     shutil.copy(EXAMPLE / "btfgen_fprobe_record.py", trace_dir / "btfgen_fprobe_record.py")
     try:
-        ko = kbuild.build_module(name, {
-            "btfgen_fprobe.c": (EXAMPLE / "btfgen_fprobe.c").read_bytes(),
-            "btfgen_ring.h": (ROOT / "examples" / "common" / "btfgen_ring.h").read_bytes(),
-            "btfgen.kernel.h": files["btfgen.kernel.h"].encode()}, "btfgen_fprobe",
-            extra_cflags=("-Werror",))
+        ko = kbuild.build_module(name, modules.sources("fprobe", files["btfgen.kernel.h"].encode()),
+                                 "btfgen_fprobe", extra_cflags=("-Werror",))
     except kbuild.debian.PackageError as e:
         unavailable(f"{name}: the module's toolchain cannot be had: {e}")
 

@@ -33,7 +33,7 @@ import btfgen
 from btfgen.btf.reader import open_btf
 from btfgen.layout_json import to_json
 
-from . import build, kbuild, printed, python_guest, scenario
+from . import build, kbuild, modules, printed, python_guest, scenario
 from .conftest import kernel_with_python, unavailable
 
 pytestmark = pytest.mark.live
@@ -168,9 +168,7 @@ def test_kprobe_module_decodes_the_x86_32_split(tmp_path):
     for n, text in files.items():
         (gen / n).write_text(text)
     shutil.copy(READER, d / "btfgen_fprobe_record.py")  # beside the trace's btfgen_probe/
-    sources = {"btfgen_kprobe.c": (EXAMPLE / "btfgen_kprobe.c").read_bytes(),
-               "btfgen_ring.h": (COMMON / "btfgen_ring.h").read_bytes(),
-               "btfgen.kernel.h": files["btfgen.kernel.h"].encode()}
+    sources = modules.sources("kprobe", files["btfgen.kernel.h"].encode())
     try:
         ko = kbuild.build_module(GUEST, sources, "btfgen_kprobe", extra_cflags=("-Werror",))
     except kbuild.debian.PackageError as e:

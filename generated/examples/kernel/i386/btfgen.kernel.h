@@ -48,6 +48,8 @@
 #include <linux/uaccess.h>
 #include <linux/kallsyms.h>
 #include <linux/bsearch.h>
+#include <linux/sched.h>
+#include <linux/sched/task_stack.h>
 #include <linux/ptrace.h>
 
 #if __SIZEOF_POINTER__ != 4
@@ -73,8 +75,35 @@ _Static_assert(offsetof(struct pt_regs, sp) == 60 && sizeof((((struct pt_regs *)
 		__builtin_memcpy((dst), (const char *)&__btfgen_r + (skip), (size)); \
 	} while (0)
 #define BTFGEN_SP(ctx) ((__u64)BTFGEN_CTX_LOAD(ctx, 60, __u32))
-/* Kernel memory (stack arguments, values by reference): 0, or -EFAULT where it is not mapped. */
-#define BTFGEN_READ(dst, size, src) copy_from_kernel_nofault((dst), (const void *)(unsigned long)(src), (size))
+/* `size` bytes of a word or less, as one load and one store (the compiler's own copy of a
+ * constant size), else memcpy: most values are registers and words. */
+#define BTFGEN_COPY(dst, src, size) \
+	do { \
+		switch (size) { \
+		case 8: __builtin_memcpy((dst), (src), 8); break; \
+		case 4: __builtin_memcpy((dst), (src), 4); break; \
+		case 2: __builtin_memcpy((dst), (src), 2); break; \
+		case 1: __builtin_memcpy((dst), (src), 1); break; \
+		default: memcpy((dst), (src), (size)); \
+		} \
+	} while (0)
+
+/* Kernel memory (stack arguments, values by reference): 0, or -EFAULT where it is not mapped.
+ * Within the current task's stack (where a traced function's stack arguments are, unless it
+ * runs on an interrupt stack) the memory is there to be read, as the kernel's own
+ * regs_get_kernel_stack_nth() reads it: copied straight, without the nofault copy's cost; any
+ * other address goes through copy_from_kernel_nofault. */
+static __always_inline long btfgen_read_kernel(void *dst, __u32 size, __u64 src)
+{
+	unsigned long lo = (unsigned long)task_stack_page(current);
+
+	if (src >= lo && size <= THREAD_SIZE && src - lo <= THREAD_SIZE - size) {
+		BTFGEN_COPY(dst, (const void *)(unsigned long)src, size);
+		return 0;
+	}
+	return copy_from_kernel_nofault(dst, (const void *)(unsigned long)src, size);
+}
+#define BTFGEN_READ(dst, size, src) btfgen_read_kernel((dst), (size), (src))
 
 /* A string of at most `size` bytes with its NUL from `src`, a chunk at a time and never past
  * the page in hand before its bytes were seen (the next page may be unmapped), into `dst`,
@@ -586,7 +615,7 @@ static inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
 			continue;
 		}
 		if (op->from == BTFGEN_FROM_CTX) {
-			memcpy(&rec->data[op->dst], (const char *)ctx + op->src, op->size);
+			BTFGEN_COPY(&rec->data[op->dst], (const char *)ctx + op->src, op->size);
 			continue;
 		}
 		if (op->from == BTFGEN_FROM_STACK) {

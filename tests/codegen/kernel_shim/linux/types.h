@@ -42,6 +42,11 @@ static inline long copy_from_user_nofault(void *dst, const void *src, size_t siz
 {
 	return copy_from_kernel_nofault(dst, src, size);
 }
+/* The current task's stack: the memory the harness maps (its stack image lies there). */
+struct task_struct;
+#define current ((struct task_struct *)0)
+#define task_stack_page(task) ((void *)shim_mapped_lo)
+#define THREAD_SIZE (shim_mapped_hi - shim_mapped_lo)
 extern const char *shim_symbol_of(unsigned long ip);
 static inline int sprint_symbol_no_offset(char *buf, unsigned long ip)
 {
