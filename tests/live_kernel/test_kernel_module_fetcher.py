@@ -13,8 +13,7 @@ kinds are counted), and paired by time with `btfgen trace`'s calls (_pair_by_tim
 value both hold must be equal (arguments and return values, stack arguments and structs).
 
 Only amd64 and arm64 by default (minutes of fprobe registration under TCG);
-BTFGEN_LIVE_FETCHER_ALL=1 adds riscv64 and s390x (and ppc64el, against `btfgen trace` only:
-targets.py's multi_broken keeps the kernel's fprobe events off there).
+BTFGEN_LIVE_FETCHER_ALL=1 adds riscv64 and s390x (ppc64el: see GUESTS).
 """
 
 from __future__ import annotations
@@ -43,10 +42,14 @@ pytestmark = pytest.mark.live
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 EXAMPLE = ROOT / "examples" / "fprobe"
-GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x",
-          "unstable-ppc64el"]
+# Not ppc64el: there a BPF kretprobe stops running while an fprobe is on its function (the
+# kernel defect targets.py's multi_broken records), and the module is one: btfgen trace, on
+# single kprobes there, then records its exits only on the few functions the module leaves
+# (one run: 248 of its 17,874 calls paired, every value of them equal), so the two cannot
+# trace the same calls at once.
+GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x"]
 DEFAULT = {"unstable-amd64", "unstable-arm64"}
-NO_EVENTS = {"unstable-ppc64el"}  # targets.py: multi_broken (fprobe events stop kretprobes)
+NO_EVENTS: set[str] = set()  # guests whose kernel's fprobe events are kept off
 ROUNDS = 4
 
 
