@@ -47,7 +47,9 @@ class Printer:
     Text: `func(arg=value, ...)` at entry, `func -> value (D us)` at exit, D the time since the
     same thread entered it; with `who`, each line starts with `comm[tgid] `. JSON: one object a
     line. `errors`: nothing at entry; at an exit returning -1..-4095 or a NULL/error pointer,
-    the call with the arguments it was entered with.
+    the call with the arguments it was entered with. `kernel`: the functions are the kernel's,
+    whose negative return is an errno, named (-2 ENOENT); a user function's return is never
+    named by that guess (its C library returns -1 and puts the error in errno).
 
     Events come a batch at a time (records(): a span of the ring buffer, events(): a batch of a
     recording), or one at a time (record(), event()). Each function's entries and exits are
@@ -55,7 +57,8 @@ class Printer:
     what that handler does not make goes the general way (_general), the same text."""
 
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
-                 errors: bool = False, as_json: bool = False, prog: str = "btfgen trace",
+                 errors: bool = False, kernel: bool = False, as_json: bool = False,
+                 prog: str = "btfgen trace",
                  flush: bool = True, batch: bool = False, bytes_as: str = "auto") -> None:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
@@ -69,6 +72,7 @@ class Printer:
         self._key = struct.Struct(("<" if order == "little" else ">") + "IQ").unpack_from
         self._tid = struct.Struct(("<" if order == "little" else ">") + "I").unpack_from
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
+        self.kernel = kernel  # a negative return is named as an errno only for the kernel's
         self.prog, self.flush = prog, flush
         self.bytes_as = bytes_as  # a captured buffer as text: show_bytes' `how`
         # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
@@ -311,7 +315,8 @@ class Printer:
             text += " " + ", ".join(f"{k}={show_captured(v, self.bytes_as)}"
                                     for k, v in caps.items())
         if self.errors:
-            name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
+            name = errno.errorcode.get(-value) if self.kernel and _is_int(ret) \
+                and isinstance(value, int) else None
             if name:
                 text += f" {name}"
             args = "?" if entry is None else shape.shown(entry[1], entry[2])  # entry lost

@@ -151,7 +151,8 @@ class Run:
         m = self.manifest
         self.printer = output.Printer(LazyFunctions(self.view, m.functions, m.btf_ids),
                                       self.decoders.BYTE_ORDER, self.out, who=who,
-                                      errors=self.opts.errors, as_json=self.opts.as_json,
+                                      errors=self.opts.errors, kernel=m.kernel,
+                                      as_json=self.opts.as_json,
                                       prog=prog.NAME, batch=True, bytes_as=self.opts.bytes_as)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).

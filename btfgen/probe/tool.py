@@ -139,7 +139,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--errors", action="store_true",
                    help="print only the calls that returned a negative errno (-1..-4095) or a "
-                        "NULL or error pointer, with the arguments they were called with")
+                        "NULL or error pointer, with the arguments they were called with (a "
+                        "kernel function's is named as its errno, a user function's never)")
     p.add_argument("--json", action="store_true",
                    help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
                         "arguments or return value) instead of text")

@@ -318,7 +318,8 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
     checked = verify(path)
     with recording.Reader(path, word_sum(), group=group(), trust=checked) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
-                                 errors=errors, as_json=as_json, flush=False, batch=True,
+                                 errors=errors, kernel=r.header.get("kind") == "kernel",
+                                 as_json=as_json, flush=False, batch=True,
                                  bytes_as=bytes_as)
         try:
             for batch in r.batches():
