@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--errors[=WHAT]: only the calls that returned an error, with "
                              "their arguments (text and jsonl): as btfgen trace --errors "
                              "chooses them (a user function's WHAT: -1, negative, null; "
-                             "default negative,null)")
+                             "default -1,null)")
     parser.add_argument("--errors-are", dest="errors_are", help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="the dataset --format parquet adds the recordings to (created if "

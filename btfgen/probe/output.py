@@ -33,12 +33,20 @@ _FLAGS_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "flags")
 _TID_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "pid")
 _LOSSES = spec_format.EVENT_THREAD_LOST | spec_format.EVENT_SOME_LOST
 _NOT_PAIRED = spec_format.EVENT_NOT_PAIRED
-_ERRNO, _ERRNO_SHIFT = spec_format.EVENT_ERRNO_MASK, spec_format.EVENT_ERRNO_SHIFT
+# trace_event.flags, not a loss either: a user function's exit carries, in bits 20-28, the
+# error (1..511) of the last system call its thread made since its latest traced entry, where
+# that call failed; 0 where none did, none was made, or it is not known (trace.bpf.c's
+# syscall_flags). The errno its C library set, for a -1 or NULL return, without knowing the
+# library. (Here, not in spec_format.py, whose text every generated module embeds.)
+EVENT_ERRNO_SHIFT = 20
+EVENT_ERRNO_MASK = 0x1ff << EVENT_ERRNO_SHIFT
+_ERRNO, _ERRNO_SHIFT = EVENT_ERRNO_MASK, EVENT_ERRNO_SHIFT
 # --errors=WHAT: what a user says is an error, by the return's type (a comma list).
 ERRORS_ARE = {"-1": "a signed integer return of -1", "negative": "a negative signed integer "
               "return", "null": "a NULL pointer return"}
-# For a user function without WHAT: the C library's -1 and NULL, and a program's own -ENOENT.
-USER_ERRORS = frozenset({"negative", "null"})
+# For a user function without WHAT: the C library's -1 and NULL (any negative would take a
+# function's negative results for errors).
+USER_ERRORS = frozenset({"-1", "null"})
 # The handler's key (flags, then btf_id and kind) is read as one struct: they must be adjacent.
 assert _FLAGS_AT + 4 == EVENT_HEADER
 
@@ -60,7 +68,7 @@ class Printer:
     errno, named (-2 ENOENT); a user function's return is never named by that guess (its C
     library returns -1 and puts the error in errno): a -1 or NULL is named by the error of the
     last system call its thread made inside the call, where one failed (the event's flags,
-    spec_format.EVENT_ERRNO_SHIFT), and shown bare otherwise.
+    EVENT_ERRNO_SHIFT), and shown bare otherwise.
 
     Events come a batch at a time (records(): a span of the ring buffer, events(): a batch of a
     recording), or one at a time (record(), event()). Each function's entries and exits are

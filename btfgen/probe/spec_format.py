@@ -172,12 +172,6 @@ EVENT_SOME_LOST = 2  # a record was lost whose thread could not be noted: any th
 EVENT_NO_ENTRY = 4  # an fsession's exit whose entry the kernel skipped: paired with nothing
 EVENT_UNPAIRED = 8  # fentry.multi / fexit.multi: nothing tells such an exit, so none is paired
 EVENT_NOT_PAIRED = EVENT_NO_ENTRY | EVENT_UNPAIRED
-# Not a loss either: a user function's exit carries, in bits 20-28, the error (1..511) of the
-# last system call its thread made since its latest traced entry, where that call failed; 0
-# where none did, none was made, or it is not known (trace.bpf.c's syscall_flags). The errno
-# its C library set, for a -1 or NULL return, without knowing the library.
-EVENT_ERRNO_SHIFT = 20
-EVENT_ERRNO_MASK = 0x1ff << EVENT_ERRNO_SHIFT
 # The bytes of struct btfgen_record's data array: the most a record can hold. The BPF side sends
 # a record's head and then only the data its function's decoder writes (SPEC_HEAD's entry_size
 # and exit_size), so a record is as large as its values and captures: the size bounds one

@@ -142,7 +142,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="--errors[=WHAT]: print only the calls that returned an error, with "
                         "the arguments they were called with: a kernel function's negative "
                         "errno (-1..-4095, named) or NULL or error pointer; a user function's "
-                        "WHAT, a comma list of -1, negative, null (default: negative,null), or "
+                        "WHAT, a comma list of -1, negative, null (default: -1,null), or "
                         "every return a --filter on $retval lets through. A user function's "
                         "-1 or NULL is named by the error of the last system call it made, "
                         "where that failed, else shown bare")

@@ -321,7 +321,7 @@ static __always_inline __u32 loss_flags(__u32 pid)
  * system call its thread made since its latest traced entry (a call nested in it is inside it
  * too), seen at the system call's exit. The entry sets its thread's slot to 0, the
  * raw_syscalls:sys_exit program below writes each system call's error there (0 for one that
- * succeeded), and the exit sends it in its flags (EVENT_ERRNO_SHIFT: spec_format.py). Only
+ * succeeded), and the exit sends it in its flags (EVENT_ERRNO_SHIFT: probe/output.py). Only
  * threads with a slot are written: the program looks up, never adds. An LRU hash: a slot lost
  * to it reads as none, and the return is shown bare. */
 #define EVENT_ERRNO_SHIFT 20
