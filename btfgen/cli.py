@@ -70,7 +70,10 @@ def _main(argv: list[str] | None) -> int:
             parser.epilog = "subcommands: " + "; ".join(
                 f"btfgen {name}: {text}" for name, text in SUBCOMMANDS.items()
             )
-        args = parser.parse_args(argv)
+        # a command may respell its argv first (decode: `--errors=WHAT`)
+        rewrite = getattr(importlib.import_module(f"btfgen.commands.{command}"),
+                          "rewrite_argv", None)
+        args = parser.parse_args(rewrite(argv) if rewrite else argv)
         args._ends_process = ends_process
         return args._run(args)
     except BtfgenError as e:

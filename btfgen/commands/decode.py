@@ -22,6 +22,13 @@ from btfgen.commands.options import jobs_count
 from btfgen.errors import BtfgenError
 
 
+def rewrite_argv(argv: list) -> list:
+    """`--errors=WHAT` as argparse takes it (output.errors_value)."""
+    from btfgen.probe.output import errors_value
+
+    return errors_value(argv)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="FILE|DIR",
                         help="a recording (btfgen trace --record); for --format parquet, "
@@ -33,8 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default): text where every byte is printable, else hex (jsonl "
                              "gives its bytes in hex)")
     parser.add_argument("--errors", action="store_true",
-                        help="only the calls that returned an error, with their arguments "
-                             "(text and jsonl)")
+                        help="--errors[=WHAT]: only the calls that returned an error, with "
+                             "their arguments (text and jsonl): as btfgen trace --errors "
+                             "chooses them (a user function's WHAT: -1, negative, null; "
+                             "default -1,null)")
+    parser.add_argument("--errors-are", dest="errors_are", help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="the dataset --format parquet adds the recordings to (created if "
                              "missing)")
@@ -63,9 +73,16 @@ def run(args: argparse.Namespace) -> int:
     if len(args.inputs) != 1:
         raise BtfgenError(f"--format {args.format} prints one recording (several go into a "
                           f"dataset: --format parquet -o DIR)")
-    from btfgen.probe import recording
+    from btfgen.probe import output, recording
     from btfgen.progress import Progress
     from btfgen.recordings import replay
+
+    errors_are = None
+    if args.errors_are is not None:
+        try:
+            errors_are = output.errors_are(args.errors_are)
+        except ValueError as e:
+            raise BtfgenError(str(e)) from None
 
     path = args.inputs[0]
     # The bar shares the terminal with what is printed only when that goes elsewhere.
@@ -74,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         progress.watch(path)
         try:
             return replay.print_recording(path, sys.stdout, as_json=args.format == "jsonl",
-                                          errors=args.errors, bytes_as=args.bytes_as)
+                                          errors=args.errors, errors_are=errors_are,
+                                          bytes_as=args.bytes_as)
         except recording.RecordError as e:
             raise BtfgenError(str(e)) from None
 

@@ -54,7 +54,7 @@ class _Field:
 
 
 def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool, who: bool,
-                    comm, comms: dict, open_calls):
+                    comm, comms: dict, open_calls, **_):
     """A function (event bytes) -> its line, for events of `fn` of `kind` (0 entry, 1 exit);
     None where this function's events all go the general way (a value that is not a whole
     integer, pointer, bool or enum in the record, a capture that is not a string, names that
@@ -114,14 +114,17 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
                    as_json=as_json, who=who)
 
 
-def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls, **_):
+def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls,
+                           errors_are=None, every: bool = False, **_):
     """compile_handler's for --errors, where most calls print nothing: an entry is kept as
     its bytes, decoded only if its call fails (checked whole first: a record too short goes
     the general way, which refuses it, as at any entry); an exit whose return is a whole
     integer, pointer, bool or enum is tested as read, and only a failed call goes the general
-    way (which prints it). None: every event the general way."""
+    way (which prints it): by the kernel's convention, or, with `errors_are` (output.ERRORS_ARE's
+    keys), as it says. `every`: every exit fails (a filter on $retval chose them). None: every
+    event the general way."""
     desc = _desc(fn)
-    if desc is None:
+    if desc is None or (every and kind == 1):
         return None
     head = ("<" if order == "little" else ">") + HEAD_FORMAT
     env = {"general": general, "fn": fn, "enter": open_calls.enter, "exit_": open_calls.exit,
@@ -145,8 +148,19 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
         value = f"t[{len(HEAD_ITEMS)}]"
         body += ["    t = unpack(raw)", f"    if t[{FAILED}] & {plan.op_mask}:",
                  "        return general(raw)"]
-        # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer.
-        if rtype.tag == "ptr":
+        # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer;
+        # output.failed_as: what errors_are says.
+        if errors_are is not None:
+            test = None
+            if rtype.tag == "ptr" and "null" in errors_are:
+                test = f"{value} == 0"
+            elif rtype.tag == "int" and rtype.signed and "negative" in errors_are:
+                test = f"{value} < 0"
+            elif rtype.tag == "int" and rtype.signed and "-1" in errors_are:
+                test = f"{value} == -1"
+            if test:
+                body += [f"    if {test}:", "        return general(raw)"]
+        elif rtype.tag == "ptr":
             body += [f"    if {value} == 0 or {value} >= {(1 << 8 * rtype.size) - MAX_ERRNO}:",
                      "        return general(raw)"]
         elif rtype.tag == "int" and rtype.signed:

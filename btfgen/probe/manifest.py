@@ -93,6 +93,9 @@ class Manifest:
     program: str | None = None  # user: the traced file
     library: bool | None = None  # user: a library is only probed, never run
     offsets: list | None = None  # user: each function's file offset
+    # the functions (indexes) whose --filter decides on $retval: under --errors, the filter
+    # is what the user says is an error, and every exit it lets through is printed
+    retval_filtered: list | None = None
 
     @property
     def kernel(self) -> bool:

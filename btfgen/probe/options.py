@@ -19,7 +19,9 @@ class Options:
     command: list[str]  # run this and trace it while it runs (user mode: the program's args)
     pid: int = 0  # or trace this running process
     duration: float | None = None  # or stop after this many seconds
-    errors: bool = False  # print only the calls that returned an error, with their arguments
+    # print only the calls that returned an error, with their arguments: True, or the set
+    # --errors=WHAT gave (output.ERRORS_ARE's keys: a user function's errors)
+    errors: bool | frozenset = False
     as_json: bool = False  # JSON lines instead of text
     record: str | None = None  # write the raw events to this file instead of printing
     attach: str = "auto"  # "tracing-multi", "fentry-multi" or "fsession" (kernel functions:

@@ -26,6 +26,20 @@ from .event import (DATA, EVENT_HEADER, FLAGS_AT, HEAD_FORMAT, HEADS, MAX_ERRNO,
 BATCH_LINES = 4096
 _LOSSES = spec_format.EVENT_THREAD_LOST | spec_format.EVENT_SOME_LOST
 _NOT_PAIRED = spec_format.EVENT_NOT_PAIRED
+# trace_event.flags, not a loss either: a user function's exit carries, in bits 20-28, the
+# error (1..511) of the last system call its thread made since its latest traced entry, where
+# that call failed; 0 where none did, none was made, or it is not known (trace.bpf.c's
+# syscall_flags). The errno its C library set, for a -1 or NULL return, without knowing the
+# library. (Here, not in spec_format.py, whose text every generated module embeds.)
+EVENT_ERRNO_SHIFT = 20
+EVENT_ERRNO_MASK = 0x1ff << EVENT_ERRNO_SHIFT
+_ERRNO, _ERRNO_SHIFT = EVENT_ERRNO_MASK, EVENT_ERRNO_SHIFT
+# --errors=WHAT: what a user says is an error, by the return's type (a comma list).
+ERRORS_ARE = {"-1": "a signed integer return of -1", "negative": "a negative signed integer "
+              "return", "null": "a NULL pointer return"}
+# For a user function without WHAT: the C library's -1 and NULL (any negative would take a
+# function's negative results for errors).
+USER_ERRORS = frozenset({"-1", "null"})
 # The handler's key (flags, then btf_id and kind) is read as one struct: they must be adjacent.
 assert FLAGS_AT + 4 == EVENT_HEADER
 
@@ -39,8 +53,15 @@ class Printer:
 
     Text: `func(arg=value, ...)` at entry, `func -> value (D us)` at exit, D the time since the
     same thread entered it; with `who`, each line starts with `comm[tgid] `. JSON: one object a
-    line. `errors`: nothing at entry; at an exit returning -1..-4095 or a NULL/error pointer,
-    the call with the arguments it was entered with.
+    line. `errors`: nothing at entry; at an exit that failed, the call with the arguments it
+    was entered with: a kernel function's that returned -1..-4095 or a NULL/error pointer, a
+    user function's as `errors_are` says (a set of ERRORS_ARE's keys; None: USER_ERRORS), or,
+    for the functions in `decided` (BTF ids: a --filter on $retval sent only the exits it
+    wanted), every exit. `kernel`: the functions are the kernel's, whose negative return is an
+    errno, named (-2 ENOENT); a user function's return is never named by that guess (its C
+    library returns -1 and puts the error in errno): a -1 or NULL is named by the error of the
+    last system call its thread made inside the call, where one failed (the event's flags,
+    EVENT_ERRNO_SHIFT), and shown bare otherwise.
 
     Events come a batch at a time (records(): a span of the ring buffer, events(): a batch of a
     recording), or one at a time (record(), event()). Each function's entries and exits are
@@ -48,7 +69,8 @@ class Printer:
     what that handler does not make goes the general way (_general), the same text."""
 
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
-                 errors: bool = False, as_json: bool = False, flush: bool = True,
+                 errors: bool = False, kernel: bool = False, errors_are=None,
+                 decided=frozenset(), as_json: bool = False, flush: bool = True,
                  batch: bool = False, bytes_as: str = "auto") -> None:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
@@ -62,6 +84,10 @@ class Printer:
         self._key = struct.Struct(("<" if order == "little" else ">") + "IQ").unpack_from
         self._tid = struct.Struct(("<" if order == "little" else ">") + "I").unpack_from
         self.out, self.who, self.errors, self.as_json = out, who, errors, as_json
+        self.kernel = kernel  # a negative return is named as an errno only for the kernel's
+        self.errors_are = None if kernel and errors_are is None else \
+            frozenset(USER_ERRORS if errors_are is None else errors_are)
+        self.decided = frozenset(decided)
         self.flush = flush
         self.bytes_as = bytes_as  # a captured buffer as text: show_bytes' `how`
         # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
@@ -128,6 +154,11 @@ class Printer:
                     if line is not None:
                         append(line)
                     continue
+                if flags & _ERRNO:
+                    line = self._general(raw, self._function(raw))
+                    if line is not None:
+                        append(line)
+                    continue
             handler = handler_of(key) or self._handler(raw)
             line = handler(raw)
             if line is not None:
@@ -159,6 +190,8 @@ class Printer:
                 self._lost_before(self._tid(raw, TID_AT)[0], flags)
             if flags & _NOT_PAIRED:
                 line = self._unpaired(raw, flags)
+            elif flags & _ERRNO:  # a user function's exit with its errno: the general way
+                line = self._general(raw, self._function(raw))
             else:
                 line = (self._handler_of(key) or self._handler(raw))(raw)
         else:
@@ -176,19 +209,27 @@ class Printer:
         if len(kept) >= BATCH_LINES:
             self.flush_lines()
 
-    def _handler(self, raw):
-        """The handler of events with `raw`'s function and kind, made and kept."""
+    def _function(self, raw):
+        """The decoder of `raw`'s function."""
         *_head, btf_id, kind, _failed = self.heads.unpack_from(raw)
         fn = self.by_id.get(btf_id)
         if fn is None or kind > 1:
             raise BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
+        return fn
+
+    def _handler(self, raw):
+        """The handler of events with `raw`'s function and kind, made and kept."""
+        fn = self._function(raw)
 
         def general(raw, _line=self._general, _fn=fn):
             return _line(raw, _fn)
 
+        kind = self.heads.unpack_from(raw)[-2]
         make = lines.compile_errors_handler if self.errors else lines.compile_handler
         handler = make(fn, kind, self.order, self._shape(fn), general, as_json=self.as_json,
-                       who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open)
+                       who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open,
+                       errors_are=None if fn.btf_id in self.decided else self.errors_are,
+                       every=fn.btf_id in self.decided)
         handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or general
         return handler
 
@@ -201,7 +242,7 @@ class Printer:
 
     def _general(self, raw, fn):
         """The line of an event of `fn` (or None), decoded value by value by the decoder."""
-        tgid, tid, comm, ns, cpu, _flags, _btf_id, kind, _failed = self.heads.unpack_from(raw)
+        tgid, tid, comm, ns, cpu, flags, _btf_id, kind, _failed = self.heads.unpack_from(raw)
         rec = memoryview(raw)[EVENT_HEADER:]
         value = fn.decode_record(rec)
         caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
@@ -213,15 +254,28 @@ class Printer:
             self.open.enter(tid, fn, (ns, value, caps))
             return None
         entry = self.open.exit(tid, fn)
+        err = (flags & _ERRNO) >> _ERRNO_SHIFT
         if not self.errors:
-            return self._exit(fn, who, value, None if entry is None else ns - entry, None, caps)
-        if not failed(fn, value):
+            return self._exit(fn, who, value, None if entry is None else ns - entry, None, caps,
+                              err)
+        if not self._failed(fn, value):
             return None
         if entry is not None and len(entry) == 2:  # kept undecoded (lines.py)
             rec = memoryview(entry[1])[EVENT_HEADER:]
             entry = (entry[0], fn.decode_record(rec),
                      fn.decode_captures(rec) if getattr(fn, "captures", ()) else {})
-        return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps)
+        return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps,
+                          err)
+
+    def _failed(self, fn, value) -> bool:
+        """Whether --errors prints this exit: the kernel's convention for a kernel function,
+        what the user says is an error for a user function, every exit a $retval filter let
+        through."""
+        if fn.btf_id in self.decided:
+            return True
+        if self.errors_are is None:
+            return failed(fn, value)
+        return failed_as(fn, value, self.errors_are)
 
     def _unpaired(self, raw, flags: int):
         """The line of a record the BPF side flagged as not to be paired (or None): an
@@ -247,7 +301,7 @@ class Printer:
         who = Who(tgid, tid, self._comm(comm), ns, cpu)
         if kind == 0:
             return None if self.errors else self._entry(fn, who, value, caps)
-        if self.errors and not failed(fn, value):
+        if self.errors and not self._failed(fn, value):
             return None
         line = self._exit(fn, who, value, None, None, caps)
         return line[:-1] + ', "paired": false}' if self.as_json else line
@@ -282,12 +336,20 @@ class Printer:
             return "".join(line)
         return f"{self._prefix(who)}{fn.name}({shape.shown(args, caps)})"
 
-    def _exit(self, fn, who, value, took, entry, caps) -> str:
+    def _exit(self, fn, who, value, took, entry, caps, err: int = 0) -> str:
         shape = self._shape(fn)
         ret = fn.ret.value if fn.ret else None
+        if self.kernel:  # by the kernel's convention, --errors only (as it always was)
+            name = errno.errorcode.get(-value) if self.errors and _is_int(ret) \
+                and isinstance(value, int) else None
+        else:  # the error of the call's last system call, for its -1 or NULL only
+            name = errno.errorcode.get(err) if err and fn.ret and isinstance(value, int) \
+                and failed_as(fn, value, _SETS_ERRNO) else None
         if self.as_json:
             line = [_json_head(who, shape.json_name, "error" if self.errors else "exit"),
                     ', "return": ', str(value) if type(value) is int else _ENCODE(typed(value))]
+            if name and not self.kernel:
+                line.append(f', "errno": {{"value": {err}, "name": "{name}"}}')
             if caps:
                 line += [', "captures": ', _json_captures(caps)]
             if took is not None:
@@ -302,10 +364,9 @@ class Printer:
         if caps:
             text += " " + ", ".join(f"{k}={show_captured(v, self.bytes_as)}"
                                     for k, v in caps.items())
+        if name:
+            text += f" {name}"
         if self.errors:
-            name = errno.errorcode.get(-value) if _is_int(ret) and isinstance(value, int) else None
-            if name:
-                text += f" {name}"
             args = "?" if entry is None else shape.shown(entry[1], entry[2])  # entry lost
             head = f"{fn.name}({args})"
         else:
@@ -349,6 +410,46 @@ def failed(fn, value) -> bool:
     if t.tag == "ptr":
         return value == 0 or value >= (1 << 8 * t.size) - MAX_ERRNO
     return t.tag == "int" and t.signed and -MAX_ERRNO <= value <= -1
+
+
+# The returns a C library sets errno with: -1, NULL.
+_SETS_ERRNO = frozenset({"-1", "null"})
+
+
+def failed_as(fn, value, errors_are) -> bool:
+    """Whether a user function's return is an error as `errors_are` (ERRORS_ARE's keys) says."""
+    if not fn.ret or not isinstance(value, int) or isinstance(value, bool):
+        return False
+    t = fn.ret.value.type
+    if t.tag == "ptr":
+        return "null" in errors_are and value == 0
+    if t.tag != "int" or not t.signed:
+        return False
+    return ("-1" in errors_are and value == -1) or ("negative" in errors_are and value < 0)
+
+
+def errors_are(text: str) -> frozenset:
+    """--errors=WHAT's comma list, checked: ValueError saying what it may be."""
+    kinds = [k.strip().lower() for k in text.split(",")]
+    bad = [k for k in kinds if k not in ERRORS_ARE]
+    if bad:
+        said = f"{bad[0]!r} is not one of" if bad[0] else "give one or more of"
+        raise ValueError(f"--errors={text}: {said} {', '.join(ERRORS_ARE)} (a comma list)")
+    return frozenset(kinds)
+
+
+def chosen_errors(errors):
+    """Options.errors' set of ERRORS_ARE's keys, where --errors=WHAT gave one (else None)."""
+    return errors if isinstance(errors, frozenset) else None
+
+
+def errors_value(argv: list) -> list:
+    """argv with `--errors=WHAT` as `--errors --errors-are=WHAT` (argparse's `--errors` takes no
+    value: one taking an optional value would take the program or file after a bare `--errors`
+    as its value)."""
+    return [x for a in argv for x in
+            (("--errors", "--errors-are=" + a[len("--errors="):])
+             if isinstance(a, str) and a.startswith("--errors=") else (a,))]
 
 
 def _is_int(vdesc) -> bool:

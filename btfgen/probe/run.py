@@ -150,7 +150,9 @@ class Run:
         m = self.manifest
         self.printer = output.Printer(LazyFunctions(self.view, m.functions, m.btf_ids),
                                       self.decoders.BYTE_ORDER, self.out, who=who,
-                                      errors=self.opts.errors, as_json=self.opts.as_json,
+                                      errors=bool(self.opts.errors), kernel=m.kernel,
+                                      errors_are=output.chosen_errors(self.opts.errors),
+                                      decided=retval_decided(m), as_json=self.opts.as_json,
                                       batch=True, bytes_as=self.opts.bytes_as)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).
@@ -305,6 +307,8 @@ class Run:
                 (obj.expect_kprobe_multi if m.kernel else obj.expect_uprobe_multi)(
                     program, session=mode.kind == "session")
         obj.set_autoload("follow_fork", self.following and self.fork_offset is not None)
+        if obj.has_program("syscall_exit"):  # a user trace (built since it had one)
+            obj.set_autoload("syscall_exit", self.errnos_wanted())
         if mode.kind in ("multi", "single") and "trace_exit" not in mode.programs:
             obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
         specs = (self.directory / (mode.specs or m.specs)).read_bytes()
@@ -327,6 +331,8 @@ class Run:
         if m.summary:
             summary.after_load(obj, self.directory, m, bool(opts.record))
         self.set_filter(obj)
+        if obj.has_program("syscall_exit") and self.errnos_wanted():
+            self.attach_errnos(obj)
         kprobe = None
         if mode.trampoline and attach.trampoline_split(m, keep)[1]:
             with timings.stage("run: object load (kprobe link's)"):
@@ -340,6 +346,21 @@ class Run:
                     self.decoders, specs, len(names), m.byte_order),
                     stopped=lambda: bool(self.stop))
         return before
+
+    def errnos_wanted(self) -> bool:
+        """A user function's exit is printed or recorded: its errno, where a system call in it
+        failed, is sent with it (trace.bpf.c's syscall_exit). A summary alone prints none."""
+        return not self.manifest.kernel and (not self.manifest.summary or bool(self.opts.record))
+
+    def attach_errnos(self, obj) -> None:
+        """raw_syscalls:sys_exit, for the errno of a user function's -1 or NULL. Where it
+        cannot be attached, said: every return is then shown bare, as one whose errno is not
+        known."""
+        try:
+            obj.attach("syscall_exit")
+        except BpfLoadError as e:
+            print(f"{prog.NAME}: warning: no raw_syscalls:sys_exit program ({e}): a -1 or NULL "
+                  "return is shown without its errno", file=sys.stderr)
 
     def set_filter(self, obj) -> None:
         """The processes the BPF side reports (trace.bpf.c's filter and followed maps), and
@@ -416,6 +437,11 @@ class Run:
             self.probes_from = None
 
 
+def retval_decided(manifest: Manifest) -> frozenset:
+    """The BTF ids of the functions whose --filter decides on $retval."""
+    return frozenset(manifest.btf_ids[i] for i in manifest.retval_filtered or ())
+
+
 def recorder(path: str, manifest: Manifest, decoders, who: bool):
     header = {"format": "btfgen trace recording", "arch": manifest.arch, "who": who,
               "byte_order": decoders.BYTE_ORDER, "pointer_size": decoders.POINTER_SIZE,
@@ -423,6 +449,8 @@ def recorder(path: str, manifest: Manifest, decoders, who: bool):
               "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
               "program": manifest.program, "btf": manifest.btf,
               "btf_sha256": manifest.btf_sha256}
+    if manifest.retval_filtered:  # --errors on the recording: their filter chose their exits
+        header["retval_filtered"] = sorted(retval_decided(manifest))
     if not isinstance(decoders, DecoderView):  # the generated module itself (benchmarks)
         decoders = DecoderView(decoders)
     descs = decoders.descriptors(manifest.functions)

@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from . import output
 from . import prog as tool_name
 from . import run as trace_run
 from .errors import BadInput, BpfLoadError, InputError, Interrupted, RunError
@@ -140,9 +141,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "functions as that process calls them")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--errors", action="store_true",
-                   help="print only the calls that returned a negative errno "
-                        f"(-1..-{MAX_ERRNO}) or a NULL or error pointer, with the arguments "
-                        "they were called with")
+                   help="--errors[=WHAT]: print only the calls that returned an error, with "
+                        "the arguments they were called with: a kernel function's negative "
+                        f"errno (-1..-{MAX_ERRNO}, named) or NULL or error pointer; a user "
+                        "function's "
+                        "WHAT, a comma list of -1, negative, null (default: -1,null), or "
+                        "every return a --filter on $retval lets through. A user function's "
+                        "-1 or NULL is named by the error of the last system call it made, "
+                        "where that failed, else shown bare")
+    p.add_argument("--errors-are", dest="errors_are", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true",
                    help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
                         "arguments or return value) instead of text")
@@ -213,9 +220,15 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
     p = _parser(prog)
-    args = p.parse_args(argv)
+    args = p.parse_args(output.errors_value(argv))
     _check(p, args, command)
-    opts = Options(command, args.pid, args.duration, errors=args.errors, as_json=args.json,
+    errors = args.errors
+    if args.errors_are is not None:
+        try:
+            errors = output.errors_are(args.errors_are)
+        except ValueError as e:
+            p.error(str(e))
+    opts = Options(command, args.pid, args.duration, errors=errors, as_json=args.json,
                    record=args.record, attach=args.attach, ring_mib=args.ring_mib,
                    timings=args.timings, bytes_as=args.bytes_as, interval=args.interval,
                    map_size=args.map_size)

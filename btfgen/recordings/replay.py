@@ -311,14 +311,24 @@ def _only(order: str):
     return only
 
 
+def _ids(value) -> frozenset:
+    """A header's list of BTF ids (anything else, from a damaged or foreign header: none)."""
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(v for v in value if type(v) is int)
+
+
 def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
-                    errors: bool = False, bytes_as: str = "auto") -> int:
+                    errors: bool = False, errors_are=None, bytes_as: str = "auto") -> int:
     """Print every event as `btfgen trace` would have; the number of records the ring buffer
     lost goes to stderr, as the tracer says it."""
     checked = verify(path)
     with recording.Reader(path, word_sum(), group=group(), trust=checked) as r:
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
-                                 errors=errors, as_json=as_json, flush=False, batch=True,
+                                 errors=errors, kernel=r.header.get("kind") == "kernel",
+                                 errors_are=errors_are,
+                                 decided=_ids(r.header.get("retval_filtered")),
+                                 as_json=as_json, flush=False, batch=True,
                                  bytes_as=bytes_as)
         try:
             for batch in r.batches():

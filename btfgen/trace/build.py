@@ -168,8 +168,8 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
     with timings.stage("build: generation"):
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
-    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout,
-                       frozenset(b.index for b in plan.filters if b.checked.exit is not None))
+    at_exit = frozenset(b.index for b in plan.filters if b.checked.exit is not None)
+    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout, at_exit)
     summary_flags = summary.pop("flags", [])
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
@@ -210,7 +210,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         module=outputs.file_name("python", layout.arch), object=OBJECT,
         session_objects=SESSION_OBJECTS, functions=names,
         btf_ids=[f.btf_id for f in layout.functions], specs=SPECS, btf=source,
-        filters=req.filters,
+        filters=req.filters, retval_filtered=sorted(at_exit) or None,
         summary=trace_manifest.SummarySpec(**summary) if summary else None,
         trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None, **where)
     (out / trace_manifest.MANIFEST).write_text(manifest.to_json())

@@ -316,6 +316,58 @@ static __always_inline __u32 loss_flags(__u32 pid)
 	return flags;
 }
 
+#ifdef BTFGEN_USER
+/* The errno of a user function's failed return, where it is known: the error of the last
+ * system call its thread made since its latest traced entry (a call nested in it is inside it
+ * too), seen at the system call's exit. The entry sets its thread's slot to 0, the
+ * raw_syscalls:sys_exit program below writes each system call's error there (0 for one that
+ * succeeded), and the exit sends it in its flags (EVENT_ERRNO_SHIFT: probe/output.py). Only
+ * threads with a slot are written: the program looks up, never adds. An LRU hash: a slot lost
+ * to it reads as none, and the return is shown bare. */
+#define EVENT_ERRNO_SHIFT 20
+#define TRACE_MAX_ERRNO 511 /* above: the kernel's own restart codes, never what errno says */
+struct {
+	__uint(type, 9 /* BPF_MAP_TYPE_LRU_HASH */);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32);
+	__type(value, __u32);
+} syscall_error SEC(".maps");
+
+/* raw_syscalls:sys_exit (a raw tracepoint: its arguments are u64s on every arch, the second
+ * the system call's return). */
+SEC("raw_tracepoint/sys_exit")
+int syscall_exit(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), *last;
+#ifdef BTFGEN_WIDE
+	__s64 ret = (__s64)ctx[1];
+#else
+	__s64 ret = (__s32)ctx[1];
+#endif
+
+	last = bpf_map_lookup_elem(&syscall_error, &tid);
+	if (last)
+		*last = ret < 0 && ret >= -TRACE_MAX_ERRNO ? (__u32)-ret : 0;
+	return 0;
+}
+
+/* An entry's flags: none, its thread's slot cleared; an exit's: the errno of the last system
+ * call since, where it failed. */
+static __always_inline __u32 syscall_flags(__u32 tid, __u32 kind)
+{
+	__u32 none = 0, *last;
+
+	if (!kind) {
+		bpf_map_update_elem(&syscall_error, &tid, &none, 0 /* BPF_ANY */);
+		return 0;
+	}
+	last = bpf_map_lookup_elem(&syscall_error, &tid);
+	return last ? (*last & TRACE_MAX_ERRNO) << EVENT_ERRNO_SHIFT : 0;
+}
+#else
+#define syscall_flags(tid, kind) 0
+#endif
+
 /* struct trace_event (trace_event.h): who made the call and when, then the record. Kernel
  * functions run on behalf of any process; entry and exit are paired per thread (pid) by user
  * space, which also prints the time between them. */
@@ -436,7 +488,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 at = BTFGEN_COOKIE_KEY(cookie);
 	const struct btfgen_spec *spec = 0;
-	__u32 tid = (__u32)id, n;
+	__u32 tid = (__u32)id, n, sys;
 	struct trace_event *e;
 	int spilled = 0;
 
@@ -503,6 +555,8 @@ static __always_inline int record(void *ctx, __u32 kind)
 		/* scratch, and a spec's size is never more: generic.py). */
 		n = sizeof(*e) - BTFGEN_DATA_SIZE + (kind ? spec->exit_size : spec->entry_size);
 	}
+	/* An entry clears its thread's system call error, sent or not; an exit takes it. */
+	sys = syscall_flags(tid, kind);
 #ifdef BTFGEN_SUMMARY
 	/* A key made of the entry's record: summed now, and sent only with SUM_EVENTS. */
 	if (!kind && summary_entry(ctx, at, &e->rec))
@@ -510,7 +564,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 #endif
 	if (n) {
 		/* Taken only for a record sent: one not sent must not take the thread's loss. */
-		e->flags = loss_flags(tid) | TRACE_PAIRING(ctx, kind);
+		e->flags = loss_flags(tid) | TRACE_PAIRING(ctx, kind) | sys;
 		__u32 size = n <= sizeof(*e) ? n : sizeof(*e);
 
 		long sent = bpf_ringbuf_output(&events, e, size, wakeup());

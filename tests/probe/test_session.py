@@ -92,11 +92,18 @@ def program(tmp_path) -> Path:
 @pytest.fixture
 def links(monkeypatch) -> list[list[str]]:
     """For each BPF object the run closes: what its links were (the attach type of each link
-    the bpf() syscall made, "libbpf" for the others)."""
+    the bpf() syscall made, the program of each libbpf attached where its section says,
+    "libbpf" for the others)."""
     seen: list[list[str]] = []
     close = bpf_object.BpfObject.close
     made: dict[int, str] = {}
     multi = bpf_object.BpfObject.attach_uprobe_multi
+    plain = bpf_object.BpfObject.attach
+
+    def attach(self, prog):
+        link = plain(self, prog)
+        made[id(link)] = prog
+        return link
 
     def attach_uprobe_multi(self, prog, *args, session=False, retprobe=False, **kw):
         link = multi(self, prog, *args, session=session, retprobe=retprobe, **kw)
@@ -109,6 +116,7 @@ def links(monkeypatch) -> list[list[str]]:
         close(self)
 
     monkeypatch.setattr(bpf_object.BpfObject, "attach_uprobe_multi", attach_uprobe_multi)
+    monkeypatch.setattr(bpf_object.BpfObject, "attach", attach)
     monkeypatch.setattr(bpf_object.BpfObject, "close", recording_close)
     return seen
 
@@ -138,8 +146,9 @@ def test_session_mode_traces_nested_calls_on_one_link(live, program, links, capf
     assert "btfgen trace: attaching one uprobe.session link (entry and exit on one link)" in err
     assert _untimed(out) == EXPECTED, out
     assert err.endswith("btfgen trace: 0 records lost (ring buffer full)\n"), err
-    # One link did both: the session program's, besides the fork tracepoint's.
-    assert links == [["libbpf", "trace_session:session"]], links
+    # One link did both: the session program's, besides the fork tracepoint's and the system
+    # calls' exit (a -1's errno).
+    assert links == [["follow_fork", "syscall_exit", "trace_session:session"]], links
 
 
 def test_multi_pair_when_asked(live, program, links, capfd):
@@ -147,7 +156,8 @@ def test_multi_pair_when_asked(live, program, links, capfd):
     assert status == 0, err
     assert "btfgen trace: attaching uprobe_multi links (as asked)" in err
     assert _untimed(out) == EXPECTED, out
-    assert links == [["libbpf", "trace_entry:multi", "trace_exit:multi"]], links
+    assert links == [["follow_fork", "syscall_exit", "trace_entry:multi", "trace_exit:multi"]], \
+        links
 
 
 def test_refused_session_link_falls_back_to_the_pair(live, program, links, capfd, monkeypatch):
@@ -166,7 +176,8 @@ def test_refused_session_link_falls_back_to_the_pair(live, program, links, capfd
     assert ("btfgen trace: the one uprobe.session link was refused (uprobe_session link for "
             "trace_session: refused here): attaching uprobe_multi links\n") in err, err
     assert _untimed(out) == EXPECTED, out
-    assert links[-1] == ["libbpf", "trace_entry:multi", "trace_exit:multi"], links
+    assert links[-1] == ["follow_fork", "syscall_exit", "trace_entry:multi",
+                         "trace_exit:multi"], links
 
 
 def test_session_asked_where_the_directory_has_none(live, program, capfd):

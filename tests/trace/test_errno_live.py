@@ -1,0 +1,199 @@
+"""A user function's errno, live (issue 48, item 2): never the kernel's guess (-1 is not EPERM);
+a -1 or NULL is named by the error of the last system call its thread made inside the call
+(trace.bpf.c's raw_syscalls:sys_exit program), where that call failed, and shown bare where
+none did. libc's open on a missing file (the issue's own command, and open() called by a
+program's function), a function whose -1 comes with no system call (sigaddset's EINVAL, and a
+plain -1 after an earlier ENOENT and EINVAL on its thread), one whose last system call
+succeeded; text, --json, --record read back by `btfgen decode`; --errors=WHAT and a --filter on
+$retval choosing what an error is; a WHAT that makes no sense said in one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from btfgen.probe import features
+from btfgen.trace import symbols
+
+ROOT = Path(__file__).resolve().parents[2]
+FCNTL = "/usr/include/fcntl.h"
+ENV = dict(os.environ, LC_ALL="C", PYTHONPATH=str(ROOT))
+TOOL = [sys.executable, "-m", "btfgen", "trace"]
+DECODE = [sys.executable, "-m", "btfgen", "decode"]
+
+TARGET = r"""
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+/* -1: libc's open failed in openat (ENOENT), the call's last system call */
+int __attribute__((noipa)) open_missing(const char *path) { return open(path, O_RDONLY); }
+/* NULL: fopen's openat failed (ENOENT) */
+FILE *__attribute__((noipa)) fopen_missing(const char *path) { return fopen(path, "r"); }
+/* -1 with errno EINVAL set by libc itself: no system call at all */
+int __attribute__((noipa)) bad_signal(int sig)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	return sigaddset(&s, sig);
+}
+/* -1 from the program itself; its thread's errno (EINVAL) and last failed system call
+ * (ENOENT) are older than the call */
+int __attribute__((noipa)) plain_fail(int x) { return x < 0 ? -1 : x; }
+/* -2, its own error code */
+int __attribute__((noipa)) neg_fail(int x) { return x < 0 ? -2 : x; }
+/* open fails (ENOENT), then a system call succeeds: the last one did not fail */
+int __attribute__((noipa)) fail_then_ok(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+
+	syscall(SYS_getppid);
+	return fd;
+}
+int __attribute__((noipa)) count(int x) { return x; }
+volatile long sink;
+int main(int argc, char **argv)
+{
+	int r;
+
+	r = open_missing(argv[1]);
+	printf("open_missing %d %d\n", r, errno);
+	sink = (long)fopen_missing(argv[1]);
+	r = bad_signal(-5);
+	printf("bad_signal %d %d\n", r, errno);
+	r = plain_fail(-3);
+	printf("plain_fail %d %d\n", r, errno);
+	sink = neg_fail(-3);
+	sink = fail_then_ok(argv[1]);
+	sink = count(1);
+	sink = count(7);
+	return 0;
+}
+"""
+FUNCS = ["open_missing", "fopen_missing", "bad_signal", "plain_fail", "neg_fail",
+         "fail_then_ok", "count"]
+
+
+def _skip_reason() -> str | None:
+    try:
+        major, minor = (int(x) for x in platform.release().split(".")[:2])
+    except ValueError:
+        return f"cannot read the kernel version {platform.release()!r}"
+    if (major, minor) < (6, 6):
+        return "uprobe_multi links need Linux 6.6"
+    if not shutil.which("gcc"):
+        return "no gcc"
+    if not (shutil.which("clang-19") or shutil.which("clang")):
+        return "no clang"
+    return features.bpf_unavailable()
+
+
+pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("errno")
+    (d / "target.c").write_text(TARGET)
+    subprocess.run(["gcc", "-O2", "-g", str(d / "target.c"), "-o", str(d / "target")],
+                   check=True, capture_output=True)
+    return d / "target"
+
+
+def _run(args, status: int = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=ENV,
+                          cwd=ROOT)
+    assert proc.returncode == status, proc.stderr
+    return proc
+
+
+def _missing(tmp_path) -> str:
+    return str(tmp_path / "no-such-dir" / "file")
+
+
+def test_the_issues_libc_open_is_enoent_never_eperm():
+    if symbols.locate("libc.so.6")[1] is None or not os.path.exists(FCNTL):
+        pytest.skip("no libc.so.6 in ldconfig's cache, or no <fcntl.h>")
+    proc = _run([*TOOL, "--errors", "--header", FCNTL, "libc.so.6", "open", "--", "cat",
+                 "/nonexistent/file"], status=1)  # cat's own status
+    lines = [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in proc.stdout.splitlines()]
+    assert lines == ['open(__file="/nonexistent/file", __oflag=0) -> -1 ENOENT'], proc.stdout
+
+
+def test_errno_named_only_where_a_system_call_in_the_call_failed(target, tmp_path):
+    missing = _missing(tmp_path)
+    proc = _run([*TOOL, "--errors=negative,null", str(target), *FUNCS, "--", missing])
+    shown = [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in proc.stdout.splitlines()
+             if " -> " in x]
+    assert shown == [
+        f'open_missing(path="{missing}") -> -1 ENOENT',
+        f'fopen_missing(path="{missing}") -> 0x0 ENOENT',
+        "bad_signal(sig=-5) -> -1",  # errno is EINVAL, set with no system call: not known
+        "plain_fail(x=-3) -> -1",  # errno still EINVAL, the last failed call ENOENT: neither
+        "neg_fail(x=-3) -> -2",  # not -1: never named
+        f'fail_then_ok(path="{missing}") -> -1',  # its last system call succeeded
+    ]
+    # what the program's errno was: the names shown are its, the bare ones not guessed
+    assert "open_missing -1 2\n" in proc.stdout  # ENOENT
+    assert "bad_signal -1 22\n" in proc.stdout  # EINVAL
+    assert "plain_fail -1 22\n" in proc.stdout
+
+
+def test_every_exit_json_and_a_recording(target, tmp_path):
+    missing = _missing(tmp_path)
+    text = _run([*TOOL, str(target), "open_missing", "plain_fail", "--", missing]).stdout
+    exits = [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in text.splitlines() if " -> " in x]
+    assert exits == ["open_missing -> -1 ENOENT", "plain_fail -> -1"]
+    events = [json.loads(x) for x in _run([*TOOL, "--json", str(target), "open_missing",
+                                           "plain_fail", "--", missing]).stdout.splitlines()
+              if x.startswith("{")]
+    got = [(e["function"], e["return"], e.get("errno")) for e in events if e["kind"] == "exit"]
+    assert got == [("open_missing", -1, {"value": 2, "name": "ENOENT"}),
+                   ("plain_fail", -1, None)]
+    rec = tmp_path / "errno.btfrec"
+    _run([*TOOL, "--record", str(rec), str(target), "open_missing", "plain_fail", "--",
+          missing])
+    decoded = _run([*DECODE, "--errors", str(rec)]).stdout.splitlines()
+    assert [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in decoded] == [
+        f'open_missing(path="{missing}") -> -1 ENOENT', "plain_fail(x=-3) -> -1"]
+
+
+def test_what_an_error_is(target, tmp_path):
+    missing = _missing(tmp_path)
+
+    def errors(*opts):
+        out = _run([*TOOL, *opts, str(target), "plain_fail", "neg_fail", "fopen_missing",
+                    "count", "--", missing]).stdout
+        return [x.split("(")[0] for x in out.splitlines() if " -> " in x]
+    assert errors("--errors") == ["fopen_missing", "plain_fail"]  # the C library's -1, NULL
+    assert errors("--errors=-1") == ["plain_fail"]
+    assert errors("--errors=null") == ["fopen_missing"]
+    assert errors("--errors=-1,negative") == ["plain_fail", "neg_fail"]
+    # a --filter on $retval says what an error is: every exit it lets through
+    out = _run([*TOOL, "--errors", "--filter", "count: $retval >= 7", str(target), "count",
+                "--", missing]).stdout
+    assert [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in out.splitlines() if " -> " in x] \
+        == ["count(x=7) -> 7"]
+
+
+@pytest.mark.parametrize("what", ["bogus", "", "-1,nul", "-2"])
+def test_a_what_that_makes_no_sense_is_one_line_exit_2(target, tmp_path, what):
+    proc = _run([*TOOL, f"--errors={what}", str(target), "count"], status=2)
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"btfgen trace: --errors={what}: ")
+    rec = tmp_path / "none.btfrec"
+    rec.write_bytes(b"")
+    proc = _run([*DECODE, f"--errors={what}", str(rec)], status=2)
+    assert len(proc.stderr.splitlines()) == 1 and f"--errors={what}: " in proc.stderr
