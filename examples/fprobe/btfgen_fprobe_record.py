@@ -105,9 +105,12 @@ def main(argv=None) -> int:
             data = os.read(fd, READ)
             if data:
                 writer.records(payloads(data, mod.BYTE_ORDER))
-            if last:
-                break  # what the ring held when told to stop has been read
-            if len(data) < READ // 2:
+            short = len(data) < READ // 2  # the ring was nearly empty
+            if last and short:
+                # Told to stop: what the ring held has been read, however far behind the
+                # reader was (its own reads are not recorded, so this ends).
+                break
+            if short:
                 time.sleep(0.02)
     finally:
         os.close(fd)
