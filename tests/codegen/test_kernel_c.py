@@ -253,3 +253,50 @@ def test_captures_follow_pointers_and_read_strings_a_page_at_most(tmp_path):
     caps = run(0, bytes(mem))
     said = caps["tiny"]["n->name"]
     assert not isinstance(said, str) and "null" in repr(said).lower(), said
+
+
+STORE_HARNESS = r"""
+#define BTFGEN_STORE_SLOTS 4
+#define BTFGEN_STORE_BYTES 64
+#include "btfgen.kernel.h"
+
+uintptr_t shim_mapped_lo, shim_mapped_hi;
+const char *shim_symbol_of(unsigned long ip) { return ""; }
+static struct btfgen_store store;
+
+int main(void)
+{
+	void *a = btfgen_store_put(&store, 0x1000, 64), *b = btfgen_store_put(&store, 0x2000, 8);
+
+	if (!a || !b || a == b || btfgen_store_put(&store, 0x3000, 65))
+		return 1; /* two calls, two slots; more than BTFGEN_STORE_BYTES refused */
+	memcpy(a, "first", 6);
+	memcpy(b, "second", 7);
+	if (btfgen_store_find(&store, 0x1000) != a || btfgen_store_find(&store, 0x2000) != b ||
+	    strcmp(btfgen_store_find(&store, 0x2000), "second") || btfgen_store_find(&store, 0x4000))
+		return 2; /* each call finds its own, an unknown call nothing */
+	if (!btfgen_store_put(&store, 0x3000, 8) || !btfgen_store_put(&store, 0x4000, 8) ||
+	    btfgen_store_put(&store, 0x5000, 8))
+		return 3; /* full: refused */
+	btfgen_store_release(&store, a);
+	if (btfgen_store_find(&store, 0x1000) || !btfgen_store_put(&store, 0x5000, 8))
+		return 4; /* released: gone, and its slot taken again */
+	if (btfgen_store_put(&store, 0, 8))
+		return 5; /* no key */
+	return 0;
+}
+"""
+
+
+def test_store_keeps_each_call_its_own_slot_and_refuses_when_full(tmp_path):
+    """struct btfgen_store (arguments larger than an fprobe's entry_data, kept by the call):
+    a slot a call, found by its key, refused when full or too large, released for reuse."""
+    if not TOOLCHAINS["x86_64"].available():
+        pytest.skip("gcc not installed")
+    (tmp_path / "btfgen.kernel.h").write_text(golden.kernel_outputs("x86_64")["btfgen.kernel.h"])
+    (tmp_path / "s.c").write_text(STORE_HARNESS)
+    p = subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Werror", "-Wno-unused-function",
+                        "-I", str(SHIM), "-I", str(tmp_path), str(tmp_path / "s.c"), "-o",
+                        str(tmp_path / "s")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert subprocess.run([str(tmp_path / "s")]).returncode == 0
