@@ -161,6 +161,16 @@ class HeaderView:
     ret_slot: int = 0
 
 
+class PtrType:
+    """What the function template needs of the header before the header is complete (the BPF
+    and the kernel C headers render the same per-function blocks)."""
+
+    __slots__ = ("ptr_type",)
+
+    def __init__(self, ptr_type: str):
+        self.ptr_type = ptr_type
+
+
 def reg_type(size: int) -> str:
     return "__u64" if size == 8 else "__u32" if size == 4 else f"__u{size * 8}"
 

@@ -11,6 +11,7 @@ header asserts against the kernel's own struct at compile time.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from btfgen.codegen import bpf, straight
@@ -100,7 +101,7 @@ def render(arch: ArchLayout, table, plans, plan_table: straight.PlanTable,
     ctypes = CTypes(table, arch.pointer_size, "kernel", max_align=arch.max_scalar_align)
     cnames = bpf.function_names(arch.functions)
     func_t = env.get_template("bpf_function.h.j2")
-    ptr = _PtrType(bpf.reg_type(arch.pointer_size))
+    ptr = bpf.PtrType(bpf.reg_type(arch.pointer_size))
     blocks = bpf.function_blocks(arch, cnames, ctypes,
                                  lambda fs: func_t.render(fs=fs, h=ptr, end=bpf.BLOCK_END)
                                  .split(bpf.BLOCK_END), captures or {})
@@ -141,16 +142,7 @@ def render(arch: ArchLayout, table, plans, plan_table: straight.PlanTable,
 def _designator(field: str) -> str:
     """A ctx field as a C member designator (the arch descriptions spell them so already:
     `regs.di`, `regs[3]`); anything else is refused rather than printed into C."""
-    import re
-
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?(\.[A-Za-z_][A-Za-z0-9_]*"
                         r"(\[[0-9]+\])?)*", field):
         raise BtfgenError(f"ctx field {field!r} is not a C member designator")
     return field
-
-
-class _PtrType:
-    __slots__ = ("ptr_type",)
-
-    def __init__(self, ptr_type: str):
-        self.ptr_type = ptr_type

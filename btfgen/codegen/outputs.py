@@ -89,7 +89,7 @@ class _Files:
         env = environment()
         ctypes = self._ctypes()
         func_t = env.get_template("bpf_function.h.j2")
-        ptr = _PtrType(bpf.reg_type(self.arch.pointer_size))
+        ptr = bpf.PtrType(bpf.reg_type(self.arch.pointer_size))
         blocks = bpf.function_blocks(self.arch, self.cnames, ctypes,
                                      lambda fs: func_t.render(fs=fs, h=ptr, end=bpf.BLOCK_END)
                                      .split(bpf.BLOCK_END), self.captures)
@@ -177,15 +177,6 @@ def generate(arch: ArchLayout, table, langs=DEFAULT_LANGS, *, self_contained: bo
 
 def _render(files: _Files, chosen: list[Output]) -> dict[str, str]:
     return {o.file_name(files.arch.arch): o.render(files) for o in chosen}
-
-
-class _PtrType:
-    """What the function template needs of the header before the header is complete."""
-
-    __slots__ = ("ptr_type",)
-
-    def __init__(self, ptr_type: str):
-        self.ptr_type = ptr_type
 
 
 def python_module(arch: ArchLayout, gplans, captures: dict | None = None,
