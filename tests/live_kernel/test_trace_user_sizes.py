@@ -24,7 +24,7 @@ from .conftest import kernel_for, unavailable
 pytestmark = pytest.mark.live
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "trace"))
+sys.path.insert(0, str(HERE.parent / "probe"))
 from test_event_sizes import FUNCTIONS, PROGRAM  # noqa: E402
 
 # The attach modes each kernel has for uprobes: 6.1 only single ones; arm64's 7.2 the session
