@@ -55,6 +55,13 @@ class KernelHeaderView:
     captures: bool
     pointee_forwards: tuple[tuple[str, str], ...]
     ip_slots: int
+    # The straight-line decoders (btfgen/codegen/straight.py), the BPF header's: the same specs
+    # name them. A kernel ctx has no trampoline slots.
+    straight_entry: tuple[straight.Straight, ...] = ()
+    straight_exit: tuple[straight.Straight, ...] = ()
+    straight_counts: str = "none"
+    ptr_type: str = "__u64"
+    slots: bool = False
     max_ops: int = generic.MAX_OPS
     data_size: int = generic.DATA_SIZE
     op_limit: int = generic.OP_LIMIT
@@ -129,6 +136,10 @@ def render(arch: ArchLayout, table, plans, plan_table: straight.PlanTable,
         captures=bool(captures),
         pointee_forwards=tuple(sorted(ctypes.forwards.values(), key=lambda kv: (kv[1], kv[0]))),
         ip_slots=_ip_slots(len(arch.functions)),
+        straight_entry=plan_table.entry,
+        straight_exit=plan_table.exit,
+        straight_counts=straight.counts(plan_table),
+        ptr_type=bpf.reg_type(arch.pointer_size),
     )
     first: dict[str, int] = {}
     for i, f in enumerate(arch.functions):

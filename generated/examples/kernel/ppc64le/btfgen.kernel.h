@@ -95,8 +95,8 @@ _Static_assert(offsetof(struct __arch_ftrace_regs, regs.gpr[1]) == 8 && sizeof((
 		} \
 	} while (0)
 
-/* Kernel memory (stack arguments, values by reference): 0, or -EFAULT where it is not mapped.
- * Within the current task's stack (where a traced function's stack arguments are, unless it
+/* Kernel memory (stack arguments, values by reference): 0, or -EFAULT where it is not mapped
+ * (then `dst` is zeroed: a failed copy may have written part of it). Within the current task's stack (where a traced function's stack arguments are, unless it
  * runs on an interrupt stack) the memory is there to be read, as the kernel's own
  * regs_get_kernel_stack_nth() reads it: copied straight, without the nofault copy's cost; any
  * other address goes through copy_from_kernel_nofault. */
@@ -108,7 +108,11 @@ static __always_inline long btfgen_read_kernel(void *dst, __u32 size, __u64 src)
 		BTFGEN_COPY(dst, (const void *)(unsigned long)src, size);
 		return 0;
 	}
-	return copy_from_kernel_nofault(dst, (const void *)(unsigned long)src, size);
+	if (copy_from_kernel_nofault(dst, (const void *)(unsigned long)src, size)) {
+		memset(dst, 0, size);
+		return -EFAULT;
+	}
+	return 0;
 }
 #define BTFGEN_READ(dst, size, src) btfgen_read_kernel((dst), (size), (src))
 
@@ -506,101 +510,209 @@ struct btfgen_event_head {
 #define BTFGEN_CARRY_MISSING_BIT 63 /* failed: no carried words at exit */
 #define BTFGEN_CARRY_WORDS 8 /* what an exit takes of its entry, at most */
 
-/* A capture's ops (what a pointer in the record points to), on the capture head in the record. */
-static inline void btfgen_capture_op(const struct btfgen_op *op, __u32 ptr_size,
-				     struct btfgen_record *rec)
+/* A capture's first op: the pointer it starts from (in the record at `src`) and its head (at
+ * `dst`). */
+static __always_inline void btfgen_capture_root(struct btfgen_record *rec, __u32 src, __u32 dst)
 {
-	struct btfgen_capture_head *h;
+	struct btfgen_capture_head *h = (struct btfgen_capture_head *)&rec->data[dst];
+	__u64 p = 0;
+
+	memcpy(&p, &rec->data[src], 8);
+	memset(h, 0, sizeof(*h));
+	h->ptr = p;
+	h->status = p ? BTFGEN_CAPTURE_OK : BTFGEN_CAPTURE_NULL;
+}
+
+/* A capture's last op: `size` bytes (a string of at most `size` with its NUL where `string`)
+ * from the pointer in hand + `src`, into the record at `dst`, right after the head. */
+static __always_inline void btfgen_capture_load(struct btfgen_record *rec, __u32 src, __u32 dst,
+						__u32 size, __u8 space, int string)
+{
+	struct btfgen_capture_head *h = (struct btfgen_capture_head *)&rec->data[dst - sizeof(*h)];
 	__u8 used = 0;
 	long n;
 
-	if (op->from == BTFGEN_CAP_ROOT) {
-		__u64 p = 0;
-
-		h = (struct btfgen_capture_head *)&rec->data[op->dst];
-		memcpy(&p, &rec->data[op->src], ptr_size);
-		memset(h, 0, sizeof(*h));
-		h->ptr = p;
-		h->status = p ? BTFGEN_CAPTURE_OK : BTFGEN_CAPTURE_NULL;
-		return;
-	}
-	if (op->from == BTFGEN_CAP_HOP) {
-		__u64 p = 0;
-
-		h = (struct btfgen_capture_head *)&rec->data[op->dst];
-		if (h->status != BTFGEN_CAPTURE_OK)
-			return;
-		n = btfgen_kernel_read(&p, ptr_size, h->ptr + op->src, op->space, &used, 0);
-		h->space = used;
-		if (n < 0) {
-			h->status = BTFGEN_CAPTURE_FAULT;
-			return;
-		}
-		h->ptr = p;
-		h->hop += 1;
-		if (!p)
-			h->status = BTFGEN_CAPTURE_NULL;
-		return;
-	}
-	h = (struct btfgen_capture_head *)&rec->data[op->dst - sizeof(*h)];
 	if (h->status != BTFGEN_CAPTURE_OK)
 		return;
-	if (op->from == BTFGEN_CAP_BUF) {
-		__s64 len;
-
-		switch (BTFGEN_BUF_WIDTH(op->space)) {
-		case 0:
-			len = op->space & BTFGEN_BUF_SIGNED ? (__s64)(__s8)rec->data[op->src] :
-				rec->data[op->src];
-			break;
-		case 1: {
-			__u16 v;
-
-			memcpy(&v, &rec->data[op->src], 2);
-			len = op->space & BTFGEN_BUF_SIGNED ? (__s64)(__s16)v : v;
-			break;
-		}
-		case 2: {
-			__u32 v;
-
-			memcpy(&v, &rec->data[op->src], 4);
-			len = op->space & BTFGEN_BUF_SIGNED ? (__s64)(__s32)v : v;
-			break;
-		}
-		default:
-			memcpy(&len, &rec->data[op->src], 8);
-			/* an unsigned length past 2^63 is a length, not a negative one */
-			if (!(op->space & BTFGEN_BUF_SIGNED) && len < 0)
-				len = op->size;
-		}
-		if (len <= 0) {
-			h->status = BTFGEN_CAPTURE_EMPTY;
-			return;
-		}
-		len = min_t(__s64, len, op->size);
-		n = btfgen_kernel_read(&rec->data[op->dst], (__u32)len, h->ptr, op->space & 3, &used, 0);
-		h->space = used;
-		if (n < 0)
-			h->status = BTFGEN_CAPTURE_FAULT;
-		else
-			h->len = (__u16)len;
-		return;
-	}
-	n = btfgen_kernel_read(&rec->data[op->dst], op->size, h->ptr + op->src, op->space, &used,
-			       op->from == BTFGEN_CAP_STR);
+	n = btfgen_kernel_read(&rec->data[dst], size, h->ptr + src, space, &used, string);
 	h->space = used;
 	if (n < 0)
 		h->status = BTFGEN_CAPTURE_FAULT;
 	else
-		h->len = op->from == BTFGEN_CAP_STR ? (__u16)n : op->size;
+		h->len = string ? (__u16)n : (__u16)size;
 }
 
-/* Run a function's entry (kind 0) or exit (kind 1) ops into `rec`: its BTF id, kind, failed
+/* A buffer's last op: at most `size` bytes, as many as the integer at data[lsrc] says (`how`:
+ * its width and sign above the memory to read), from the pointer in hand. */
+static __always_inline void btfgen_capture_buf(struct btfgen_record *rec, __u32 lsrc, __u32 dst,
+					       __u32 size, __u8 how)
+{
+	struct btfgen_capture_head *h = (struct btfgen_capture_head *)&rec->data[dst - sizeof(*h)];
+	__u8 used = 0;
+	__s64 len;
+	long n;
+
+	if (h->status != BTFGEN_CAPTURE_OK)
+		return;
+	switch (BTFGEN_BUF_WIDTH(how)) {
+	case 0:
+		len = how & BTFGEN_BUF_SIGNED ? (__s64)(__s8)rec->data[lsrc] : rec->data[lsrc];
+		break;
+	case 1: {
+		__u16 v;
+
+		memcpy(&v, &rec->data[lsrc], 2);
+		len = how & BTFGEN_BUF_SIGNED ? (__s64)(__s16)v : v;
+		break;
+	}
+	case 2: {
+		__u32 v;
+
+		memcpy(&v, &rec->data[lsrc], 4);
+		len = how & BTFGEN_BUF_SIGNED ? (__s64)(__s32)v : v;
+		break;
+	}
+	default:
+		memcpy(&len, &rec->data[lsrc], 8);
+		/* an unsigned length past 2^63 is a length, not a negative one */
+		if (!(how & BTFGEN_BUF_SIGNED) && len < 0)
+			len = size;
+	}
+	if (len <= 0) {
+		h->status = BTFGEN_CAPTURE_EMPTY;
+		return;
+	}
+	len = min_t(__s64, len, size);
+	n = btfgen_kernel_read(&rec->data[dst], (__u32)len, h->ptr, how & 3, &used, 0);
+	h->space = used;
+	if (n < 0)
+		h->status = BTFGEN_CAPTURE_FAULT;
+	else
+		h->len = (__u16)len;
+}
+
+/* One capture op, as the interpreter runs it (a hop between pointers: only here). */
+static inline void btfgen_capture_op(const struct btfgen_op *op, __u32 ptr_size,
+				     struct btfgen_record *rec)
+{
+	struct btfgen_capture_head *h;
+	__u64 p = 0;
+	__u8 used = 0;
+	long n;
+
+	if (op->from == BTFGEN_CAP_ROOT) {
+		btfgen_capture_root(rec, op->src, op->dst);
+		return;
+	}
+	if (op->from == BTFGEN_CAP_BUF) {
+		btfgen_capture_buf(rec, op->src, op->dst, op->size, op->space);
+		return;
+	}
+	if (op->from != BTFGEN_CAP_HOP) {
+		btfgen_capture_load(rec, op->src, op->dst, op->size, op->space,
+				    op->from == BTFGEN_CAP_STR);
+		return;
+	}
+	h = (struct btfgen_capture_head *)&rec->data[op->dst];
+	if (h->status != BTFGEN_CAPTURE_OK)
+		return;
+	n = btfgen_kernel_read(&p, ptr_size, h->ptr + op->src, op->space, &used, 0);
+	h->space = used;
+	if (n < 0) {
+		h->status = BTFGEN_CAPTURE_FAULT;
+		return;
+	}
+	h->ptr = p;
+	h->hop += 1;
+	if (!p)
+		h->status = BTFGEN_CAPTURE_NULL;
+}
+
+/* Straight-line decoders, one per distinct list of copy operations; here
+ * 3 entry, 2 exit; 0 op lists on the interpreter.
+ * A spec's entry_plan / exit_plan picks one (0: the ops interpreter below). Number 1 of each
+ * kind is the register image: the argument (return) register words, each copied whole, for
+ * every function whose values are only such registers, with no branch on which function.
+ * Each other makes exactly the reads of its ops at constant offsets, as a hand-written
+ * decoder would. Define BTFGEN_INTERPRET_ONLY to run every spec on the interpreter. Returns
+ * what btfgen_generic_decode returns, the record's data and failed bits written (the bits kept
+ * in a register until then: a store and a load back of them was half the dispatch's cost), or
+ * BTFGEN_NO_DECODER. The image writes its failed bits (none) before its copies, so that its
+ * path does not end in the cases' shared tail: in one build clang had it jump there, 26 KB
+ * further in the program, for its last two instructions. */
+#define BTFGEN_NO_DECODER 1
+static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
+					   const struct btfgen_spec *spec, __u32 plan, __u32 kind,
+					   struct btfgen_record *rec)
+{
+#ifndef BTFGEN_INTERPRET_ONLY
+	__u64 f = 0; /* the failed bits */
+
+	if (!kind) {
+		/* The register image: no branch on which function. */
+		if (plan == 1) {
+			rec->failed = 0;
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 24, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 32, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 40, __u64, 0, 8);
+			return 0;
+		}
+		switch (plan) {
+		case 2:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 24, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 32, __u64, 0, 1);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 40, __u64, 0, 1);
+			BTFGEN_REG_COPY(&rec->data[24], ctx, 48, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[32], ctx, 56, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[40], ctx, 64, __u64, 0, 2);
+			BTFGEN_REG_COPY(&rec->data[48], ctx, 72, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[56], ctx, 80, __u64, 0, 4);
+			if (BTFGEN_READ(&rec->data[64], 8, sp + 96))
+				f |= 1ULL << 8;
+			rec->failed = f;
+			return f ? -14 : 0;
+		case 3:
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 32, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 40, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[16], ctx, 48, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[24], ctx, 56, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[32], ctx, 64, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[40], ctx, 72, __u64, 0, 4);
+			BTFGEN_REG_COPY(&rec->data[48], ctx, 24, __u64, 0, 8);
+			rec->failed = f;
+			return f ? -14 : 0;
+		}
+	} else {
+		/* The register image: no branch on which function. */
+		if (plan == 1) {
+			rec->failed = 0;
+			BTFGEN_REG_COPY(&rec->data[0], ctx, 24, __u64, 0, 8);
+			BTFGEN_REG_COPY(&rec->data[8], ctx, 32, __u64, 0, 8);
+			return 0;
+		}
+		switch (plan) {
+		case 2:
+			{
+				__u64 p = 0;
+
+				__builtin_memcpy(&p, &rec->data[0], 8);
+				if (BTFGEN_READ(&rec->data[8], 40, p))
+					f |= 1ULL << 7;
+			}
+			rec->failed = f;
+			return f ? -14 : 0;
+		}
+	}
+#endif
+	return BTFGEN_NO_DECODER;
+}
+
+/* The interpreter: run a function's entry (kind 0) or exit (kind 1) ops into `rec`'s failed
  * bits (bit i: op i failed, its bytes zero) and data, zeroed to the bytes the BPF side sends
  * (the spec's entry_size or exit_size) first. -> 0, or -EFAULT when an op failed. */
-static inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
-					const struct btfgen_spec *spec, __u32 kind,
-					struct btfgen_record *rec)
+static inline int btfgen_generic_interpret(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
+					   const struct btfgen_spec *spec, __u32 kind,
+					   struct btfgen_record *rec)
 {
 	__u32 first = kind ? spec->nentry : 0;
 	__u32 n = kind ? spec->nexit : spec->nentry;
@@ -610,8 +722,6 @@ static inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
 	__u32 kept = kind && spec->carry ? 8 + 8 * spec->carry_span : 0;
 	__u32 size = kind ? spec->exit_size : spec->entry_size;
 
-	rec->btf_id = spec->btf_id;
-	rec->kind = kind;
 	rec->failed = 0;
 	if (size > kept && size <= BTFGEN_DATA_SIZE)
 		memset(rec->data + kept, 0, size - kept);
@@ -641,6 +751,25 @@ static inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
 		}
 	}
 	return rec->failed ? -EFAULT : 0;
+}
+
+/* Decode a function's entry (kind 0) or exit (kind 1) into `rec`: its BTF id, kind, failed
+ * bits and data, by the spec's straight-line decoder (its entry_plan, exit_plan) or else the
+ * interpreter. A straight-line decoder writes every value's bytes (a failed read's zeroed) and
+ * leaves the bytes between values as the record had them, as the BPF side's do; the
+ * interpreter zeroes them first. -> 0, or -EFAULT when a read failed. */
+static inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
+					const struct btfgen_spec *spec, __u32 kind,
+					struct btfgen_record *rec)
+{
+	int err;
+
+	rec->btf_id = spec->btf_id;
+	rec->kind = kind;
+	err = btfgen_straight(ctx, sp, spec, kind ? spec->exit_plan : spec->entry_plan, kind, rec);
+	if (err != BTFGEN_NO_DECODER)
+		return err;
+	return btfgen_generic_interpret(ctx, sp, spec, kind, rec);
 }
 
 /* What an exit needs of its entry's record, kept with the call between them (an fprobe's
