@@ -2,7 +2,8 @@
 """This tree against an older one, in one run: the figures issues 15, 19 and 37 set targets for.
 
   python3 benchmarks/bench_compare.py [--old-rev REV | --old DIR] [--runs N] [--pairs N]
-      [--figures place,generate,dump,trace] [--jobs J] [--trace-glob GLOB] [BTF]
+      [--figures place,generate,dump,trace,uprobe,reader] [--jobs J] [--trace-glob GLOB]
+      [--reader-records N] [BTF]
 
 The older tree is REV of this repository (default: the commit before the one-`Target`
 refactor, 3cf2915; issue 15's was 103e254), exported with `git archive` into a temporary
@@ -25,12 +26,22 @@ and the median of the ratios (with their range) says more than a ratio of best o
    (3cf2915's trace held at most 4,096 functions) is said so, and the new tree's figure given
    alone (median of --pairs runs).
 
+5. a uprobe trace's start-up: `python3 -m btfgen trace TRACEE traced -- 1`
+   (benchmarks/tracee.c, built here with gcc -O2 -g; one call traced), the whole command from
+   start to exit: the build, the load, the attach and the detach, wall and the children's CPU,
+   in --pairs pairs. Needs root (BPF) and gcc. Target (issue 47): median ratio new/old <= 1.05.
+6. the `--record` reader: each tree's own benchmarks/bench_reader.py (--reader-records records
+   a round, 3 rounds), its `--record` row's records/s for the 6-argument records, in --pairs
+   pairs; the ratio given is new/old of the time a record (old's rate / new's). Needs root.
+   Target (issue 47): median ratio <= 1.05.
+
 The generic decoder's cost per call is benchmarks/bench_generic.py (its BPF code did not change).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -112,19 +123,52 @@ def pairs(n: int, measure, trees: dict[str, Path]) -> dict[str, list[tuple[float
     return runs
 
 
-def ratio_line(label: str, runs: dict[str, list[tuple[float, float]]]) -> str:
+def ratio_line(label: str, runs: dict[str, list[tuple[float, float]]],
+               target: float = 1.0) -> str:
     """The median ratio new/old of the pairs' walls (and CPUs), the walls' range, each tree's
     median wall."""
     walls = [n[0] / o[0] for o, n in zip(runs["old"], runs["new"])]
     cpus = [n[1] / o[1] for o, n in zip(runs["old"], runs["new"]) if o[1]]
     med = statistics.median
-    ok = "ok" if med(walls) <= 1.0 else "MISSED"
+    ok = "ok" if med(walls) <= target else "MISSED"
     line = (f"  {label:20} median ratio new/old wall {med(walls):.3f} (range "
-            f"{min(walls):.3f}-{max(walls):.3f}, {len(walls)} pairs) [target <= 1.0: {ok}]")
+            f"{min(walls):.3f}-{max(walls):.3f}, {len(walls)} pairs) [target <= {target}: {ok}]")
     if cpus:
         line += f"; cpu {med(cpus):.3f} ({min(cpus):.3f}-{max(cpus):.3f})"
     return line + (f"\n  {'':20} median wall old {med(w for w, _ in runs['old']):5.2f} s, new "
                    f"{med(w for w, _ in runs['new']):5.2f} s")
+
+
+def build_tracee(tmp: Path) -> Path:
+    exe = tmp / "tracee"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(exe), str(ROOT / "benchmarks" / "tracee.c")],
+                   check=True)
+    return exe
+
+
+def uprobe_startup(tree: Path, tracee: Path) -> tuple[float, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    cmd = [sys.executable, "-m", "btfgen", "trace", str(tracee), "traced", "--", "1"]
+    done: list[subprocess.CompletedProcess] = []
+    figures = _child_cpu(lambda: done.append(subprocess.run(
+        cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    if done[0].returncode or "traced(" not in done[0].stdout:
+        raise Refused(f"exit {done[0].returncode}: {done[0].stderr.strip()[-300:]}")
+    return figures
+
+
+def record_reader(tree: Path, tmp: Path, records: int) -> tuple[float, float]:
+    """(seconds a million records, 0) by the tree's own bench_reader's --record row: the time
+    a record, so that a ratio new/old above 1 is slower, as the walls' are."""
+    out = tmp / "reader.json"
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    p = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_reader.py"),
+                        "--records", str(records), "--rounds", "3", "--json", str(out)],
+                       env=env, cwd=tree, capture_output=True, text=True)
+    if p.returncode or not out.exists():
+        raise Refused(f"bench_reader: exit {p.returncode}: {p.stderr.strip()[-300:]}")
+    rate = json.loads(out.read_text())["rows"]["record"]["six"]["records_s"]
+    return 1e6 / rate, 0.0
 
 
 def dump(tree: Path | None, btf: str) -> tuple[float, float]:
@@ -159,6 +203,8 @@ def main() -> int:
                     help="the generation's -j (0: btfgen's default)")
     ap.add_argument("--trace-glob", default="*", metavar="GLOB",
                     help="the kernel functions the trace build takes")
+    ap.add_argument("--reader-records", type=int, default=200_000, metavar="N",
+                    help="bench_reader's --records (figure reader)")
     args = ap.parse_args()
     chosen = args.figures.split(",")
     if not chosen or any(f not in FIGURES for f in chosen):
@@ -190,6 +236,15 @@ def main() -> int:
             gen = pairs(args.pairs, lambda t: generate(t, args.btf, tmp, args.jobs), trees)
         if "trace" in chosen:
             trace = _trace_figures(args, tmp, trees)
+        startup = reader = None
+        if "uprobe" in chosen:
+            tracee = build_tracee(tmp)
+            startup = _paired_or_said("uprobe trace start-up", args.pairs,
+                                      lambda t: uprobe_startup(t, tracee), trees, 1.05)
+        if "reader" in chosen:
+            reader = _paired_or_said("--record reader, time a record", args.pairs,
+                                     lambda t: record_reader(t, tmp, args.reader_records),
+                                     trees, 1.05)
     print(f"{args.btf}, arch {args.arch}; old = {args.old or args.old_rev}, new = this tree; "
           f"best of {args.runs} or {args.pairs} pairs, alternating; load "
           f"{os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs after")
@@ -201,12 +256,23 @@ def main() -> int:
         print(ratio_line(f"whole kernel, {jobs}", gen))
     if trace is not None:
         print(trace)
+    for line in (startup, reader):
+        if line is not None:
+            print(line)
     if "dump" in chosen:
         _dump_line(figs, have_bpftool)
     return 0
 
 
-FIGURES = ("place", "generate", "dump", "trace")
+FIGURES = ("place", "generate", "dump", "trace", "uprobe", "reader")
+
+
+def _paired_or_said(label: str, n: int, measure, trees: dict[str, Path], target: float) -> str:
+    try:
+        runs = pairs(n, measure, trees)
+    except Refused as e:
+        return f"  {label:20} not measured: {e}"
+    return ratio_line(label, runs, target)
 
 
 def _best_line(label: str, old: list, new: list, target: float) -> None:
