@@ -734,9 +734,9 @@ static __always_inline int btfgen_straight(const void *ctx, __u64 sp,
 /* The interpreter: run a function's entry (kind 0) or exit (kind 1) ops into `rec`'s failed
  * bits (bit i: op i failed, its bytes zero) and data, zeroed to the bytes the BPF side sends
  * (the spec's entry_size or exit_size) first. -> 0, or -EFAULT when an op failed. */
-static inline int btfgen_generic_interpret(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
-					   const struct btfgen_spec *spec, __u32 kind,
-					   struct btfgen_record *rec)
+static noinline int btfgen_generic_interpret(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
+					     const struct btfgen_spec *spec, __u32 kind,
+					     struct btfgen_record *rec)
 {
 	__u32 first = kind ? spec->nentry : 0;
 	__u32 n = kind ? spec->nexit : spec->nentry;
@@ -782,9 +782,9 @@ static inline int btfgen_generic_interpret(const BTFGEN_KERNEL_CTX *ctx, __u64 s
  * interpreter. A straight-line decoder writes every value's bytes (a failed read's zeroed) and
  * leaves the bytes between values as the record had them, as the BPF side's do; the
  * interpreter zeroes them first. -> 0, or -EFAULT when a read failed. */
-static inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
-					const struct btfgen_spec *spec, __u32 kind,
-					struct btfgen_record *rec)
+static __always_inline int btfgen_generic_decode(const BTFGEN_KERNEL_CTX *ctx, __u64 sp,
+						 const struct btfgen_spec *spec, __u32 kind,
+						 struct btfgen_record *rec)
 {
 	int err;
 
@@ -806,8 +806,10 @@ struct btfgen_carry {
 
 /* The entry: decode into `rec`, and keep in `carry` (BTFGEN_CARRY_SIZE bytes) what the exit
  * will need. */
-static inline int btfgen_generic_entry(const BTFGEN_KERNEL_CTX *ctx, const struct btfgen_spec *spec,
-				       struct btfgen_record *rec, void *carry, size_t carry_size)
+static __always_inline int btfgen_generic_entry(const BTFGEN_KERNEL_CTX *ctx,
+						const struct btfgen_spec *spec,
+						struct btfgen_record *rec, void *carry,
+						size_t carry_size)
 {
 	int err = btfgen_generic_decode(ctx, BTFGEN_SP(ctx), spec, 0, rec);
 	__u32 words = spec->carry_span ? 1 + spec->carry_span : 1;
@@ -831,8 +833,10 @@ static inline int btfgen_generic_entry(const BTFGEN_KERNEL_CTX *ctx, const struc
 /* The exit: the carried words first (where the spec carries any), then the exit's ops. A
  * carried word of 0 (not kept) marks the exit's values failed, never read through a stale
  * pointer. */
-static inline int btfgen_generic_exit(const BTFGEN_KERNEL_CTX *ctx, const struct btfgen_spec *spec,
-				      struct btfgen_record *rec, const void *carry, size_t carry_size)
+static __always_inline int btfgen_generic_exit(const BTFGEN_KERNEL_CTX *ctx,
+					       const struct btfgen_spec *spec,
+					       struct btfgen_record *rec, const void *carry,
+					       size_t carry_size)
 {
 	__u32 words = spec->carry_span ? 1 + spec->carry_span : 1;
 	__u64 first = 0;
@@ -913,7 +917,7 @@ static inline void btfgen_spec_cache_init(void)
 	memset(btfgen_ip_spec, 0xff, sizeof(btfgen_ip_spec));
 }
 
-static inline u32 btfgen__spec_of_ip(unsigned long ip)
+static noinline u32 btfgen__spec_of_ip(unsigned long ip)
 {
 	char name[KSYM_SYMBOL_LEN];
 	const struct btfgen_function *f;
@@ -929,7 +933,7 @@ static inline u32 btfgen__spec_of_ip(unsigned long ip)
 }
 
 /* The spec of the function at `ip` (an fprobe's entry_ip), or NULL: not in the table. */
-static inline const struct btfgen_spec *btfgen_spec_by_ip(unsigned long ip)
+static __always_inline const struct btfgen_spec *btfgen_spec_by_ip(unsigned long ip)
 {
 	unsigned int i, at = (unsigned int)((ip >> 2) * 2654435761u) & (BTFGEN_IP_SLOTS - 1);
 	u32 spec;

@@ -13,6 +13,7 @@ typedef uint32_t u32; typedef uint64_t u64;
 #ifndef __always_inline
 #define __always_inline inline __attribute__((always_inline))
 #endif
+#define noinline __attribute__((noinline))
 #define __maybe_unused __attribute__((unused))
 #define __aligned(n) __attribute__((aligned(n)))
 #define __user
