@@ -159,9 +159,9 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: Manifest,
         if "fsession" not in objects:
             return None, ("this trace directory has no fsession program (built for a kernel "
                           "whose BTF has no BPF_TRACE_FSESSION)")
-        ok, why = features.fsession_support()
-        if not ok:
-            return None, why
+        fsession = features.fsession_programs()
+        if not fsession:
+            return None, fsession.why
         if taken > FSESSION_MAX:
             return None, (f"one fsession program a function, each verified: at most "
                           f"{FSESSION_MAX} functions, and this trace has {taken} (use "
@@ -175,11 +175,11 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: Manifest,
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
     # A function it takes, for the probe's link: an arch may load the program and refuse that.
     first = next(i for i in here if str(i) not in refused)
-    variant, why = features.tracing_multi_support(manifest.bpf_syscall,
-                                                  manifest.btf_ids[first],
-                                                  pair_only=asked == "fentry-multi")
-    if variant is None:
-        return None, why
+    multi = features.tracing_multi_links(manifest.bpf_syscall, manifest.btf_ids[first],
+                                         pair_only=asked == "fentry-multi")
+    if not multi:
+        return None, multi.why
+    variant = multi.variant
     if asked == "fentry-multi" and variant not in objects:
         return None, ("this trace directory has no fentry.multi program (built for a kernel "
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
@@ -252,11 +252,11 @@ def _session_mode(kernel: bool, manifest: Manifest) -> tuple[AttachMode | None, 
     objects = manifest.session_objects
     if not objects:
         return None, "this trace directory has no session program (built by an older btfgen)"
-    variant, why = features.session_support(manifest.bpf_syscall, kernel)
-    if variant is None:
-        return None, why
+    session = features.session_links(manifest.bpf_syscall, kernel)
+    if not session:
+        return None, session.why
     kind = "kprobe" if kernel else "uprobe"
-    return AttachMode("session", objects[variant], ("trace_session",),
+    return AttachMode("session", objects[session.variant], ("trace_session",),
                       f"one {kind}.session link"), ""
 
 
@@ -271,14 +271,14 @@ def _pair_or_single(asked: str, kernel: bool, manifest: Manifest, quiet: bool = 
                         "as asked" if asked == "single" else "")
     if asked != "auto":
         return single if asked == "single" else multi
-    why = (features.kprobe_multi_unavailable if kernel else
-           features.uprobe_multi_unavailable)(manifest.bpf_syscall)
-    if why is None:
+    links = (features.kprobe_multi_links if kernel else
+             features.uprobe_multi_links)(manifest.bpf_syscall)
+    if links:
         return multi
-    also = features.kprobes_unavailable() if kernel else None
-    if also and not quiet:
-        raise RunError(f"{why}; {also}")
-    return single._replace(why=why)
+    kprobes = features.kprobes() if kernel else features.AVAILABLE
+    if not kprobes and not quiet:
+        raise RunError(f"{links.why}; {kprobes.why}")
+    return single._replace(why=links.why)
 
 
 def attach_trampoline(obj, manifest: Manifest, keep: list[int], mode: AttachMode,

@@ -111,9 +111,9 @@ class Run:
         manifest, opts = self.manifest, self.opts
         for warning in check_target(manifest):
             prog.say(f"warning: {warning}")
-        reason = features.bpf_unavailable()
-        if reason:
-            raise RunError(f"BPF unavailable: {reason}")
+        bpf = features.bpf_programs()
+        if not bpf:
+            raise RunError(f"BPF unavailable: {bpf.why}")
         tracefs.mount_tracefs()
         if manifest.kernel:
             with self.timings.stage("run: symbol check"):
