@@ -31,7 +31,7 @@ One concept a module:
     options.py      what a run is asked to do, and the capture defaults
     timings.py      --timings
     errors.py       what goes wrong, each in one line
-    prog.py         how the tool names itself
+    prog.py         how the tool names itself (by the copy that runs), and says a line
     run.py          a trace run as one object (Run): set up, trace, detach
     tool.py         the command line (`btfgen trace`, a trace directory's btfgen_trace.py)
 """

@@ -359,8 +359,8 @@ class Run:
         try:
             obj.attach("syscall_exit")
         except BpfLoadError as e:
-            print(f"{prog.NAME}: warning: no raw_syscalls:sys_exit program ({e}): a -1 or NULL "
-                  "return is shown without its errno", file=sys.stderr)
+            prog.say(f"warning: no raw_syscalls:sys_exit program ({e}): a -1 or NULL return "
+                     "is shown without its errno")
 
     def set_filter(self, obj) -> None:
         """The processes the BPF side reports (trace.bpf.c's filter and followed maps), and
