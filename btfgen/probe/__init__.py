@@ -16,7 +16,8 @@ One concept a module:
     ringbuf.py      the ring buffer read through libbpf's consumer (where ringspan cannot)
     manifest.py     a trace directory: its manifest, its decoders, whether it fits this machine
     processes.py    which processes a trace runs and reports
-    attach.py       how functions are attached: session, multi or single, and the fallbacks
+    attach.py       how functions are attached: session, multi or single, and the fallbacks;
+                    the trampoline's companion objects (its kprobe link, fsession's)
     loop.py         the event loop
     losses.py       what was lost or missed, and how far behind the reader is, said
     calls.py        entries paired with their exits

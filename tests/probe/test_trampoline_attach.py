@@ -198,3 +198,71 @@ def test_the_build_reads_which_attach_types_the_target_kernel_has():
     # 7.0 and 7.1: fsession, no tracing_multi; and the pair without fsession.multi
     assert build.trampoline_variants(made) == ["fsession", "fentry_multi"]
     assert build.trampoline_variants(MadeTypes()) == []
+
+
+# -- the trampoline's companions: objects loaded beside the first, faked -------------------------
+
+class _Object:
+    """A BpfObject as the companions use it: every call recorded, a link a program attached."""
+
+    made: list[_Object] = []
+
+    def __init__(self, path: str, *, bpf_syscall: int) -> None:
+        self.path, self.calls, self.links, self.companions = path, [], [], []
+        _Object.made.append(self)
+
+    def has_map(self, name: str) -> bool:
+        return name == "committed"
+
+    def __getattr__(self, name: str):
+        def call(*args, **kw):
+            self.calls.append((name, *args, *sorted(kw.items())))
+            if name.startswith("attach"):
+                self.links.append(f"{name} {args[0]}")
+        return call
+
+
+@pytest.fixture
+def objects(monkeypatch):
+    _Object.made = []
+    monkeypatch.setattr(attach, "BpfObject", _Object)
+    return _Object.made
+
+
+SHARED = (*attach.SHARED_MAPS, "committed")
+
+
+def test_fsession_puts_each_function_after_the_first_on_a_companion(objects, tmp_path):
+    mode = attach.AttachMode("fsession", "trace.tsession.bpf.o", ("trace_session",), "",
+                             attach_types=(syscall.BPF_TRACE_FSESSION,))
+    obj = _Object("first", bpf_syscall=321)
+    assert attach.attach_trampoline(obj, MANIFEST, [0, 2], mode, [7, 8, 9], tmp_path) == []
+    first, more = objects
+    assert obj.companions == [more] and more.path == str(tmp_path / "trace.tsession.bpf.o")
+    assert more.calls == [
+        ("share_maps", obj, (*SHARED, "specs")),
+        ("expect_tracing", "trace_session", syscall.BPF_TRACE_FSESSION, "do_mmap"),
+        ("set_autoload", "follow_fork", False), ("load",),
+        ("attach_tracing", "trace_session", syscall.BPF_TRACE_FSESSION, 9, "fsession on do_mmap")]
+    assert first.calls == [
+        ("attach_tracing", "trace_session", syscall.BPF_TRACE_FSESSION, 7, "fsession on vfs_read")]
+    # the companion's link held by the first object too: detached with the probes
+    assert obj.links == ["attach_tracing trace_session"] * 2
+
+
+def test_the_kprobe_companion_shares_the_ring_and_takes_the_rest(objects, tmp_path):
+    (tmp_path / "specs.bin").write_bytes(b"specs")
+    summed = replace(MANIFEST, summary=manifest(summary={}).summary)
+    rest = attach.AttachMode("session", "s-ctx.o", ("trace_session",), "one kprobe.session link")
+    obj = _Object("first", bpf_syscall=321)
+    kprobe = attach.kprobe_companion(obj, tmp_path, summed, rest)
+    assert obj.companions == [kprobe] and kprobe.path == str(tmp_path / "s-ctx.o")
+    assert kprobe.calls == [
+        ("share_maps", obj, (*SHARED, *attach.SUMMARY_MAPS)),
+        ("expect_kprobe_multi", "trace_session", ("session", True)),
+        ("set_autoload", "follow_fork", False), ("set_max_entries", "specs", 3), ("load",),
+        ("fill_array", "specs", b"specs", 3)]
+    attach.attach_companion(kprobe, obj, summed, [1], rest, [7, 8, 9])
+    assert kprobe.calls[-1] == ("attach_kprobe_multi", "trace_session", ["make_kuid"], [8],
+                                ("retprobe", False), ("session", True))
+    assert obj.links == kprobe.links == ["attach_kprobe_multi trace_session"]
