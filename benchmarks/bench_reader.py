@@ -259,7 +259,7 @@ def checks() -> str | None:
     missing = missing_tools()
     if missing:
         return f"not installed: {', '.join(missing)}"
-    return features.bpf_unavailable() or None
+    return features.bpf_programs().why or None
 
 
 def record_sizes(decoders, name: str) -> tuple[tuple[int, int], str]:

@@ -128,7 +128,7 @@ def main() -> int:
     if missing := missing_tools():
         print(f"bench_summary: not installed: {', '.join(missing)}", file=sys.stderr)
         return 2
-    if reason := features.bpf_unavailable():
+    if reason := features.bpf_programs().why:
         print(f"bench_summary: BPF unavailable: {reason}", file=sys.stderr)
         return 2
     tracefs.mount_tracefs()

@@ -305,7 +305,7 @@ def checks() -> str | None:
     missing = missing_tools()
     if missing:
         return f"not installed: {', '.join(missing)}"
-    reason = features.bpf_unavailable()
+    reason = features.bpf_programs().why
     if reason:
         return f"BPF unavailable: {reason}"
     try:

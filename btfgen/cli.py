@@ -63,7 +63,7 @@ def _main(argv: list[str] | None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         command, argv = argv[0], argv[1:]
     if command in OWN_MAIN:
-        return importlib.import_module(OWN_MAIN[command]).main(argv, prog=f"btfgen {command}")
+        return importlib.import_module(OWN_MAIN[command]).main(argv)
     try:
         parser = _build_parser(command)
         if command == DEFAULT_COMMAND and argv[:1] in (["-h"], ["--help"]):

@@ -16,7 +16,8 @@ One concept a module:
     ringbuf.py      the ring buffer read through libbpf's consumer (where ringspan cannot)
     manifest.py     a trace directory: its manifest, its decoders, whether it fits this machine
     processes.py    which processes a trace runs and reports
-    attach.py       how functions are attached: session, multi or single, and the fallbacks
+    attach.py       how functions are attached: session, multi or single, and the fallbacks;
+                    the trampoline's companion objects (its kprobe link, fsession's)
     loop.py         the event loop
     losses.py       what was lost or missed, and how far behind the reader is, said
     calls.py        entries paired with their exits
@@ -31,7 +32,7 @@ One concept a module:
     options.py      what a run is asked to do, and the capture defaults
     timings.py      --timings
     errors.py       what goes wrong, each in one line
-    prog.py         how the tool names itself
+    prog.py         how the tool names itself (by the copy that runs), and says a line
     run.py          a trace run as one object (Run): set up, trace, detach
     tool.py         the command line (`btfgen trace`, a trace directory's btfgen_trace.py)
 """

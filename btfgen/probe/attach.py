@@ -9,14 +9,18 @@ program for entry and exit, the per-call state in the session cookie), else one 
 Linux 5.15+ (Debian 12's 6.1 has no uprobe_multi). The cookie of each function
 (spec_format.Cookie) is its index in the manifest, which is also where its spec sits in the
 `specs` map, and, where the register image decodes it, its BTF id and a bit per direction.
+The trampoline's companions are here too: the objects loaded beside the first for its kprobe
+link and for each function's fsession program, writing to the first one's ring and maps.
 """
 
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 from typing import NamedTuple
 
 from . import features, prog
+from .bpf_object import BpfObject
 from .errors import BpfLoadError, InputError, RunError
 from .manifest import KERNEL_BTF, Manifest
 from .syscall import (
@@ -159,9 +163,9 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: Manifest,
         if "fsession" not in objects:
             return None, ("this trace directory has no fsession program (built for a kernel "
                           "whose BTF has no BPF_TRACE_FSESSION)")
-        ok, why = features.fsession_support()
-        if not ok:
-            return None, why
+        fsession = features.fsession_programs()
+        if not fsession:
+            return None, fsession.why
         if taken > FSESSION_MAX:
             return None, (f"one fsession program a function, each verified: at most "
                           f"{FSESSION_MAX} functions, and this trace has {taken} (use "
@@ -175,11 +179,11 @@ def _trampoline_mode(asked: str, kernel: bool, manifest: Manifest,
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
     # A function it takes, for the probe's link: an arch may load the program and refuse that.
     first = next(i for i in here if str(i) not in refused)
-    variant, why = features.tracing_multi_support(manifest.bpf_syscall,
-                                                  manifest.btf_ids[first],
-                                                  pair_only=asked == "fentry-multi")
-    if variant is None:
-        return None, why
+    multi = features.tracing_multi_links(manifest.bpf_syscall, manifest.btf_ids[first],
+                                         pair_only=asked == "fentry-multi")
+    if not multi:
+        return None, multi.why
+    variant = multi.variant
     if asked == "fentry-multi" and variant not in objects:
         return None, ("this trace directory has no fentry.multi program (built for a kernel "
                       "whose BTF has no BPF_TRACE_FENTRY_MULTI)")
@@ -252,11 +256,11 @@ def _session_mode(kernel: bool, manifest: Manifest) -> tuple[AttachMode | None, 
     objects = manifest.session_objects
     if not objects:
         return None, "this trace directory has no session program (built by an older btfgen)"
-    variant, why = features.session_support(manifest.bpf_syscall, kernel)
-    if variant is None:
-        return None, why
+    session = features.session_links(manifest.bpf_syscall, kernel)
+    if not session:
+        return None, session.why
     kind = "kprobe" if kernel else "uprobe"
-    return AttachMode("session", objects[variant], ("trace_session",),
+    return AttachMode("session", objects[session.variant], ("trace_session",),
                       f"one {kind}.session link"), ""
 
 
@@ -271,24 +275,23 @@ def _pair_or_single(asked: str, kernel: bool, manifest: Manifest, quiet: bool = 
                         "as asked" if asked == "single" else "")
     if asked != "auto":
         return single if asked == "single" else multi
-    why = (features.kprobe_multi_unavailable if kernel else
-           features.uprobe_multi_unavailable)(manifest.bpf_syscall)
-    if why is None:
+    links = (features.kprobe_multi_links if kernel else
+             features.uprobe_multi_links)(manifest.bpf_syscall)
+    if links:
         return multi
-    also = features.kprobes_unavailable() if kernel else None
-    if also and not quiet:
-        raise RunError(f"{why}; {also}")
-    return single._replace(why=why)
+    kprobes = features.kprobes() if kernel else features.AVAILABLE
+    if not kprobes and not quiet:
+        raise RunError(f"{links.why}; {kprobes.why}")
+    return single._replace(why=links.why)
 
 
 def attach_trampoline(obj, manifest: Manifest, keep: list[int], mode: AttachMode,
-                      cookie: list[int], more=None) -> list[int]:
+                      cookie: list[int], directory: Path) -> list[int]:
     """The trampoline's links for the functions of `keep` (trampoline_split's first list):
     a tracing_multi link a program and BTF object (the kernel's; the module's, its program
-    loaded again against the module's BTF), or an fsession program a function (`more(name)`:
-    the object, loaded with its own fsession program on `name` and the maps of `obj`, of each
-    function after the first). -> the module's functions whose link the kernel refused (for
-    a kprobe link of the run), said."""
+    loaded again against the module's BTF), or an fsession program a function (each function
+    after the first on a companion of `obj`: fsession_companion, from `directory`). -> the
+    module's functions whose link the kernel refused (for a kprobe link of the run), said."""
     ids = manifest.btf_ids
     if mode.kind == "tracing_multi":
         kernel, module = by_btf_object(manifest, keep)
@@ -299,12 +302,69 @@ def attach_trampoline(obj, manifest: Manifest, keep: list[int], mode: AttachMode
                                          _MULTI_SAID[attach_type])
         return _attach_module(obj, manifest, module, mode, cookie) if module else []
     for n, i in enumerate(keep):
-        target = obj if n == 0 else more(manifest.functions[i])
+        target = obj if n == 0 else fsession_companion(obj, directory, manifest, mode,
+                                                       manifest.functions[i])
         target.attach_tracing(mode.programs[0], BPF_TRACE_FSESSION, cookie[i],
                               f"fsession on {manifest.functions[i]}")
         if target is not obj:
             obj.links.extend(target.links)
     return []
+
+
+# What the objects of one run share (BpfObject.share_maps): the ring, its loss counts, and the
+# settings. Not the scratch: a trampoline program may run inside another program on its CPU
+# (the kernel keeps them from nesting only in themselves), so each object keeps its own.
+SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
+# --count / --latency: every object's calls summed in the first one's maps (the ones read), and
+# a thread's stack of call times one for all (an exit pops what its entry pushed, whichever
+# object's program ran it).
+SUMMARY_MAPS = ("sum_keys", "sum_mode", "sum_counts", "sum_hists", "sum_stats", "sum_calls",
+                "sum_depth")
+
+
+def _shared(manifest: Manifest, obj) -> tuple[str, ...]:
+    # The ring's commit count (64-bit builds): every object writing to the ring adds to it.
+    counted = ("committed",) if obj.has_map("committed") else ()
+    return SHARED_MAPS + counted + (SUMMARY_MAPS if manifest.summary else ())
+
+
+def kprobe_companion(obj, directory: Path, manifest: Manifest, rest: AttachMode) -> BpfObject:
+    """The object of the kprobe link `rest` (a trampoline mode's) for what the trampoline cannot
+    take, loaded from `directory`, writing to `obj`'s ring, its specs filled; one of `obj`'s
+    companions (closed with it)."""
+    kprobe = BpfObject(str(directory / rest.object), bpf_syscall=manifest.bpf_syscall)
+    obj.companions.append(kprobe)
+    kprobe.share_maps(obj, _shared(manifest, obj))
+    if rest.kind != "single":
+        for program in rest.programs:
+            kprobe.expect_kprobe_multi(program, session=rest.kind == "session")
+    kprobe.set_autoload("follow_fork", False)
+    kprobe.set_max_entries("specs", len(manifest.functions))
+    kprobe.load()
+    kprobe.fill_array("specs", (directory / manifest.specs).read_bytes(),
+                      len(manifest.functions))
+    return kprobe
+
+
+def fsession_companion(obj, directory: Path, manifest: Manifest, mode: AttachMode,
+                       name: str) -> BpfObject:
+    """One fsession program a function: `obj`'s object again, loaded from `directory` with its
+    program on `name`, sharing `obj`'s maps and specs; one of `obj`'s companions."""
+    more = BpfObject(str(directory / mode.object), bpf_syscall=manifest.bpf_syscall)
+    obj.companions.append(more)
+    more.share_maps(obj, (*_shared(manifest, obj), "specs"))
+    more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
+    more.set_autoload("follow_fork", False)
+    more.load()
+    return more
+
+
+def attach_companion(kprobe, obj, manifest: Manifest, keep: list[int], rest: AttachMode,
+                     cookie: list[int]) -> None:
+    """The functions of `keep` (what the trampoline does not take) on the kprobe link `rest`
+    of `kprobe` (kprobe_companion), its links held by `obj` too (detached with the probes)."""
+    attach_functions(kprobe, manifest, keep, rest, cookie)
+    obj.links.extend(kprobe.links)
 
 
 _MULTI_SAID = {BPF_TRACE_FSESSION_MULTI: "fsession.multi", BPF_TRACE_FENTRY_MULTI: "fentry.multi",

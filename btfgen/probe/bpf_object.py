@@ -254,10 +254,10 @@ class BpfObject:
         fd = sys_bpf(self.bpf_syscall, BPF_LINK_CREATE, attr)
         if fd < 0:
             err = ctypes.get_errno()
-            why = (features.session_unavailable(self.bpf_syscall, kernel=True) if session else
-                   features.kprobe_multi_unavailable(self.bpf_syscall))
-            if why:
-                raise BpfLoadError(why)
+            links = (features.session_links(self.bpf_syscall, kernel=True) if session else
+                     features.kprobe_multi_links(self.bpf_syscall))
+            if not links:
+                raise BpfLoadError(links.why)
             kind = "kprobe.session" if session else \
                 f"{'kretprobe' if retprobe else 'kprobe'}.multi"
             raise fail(f"{kind} link for {prog} ({n} kernel functions)", err)

@@ -1,7 +1,9 @@
 """What this kernel has, probed before anything is attached (as cilium/ebpf's features/ and
 bpftrace's bpffeature): BPF programs at all, kprobe_multi and uprobe_multi links, session
-links and the prototype of their kfuncs, kprobes, and whether it counts missed calls. Each
-answer is None (it has it) or why not, in words for the user.
+links and the prototype of their kfuncs, the trampoline's links, kprobes, and whether it
+counts missed calls. Each probe answers with an Availability (true where the kernel has it;
+else why not, in words for the user), asked once a process: a kernel does not gain or lose a
+feature while it is traced.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import errno
 import os
 import platform
 from ctypes import POINTER, c_char_p, c_uint64
+from dataclasses import dataclass
+from functools import cache
 
 from .errors import BpfLoadError
 from .libbpf import libbpf
@@ -35,20 +39,41 @@ from .syscall import (
 from .tracefs import TRACEFS
 
 
-def bpf_unavailable() -> str | None:
-    """Why BPF uprobes cannot be used here, or None when they can."""
+@dataclass(frozen=True)
+class Availability:
+    """A probe's answer: true where the kernel has the feature, else false and `why` not (never
+    empty then). `variant`: which kind of it the kernel has, where the feature comes in more
+    than one (the session kfuncs' "ctx" or "no_ctx"; "fsession_multi" or "fentry_multi")."""
+
+    why: str = ""
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if self.why and self.variant:
+            raise ValueError("an unavailable feature has no variant")
+
+    def __bool__(self) -> bool:
+        return not self.why
+
+
+AVAILABLE = Availability()
+
+
+@cache
+def bpf_programs() -> Availability:
+    """Whether BPF uprobe and kprobe programs can be used here."""
     if os.geteuid() != 0:
-        return "needs root (CAP_BPF and CAP_PERFMON)"
+        return Availability("needs root (CAP_BPF and CAP_PERFMON)")
     try:
         libbpf()
     except BpfLoadError as e:
-        return str(e)
+        return Availability(str(e))
     # Not the kernel's BTF: the programs here read by offsets, with no CO-RE relocation (Debian's
     # 686-pae 6.1 kernel runs them without one).
     # Root in a container may still be refused bpf(): load a trivial kprobe-type program.
     if libbpf().libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_KPROBE, None) != 1:
-        return "the kernel refuses to load kprobe/uprobe BPF programs here"
-    return None
+        return Availability("the kernel refuses to load kprobe/uprobe BPF programs here")
+    return AVAILABLE
 
 
 def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool) -> tuple[int, int]:
@@ -86,33 +111,39 @@ def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool) -> tuple[int, 
     return err, 0
 
 
-def kprobe_multi_unavailable(bpf_syscall: int) -> str | None:
-    """Why this kernel cannot make kprobe_multi links, or None when it can: a trivial program
-    asks for a link on a function that does not exist, which only such a kernel looks up."""
+@cache
+def kprobe_multi_links(bpf_syscall: int) -> Availability:
+    """Whether this kernel makes kprobe_multi links: a trivial program asks for a link on a
+    function that does not exist, which only such a kernel looks up."""
     err, refused = _probe_link(bpf_syscall, BPF_TRACE_KPROBE_MULTI, kernel=True)
     if refused:
-        return f"the kernel refuses to load a kprobe program: {os.strerror(refused)}"
+        return Availability(f"the kernel refuses to load a kprobe program: "
+                            f"{os.strerror(refused)}")
     if err in (0, errno.ESRCH, errno.ENOENT):  # it looked the name up: the link type exists
-        return None
+        return AVAILABLE
     if err == errno.EOPNOTSUPP:
-        return "this kernel has no kprobe_multi links (built without CONFIG_FPROBE)"
+        return Availability("this kernel has no kprobe_multi links (built without "
+                            "CONFIG_FPROBE)")
     if err in (errno.EPERM, errno.EACCES):
-        return f"kprobe_multi links are not permitted here: {os.strerror(err)}"
-    return (f"this kernel has no kprobe_multi links (they need Linux 5.18 or later with "
-            f"CONFIG_FPROBE): {os.strerror(err)}")
+        return Availability(f"kprobe_multi links are not permitted here: {os.strerror(err)}")
+    return Availability(f"this kernel has no kprobe_multi links (they need Linux 5.18 or later "
+                        f"with CONFIG_FPROBE): {os.strerror(err)}")
 
 
-def uprobe_multi_unavailable(bpf_syscall: int) -> str | None:
-    """Why this kernel cannot make uprobe_multi links (Linux 6.6+), or None when it can: as
-    kprobe_multi_unavailable, on a file that does not exist."""
+@cache
+def uprobe_multi_links(bpf_syscall: int) -> Availability:
+    """Whether this kernel makes uprobe_multi links (Linux 6.6+): as kprobe_multi_links, on a
+    file that does not exist."""
     err, refused = _probe_link(bpf_syscall, BPF_TRACE_UPROBE_MULTI, kernel=False)
     if refused:
-        return f"the kernel refuses to load a uprobe program: {os.strerror(refused)}"
+        return Availability(f"the kernel refuses to load a uprobe program: "
+                            f"{os.strerror(refused)}")
     if err in (0, errno.ESRCH, errno.ENOENT):
-        return None
+        return AVAILABLE
     if err in (errno.EPERM, errno.EACCES):
-        return f"uprobe_multi links are not permitted here: {os.strerror(err)}"
-    return f"this kernel has no uprobe_multi links (Linux 6.6+): {os.strerror(err)}"
+        return Availability(f"uprobe_multi links are not permitted here: {os.strerror(err)}")
+    return Availability(f"this kernel has no uprobe_multi links (Linux 6.6+): "
+                        f"{os.strerror(err)}")
 
 
 # Where the session kfuncs' prototypes changed: Linux 7.0 added the ctx argument.
@@ -120,19 +151,22 @@ SESSION_KFUNCS = ("bpf_session_cookie", "bpf_session_is_return")
 _BTF_KIND_FUNC = 12
 
 
-def session_kfuncs() -> tuple[str | None, str]:
-    """("ctx" or "no_ctx": how this kernel declares the session kfuncs, ""), or (None, why
-    it has none), from its BTF: a session program must declare them as the kernel does."""
+@cache
+def session_kfuncs() -> Availability:
+    """Whether this kernel has the session kfuncs, and how it declares them (the variant:
+    "ctx" or "no_ctx"), from its BTF: a session program must declare them as the kernel
+    does."""
     lib = libbpf()
     btf = lib.btf__load_vmlinux_btf()
     if not btf:
-        return None, f"the kernel's BTF cannot be read: {os.strerror(ctypes.get_errno())}"
+        return Availability(f"the kernel's BTF cannot be read: "
+                            f"{os.strerror(ctypes.get_errno())}")
     try:
         arity = set()
         for name in SESSION_KFUNCS:
             func = lib.btf__find_by_name_kind(btf, name.encode(), _BTF_KIND_FUNC)
             if func <= 0:
-                return None, f"this kernel has no {name} kfunc (Linux 6.10+)"
+                return Availability(f"this kernel has no {name} kfunc (Linux 6.10+)")
             # struct btf_type {name_off, info, type}: a FUNC's type is its prototype, whose
             # info holds its parameter count in the low 24 bits (16 before the BTF of 2026).
             proto = ctypes.cast(lib.btf__type_by_id(btf, func), POINTER(ctypes.c_uint32))[2]
@@ -141,38 +175,37 @@ def session_kfuncs() -> tuple[str | None, str]:
     finally:
         lib.btf__free(btf)
     if arity == {0}:
-        return "no_ctx", ""
+        return Availability(variant="no_ctx")
     if arity == {1}:
-        return "ctx", ""
-    return None, f"this kernel's session kfuncs take {sorted(arity)} arguments, not 0 or 1"
+        return Availability(variant="ctx")
+    return Availability(f"this kernel's session kfuncs take {sorted(arity)} arguments, not 0 "
+                        "or 1")
 
 
-def session_unavailable(bpf_syscall: int, kernel: bool) -> str | None:
-    """Why this kernel cannot run one program for entry and exit on one link (kprobe.session,
-    Linux 6.10+; uprobe.session, 6.13+), or None when it can."""
-    return session_support(bpf_syscall, kernel)[1] or None
-
-
-def session_support(bpf_syscall: int, kernel: bool) -> tuple[str | None, str]:
-    """(the session kfuncs' variant, as session_kfuncs says, "") where this kernel can make
-    session links, else (None, why not)."""
-    variant, why = session_kfuncs()
-    if variant is None:
-        return None, why
+@cache
+def session_links(bpf_syscall: int, kernel: bool) -> Availability:
+    """Whether this kernel runs one program for entry and exit on one link (kprobe.session,
+    Linux 6.10+; uprobe.session, 6.13+), with the session kfuncs' variant (session_kfuncs)."""
+    kfuncs = session_kfuncs()
+    if not kfuncs:
+        return kfuncs
     kind = "kprobe" if kernel else "uprobe"
     err, refused = _probe_link(bpf_syscall, BPF_TRACE_KPROBE_SESSION if kernel else
                                BPF_TRACE_UPROBE_SESSION, kernel)
     if refused:
-        return None, f"the kernel refuses a {kind}.session program: {os.strerror(refused)}"
+        return Availability(f"the kernel refuses a {kind}.session program: "
+                            f"{os.strerror(refused)}")
     if err in (0, errno.ESRCH, errno.ENOENT):
-        return variant, ""
+        return kfuncs
     if err == errno.EOPNOTSUPP:
-        return None, (f"this kernel has no {kind}.session links (built without "
-                      f"{'CONFIG_FPROBE' if kernel else 'CONFIG_UPROBES'}, or a 32-bit one)")
+        return Availability(f"this kernel has no {kind}.session links (built without "
+                            f"{'CONFIG_FPROBE' if kernel else 'CONFIG_UPROBES'}, or a 32-bit "
+                            "one)")
     if err in (errno.EPERM, errno.EACCES):
-        return None, f"{kind}.session links are not permitted here: {os.strerror(err)}"
+        return Availability(f"{kind}.session links are not permitted here: {os.strerror(err)}")
     since = "6.10" if kernel else "6.13"
-    return None, f"this kernel has no {kind}.session links (Linux {since}+): {os.strerror(err)}"
+    return Availability(f"this kernel has no {kind}.session links (Linux {since}+): "
+                        f"{os.strerror(err)}")
 
 
 # The trampoline's attach types by their names in enum bpf_attach_type, as the build reads
@@ -182,10 +215,12 @@ TRAMPOLINE_ATTACH_TYPES = ("BPF_TRACE_FSESSION", "BPF_TRACE_FENTRY_MULTI",
 _BTF_KIND_ENUM = 6
 
 
-def kernel_attach_types() -> tuple[frozenset[str] | None, str]:
+@cache
+def _kernel_attach_types() -> tuple[frozenset[str] | None, str]:
     """(the names of enum bpf_attach_type in this kernel's BTF, "") or (None, why not): an
     attach type the kernel's UAPI lacks is one it cannot take. (The enum is the same on every
-    arch: whether this arch's JIT builds the trampoline the probes below find out.)"""
+    arch: whether this arch's JIT builds the trampoline the probes below find out.) Not a
+    probe's answer but what two of them read: a set of names."""
     lib = libbpf()
     btf = lib.btf__load_vmlinux_btf()
     if not btf:
@@ -232,16 +267,17 @@ def _tracing_prog_refused(bpf_syscall: int, attach_type: int, btf_id: int = 0) -
     return err
 
 
-def tracing_multi_support(bpf_syscall: int, btf_id: int = 0,
-                          pair_only: bool = False) -> tuple[str | None, str]:
-    """("fsession_multi": one fsession.multi link, or "fentry_multi": an fentry.multi and an
-    fexit.multi link, "") where this kernel makes tracing_multi links, else (None, why not):
-    its BTF names the attach type, and it loads a program of that type and (given a function
-    it takes: `btf_id`) links it there (an arch whose JIT has no multi trampoline refuses
-    one or the other). `pair_only`: the fentry.multi / fexit.multi pair alone."""
-    names, why = kernel_attach_types()
+@cache
+def tracing_multi_links(bpf_syscall: int, btf_id: int = 0,
+                        pair_only: bool = False) -> Availability:
+    """Whether this kernel makes tracing_multi links, and which (the variant: "fsession_multi",
+    one fsession.multi link, or "fentry_multi", an fentry.multi and an fexit.multi link): its
+    BTF names the attach type, and it loads a program of that type and (given a function it
+    takes: `btf_id`) links it there (an arch whose JIT has no multi trampoline refuses one or
+    the other). `pair_only`: the fentry.multi / fexit.multi pair alone."""
+    names, why = _kernel_attach_types()
     if names is None:
-        return None, why
+        return Availability(why)
     for variant, name, attach_type in (("fsession_multi", "BPF_TRACE_FSESSION_MULTI",
                                         BPF_TRACE_FSESSION_MULTI),
                                        ("fentry_multi", "BPF_TRACE_FENTRY_MULTI",
@@ -250,41 +286,45 @@ def tracing_multi_support(bpf_syscall: int, btf_id: int = 0,
             continue
         err = _tracing_prog_refused(bpf_syscall, attach_type, btf_id)
         if not err:
-            return variant, ""
+            return Availability(variant=variant)
         why = (f"the kernel refuses a {variant.replace('_', '.')} program or link: "
                f"{os.strerror(err) if err != 524 else 'not supported'}"
                f"{' (on this arch)' if err in (errno.EOPNOTSUPP, 524) else ''}")
         if variant == "fentry_multi":
-            return None, why
-    return None, why or "this kernel has no tracing_multi links (Linux 7.2+)"
+            return Availability(why)
+    return Availability(why or "this kernel has no tracing_multi links (Linux 7.2+)")
 
 
-def fsession_support() -> tuple[bool, str]:
-    """(True, "") where this kernel's BTF names BPF_TRACE_FSESSION (Linux 7.0+), else (False,
-    why not). Whether its JIT builds one is known at load: an fsession program names its
-    function then."""
-    names, why = kernel_attach_types()
+@cache
+def fsession_programs() -> Availability:
+    """Whether this kernel's BTF names BPF_TRACE_FSESSION (Linux 7.0+). Whether its JIT builds
+    one is known at load: an fsession program names its function then."""
+    names, why = _kernel_attach_types()
     if names is None:
-        return False, why
+        return Availability(why)
     if "BPF_TRACE_FSESSION" not in names:
-        return False, "this kernel has no fsession programs (Linux 7.0+)"
-    return True, ""
+        return Availability("this kernel has no fsession programs (Linux 7.0+)")
+    return AVAILABLE
 
 
-def kprobes_unavailable() -> str | None:
-    """Why this kernel cannot make kprobe links, or None: libbpf needs the kprobe PMU, or
-    tracefs's kprobe_events for its legacy way."""
+# Not cached: its answer changes once the run mounts tracefs (run.Run.setup), and two stat
+# calls cost nothing.
+def kprobes() -> Availability:
+    """Whether this kernel makes kprobe links: libbpf needs the kprobe PMU, or tracefs's
+    kprobe_events for its legacy way."""
     if os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
-        return None
+        return AVAILABLE
     if os.path.exists(os.path.join(TRACEFS, "kprobe_events")):
-        return None
-    return "this kernel has no kprobes either (no kprobe PMU, no kprobe_events)"
+        return AVAILABLE
+    return Availability("this kernel has no kprobes either (no kprobe PMU, no kprobe_events)")
 
 
-def counts_missed_calls() -> bool:
+@cache
+def missed_calls_counted() -> Availability:
     """Whether this kernel reports kprobe_multi's missed calls (link info, Linux 6.7+)."""
     try:
         major, minor = (int(x) for x in platform.release().split(".")[:2])
+        counted = (major, minor) >= (6, 7)
     except ValueError:
-        return False
-    return (major, minor) >= (6, 7)
+        counted = False
+    return AVAILABLE if counted else Availability("kernels before 6.7 do not count them all")

@@ -137,8 +137,8 @@ def say_missed(missed: int, kernel: bool, trampoline: str = "", no_entry: int = 
                      "call")
         return
     if missed or kernel:
-        counted = "" if features.counts_missed_calls() or not kernel else (
-            "; kernels before 6.7 do not count them all")
+        counts = features.missed_calls_counted()
+        counted = "" if counts or not kernel else f"; {counts.why}"
         prog.say(f"{missed} calls missed by the kernel (the program did not run: "
                  f"another BPF program was running on that CPU, or the probe could not "
                  f"deliver the call{counted})")

@@ -111,9 +111,9 @@ class Run:
         manifest, opts = self.manifest, self.opts
         for warning in check_target(manifest):
             prog.say(f"warning: {warning}")
-        reason = features.bpf_unavailable()
-        if reason:
-            raise RunError(f"BPF unavailable: {reason}")
+        bpf = features.bpf_programs()
+        if not bpf:
+            raise RunError(f"BPF unavailable: {bpf.why}")
         tracefs.mount_tracefs()
         if manifest.kernel:
             with self.timings.stage("run: symbol check"):
@@ -336,7 +336,7 @@ class Run:
         kprobe = None
         if mode.trampoline and attach.trampoline_split(m, keep)[1]:
             with timings.stage("run: object load (kprobe link's)"):
-                kprobe = self.kprobe_companion(obj, mode)
+                kprobe = attach.kprobe_companion(obj, self.directory, m, mode.rest)
         before = len(obj.links)
         with timings.stage("run: attach"):
             if mode.trampoline:
@@ -359,8 +359,8 @@ class Run:
         try:
             obj.attach("syscall_exit")
         except BpfLoadError as e:
-            print(f"{prog.NAME}: warning: no raw_syscalls:sys_exit program ({e}): a -1 or NULL "
-                  "return is shown without its errno", file=sys.stderr)
+            prog.say(f"warning: no raw_syscalls:sys_exit program ({e}): a -1 or NULL return "
+                     "is shown without its errno")
 
     def set_filter(self, obj) -> None:
         """The processes the BPF side reports (trace.bpf.c's filter and followed maps), and
@@ -373,42 +373,15 @@ class Run:
         if only and fork_offset is not None:
             obj.attach("follow_fork")
 
-    def kprobe_companion(self, obj, mode: attach.AttachMode):
-        """The object of the kprobe link (mode.rest) for what the trampoline cannot take,
-        loaded, writing to `obj`'s ring, its specs filled."""
-        m = self.manifest
-        kprobe = BpfObject(str(self.directory / mode.rest.object), bpf_syscall=m.bpf_syscall)
-        obj.companions.append(kprobe)
-        kprobe.share_maps(obj, _shared(m, obj))
-        if mode.rest.kind != "single":
-            for program in mode.rest.programs:
-                kprobe.expect_kprobe_multi(program, session=mode.rest.kind == "session")
-        kprobe.set_autoload("follow_fork", False)
-        kprobe.set_max_entries("specs", len(m.functions))
-        kprobe.load()
-        kprobe.fill_array("specs", (self.directory / m.specs).read_bytes(), len(m.functions))
-        return kprobe
-
     def attach_trampoline(self, obj, mode: attach.AttachMode, specs: bytes, kprobe) -> None:
         """The trampoline's links for what it takes of the functions kept, and the kprobe link
-        (mode.rest) of `kprobe` (kprobe_companion) for the rest."""
+        (mode.rest) of `kprobe` (attach.kprobe_companion) for the rest."""
         m = self.manifest
         names, order = m.functions, m.byte_order
         taken, rest = attach.trampoline_split(m, self.keep)
-
-        def fsession_object(name: str):
-            # One program a function: the object again, its program on `name`.
-            more = BpfObject(str(self.directory / mode.object), bpf_syscall=m.bpf_syscall)
-            obj.companions.append(more)
-            more.share_maps(obj, (*_shared(m, obj), "specs"))
-            more.expect_tracing(mode.programs[0], mode.attach_types[0], name)
-            more.set_autoload("follow_fork", False)
-            more.load()
-            return more
-
         moved = attach.attach_trampoline(obj, m, taken, mode,
                                          cookies(self.decoders, specs, len(names), order),
-                                         fsession_object)
+                                         self.directory)
         if moved:
             # The module's functions the trampoline refused: on the kprobe link of the run
             # (made now if nothing else needed one), decoded as the kprobe's (decode_as).
@@ -416,14 +389,13 @@ class Run:
             if mode.rest is None:
                 mode = mode._replace(rest=attach.kprobe_mode(m))
             if kprobe is None:
-                kprobe = self.kprobe_companion(obj, mode)
+                kprobe = attach.kprobe_companion(obj, self.directory, m, mode.rest)
             rest = sorted(rest + moved)
         if not rest:
             return
         kspecs = (self.directory / m.specs).read_bytes()
-        attach.attach_functions(kprobe, m, rest, mode.rest,
+        attach.attach_companion(kprobe, obj, m, rest, mode.rest,
                                 cookies(self.decoders, kspecs, len(names), order))
-        obj.links.extend(kprobe.links)
 
     # -- detach ----------------------------------------------------------------------------
 
@@ -542,19 +514,3 @@ def _and_tick(drained, summed):
         return ok
     return both
 
-
-# What the objects of one run share (BpfObject.share_maps): the ring, its loss counts, and the
-# settings. Not the scratch: a trampoline program may run inside another program on its CPU
-# (the kernel keeps them from nesting only in themselves), so each object keeps its own.
-SHARED_MAPS = ("events", "lost", "losses", "lost_threads", "filter", "followed")
-# --count / --latency: every object's calls summed in the first one's maps (the ones read), and
-# a thread's stack of call times one for all (an exit pops what its entry pushed, whichever
-# object's program ran it).
-SUMMARY_MAPS = ("sum_keys", "sum_mode", "sum_counts", "sum_hists", "sum_stats", "sum_calls",
-                "sum_depth")
-
-
-def _shared(manifest: Manifest, obj) -> tuple[str, ...]:
-    # The ring's commit count (64-bit builds): every object writing to the ring adds to it.
-    counted = ("committed",) if obj.has_map("committed") else ()
-    return SHARED_MAPS + counted + (SUMMARY_MAPS if manifest.summary else ())

@@ -50,11 +50,12 @@ USAGE = """\
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not usage + message
-        self.exit(2, f"{tool_name.NAME}: {message} (see --help)\n")
+        tool_name.say(f"{message} (see --help)")
+        self.exit(2)
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, usage=USAGE, description=__doc__.split("\n\n")[0],
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=tool_name.NAME, usage=USAGE, description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="PROGRAM or LIBRARY (a path, or a name: libc.so.6, c, cat) then its "
@@ -189,12 +190,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 Builder = Callable[[argparse.Namespace, Path], None]
 
 
-def main(argv=None, prog: str = tool_name.DEFAULT, build: Builder | None = None) -> int:
+def main(argv=None, build: Builder | None = None) -> int:
     """The tool's exit status: the traced command's, 1 when tracing failed or a function is
-    missing, 2 on bad usage or input."""
-    tool_name.NAME = prog
+    missing, 2 on bad usage or input. Its name in what it says is the copy's (prog.NAME)."""
     try:
-        return _main(sys.argv[1:] if argv is None else argv, prog, build)
+        return _main(sys.argv[1:] if argv is None else argv, build)
     except BadInput as e:
         tool_name.say(str(e))
         return e.status
@@ -214,12 +214,12 @@ def main(argv=None, prog: str = tool_name.DEFAULT, build: Builder | None = None)
         return 130
 
 
-def _main(argv: list[str], prog: str, build: Builder | None) -> int:
+def _main(argv: list[str], build: Builder | None) -> int:
     command: list[str] = []
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
-    p = _parser(prog)
+    p = _parser()
     args = p.parse_args(output.errors_value(argv))
     _check(p, args, command)
     errors = args.errors

@@ -8,13 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from btfgen.probe import prog as tool_name
 from btfgen.probe import tool
 from btfgen.probe.errors import BadInput, RunError
 
 
-def main(argv=None, prog: str = tool_name.DEFAULT) -> int:
-    return tool.main(sys.argv[1:] if argv is None else argv, prog, build=_build)
+def main(argv=None) -> int:
+    return tool.main(sys.argv[1:] if argv is None else argv, build=_build)
 
 
 def _build(args, out: Path) -> None:

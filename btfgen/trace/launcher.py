@@ -15,4 +15,4 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from btfgen_probe import tool
 
-    sys.exit(tool.main(prog="btfgen_trace"))
+    sys.exit(tool.main())  # it says its lines as btfgen_trace (btfgen_probe's prog.NAME)

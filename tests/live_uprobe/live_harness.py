@@ -33,7 +33,7 @@ def skip_reason() -> str | None:
     missing = [t for t in ("gcc", CLANG, "pahole") if shutil.which(t) is None]
     if missing:
         return f"not installed: {', '.join(missing)}"
-    return features.bpf_unavailable()
+    return features.bpf_programs().why
 
 
 def offsets(exe: Path, names: list[str]) -> list[int]:

@@ -69,7 +69,7 @@ def _reason() -> str | None:
     if platform.machine() != "x86_64":
         return f"the program is built for x86_64, this is {platform.machine()}"
     missing = [t for t in ("gcc", "pahole") if shutil.which(t) is None]
-    return f"not installed: {', '.join(missing)}" if missing else features.bpf_unavailable()
+    return f"not installed: {', '.join(missing)}" if missing else features.bpf_programs().why
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +91,9 @@ def directory(tmp_path_factory) -> Path:
 
 def _modes() -> list[str]:
     modes = ["single"]
-    if not features.uprobe_multi_unavailable(host_bpf_syscall()):
+    if features.uprobe_multi_links(host_bpf_syscall()):
         modes.append("multi")
-    if not features.session_unavailable(host_bpf_syscall(), kernel=False):
+    if features.session_links(host_bpf_syscall(), kernel=False):
         modes.append("session")
     return modes
 

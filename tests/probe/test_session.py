@@ -18,6 +18,7 @@ from manifests import manifest
 
 from btfgen.abi.arches import host_bpf_syscall
 from btfgen.probe import attach, bpf_object, errors, features, ringbuf, run, tracefs
+from btfgen.probe.features import AVAILABLE, Availability
 from btfgen.trace import command, symbols
 
 CLANG = "clang-19"
@@ -64,10 +65,10 @@ def _live_reason() -> str | None:
     missing = [t for t in ("gcc", CLANG, "pahole") if shutil.which(t) is None]
     if missing:
         return f"not installed: {', '.join(missing)}"
-    reason = features.bpf_unavailable()
+    reason = features.bpf_programs().why
     if reason:
         return reason
-    return features.session_unavailable(host_bpf_syscall(), kernel=False)
+    return features.session_links(host_bpf_syscall(), kernel=False).why
 
 
 @pytest.fixture
@@ -253,7 +254,7 @@ def test_generated_session_slots_keep_each_calls_arguments(live, program, tmp_pa
                                        self_contained=True).items():
         (tmp_path / name).write_text(text)
     (tmp_path / "slots.bpf.c").write_text(SESSION_SLOTS)
-    variant, _ = features.session_kfuncs()
+    variant = features.session_kfuncs().variant
     proc = subprocess.run([CLANG, "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86",
                            *(["-DBTFGEN_SESSION_KFUNC_CTX"] if variant == "ctx" else []),
                            "-Wall", "-Werror", "-c", str(tmp_path / "slots.bpf.c"), "-o",
@@ -287,12 +288,13 @@ MANIFEST = manifest(bpf_syscall=321, object="trace.bpf.o",
 
 @pytest.fixture
 def probes(monkeypatch):
-    """Set what the fake kernel has: session support (variant or None, why), kprobe_multi."""
-    state = {"session": ("ctx", ""), "multi": None, "kprobes": None, "umulti": None}
-    monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
-    monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: state["multi"])
-    monkeypatch.setattr(features, "kprobes_unavailable", lambda: state["kprobes"])
-    monkeypatch.setattr(features, "uprobe_multi_unavailable", lambda _n: state["umulti"])
+    """Set what the fake kernel has: session links (with their variant), kprobe_multi."""
+    state = {"session": Availability(variant="ctx"), "multi": AVAILABLE, "kprobes": AVAILABLE,
+             "umulti": AVAILABLE}
+    monkeypatch.setattr(features, "session_links", lambda _n, _k: state["session"])
+    monkeypatch.setattr(features, "kprobe_multi_links", lambda _n: state["multi"])
+    monkeypatch.setattr(features, "kprobes", lambda: state["kprobes"])
+    monkeypatch.setattr(features, "uprobe_multi_links", lambda _n: state["umulti"])
     return state
 
 
@@ -303,18 +305,19 @@ def test_auto_takes_session_first_with_the_pair_behind(probes, capsys):
         ("multi", "trace.bpf.o", ("trace_entry", "trace_exit"))]
     assert capsys.readouterr().err == ("btfgen trace: attaching one kprobe.session link "
                                        "(entry and exit on one link)\n")
-    probes["session"] = ("no_ctx", "")
+    probes["session"] = Availability(variant="no_ctx")
     assert attach.attach_modes("auto", False, MANIFEST)[0].object == "s.o"
 
 
 def test_auto_without_session_says_why(probes, capsys):
-    probes["session"] = (None, "this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
+    probes["session"] = Availability("this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
     modes = attach.attach_modes("auto", True, MANIFEST)
     assert [m.kind for m in modes] == ["multi"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching kprobe_multi links (this kernel has no bpf_session_cookie "
         "kfunc (Linux 6.10+))\n")
-    probes["multi"] = "this kernel has no kprobe_multi links (built without CONFIG_FPROBE)"
+    probes["multi"] = Availability("this kernel has no kprobe_multi links (built without "
+                                    "CONFIG_FPROBE)")
     assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["single"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one kprobe and kretprobe per function (this kernel has no "
@@ -329,8 +332,8 @@ def test_forced_modes(probes, capsys):
         "btfgen trace: attaching one kprobe.session link (as asked)",
         "btfgen trace: attaching kprobe_multi links (as asked)",
         "btfgen trace: attaching one kprobe and kretprobe per function (as asked)"]
-    probes["session"] = (None, "this kernel has no kprobe.session links (Linux 6.10+): "
-                               "Invalid argument")
+    probes["session"] = Availability("this kernel has no kprobe.session links (Linux 6.10+): "
+                                     "Invalid argument")
     with pytest.raises(errors.RunError, match=r"^--attach session: this kernel has no "
                                                  r"kprobe.session links"):
         attach.attach_modes("session", True, MANIFEST)
@@ -341,10 +344,11 @@ def test_forced_modes(probes, capsys):
 
 def test_auto_for_a_program_without_uprobe_multi_takes_single_uprobes(probes, capsys):
     # Debian 12's 6.1: no uprobe.session (6.13+), no uprobe_multi (6.6+).
-    probes["session"] = (None, "this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
+    probes["session"] = Availability("this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
     assert [m.kind for m in attach.attach_modes("auto", False, MANIFEST)] == ["multi"]
     capsys.readouterr()
-    probes["umulti"] = "this kernel has no uprobe_multi links (Linux 6.6+): Invalid argument"
+    probes["umulti"] = Availability("this kernel has no uprobe_multi links (Linux 6.6+): "
+                                     "Invalid argument")
     assert [m.kind for m in attach.attach_modes("auto", False, MANIFEST)] == ["single"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one uprobe and uretprobe per function (this kernel has no "
@@ -352,14 +356,14 @@ def test_auto_for_a_program_without_uprobe_multi_takes_single_uprobes(probes, ca
 
 
 def test_session_kfuncs_match_this_kernels_version():
-    if features.bpf_unavailable():
-        pytest.skip(f"BPF unavailable: {features.bpf_unavailable()}")
-    variant, why = features.session_kfuncs()
+    if features.bpf_programs().why:
+        pytest.skip(f"BPF unavailable: {features.bpf_programs().why}")
+    kfuncs = features.session_kfuncs()
     release = tuple(int(x) for x in platform.release().split(".")[:2])
     if release < (6, 10):
-        assert variant is None and "bpf_session_cookie" in why
+        assert not kfuncs and "bpf_session_cookie" in kfuncs.why
     else:
-        assert variant == ("ctx" if release >= (7, 0) else "no_ctx"), (variant, why)
+        assert kfuncs.variant == ("ctx" if release >= (7, 0) else "no_ctx"), kfuncs
 
 
 if __name__ == "__main__":

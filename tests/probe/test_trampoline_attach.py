@@ -13,6 +13,7 @@ from manifests import manifest
 from btfgen.btf import types as T
 from btfgen.btf.made import MadeTypes
 from btfgen.probe import attach, errors, features, syscall
+from btfgen.probe.features import AVAILABLE, Availability
 from btfgen.trace import build
 
 FIELDS = {"bpf_syscall": 321, "object": "trace.bpf.o", "btf": "/sys/kernel/btf/vmlinux",
@@ -22,6 +23,8 @@ FIELDS = {"bpf_syscall": 321, "object": "trace.bpf.o", "btf": "/sys/kernel/btf/v
                          "objects": build.TRAMPOLINE_OBJECTS, "specs": "t.bin",
                          "refused": {}}}
 MANIFEST = manifest(**FIELDS)
+FSESSION_MULTI = Availability(variant="fsession_multi")
+FENTRY_MULTI = Availability(variant="fentry_multi")
 
 
 def _manifest(**tramp):
@@ -30,17 +33,16 @@ def _manifest(**tramp):
 
 @pytest.fixture
 def kernel(monkeypatch):
-    """What the fake kernel has: tracing_multi's variant (or None, why), fsession, session, and
-    whether the trace directory was built for its BTF."""
-    state = {"multi": ("fsession_multi", ""), "fsession": (True, ""), "same_btf": True,
-             "session": ("ctx", "")}
-    monkeypatch.setattr(features, "tracing_multi_support", lambda _n, _id, pair_only=False:
-                        ("fentry_multi", "") if pair_only and state["multi"][0] else
-                        state["multi"])
-    monkeypatch.setattr(features, "fsession_support", lambda: state["fsession"])
-    monkeypatch.setattr(features, "session_support", lambda _n, _k: state["session"])
-    monkeypatch.setattr(features, "kprobe_multi_unavailable", lambda _n: None)
-    monkeypatch.setattr(features, "kprobes_unavailable", lambda: None)
+    """What the fake kernel has: tracing_multi links (with their variant), fsession, session,
+    and whether the trace directory was built for its BTF."""
+    state = {"multi": FSESSION_MULTI, "fsession": AVAILABLE, "same_btf": True,
+             "session": Availability(variant="ctx")}
+    monkeypatch.setattr(features, "tracing_multi_links", lambda _n, _id, pair_only=False:
+                        FENTRY_MULTI if pair_only and state["multi"] else state["multi"])
+    monkeypatch.setattr(features, "fsession_programs", lambda: state["fsession"])
+    monkeypatch.setattr(features, "session_links", lambda _n, _k: state["session"])
+    monkeypatch.setattr(features, "kprobe_multi_links", lambda _n: AVAILABLE)
+    monkeypatch.setattr(features, "kprobes", lambda: AVAILABLE)
     monkeypatch.setattr(attach, "_same_btf", lambda _m: state["same_btf"])
     return state
 
@@ -60,7 +62,7 @@ def test_auto_takes_one_fsession_multi_link_then_the_kprobe_modes(kernel, capsys
 
 def test_auto_leaves_the_fentry_and_fexit_multi_pair_out(kernel, capsys):
     # Its exits cannot be paired: auto takes the kprobe path and says why.
-    kernel["multi"] = ("fentry_multi", "")
+    kernel["multi"] = FENTRY_MULTI
     assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one kprobe.session link (entry and exit on one link; not the "
@@ -80,7 +82,7 @@ def test_tracing_multi_takes_one_fsession_multi_link(kernel, capsys):
 
 
 def test_without_fsession_multi_the_fentry_and_fexit_multi_pair(kernel, capsys):
-    kernel["multi"] = ("fentry_multi", "")
+    kernel["multi"] = FENTRY_MULTI
     (mode, *_) = attach.attach_modes("tracing-multi", True, MANIFEST)
     assert (mode.object, mode.programs, mode.attach_types) == (
         "trace.tpair.bpf.o", ("trace_entry", "trace_exit"),
@@ -119,13 +121,13 @@ def test_what_the_trampoline_refuses_goes_to_a_kprobe_link_of_the_same_run(kerne
 
 
 def test_auto_without_the_trampoline_says_why_and_attaches_as_before(kernel, capsys):
-    kernel["multi"] = (None, "this kernel has no tracing_multi links (Linux 7.2+)")
+    kernel["multi"] = Availability("this kernel has no tracing_multi links (Linux 7.2+)")
     assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["session", "multi"]
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one kprobe.session link (entry and exit on one link; not the "
         "BPF trampoline: this kernel has no tracing_multi links (Linux 7.2+))\n")
     # Built for another kernel's BTF: the link names functions by BTF id.
-    kernel["multi"], kernel["same_btf"] = ("fsession_multi", ""), False
+    kernel["multi"], kernel["same_btf"] = FSESSION_MULTI, False
     with pytest.raises(errors.InputError, match="not this kernel's, and the trampoline names "
                                                 "functions by BTF id"):
         attach.attach_modes("tracing-multi", True, MANIFEST)
@@ -138,11 +140,11 @@ def test_auto_without_the_trampoline_says_why_and_attaches_as_before(kernel, cap
 
 
 def test_an_attach_mode_the_kernel_lacks_is_bad_input(kernel):
-    kernel["multi"] = (None, "this kernel has no tracing_multi links (Linux 7.2+)")
+    kernel["multi"] = Availability("this kernel has no tracing_multi links (Linux 7.2+)")
     with pytest.raises(errors.InputError, match=r"^--attach tracing-multi: this kernel has no "
                                                 r"tracing_multi links \(Linux 7.2\+\)$"):
         attach.attach_modes("tracing-multi", True, MANIFEST)
-    kernel["fsession"] = (False, "this kernel has no fsession programs (Linux 7.0+)")
+    kernel["fsession"] = Availability("this kernel has no fsession programs (Linux 7.0+)")
     with pytest.raises(errors.InputError, match=r"^--attach fsession: this kernel has no "):
         attach.attach_modes("fsession", True, MANIFEST)
     with pytest.raises(errors.InputError, match=r"is for kernel functions \(--kernel\)$"):
@@ -152,7 +154,7 @@ def test_an_attach_mode_the_kernel_lacks_is_bad_input(kernel):
         attach.attach_modes("tracing-multi", True, bare)
     only_multi = _manifest(variants=["fentry_multi"],
                            objects={"fentry_multi": "trace.tpair.bpf.o"})
-    kernel["fsession"] = (True, "")
+    kernel["fsession"] = AVAILABLE
     with pytest.raises(errors.InputError, match=r"no fsession program \(built for a kernel "):
         attach.attach_modes("fsession", True, only_multi)
 
@@ -196,3 +198,71 @@ def test_the_build_reads_which_attach_types_the_target_kernel_has():
     # 7.0 and 7.1: fsession, no tracing_multi; and the pair without fsession.multi
     assert build.trampoline_variants(made) == ["fsession", "fentry_multi"]
     assert build.trampoline_variants(MadeTypes()) == []
+
+
+# -- the trampoline's companions: objects loaded beside the first, faked -------------------------
+
+class _Object:
+    """A BpfObject as the companions use it: every call recorded, a link a program attached."""
+
+    made: list[_Object] = []
+
+    def __init__(self, path: str, *, bpf_syscall: int) -> None:
+        self.path, self.calls, self.links, self.companions = path, [], [], []
+        _Object.made.append(self)
+
+    def has_map(self, name: str) -> bool:
+        return name == "committed"
+
+    def __getattr__(self, name: str):
+        def call(*args, **kw):
+            self.calls.append((name, *args, *sorted(kw.items())))
+            if name.startswith("attach"):
+                self.links.append(f"{name} {args[0]}")
+        return call
+
+
+@pytest.fixture
+def objects(monkeypatch):
+    _Object.made = []
+    monkeypatch.setattr(attach, "BpfObject", _Object)
+    return _Object.made
+
+
+SHARED = (*attach.SHARED_MAPS, "committed")
+
+
+def test_fsession_puts_each_function_after_the_first_on_a_companion(objects, tmp_path):
+    mode = attach.AttachMode("fsession", "trace.tsession.bpf.o", ("trace_session",), "",
+                             attach_types=(syscall.BPF_TRACE_FSESSION,))
+    obj = _Object("first", bpf_syscall=321)
+    assert attach.attach_trampoline(obj, MANIFEST, [0, 2], mode, [7, 8, 9], tmp_path) == []
+    first, more = objects
+    assert obj.companions == [more] and more.path == str(tmp_path / "trace.tsession.bpf.o")
+    assert more.calls == [
+        ("share_maps", obj, (*SHARED, "specs")),
+        ("expect_tracing", "trace_session", syscall.BPF_TRACE_FSESSION, "do_mmap"),
+        ("set_autoload", "follow_fork", False), ("load",),
+        ("attach_tracing", "trace_session", syscall.BPF_TRACE_FSESSION, 9, "fsession on do_mmap")]
+    assert first.calls == [
+        ("attach_tracing", "trace_session", syscall.BPF_TRACE_FSESSION, 7, "fsession on vfs_read")]
+    # the companion's link held by the first object too: detached with the probes
+    assert obj.links == ["attach_tracing trace_session"] * 2
+
+
+def test_the_kprobe_companion_shares_the_ring_and_takes_the_rest(objects, tmp_path):
+    (tmp_path / "specs.bin").write_bytes(b"specs")
+    summed = replace(MANIFEST, summary=manifest(summary={}).summary)
+    rest = attach.AttachMode("session", "s-ctx.o", ("trace_session",), "one kprobe.session link")
+    obj = _Object("first", bpf_syscall=321)
+    kprobe = attach.kprobe_companion(obj, tmp_path, summed, rest)
+    assert obj.companions == [kprobe] and kprobe.path == str(tmp_path / "s-ctx.o")
+    assert kprobe.calls == [
+        ("share_maps", obj, (*SHARED, *attach.SUMMARY_MAPS)),
+        ("expect_kprobe_multi", "trace_session", ("session", True)),
+        ("set_autoload", "follow_fork", False), ("set_max_entries", "specs", 3), ("load",),
+        ("fill_array", "specs", b"specs", 3)]
+    attach.attach_companion(kprobe, obj, summed, [1], rest, [7, 8, 9])
+    assert kprobe.calls[-1] == ("attach_kprobe_multi", "trace_session", ["make_kuid"], [8],
+                                ("retprobe", False), ("session", True))
+    assert obj.links == kprobe.links == ["attach_kprobe_multi trace_session"]

@@ -55,7 +55,7 @@ def tools():
 @pytest.fixture(scope="module")
 def server(tools, tmp_path_factory):
     """An `openssl s_server -WWW` on a free loopback port serving hello.txt: -> its URL."""
-    reason = features.bpf_unavailable()
+    reason = features.bpf_programs().why
     if reason:
         pytest.skip(f"live uprobes unavailable: {reason}")
     d = tmp_path_factory.mktemp("tls")
@@ -218,7 +218,7 @@ def test_ssl_read_ex_reads_at_exit_with_the_count_it_stored(server, built, attac
     if attach == "session":
         from btfgen.abi.arches import host_bpf_syscall
 
-        reason = features.session_unavailable(host_bpf_syscall(), kernel=False)
+        reason = features.session_links(host_bpf_syscall(), kernel=False).why
         if reason:
             pytest.skip(reason)
     port = server.split(":")[2].split("/")[0]

@@ -44,7 +44,7 @@ def exe(tmp_path_factory):
 
     if platform.machine() != "x86_64" or not shutil.which("gcc") or not shutil.which("clang-19"):
         pytest.skip("needs an x86_64 host with gcc and clang-19")
-    reason = features.bpf_unavailable()
+    reason = features.bpf_programs().why
     if reason:
         pytest.skip(f"live uprobes unavailable: {reason}")
     out = tmp_path_factory.mktemp("capture") / "capture_target"

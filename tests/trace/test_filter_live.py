@@ -26,7 +26,7 @@ def _require_live() -> None:
     missing = [t for t in ("gcc", "clang-19", "pahole") if shutil.which(t) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)}")
-    reason = features.bpf_unavailable()
+    reason = features.bpf_programs().why
     if reason:
         pytest.skip(f"live uprobes unavailable: {reason}")
     tracefs.mount_tracefs()

@@ -35,7 +35,7 @@ def _skip_reason() -> str | None:
         return "no clang"
     if symbols.locate("libc.so.6")[1] is None:
         return "no libc.so.6 in ldconfig's cache"
-    return features.bpf_unavailable()
+    return features.bpf_programs().why
 
 
 pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")

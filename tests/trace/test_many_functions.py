@@ -44,7 +44,7 @@ def test_more_functions_than_the_compiled_map_size(program, tmp_path):
     built = subprocess.run([*cmd, "--build", str(tmp_path / "t"), str(program / "m"), "f*"],
                            capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr
-    why = features.bpf_unavailable()
+    why = features.bpf_programs().why
     if why:
         pytest.skip(f"BPF unavailable: {why}")
     ran = subprocess.run([*cmd[:4], "--run", str(tmp_path / "t")], capture_output=True,
@@ -86,7 +86,7 @@ class _Counting:
 def test_a_kernel_without_batch_updates_is_filled_one_by_one(program, tmp_path, monkeypatch):
     """Before 5.6 (or with a libbpf without it), bpf_map_update_batch fails with EINVAL: the
     map is filled an entry a call."""
-    if features.bpf_unavailable():
+    if features.bpf_programs().why:
         pytest.skip("BPF unavailable")
     import ctypes
     import errno

@@ -69,7 +69,7 @@ def test_build_stages(program, tmp_path):
 
 
 def test_run_stages(program):
-    why = features.bpf_unavailable()
+    why = features.bpf_programs().why
     if why:
         pytest.skip(f"BPF unavailable: {why}")
     proc = subprocess.run([*TOOL, "--timings", "--header", str(program / "f.h"),

@@ -127,7 +127,7 @@ def test_a_refused_module_link_hands_its_functions_back(monkeypatch, capsys):
     mode = attach.AttachMode("tracing_multi", "o", ("trace_session",), "one fsession.multi link",
                              attach_types=(syscall.BPF_TRACE_FSESSION_MULTI,))
     obj = _Refusing()
-    assert attach.attach_trampoline(obj, made, [0, 1], mode, [7, 8]) == [1]
+    assert attach.attach_trampoline(obj, made, [0, 1], mode, [7, 8], Path("d")) == [1]
     assert obj.made == [("kernel", "trace_session", [10])]
     err = capsys.readouterr().err
     assert ("module mod: the trampoline refused (no BTF object of module mod in the kernel "
@@ -135,5 +135,5 @@ def test_a_refused_module_link_hands_its_functions_back(monkeypatch, capsys):
     # the BTF object found, the program refused: the same
     monkeypatch.setattr(syscall, "kernel_btf_fd", lambda number, name: __import__("os").dup(0))
     obj = _Refusing()
-    assert attach.attach_trampoline(obj, made, [0, 1], mode, [7, 8]) == [1]
+    assert attach.attach_trampoline(obj, made, [0, 1], mode, [7, 8], Path("d")) == [1]
     assert "Invalid argument" in capsys.readouterr().err

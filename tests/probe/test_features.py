@@ -1,0 +1,143 @@
+"""Every feature probe answers in one shape (features.Availability: true where the kernel has it,
+else why not), and asks the kernel once a process. The kernel is faked (libbpf, bpf(), the
+release), so what is counted is what the probes ask of it."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import inspect
+import os
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from btfgen.probe import features
+from btfgen.probe.features import AVAILABLE, Availability
+from btfgen.probe.syscall import BPF_LINK_CREATE, BPF_PROG_LOAD
+
+# Every public function of features.py is a probe.
+PROBES = {name: f for name, f in sorted(vars(features).items())
+          if callable(f) and not isinstance(f, type) and not name.startswith("_")
+          and getattr(f, "__module__", "") == features.__name__}
+# Asked again each time: tracefs, which it looks at, is mounted by the run (Run.setup).
+UNCACHED = {"kprobes"}
+ARGS = {"bpf_syscall": 321, "kernel": True, "btf_id": 7, "pair_only": False}
+
+
+def _forget() -> None:
+    for f in [*PROBES.values(), features._kernel_attach_types]:
+        if hasattr(f, "cache_clear"):
+            f.cache_clear()
+
+
+class _FakeLibbpf:
+    def __init__(self, asked: list[str]) -> None:
+        self.asked = asked
+
+    def libbpf_probe_bpf_prog_type(self, prog_type, opts) -> int:
+        self.asked.append("prog_type")
+        return 1
+
+    def btf__load_vmlinux_btf(self) -> int:
+        self.asked.append("vmlinux_btf")
+        ctypes.set_errno(errno.ENOENT)
+        return 0  # no BTF: the kfuncs and attach types are unavailable, saying why
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """A faked kernel: root, libbpf loads, no BTF, bpf() loads a program and answers a link
+    on a missing function with ENOENT (the link type exists), release 6.1, and the files
+    looked at counted; -> what was asked of it, in order. The probes' caches are emptied
+    before and after."""
+    asked: list[str] = []
+    fake = _FakeLibbpf(asked)
+
+    def sys_bpf(number, cmd, attr):
+        asked.append(f"bpf {cmd}")
+        if cmd == BPF_PROG_LOAD:
+            return os.open(os.devnull, os.O_RDONLY)  # a program's fd, closed by the probe
+        assert cmd == BPF_LINK_CREATE
+        ctypes.set_errno(errno.ENOENT)
+        return -1
+
+    def release() -> str:
+        asked.append("release")
+        return "6.1.0-27-amd64"
+
+    monkeypatch.setattr(features.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(features, "libbpf", lambda: fake)
+    monkeypatch.setattr(features, "sys_bpf", sys_bpf)
+    monkeypatch.setattr(features.platform, "release", release)
+    exists = os.path.exists
+
+    def looked_at(path) -> bool:
+        asked.append(f"exists {path}")
+        return exists(path)
+
+    monkeypatch.setattr(features.os.path, "exists", looked_at)
+    _forget()
+    yield asked
+    _forget()
+
+
+def _call(f):
+    params = inspect.signature(f).parameters
+    return f(**{name: ARGS[name] for name in params})
+
+
+def test_the_probes_are_found():
+    assert {"bpf_programs", "kprobe_multi_links", "uprobe_multi_links", "session_kfuncs",
+            "session_links", "tracing_multi_links", "fsession_programs", "kprobes",
+            "missed_calls_counted"} == set(PROBES)
+
+
+@pytest.mark.parametrize("name", sorted(PROBES))
+def test_every_probe_answers_an_availability_and_asks_once(kernel, name):
+    f = PROBES[name]
+    assert inspect.signature(f).return_annotation == "Availability"
+    first = _call(f)
+    asked = len(kernel)
+    assert isinstance(first, Availability) and (bool(first) == (not first.why)), first
+    assert asked, f"{name} asked the faked kernel nothing"
+    again = _call(f)
+    assert again == first
+    if name in UNCACHED:
+        assert len(kernel) > asked
+    else:
+        assert len(kernel) == asked, f"{name} asked again: {kernel[asked:]}"
+
+
+def test_what_the_faked_kernel_has_is_said(kernel):
+    # The link types exist (ENOENT: the name was looked up); without BTF no session kfuncs,
+    # so no session links, and no attach types: no trampoline.
+    assert features.bpf_programs() is AVAILABLE
+    assert features.kprobe_multi_links(321) and features.uprobe_multi_links(321)
+    kfuncs = features.session_kfuncs()
+    assert not kfuncs and kfuncs.why == ("the kernel's BTF cannot be read: "
+                                         "No such file or directory")
+    assert features.session_links(321, kernel=False) == kfuncs
+    assert not features.tracing_multi_links(321) and not features.fsession_programs()
+    counted = features.missed_calls_counted()
+    assert not counted and counted.why == "kernels before 6.7 do not count them all"
+    # One BTF read for both attach-type probes, one for the kfuncs (both cached).
+    assert kernel.count("vmlinux_btf") == 2
+
+
+def test_an_unprivileged_process_is_told_why(kernel, monkeypatch):
+    monkeypatch.setattr(features.os, "geteuid", lambda: 1000)
+    got = features.bpf_programs()
+    assert not got and got.why == "needs root (CAP_BPF and CAP_PERFMON)"
+
+
+def test_availability_is_true_with_its_variant_and_false_with_a_reason():
+    assert AVAILABLE and AVAILABLE.why == "" and AVAILABLE.variant == ""
+    ctx = Availability(variant="ctx")
+    assert ctx and ctx.variant == "ctx"
+    no = Availability("this kernel has no kprobe_multi links")
+    assert not no and no.variant == ""
+    with pytest.raises(ValueError):
+        Availability("no", variant="ctx")
+    with pytest.raises(FrozenInstanceError):
+        no.why = ""  # type: ignore[misc]
