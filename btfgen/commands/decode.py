@@ -2,11 +2,11 @@
 gather many recordings into one Parquet dataset.
 
 Text is what `btfgen trace` prints; jsonl what `btfgen trace --json` prints (one FILE, to
-stdout). chrome writes the Trace Event Format (Perfetto UI, chrome://tracing, speedscope), folded the
-calls' folded stacks (flamegraph.pl, speedscope), --tree an indented call tree per thread (one
-FILE each, to stdout; btfgen/recordings/callwalk.py). parquet adds every recording named (FILE, or every file of a DIR) to the Hive-
-partitioned dataset at -o DIR (host=/kernel=/function=; see btfgen/recordings/dataset.py), in
-parallel over the CPUs; a recording already there is not added again (needs the
+stdout). chrome writes the Trace Event Format (Perfetto UI, chrome://tracing, speedscope),
+folded the calls' folded stacks (flamegraph.pl, speedscope), --tree an indented call tree per
+thread (one FILE each, to stdout; btfgen/recordings/callwalk.py). parquet adds every recording
+named (FILE, or every file of a DIR) to the Hive-partitioned dataset at -o DIR
+(host=/kernel=/function=; see btfgen/recordings/dataset.py), in parallel over the CPUs; a recording already there is not added again (needs the
 `btfgen[arrow]` extra: numpy and pyarrow).
 
 Exit status: 0 every recording decoded or added (or already there); 1 some recordings were
@@ -151,7 +151,7 @@ def _export(args: argparse.Namespace, path: str) -> int:
         print(f"btfgen decode: {path}: cut at byte {cut[0]} after {cut[1]} events (the "
               f"recording has no end: its tracer was killed?); records lost unknown{unended}",
               file=sys.stderr)
-    elif not args.quiet or unended:
+    else:
         print(f"btfgen decode: {events} events recorded; {lost} records lost (ring buffer "
               f"full){unended}", file=sys.stderr)
     return 0

@@ -57,6 +57,12 @@ class Export:
     texts: str | None = None
     bytes_as = "auto"  # a captured buffer in text: output.show_bytes' `how`
 
+    def begin(self) -> None:
+        """Before the first event: the output's head."""
+
+    def end(self) -> None:
+        """After the last (also after damage): what closes the output."""
+
     def thread(self, tgid: int, tid: int, comm: str) -> None:
         """A thread's first event."""
 

@@ -79,8 +79,9 @@ def test_without_args_events_carry_none_and_output_is_deterministic(calls):
     assert len([e for e in events if e["ph"] == "X"]) == len(chrome(calls)) - 4
 
 
-def _event(name, kind, ns, tid=100, flags=0, rng=random.Random(1)):
-    return synth.event(DESCS[name], kind, rng, ns, tid, 0, 0, ORDER, flags)
+def _event(name, kind, ns, tid=100, flags=0):
+    """An event of `name` at `ns`, its values random (seeded by its time: the same each run)."""
+    return synth.event(DESCS[name], kind, random.Random(ns), ns, tid, 0, 0, ORDER, flags)
 
 
 def test_calls_without_their_exit_have_no_duration(tmp_path):
