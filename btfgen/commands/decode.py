@@ -134,15 +134,13 @@ def _export(args: argparse.Namespace, path: str) -> int:
     with Progress(not args.quiet and not sys.stdout.isatty(), "btfgen decode") as progress:
         progress(f"converting {path}")
         progress.watch(path)
-        export.begin()
         try:
             walk, cut, events, lost = callwalk.walk(path, export)
-        except recording.RecordError as e:
-            # What precedes the damage is written, and closed as its format needs.
-            export.end()
+        except callwalk.Damaged as e:  # what precedes the damage is written, and closed
             sys.stdout.flush()
             raise BtfgenError(f"{e} (what precedes it is converted)") from None
-        export.end()
+        except recording.RecordError as e:
+            raise BtfgenError(str(e)) from None
     unended = walk.said()
     unended = f"; calls without their exit: {unended}" if unended else ""
     if walk.orphans:

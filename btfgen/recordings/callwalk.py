@@ -265,20 +265,30 @@ class Walk:
         return ", ".join(f"{n} {why}" for why, n in self.unended.items())
 
 
+class Damaged(recording.RecordError):
+    """Damage found once the output had begun: what precedes it was converted, and the output
+    closed (Export.end)."""
+
+
 def walk(path: str, export: Export) -> tuple:
-    """Every event of the recording at `path` through a Walk to `export`, a batch at a time.
-    What precedes damage is handed on before the error (recording.RecordError) is raised.
-    Returns (the Walk, the Reader's `cut` (or None), its events, its lost records)."""
+    """Every event of the recording at `path` through a Walk to `export`, a batch at a time,
+    between export.begin() (once the header is read and checked: a file that is not a
+    recording begins nothing) and export.end(). Damage further on raises Damaged once what
+    precedes it is handed on and the output ended. Returns (the Walk, the Reader's `cut` (or
+    None), its events, its lost records)."""
     with recording.Reader(path, replay.word_sum(), group=replay.group()) as r:
         w = Walk(replay.functions(r), r.order, export)
+        export.begin()
         try:
             for batch in r.batches():
                 try:
                     w.events(batch.events(r.strides))
                 except (output.BadEvent, replay.DecodeError) as e:
                     raise recording.RecordError(f"{path}: corrupt event ({e})") from None
-        except recording.RecordError:
+        except recording.RecordError as e:
             w.finish(CUT)
-            raise
+            export.end()
+            raise Damaged(str(e)) from None
         w.finish(CUT if r.cut else RUNNING)
+        export.end()
         return w, r.cut, r.events, r.lost

@@ -129,3 +129,12 @@ def test_a_damaged_recording_converts_what_precedes_the_damage(calls, tmp_path):
     done = [e for e in events if e["ph"] == "X"]
     assert 0 < len(done) < len([e for e in whole if e["ph"] == "X"])
     assert all(e in whole for e in done)
+
+
+def test_a_file_that_is_not_a_recording_begins_nothing(tmp_path):
+    path = tmp_path / "not.btfrec"
+    path.write_bytes(b"not a recording at all\n")
+    for options in (["--format", "chrome"], ["--format", "folded"], ["--tree"]):
+        proc = decode(path, *options, check=False)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"btfgen: error: {path}: not a btfgen recording\n"
