@@ -138,3 +138,36 @@ def test_a_file_that_is_not_a_recording_begins_nothing(tmp_path):
         proc = decode(path, *options, check=False)
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr == f"btfgen: error: {path}: not a btfgen recording\n"
+
+
+def test_cut_or_damaged_anywhere_the_output_is_whole_json_or_nothing(calls, tmp_path):
+    """Each of 60 cuts and 60 damaged bytes through the file: the walk either refuses the file
+    before the output begins, or what it writes parses (closed after damage), its complete
+    events among the whole file's."""
+    import io
+
+    from btfgen.probe import recording
+    from btfgen.recordings import callwalk
+    from btfgen.recordings.chrome import Chrome
+
+    def convert(path):
+        out = io.StringIO()
+        try:
+            callwalk.walk(str(path), Chrome(out))
+        except callwalk.Damaged:
+            pass
+        except recording.RecordError:
+            assert out.getvalue() == ""
+            return None
+        return json.loads(out.getvalue())["traceEvents"]
+
+    whole = convert(calls)
+    data = calls.read_bytes()
+    rng = random.Random(48)
+    bad = tmp_path / "bad.btfrec"
+    for at in sorted(rng.sample(range(len(data)), 60)):
+        for damaged in (data[:at], data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1:]):
+            bad.write_bytes(damaged)
+            got = convert(bad)
+            if got is not None:
+                assert all(e in whole for e in got if e["ph"] in ("X", "M"))
