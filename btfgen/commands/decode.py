@@ -6,8 +6,9 @@ stdout). chrome writes the Trace Event Format (Perfetto UI, chrome://tracing, sp
 folded the calls' folded stacks (flamegraph.pl, speedscope), --tree an indented call tree per
 thread (one FILE each, to stdout; btfgen/recordings/callwalk.py). parquet adds every recording
 named (FILE, or every file of a DIR) to the Hive-partitioned dataset at -o DIR
-(host=/kernel=/function=; see btfgen/recordings/dataset.py), in parallel over the CPUs; a recording already there is not added again (needs the
-`btfgen[arrow]` extra: numpy and pyarrow).
+(host=/kernel=/function=; see btfgen/recordings/dataset.py), in parallel over the CPUs; a
+recording already there is not added again (needs the `btfgen[arrow]` extra: numpy and
+pyarrow).
 
 Exit status: 0 every recording decoded or added (or already there); 1 some recordings were
 refused (each named on one line of stderr; the others landed, nothing of the refused ones was

@@ -31,7 +31,8 @@ _KIND = ', "kind": "'  # where an event's JSON line has said who made it
 
 def us(ns: int) -> str:
     """ns as the format's microseconds, exactly (three decimals)."""
-    return "%d.%03d" % divmod(ns, 1000)
+    whole, part = divmod(ns, 1000)
+    return f"{whole}.{part:03d}"
 
 
 def _rest(line: str, kind: str) -> str:
@@ -80,18 +81,18 @@ class Chrome(Export):
     def thread(self, tgid: int, tid: int, comm: str) -> None:
         if tgid not in self.processes:
             self.processes.add(tgid)
-            self._emit('{"name": "process_name", "ph": "M", "pid": %d, "tid": %d, '
-                       '"args": {"name": %s}}' % (tgid, tgid, _ENCODE(f"{comm} [{tgid}]")))
-        self._emit('{"name": "thread_name", "ph": "M", "pid": %d, "tid": %d, "args": '
-                   '{"name": %s}}' % (tgid, tid, _ENCODE(f"{comm} [{tid}]")))
+            self._emit(f'{{"name": "process_name", "ph": "M", "pid": {tgid}, "tid": {tgid}, '
+                       f'"args": {{"name": {_ENCODE(f"{comm} [{tgid}]")}}}}}')
+        self._emit(f'{{"name": "thread_name", "ph": "M", "pid": {tgid}, "tid": {tid}, "args": '
+                   f'{{"name": {_ENCODE(f"{comm} [{tid}]")}}}}}')
 
     def entered(self, call: Call, parent) -> None:
         if call.text is not None:
             call.text = _rest(call.text, "entry")
 
     def exited(self, call: Call, ns: int, text) -> None:
-        head = '{"name": %s, "ph": "X", "ts": %s, "dur": %s, "pid": %d, "tid": %d' % (
-            self._name(call.name), us(call.ns), us(ns - call.ns), call.tgid, call.tid)
+        head = (f'{{"name": {self._name(call.name)}, "ph": "X", "ts": {us(call.ns)}, '
+                f'"dur": {us(ns - call.ns)}, "pid": {call.tgid}, "tid": {call.tid}')
         if self.with_args:
             self._emit(f'{head}, "args": {{{call.text[:-1]}, "exit": {{{_rest(text, "exit")}}}}}')
         else:
@@ -100,19 +101,19 @@ class Chrome(Export):
     def unended(self, call: Call, why: str) -> None:
         name = self._name(f"{call.name} [no exit: {why}]")
         if why == RUNNING:
-            head = '{"name": %s, "ph": "B", "ts": %s, "pid": %d, "tid": %d' % (
-                name, us(call.ns), call.tgid, call.tid)
+            head = (f'{{"name": {name}, "ph": "B", "ts": {us(call.ns)}, "pid": {call.tgid}, '
+                    f'"tid": {call.tid}')
         else:
-            head = '{"name": %s, "ph": "i", "s": "t", "ts": %s, "pid": %d, "tid": %d' % (
-                name, us(call.ns), call.tgid, call.tid)
+            head = (f'{{"name": {name}, "ph": "i", "s": "t", "ts": {us(call.ns)}, '
+                    f'"pid": {call.tgid}, "tid": {call.tid}')
         if self.with_args:
             self._emit(head + ', "args": {' + call.text + "}")
         else:
             self._emit(head + "}")
 
     def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text) -> None:
-        head = '{"name": %s, "ph": "i", "s": "t", "ts": %s, "pid": %d, "tid": %d' % (
-            self._name(f"{name} [exit without its entry]"), us(ns), tgid, tid)
+        head = (f'{{"name": {self._name(f"{name} [exit without its entry]")}, "ph": "i", '
+                f'"s": "t", "ts": {us(ns)}, "pid": {tgid}, "tid": {tid}')
         if self.with_args:
             self._emit(head + ', "args": {"exit": {' + _rest(text, "exit") + "}}")
         else:
