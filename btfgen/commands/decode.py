@@ -2,10 +2,13 @@
 gather many recordings into one Parquet dataset.
 
 Text is what `btfgen trace` prints; jsonl what `btfgen trace --json` prints (one FILE, to
-stdout). parquet adds every recording named (FILE, or every file of a DIR) to the Hive-
-partitioned dataset at -o DIR (host=/kernel=/function=; see btfgen/recordings/dataset.py), in
-parallel over the CPUs; a recording already there is not added again (needs the
-`btfgen[arrow]` extra: numpy and pyarrow).
+stdout). chrome writes the Trace Event Format (Perfetto UI, chrome://tracing, speedscope),
+folded the calls' folded stacks (flamegraph.pl, speedscope), --tree an indented call tree per
+thread (one FILE each, to stdout; btfgen/recordings/callwalk.py). parquet adds every recording
+named (FILE, or every file of a DIR) to the Hive-partitioned dataset at -o DIR
+(host=/kernel=/function=; see btfgen/recordings/dataset.py), in parallel over the CPUs; a
+recording already there is not added again (needs the `btfgen[arrow]` extra: numpy and
+pyarrow).
 
 Exit status: 0 every recording decoded or added (or already there); 1 some recordings were
 refused (each named on one line of stderr; the others landed, nothing of the refused ones was
@@ -33,7 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="FILE|DIR",
                         help="a recording (btfgen trace --record); for --format parquet, "
                              "several, or directories of them")
-    parser.add_argument("--format", choices=("text", "jsonl", "parquet"), default="text")
+    parser.add_argument("--format", choices=("text", "jsonl", "chrome", "folded", "parquet"),
+                        default="text",
+                        help="chrome: the Trace Event Format (Perfetto UI, chrome://tracing, "
+                             "speedscope); folded: folded stacks weighted by time (flamegraph.pl, "
+                             "speedscope)")
+    parser.add_argument("--no-args", dest="no_args", action="store_true",
+                        help="--format chrome without each call's arguments and return value "
+                             "(speedscope makes a frame of each distinct name and args: without "
+                             "them its calls of one function aggregate)")
+    parser.add_argument("--tree", action="store_true",
+                        help="the calls as an indented tree per thread, with their durations")
     parser.add_argument("--bytes", dest="bytes_as", choices=("auto", "text", "hex"),
                         default="auto",
                         help="a captured buffer in text as text (escaped) or hex; auto (the "
@@ -69,7 +82,13 @@ def run(args: argparse.Namespace) -> int:
             raise BtfgenError("--errors is for text and jsonl")
         return _dataset(args)
     if args.output:
-        raise BtfgenError("-o is for --format parquet; text and jsonl go to stdout")
+        raise BtfgenError("-o is for --format parquet; the other formats go to stdout")
+    if args.tree and args.format not in ("text",):
+        raise BtfgenError(f"--tree prints text: it takes no --format {args.format}")
+    if args.no_args and args.format != "chrome":
+        raise BtfgenError("--no-args is for --format chrome")
+    if args.errors and (args.tree or args.format in ("chrome", "folded")):
+        raise BtfgenError("--errors is for text and jsonl")
     if len(args.inputs) != 1:
         raise BtfgenError(f"--format {args.format} prints one recording (several go into a "
                           f"dataset: --format parquet -o DIR)")
@@ -85,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
             raise BtfgenError(str(e)) from None
 
     path = args.inputs[0]
+    if args.tree or args.format in ("chrome", "folded"):
+        return _export(args, path)
     # The bar shares the terminal with what is printed only when that goes elsewhere.
     with Progress(not args.quiet and not sys.stdout.isatty(), "btfgen decode") as progress:
         progress(f"decoding {path}")
@@ -95,6 +116,44 @@ def run(args: argparse.Namespace) -> int:
                                           bytes_as=args.bytes_as)
         except recording.RecordError as e:
             raise BtfgenError(str(e)) from None
+
+
+def _export(args: argparse.Namespace, path: str) -> int:
+    from btfgen.probe import recording
+    from btfgen.progress import Progress
+    from btfgen.recordings import callwalk
+
+    if args.tree:
+        from btfgen.recordings.tree import Tree
+        export = Tree(sys.stdout, bytes_as=args.bytes_as)
+    elif args.format == "chrome":
+        from btfgen.recordings.chrome import Chrome
+        export = Chrome(sys.stdout, args=not args.no_args)
+    else:
+        from btfgen.recordings.folded import Folded
+        export = Folded(sys.stdout)
+    with Progress(not args.quiet and not sys.stdout.isatty(), "btfgen decode") as progress:
+        progress(f"converting {path}")
+        progress.watch(path)
+        try:
+            walk, cut, events, lost = callwalk.walk(path, export)
+        except callwalk.Damaged as e:  # what precedes the damage is written, and closed
+            sys.stdout.flush()
+            raise BtfgenError(f"{e} (what precedes it is converted)") from None
+        except recording.RecordError as e:
+            raise BtfgenError(str(e)) from None
+    unended = walk.said()
+    unended = f"; calls without their exit: {unended}" if unended else ""
+    if walk.orphans:
+        unended += f"; exits without their entry: {walk.orphans}"
+    if cut:
+        print(f"btfgen decode: {path}: cut at byte {cut[0]} after {cut[1]} events (the "
+              f"recording has no end: its tracer was killed?); records lost unknown{unended}",
+              file=sys.stderr)
+    else:
+        print(f"btfgen decode: {events} events recorded; {lost} records lost (ring buffer "
+              f"full){unended}", file=sys.stderr)
+    return 0
 
 
 def _dataset(args: argparse.Namespace) -> int:

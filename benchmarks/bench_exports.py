@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""`btfgen decode --format chrome|folded` and `--tree` over a recording of nested calls:
+events/s of each export in this process (CPU time, the walk and the text made, written to
+nowhere), beside `--format jsonl` (replay.print_recording, its checks included) over the same
+file; then the peak memory (VmHWM) of `btfgen decode --format chrome` over files of growing
+size: bounded by a span and the open calls, not by the file.
+
+The recording is synthetic (no BPF needed), as bench_columnar makes it: the x86_64 golden
+module's `scalars` (nine whole-scalar arguments, random values) called nested on three threads
+(tests/recordings/nested.py: each thread a tree of calls three deep), SPAN events in one span
+written by recording.Writer, that span repeated (each carries its own checksum; the trees are
+whole in a span, so the repeats pair as the first did).
+
+Target (issue 48): >= 300,000 events/s, memory bounded.
+
+    BENCH_EVENTS=1000000 BENCH_ROUNDS=3 python3 benchmarks/bench_exports.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "recordings"))
+
+import nested  # noqa: E402
+import synth  # noqa: E402
+
+from btfgen.probe import recording  # noqa: E402
+
+EVENTS = int(os.environ.get("BENCH_EVENTS", 1_000_000))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 3))
+SPAN = 16384
+
+
+def make(path: Path, events: int) -> int:
+    """A file of about `events` events: one span of nested calls, repeated. Returns its
+    events."""
+    mod = synth.module("x86_64")
+    desc = mod._descriptor("scalars")[0]
+    span_events = nested.calls([desc], SPAN, 1, "little")
+    one = path.with_suffix(".one")
+    w = recording.Writer(str(one), {"arch": "x86_64", "byte_order": "little", "who": False,
+                                 "kernel_release": "synthetic"}, synth.descriptors(mod), "little")
+    w.records(span_events)
+    w.close(0)
+    data = one.read_bytes()
+    one.unlink()
+    span_at = data.index(b"SPAN")
+    head, span = data[:span_at], data[span_at:-recording.END.size]
+    n = max(1, events // len(span_events))
+    with open(path, "wb") as f:
+        f.write(head)
+        for _ in range(n):
+            f.write(span)
+        total = n * len(span_events)
+        tail = recording.struct.pack("<QQ", total, 0)
+        f.write(recording.END.pack(b"END\0", 0, total, 0, recording.zlib.crc32(tail), 0))
+    return total
+
+
+class _Nowhere:
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def _exports():
+    from btfgen.recordings.chrome import Chrome
+    from btfgen.recordings.folded import Folded
+    from btfgen.recordings.tree import Tree
+
+    return {"--format chrome": lambda: Chrome(_Nowhere()),
+            "--format chrome --no-args": lambda: Chrome(_Nowhere(), args=False),
+            "--format folded": lambda: Folded(_Nowhere()),
+            "--tree": lambda: Tree(_Nowhere())}
+
+
+def rate(path: Path, make_export) -> float:
+    from btfgen.recordings import callwalk
+
+    export = make_export()
+    cpu = time.process_time()
+    _walk, _cut, events, _lost = callwalk.walk(str(path), export)
+    return events / (time.process_time() - cpu)
+
+
+def jsonl_rate(path: Path, events: int) -> float:
+    import contextlib
+    import io
+
+    from btfgen.recordings import replay
+
+    cpu = time.process_time()
+    with contextlib.redirect_stderr(io.StringIO()):
+        replay.print_recording(str(path), _Nowhere(), as_json=True)
+    return events / (time.process_time() - cpu)
+
+
+def peak(path: Path, *options: str) -> int:
+    """VmHWM (kB) of `btfgen decode` over `path`, its output to /dev/null (VmHWM, not
+    ru_maxrss: Linux carries ru_maxrss over exec from the forking parent)."""
+    code = ("import runpy, sys; sys.argv = ['btfgen', 'decode', '-q', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('btfgen', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print([l.split()[1] for l in open('/proc/self/status') "
+            "if l.startswith('VmHWM:')][0], file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, *options, str(path)], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          check=True)
+    return int(proc.stderr.split()[-1])
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-exports-", dir=os.environ.get("TMPDIR")) \
+            as tmp:
+        path = Path(tmp) / "nested.btfrec"
+        events = make(path, EVENTS)
+        print(f"recording: {events} events (calls of scalars nested 3 deep on 3 threads), "
+              f"{path.stat().st_size / 1e6:.0f} MB; best of {ROUNDS}, CPU time, load "
+              f"{os.getloadavg()[0]:.1f}")
+        jsonl = max(jsonl_rate(path, events) for _ in range(ROUNDS))
+        print(f"{'--format jsonl (for scale)':32s} {jsonl:10,.0f} events/s")
+        for name, make_export in _exports().items():
+            best = max(rate(path, make_export) for _ in range(ROUNDS))
+            print(f"{name:32s} {best:10,.0f} events/s  (x{best / jsonl:.2f} jsonl; target "
+                  f">= 300,000)")
+        for times in (1, 4):
+            big = Path(tmp) / f"x{times}.btfrec"
+            n = make(big, EVENTS * times)
+            print(f"peak RSS, --format chrome over {n:>9} events ({big.stat().st_size / 1e6:5.0f}"
+                  f" MB): {peak(big, '--format', 'chrome') / 1024:5.0f} MB; --tree: "
+                  f"{peak(big, '--tree') / 1024:5.0f} MB")
+            big.unlink()
+        print(f"load {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
