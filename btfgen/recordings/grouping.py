@@ -44,6 +44,7 @@ class Span(Protocol):
 
     def events(self) -> Iterator[memoryview]: ...
 
+
 # (function index, kind, count, payload): the payload bytes, or an array of the stride's void
 # items (numpy's grouping).
 Section = tuple[int, int, int, Any]

@@ -61,7 +61,7 @@ def test_both_groupings_give_one_span_s_sections_in_first_appearance_order():
     first = list(dict.fromkeys((rec.index[i], k) for i, k in keys))
     assert [(fn, kind) for fn, kind, _n, _p in plain] == first
     assert sum(n for _fn, _kind, n, _p in plain) == len(raws)
-    for fn, kind, n, payload in fast:
+    for fn, _kind, n, payload in fast:
         # records() reads either grouping's payload as an array of the stride's items.
         a = grouping.records(payload, np.dtype((np.void, rec.strides[fn])))
         assert len(a) == n and bytes(a[0]) == bytes(grouping.record_bytes(payload, 0,
