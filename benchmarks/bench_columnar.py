@@ -111,15 +111,15 @@ def formats(records: int, rounds: int) -> int:
         def rate(key: str) -> float:
             path = paths[int(key[0])]
             trust = path.stat().st_size if "not" in key else 0
-            real = columnar.recording.Reader
-            columnar.recording.Reader = lambda *a, **k: real(*a, **dict(k, trust=trust))
+            real = columnar.Reader
+            columnar.Reader = lambda *a, **k: real(*a, **dict(k, trust=trust))
             try:
                 cpu = time.process_time()
                 rate, rows = columnar_rate(path)
                 cpus[key].append(rows / (time.process_time() - cpu))
                 return rate
             finally:
-                columnar.recording.Reader = real
+                columnar.Reader = real
 
         for key in runs:
             rate(key)  # each file in the page cache, its code warm
@@ -148,16 +148,17 @@ def columnar_rate(path: Path) -> tuple[float, int]:
 
 def per_record_rate(path: Path, limit: int = 300_000) -> float:
     from btfgen.decoder.runtime import Function
-    from btfgen.recordings import replay
+    from btfgen.recordings import grouping
+    from btfgen.recordings.reader import Reader
 
-    with recording.Reader(str(path), group=replay.group()) as r:
+    with Reader(str(path), grouping=grouping.NumpyGrouping) as r:
         fn = next(f for f in map(Function, r.descriptors) if f.name == FUNCTION)
         stride = r.strides[0]
         done, t = 0, time.perf_counter()
         for batch in r.batches():
             for _fi, _k, count, payload in batch.sections:
                 for i in range(count):
-                    fn.decode_record(replay.record_bytes(payload, i, stride)
+                    fn.decode_record(grouping.record_bytes(payload, i, stride)
                                      [event.EVENT_HEADER:])
                 done += count
             if done >= limit:
@@ -170,11 +171,10 @@ def frombuffer_rate(path: Path) -> float:
     floor of what reading these bytes costs."""
     import numpy as np
 
-    from btfgen.recordings import columnar
+    from btfgen.recordings import columnar, grouping, replay
+    from btfgen.recordings.reader import Reader
 
-    from btfgen.recordings import replay
-
-    with recording.Reader(str(path), group=replay.group()) as r:
+    with Reader(str(path), grouping=grouping.NumpyGrouping) as r:
         fn = replay.functions(r)[0]
         layout = columnar.Layout(fn, 0, r.strides[0], r.order)
         payloads = [np.ascontiguousarray(p) for b, _ in zip(r.batches(), range(40))
@@ -182,7 +182,7 @@ def frombuffer_rate(path: Path) -> float:
     t = time.perf_counter()
     rows = 0
     for p in payloads:
-        a = replay.records(p, layout.dtype)
+        a = grouping.records(p, layout.dtype)
         a["a"].sum()
         rows += len(a)
     return rows / (time.perf_counter() - t)

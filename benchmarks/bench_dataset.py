@@ -34,9 +34,10 @@ import datasets  # noqa: E402
 import synth  # noqa: E402
 
 from btfgen.probe import recording  # noqa: E402
+from btfgen.recordings import reader  # noqa: E402
 
 RECORDINGS = int(os.environ.get("BENCH_RECORDINGS", 16))
-EVENTS = int(os.environ.get("BENCH_EVENTS", 4 * recording.MAX_BATCH_EVENTS))
+EVENTS = int(os.environ.get("BENCH_EVENTS", 4 * reader.MAX_BATCH_EVENTS))
 FUNCTION = "scalars"
 SPAN = 16384  # records a span, as the tracer's reader takes them from a 16 MiB ring
 
@@ -49,8 +50,8 @@ def make(directory: Path) -> list[Path]:
     descs = synth.descriptors(mod)
     one = [d for d in descs if d[0] == FUNCTION]
     size = recording.stride(one[0])
-    evs = [e[:size] for e in synth.events(one, recording.MAX_BATCH_EVENTS, 1, "little")]
-    repeat = max(1, EVENTS // recording.MAX_BATCH_EVENTS)
+    evs = [e[:size] for e in synth.events(one, reader.MAX_BATCH_EVENTS, 1, "little")]
+    repeat = max(1, EVENTS // reader.MAX_BATCH_EVENTS)
     paths = []
     for i in range(RECORDINGS):
         small = directory / f"one-{i}"
@@ -63,7 +64,7 @@ def make(directory: Path) -> list[Path]:
         small.unlink()
         at = data.index(b"SPAN")
         head, batch = data[:at], data[at:-recording.END.size]
-        events = repeat * recording.MAX_BATCH_EVENTS
+        events = repeat * reader.MAX_BATCH_EVENTS
         tail = recording.struct.pack("<QQ", events, 0)
         paths.append(directory / f"r{i:03}.btfrec")
         with open(paths[-1], "wb") as f:
@@ -128,7 +129,7 @@ def main() -> int:
             as tmp:
         paths = make(Path(tmp))
         size = sum(p.stat().st_size for p in paths)
-        events = RECORDINGS * (EVENTS // recording.MAX_BATCH_EVENTS) * recording.MAX_BATCH_EVENTS
+        events = RECORDINGS * (EVENTS // reader.MAX_BATCH_EVENTS) * reader.MAX_BATCH_EVENTS
         print(f"{RECORDINGS} recordings of {events // RECORDINGS} events of {FUNCTION} "
               f"(9 scalar arguments; entries and exits), {size / 1e6:.0f} MB, {jobs} processes")
         best = float("inf"), float("inf")

@@ -509,7 +509,8 @@ class RecordReader:
         self.writer.span(span)
 
     def read(self, expect: int) -> Read:
-        from btfgen.probe import recording, run
+        from btfgen.probe import run
+        from btfgen.recordings.reader import Reader
 
         setup = self.setup
         self.writer = run.recorder(str(self.path), setup.manifest, setup.decoders, who=False)
@@ -519,7 +520,7 @@ class RecordReader:
             pass
         self.writer.close(0)
         took, cpu = time.perf_counter() - start, time.process_time() - cpu
-        with recording.Reader(str(self.path)) as r:
+        with Reader(str(self.path)) as r:
             kept = sum(sum(1 for _ in batch.events(r.strides)) for batch in r.batches())
             if r.cut or r.events != kept:
                 raise Failed(f"{self.path}: the recording says {r.events} events, holds {kept}"

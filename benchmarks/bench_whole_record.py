@@ -49,9 +49,10 @@ WORKLOAD = "ls -l /usr/lib >/dev/null; cat /proc/version /trace-all/trace.json >
 # stamps), each line the count, the commands that made most, the functions entered most.
 BREAKDOWN = """\
 import collections, sys
-sys.path.insert(0, '/trace-all')
-from btfgen_probe import recording, spec_format
-reader = recording.Reader(sys.argv[1])
+sys.path.insert(0, '/host')
+from btfgen.probe import spec_format
+from btfgen.recordings.reader import Reader
+reader = Reader(sys.argv[1])
 names = {d[1]: d[0] for d in reader.descriptors}
 head = spec_format.structs(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)[reader.order]
 events = []
@@ -74,6 +75,13 @@ if events:
               + ', '.join(f'{c} {k}' for c, k in comms) + '  '
               + ', '.join(f'{f} {k}' for f, k in fns.most_common(4)))
 """
+
+
+# The host's recording reader, copied into the guest at /host/btfgen (the standard library
+# only, as the run side).
+HOST_READER = [ROOT / "btfgen" / "__init__.py", *sorted((ROOT / "btfgen" / "probe").glob("*.py")),
+               *(ROOT / "btfgen" / "recordings" / f for f in ("__init__.py", "reader.py",
+                                                              "grouping.py"))]
 
 
 def main() -> int:
@@ -116,6 +124,9 @@ def main() -> int:
         functions = mass.build_trace(btf, target.arch, candidates, out)
         (out / "breakdown.py").write_text(BREAKDOWN)
         g, py = mass.guest_with(k, {"trace-all": out})
+        # The recording is read back in the guest by the host's reader (no target has one).
+        for f in HOST_READER:
+            g.file(f"host/{f.relative_to(ROOT)}", f.read_bytes())
         env = f"cd / && export LD_LIBRARY_PATH={python_guest.library_path(target)};"
         ring = f"--ring-size {args.ring_size} " if args.ring_size else ""
         # The tracer run in a process that says its own CPU time at its end (os.times: its
@@ -132,8 +143,8 @@ def main() -> int:
                          f"{WORKLOAD}; done' "
                          ">/dev/null 2>/tmp/err; rc=$?; cat /tmp/err; "
                          "echo \"bytes $(wc -c </tmp/all.btfrec)\"; exit $rc")
-        g.step("check", f"{env} {py.python} -c \"import sys; sys.path.insert(0, '/trace-all'); "
-                        "from btfgen_probe import recording; r = recording.Reader("
+        g.step("check", f"{env} {py.python} -c \"import sys; sys.path.insert(0, '/host'); "
+                        "from btfgen.recordings.reader import Reader; r = Reader("
                         "'/tmp/all.btfrec'); n = sum(b.count for b in r.batches()); "
                         "print('the recording holds', n, 'events; its end says', r.events, "
                         "'events,', r.lost, 'lost; cut:', r.cut)\" 2>&1")

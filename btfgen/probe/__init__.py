@@ -23,7 +23,7 @@ One concept a module:
     calls.py        entries paired with their exits
     output.py       what is printed: text or JSON lines, or only failed calls
     lines.py        a function's lines made by one struct and one format (output's fast path)
-    recording.py    the --record file: writing, and reading it back
+    recording.py    the --record file: its format and its writer (btfgen.recordings reads it)
     crc.py          CRC-32 as zlib makes it, by libdeflate where it is installed (recordings)
     summary.py      --count / --latency: the summary maps set up, read and printed
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use

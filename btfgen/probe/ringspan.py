@@ -99,7 +99,7 @@ SEQ_CST = 5  # __ATOMIC_SEQ_CST
 MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): two are held
 # A raw span (see the module's doc) is what the ring holds committed, up to this: it cannot be
 # cut short without a walk to find where a record ends. Where more is waiting, the walk makes
-# spans of MAX_SPAN. (recording.MAX_SPAN_BYTES, what a recording's reader takes, is more.)
+# spans of MAX_SPAN. (The host's recording reader takes spans up to MAX_SPAN_BYTES: more.)
 MAX_RAW_SPAN = 128 << 20
 COMMITTED_SHIFT = 36  # trace.bpf.c's: a record adds its ring bytes + 1 << this to the count
 # Looks at the count before a take walks. A record is uncounted from its reservation to its

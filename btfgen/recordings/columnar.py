@@ -8,7 +8,7 @@ of a batch at once, never a Python call per event. Other values (structs, arrays
 a pointer) go through the per-record decoder, one event at a time. A value the BPF side failed
 to read (its bit in the record's `failed` mask), or one the trace cannot hold, is null.
 
-Memory is bounded by one batch of the file (format 1: at most recording.MAX_BATCH_EVENTS
+Memory is bounded by one batch of the file (format 1: at most reader.MAX_BATCH_EVENTS
 events; format 2: a span of the ring, at most ringspan.MAX_SPAN bytes, two while the next is
 read), whatever the file's size.
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 from btfgen.decoder.runtime import DecodeError
 from btfgen.errors import BtfgenError
 from btfgen.probe import event, recording, spec_format
-from btfgen.recordings import replay
+from btfgen.recordings import grouping, replay
+from btfgen.recordings.reader import Reader
 
 try:
     import numpy as np
@@ -153,14 +154,13 @@ SCALAR_TAGS = ("int", "enum", "ptr", "bool", "float")
 
 
 word_sum = replay.word_sum()
-group = replay.group()
 
 
 def arrays(path: str, function: str, kind: str = "entry"):
     """numpy structured arrays, one per batch of the file: the events of `function` (its
     entries or exits), every in-place scalar a field; zero-copy views of the batch read."""
     for layout, batch in _sections(path, function, kind):
-        yield replay.records(batch, layout.dtype)
+        yield grouping.records(batch, layout.dtype)
 
 
 def record_batches(path: str, function: str, kind: str = "entry"):
@@ -185,13 +185,13 @@ def dataframe(path: str, function: str, kind: str = "entry"):
 
 
 def _empty(path: str, function: str, kind: str):
-    with recording.Reader(path, word_sum, group=group) as r:
+    with Reader(path, word_sum, grouping=grouping.NumpyGrouping) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
     return _to_arrow(layout, b"").schema.empty_table()
 
 
-def _function(reader: recording.Reader, function: str):
+def _function(reader: Reader, function: str):
     fns = replay.functions(reader)
     names = [f.name for f in fns]
     if function not in names:
@@ -204,7 +204,7 @@ def _function(reader: recording.Reader, function: str):
 def _sections(path: str, function: str, kind: str, reuse: bool = False):
     if kind not in KINDS:
         raise BtfgenError(f"kind is entry or exit, not {kind!r}")
-    with recording.Reader(path, word_sum, reuse, group=group) as r:
+    with Reader(path, word_sum, reuse, grouping=grouping.NumpyGrouping) as r:
         fn, at = _function(r, function)
         layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
         for batch in r.batches():
@@ -214,7 +214,7 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
 
 
 def _to_arrow(layout: Layout, payload):
-    a = replay.records(payload, layout.dtype)
+    a = grouping.records(payload, layout.dtype)
     if len(a) and (a[ID_KIND] != np.uint64(layout.id_kind)).any():
         # A section's events are its function's, of its kind: else each would be misread.
         raise recording.RecordError(f"corrupt batch (a section of {layout.fn.name} "
@@ -237,7 +237,7 @@ def _to_arrow(layout: Layout, payload):
         stride = layout.dtype.itemsize
         try:
             rows = [layout.fn.decode_record(
-                        replay.record_bytes(payload, i, stride)[event.EVENT_HEADER:])
+                        grouping.record_bytes(payload, i, stride)[event.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:  # what a damaged file can cause
             raise recording.RecordError(f"corrupt event ({e})") from None
@@ -249,7 +249,7 @@ def _to_arrow(layout: Layout, payload):
         stride = layout.dtype.itemsize
         try:
             caps = [layout.fn.decode_captures(
-                        replay.record_bytes(payload, i, stride)[event.EVENT_HEADER:])
+                        grouping.record_bytes(payload, i, stride)[event.EVENT_HEADER:])
                     for i in range(len(a))]
         except DecodeError as e:
             raise recording.RecordError(f"corrupt event ({e})") from None
@@ -334,7 +334,8 @@ def write_parquet(path: str, directory: str) -> int:
     checked = replay.verify(path)  # a bad file writes nothing
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with recording.Reader(path, word_sum, reuse=True, group=group, trust=checked) as r:
+    with Reader(path, word_sum, reuse=True, grouping=grouping.NumpyGrouping,
+                trust=checked) as r:
         fns = replay.functions(r)
         names = [f.name for f in fns]
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)

@@ -34,7 +34,8 @@ from typing import NamedTuple
 from btfgen.errors import BtfgenError
 from btfgen.probe import recording, spec_format
 from btfgen.probe.calls import OpenCalls
-from btfgen.recordings import columnar, replay
+from btfgen.recordings import columnar, grouping, replay
+from btfgen.recordings.reader import Reader
 from btfgen.recordings.partitions import segment
 
 import numpy as np  # noqa: I001 (after columnar: its import says which extra is missing)
@@ -119,7 +120,7 @@ def _source(path: str, header: dict) -> _Source:
 def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
     # Pass 1 checks the whole file (a bad one writes nothing) and reads only each event's time
     # and thread, to pair entries with exits across batches; pass 2 writes, batch by batch.
-    with recording.Reader(path, columnar.word_sum, reuse=True, group=columnar.group) as r:
+    with Reader(path, columnar.word_sum, reuse=True, grouping=grouping.NumpyGrouping) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
         layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
@@ -127,13 +128,13 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
         keys = _Keys(len(fns))
         for batch in r.batches():
             for fi, k, _count, payload in batch.sections:
-                keys.add(fi, k, replay.records(payload, layouts[fi, k].dtype))
+                keys.add(fi, k, grouping.records(payload, layouts[fi, k].dtype))
         events, lost, cut, checked = r.events, r.lost, r.cut, r.checked
     calls = keys.pair()
     files = _Files(directory, source, rid, [fn.name for fn in fns])
     try:
-        with recording.Reader(path, columnar.word_sum, reuse=True, group=columnar.group,
-                              trust=checked) as r:
+        with Reader(path, columnar.word_sum, reuse=True, grouping=grouping.NumpyGrouping,
+                    trust=checked) as r:
             rows = _Rows(fns, layouts, source, rid, calls)
             for batch in r.batches():
                 for fi, k, _count, payload in batch.sections:

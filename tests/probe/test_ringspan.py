@@ -413,6 +413,7 @@ def test_a_raw_span_is_written_and_given_back_a_piece_at_a_time(tmp_path, monkey
     import synth
 
     from btfgen.probe import recording
+    from btfgen.recordings.reader import Reader
 
     monkeypatch.setattr(recording, "CHUNK", 64)
     monkeypatch.setattr(recording, "PIECE", 256)
@@ -430,6 +431,6 @@ def test_a_raw_span_is_written_and_given_back_a_piece_at_a_time(tmp_path, monkey
     w.close(0)
     size = len(span.data)
     assert given == [min(at + 256, size) for at in range(0, size, 256)]
-    with recording.Reader(str(path)) as got:
+    with Reader(str(path)) as got:
         assert [bytes(e) for b in got.batches() for e in b.events()] == expect
     assert r.take() is None and r._cons[0] == size

@@ -10,9 +10,9 @@ import os
 import zlib
 
 from btfgen.probe import spec_format
-from btfgen.probe.recording import (BATCH_HEAD, END, EVENT_HEADER, FILE_HEAD, MAGIC, MASK,
-                                    MAX_BATCH_EVENTS, MAX_SECTIONS, SECTION, encode, stride,
-                                    struct, word_sum)
+from btfgen.probe.recording import END, EVENT_HEADER, FILE_HEAD, MAGIC, encode, stride, struct
+from btfgen.recordings.reader import (BATCH_HEAD, MASK, MAX_BATCH_EVENTS, MAX_SECTIONS, SECTION,
+                                      word_sum)
 
 VERSION = 1
 

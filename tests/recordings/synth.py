@@ -11,6 +11,7 @@ from pathlib import Path
 
 from btfgen.probe import recording, ringspan, spec_format
 from btfgen.probe.event import HEADS, RECORD_HEADS  # the event's and the record's heads
+from btfgen.recordings import reader
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,11 +126,11 @@ def reseal(path: Path, header=None, sections=None, runs=None) -> None:
     out += new
     at = recording.FILE_HEAD.size + size
     while data[at:at + 4] == b"BATC":
-        _, n, nsec, _crc, total = recording.BATCH_HEAD.unpack_from(data, at)
-        at += recording.BATCH_HEAD.size
-        table = [list(recording.SECTION.unpack_from(data, at + i * recording.SECTION.size))
+        _, n, nsec, _crc, total = reader.BATCH_HEAD.unpack_from(data, at)
+        at += reader.BATCH_HEAD.size
+        table = [list(reader.SECTION.unpack_from(data, at + i * reader.SECTION.size))
                  for i in range(nsec)]
-        at += nsec * recording.SECTION.size
+        at += nsec * reader.SECTION.size
         olen = n * 2 + (-n * 2) % 8
         order = data[at:at + olen]
         at += olen
@@ -138,8 +139,8 @@ def reseal(path: Path, header=None, sections=None, runs=None) -> None:
         at += plen
         if sections:
             sections(table)
-        body = b"".join(recording.SECTION.pack(*s) for s in table) + order
-        out += recording.BATCH_HEAD.pack(b"BATC", n, len(table), zlib.crc32(body), total)
+        body = b"".join(reader.SECTION.pack(*s) for s in table) + order
+        out += reader.BATCH_HEAD.pack(b"BATC", n, len(table), zlib.crc32(body), total)
         out += body + payload
     while data[at:at + 4] == b"SPAN":
         _, n, nruns, nbytes, _crc, _hcrc = recording.SPAN_HEAD.unpack_from(data, at)

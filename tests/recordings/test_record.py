@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from btfgen.decoder.runtime import Function
 from btfgen.probe import output, recording
 from btfgen.recordings import replay
+from btfgen.recordings.reader import Reader
 
 ARCHES = ["x86_64", "s390x", "i386", "arm64"]  # both byte orders, both pointer sizes
 MODULES = {a: synth.module(a) for a in ARCHES}
@@ -49,7 +50,7 @@ def test_decoded_file_prints_what_the_tracer_prints(tmp_path, arch, n, seed, bat
     synth.write(path, mod, evs, lost=seed % 5, batch=batch)
     for kw in ({}, {"as_json": True}, {"errors": True}, {"errors": True, "as_json": True}):
         assert _decoded(path, **kw) == _live(mod, evs, **kw)
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         assert sum(b.count for b in r.batches()) == n
         assert (r.events, r.lost) == (n, seed % 5)
         assert r.header["kernel_release"] == "synthetic" and r.header["arch"] == mod.ARCH

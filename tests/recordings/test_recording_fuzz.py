@@ -24,6 +24,7 @@ from btfgen.cli import main
 from btfgen.decoder.runtime import DecodeError, Function, FunctionDesc
 from btfgen.probe import output, recording
 from btfgen.recordings import replay
+from btfgen.recordings.reader import Reader
 
 ARCHES = ["x86_64", "s390x", "i386"]  # both byte orders, both pointer sizes
 MODULES = {a: synth.module(a) for a in ARCHES}
@@ -68,7 +69,7 @@ def _live(descs, order: str, evs, **kw) -> str | None:
 def _checked(path) -> list[FunctionDesc] | None:
     """The file's descriptors as the decoder accepts them, or None when it refuses them."""
     try:
-        with recording.Reader(str(path)) as r:
+        with Reader(str(path)) as r:
             return [f.desc for f in replay.functions(r)]
     except recording.RecordError:
         return None

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from btfgen.probe import event, recording, ringspan
-from btfgen.recordings import replay
+from btfgen.recordings import grouping
+from btfgen.recordings.reader import Reader
 
 np = pytest.importorskip("numpy")
 
@@ -51,13 +52,14 @@ def span_of(raws: list[bytes], discarded: list[bool], order: str) -> ringspan.Sp
     return ringspan.Span(memoryview(data), compress(words), discarded.count(False))
 
 
-def _sections(reader, group):
+def _sections(reader, by: type[grouping.Grouping]):
     """Each function and kind's events, in arrival order, as bytes of the stride each."""
     out: dict = {}
+    group = by(reader)
     for batch in reader.batches():
-        for fn, kind, count, payload in group(batch, reader):
+        for fn, kind, count, payload in group.sections(batch):
             stride = reader.strides[fn]
-            got = [bytes(replay.record_bytes(payload, i, stride)) for i in range(count)]
+            got = [bytes(grouping.record_bytes(payload, i, stride)) for i in range(count)]
             out.setdefault((fn, kind), []).extend(got)
     return out
 
@@ -96,17 +98,17 @@ def test_numpy_groups_as_the_standard_library_does(tmp_path_factory, arch, seed,
         w.span(span_of(evs, gone, order))
         kept += [e for e, g in zip(evs, gone) if not g]
     w.close(0)
-    with recording.Reader(str(path)) as r:
-        plain = _sections(r, recording.group)
-    with recording.Reader(str(path)) as r, pytest.MonkeyPatch.context() as m:
-        m.setattr(replay, "MASKS", masks)  # 0: a long run's functions split by sorting
-        fast = _sections(r, replay.group())
+    with Reader(str(path)) as r:
+        plain = _sections(r, grouping.Grouping)
+    with Reader(str(path)) as r, pytest.MonkeyPatch.context() as m:
+        m.setattr(grouping, "MASKS", masks)  # 0: a long run's functions split by sorting
+        fast = _sections(r, grouping.NumpyGrouping)
     assert fast == plain
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         events = [bytes(e) for b in r.batches() for e in b.events()]
     assert events == kept
     # What the standard library grouped: each event cut or zero-padded to its stride.
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         index, strides = r.index, r.strides
     head = synth.RECORD_HEADS[order]
     want: dict = {}
@@ -133,10 +135,10 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
     w = recording.Writer(str(path), synth.header(mod), descs, "little")
     w.span(span_of(evs, [False] * len(evs), "little"))
     w.close(0)
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         (batch,) = list(r.batches())
         assert batch.runs[0] == (50, (len(call[0]), len(call[1])))
-        sections = {(fn, kind): p for fn, kind, _n, p in replay.group()(batch, r)}
+        sections = {(fn, kind): p for fn, kind, _n, p in grouping.NumpyGrouping(r).sections(batch)}
         step = ringspan.record_size(len(call[0])) + ringspan.record_size(len(call[1]))
         span = np.frombuffer(batch.data, np.uint8)
         for (fn, kind), p in sections.items():
@@ -177,7 +179,7 @@ def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, wh
     for part in spans:
         w.records(part)
     w.close(0)
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         got = [bytes(e) for b in r.batches() for e in b.events()]
         assert r.version == version and r.events == len(evs) and r.cut is None
     assert got == [bytes(e) for e in evs]
@@ -188,14 +190,14 @@ def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, wh
         data = bytearray(good)
         data[at] ^= 0x40
         path.write_bytes(bytes(data))
-        with pytest.raises(recording.RecordError), recording.Reader(str(path)) as r:
+        with pytest.raises(recording.RecordError), Reader(str(path)) as r:
             for _ in r.batches():
                 pass
     last = good.rindex(b"SPAN")
     data = bytearray(good[:-recording.END.size])
     data[-1 if version == 4 else -3] ^= 1  # the last span's checks (4) or bytes (2), no end
     path.write_bytes(bytes(data))
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         n = sum(b.count for b in r.batches())
         assert r.cut == (last, n) and n == len(spans[0]) + len(spans[1])
 
@@ -220,6 +222,6 @@ def test_a_trusted_span_gives_the_records_a_walk_gives(tmp_path_factory, seed, n
     w.close(0)
     got = {}
     for trust in (0, path.stat().st_size):
-        with recording.Reader(str(path), trust=trust) as r:
+        with Reader(str(path), trust=trust) as r:
             got[trust] = [bytes(e) for b in r.batches() for e in b.events()]
     assert got[0] == got[path.stat().st_size] == [e for e, g in zip(evs, gone) if not g]

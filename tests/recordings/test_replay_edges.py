@@ -10,6 +10,7 @@ import synth
 
 from btfgen.probe import output, recording
 from btfgen.recordings import replay
+from btfgen.recordings.reader import Reader
 
 MODULE = synth.module("x86_64")
 
@@ -49,7 +50,7 @@ def test_an_event_that_is_not_its_functions_is_a_corrupt_event(tmp_path):
     path = tmp_path / "r1.btfrec"
     synth.write(path, MODULE, synth.events(synth.descriptors(MODULE), 30, 3, MODULE.BYTE_ORDER),
                 version=1)
-    with recording.Reader(str(path)) as r:
+    with Reader(str(path)) as r:
         fns = replay.functions(r)
         same = [(i, j) for i in range(len(fns)) for j in range(len(fns))
                 if i != j and r.strides[i] == r.strides[j]]
@@ -100,7 +101,7 @@ def test_runs_that_are_not_the_headers_are_refused(tmp_path, how):
     columnar = pytest.importorskip("btfgen.recordings.columnar")
     with pytest.raises(recording.RecordError, match="corrupt span"):
         list(columnar.record_batches(str(path), synth.descriptors(MODULE)[0].name, "entry"))
-    with recording.Reader(str(path)) as r:  # the standard library's grouping too
+    with Reader(str(path)) as r:  # the standard library's grouping too
         with pytest.raises(recording.RecordError, match="corrupt span"):
             for b in r.batches():
                 assert b.sections

@@ -1,0 +1,321 @@
+"""A span's records gathered per function and kind: its sections, as a version 1 recording's
+batch held them (each function and kind's events, an array of its stride, in arrival order).
+What the reader (reader.py's SpanBatch.sections) gives replay, columnar and dataset.
+
+A grouping is made once a reader (from its header: byte order, BTF ids, strides: a Recording)
+and asked for each span's sections (a Span: its bytes, its runs, its records):
+
+    Grouping        the standard library's: record by record
+    NumpyGrouping   numpy's: the records found from the span's runs (no Python call a record),
+                    checked against their headers, and gathered; a function and kind whose
+                    records lie evenly spaced in the span (one run's phase: a loop calling it)
+                    is a view of the span, copied nowhere
+    fastest()       NumpyGrouping where numpy is installed, else Grouping
+
+A section is (function index, kind, count, payload); records() and record_bytes() read a
+payload whichever grouping (or version 1's batch) made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from btfgen.probe import event, ringspan
+from btfgen.probe.recording import RecordError
+
+
+class Recording(Protocol):
+    """What a grouping reads of its reader (reader.py's Reader): the file's name (for its
+    errors), byte order, BTF id -> function index, and each function's stride."""
+
+    path: str
+    order: str
+    index: dict[int, int]
+    strides: list[int]
+
+
+class Span(Protocol):
+    """What a grouping reads of a span (reader.py's SpanBatch): its bytes as the ring held
+    them, its runs (repeats, header words), and its records not discarded, each as its bytes."""
+
+    data: memoryview
+    runs: list[tuple[int, tuple[int, ...]]]
+
+    def events(self) -> Iterator[memoryview]: ...
+
+
+# (function index, kind, count, payload): the payload bytes, or an array of the stride's void
+# items (numpy's grouping).
+Section = tuple[int, int, int, Any]
+
+# Runs shorter than this go the gather way (their records' places in one array), longer
+# ones are read through strided views of the span, a phase of a run at a time.
+SHORT_RUN = 16
+# A long run mixing up to this many functions and kinds (records of one length: today's fixed
+# size) is split by a mask each, more by one sort.
+MASKS = 16
+# BTF ids at or past this are looked up by no array (a crafted header: refused).
+MAX_BTF_ID = 1 << 24
+
+
+class Grouping:
+    """The standard library's grouping: a span's records of each function and kind, each cut
+    or zero-padded to the function's stride, in arrival order."""
+
+    def __init__(self, reader: Recording) -> None:
+        self.path, self.order = reader.path, reader.order
+        self.index, self.strides = reader.index, reader.strides  # BTF id -> function
+
+    def sections(self, span: Span) -> list[Section]:
+        out: dict[tuple[int, int], bytearray] = {}
+        head = event.RECORD_HEADS[self.order]
+        index, strides = self.index, self.strides
+        for raw in span.events():
+            if len(raw) < event.DATA:
+                raise RecordError(f"{self.path}: corrupt span (an event of {len(raw)} bytes)")
+            btf_id, kind, _failed = head.unpack_from(raw, event.EVENT_HEADER)
+            fn = index.get(btf_id)
+            if fn is None or kind > 1:
+                raise RecordError(f"{self.path}: corrupt span (an event of no recorded "
+                                  f"function: BTF id {btf_id}, kind {kind})")
+            piece = raw[:strides[fn]]
+            payload = out.setdefault((fn, kind), bytearray())
+            payload += piece
+            payload += bytes(strides[fn] - len(piece))
+        return [(fn, kind, len(p) // strides[fn], memoryview(p)) for (fn, kind), p in out.items()]
+
+
+class NumpyGrouping(Grouping):
+    """numpy's grouping (the module's doc). Its sections' payloads are arrays of the stride's
+    void items, views of the span where a run lays a function and kind's records evenly."""
+
+    def __init__(self, reader: Recording) -> None:
+        super().__init__(reader)
+        import numpy as np
+
+        self.np = np
+        bo = "<" if self.order == "little" else ">"
+        self.u4, self.u8 = np.dtype(bo + "u4"), np.dtype(bo + "u8")
+        self._by_id = None  # BTF id -> function as an array (-1: none), made at the first span
+
+    def sections(self, span: Span) -> list[Section]:
+        np = self.np
+        data = np.frombuffer(span.data, dtype=np.uint8)
+        self._lookup()  # a crafted header is refused at its first span, whatever it holds
+        # key (function * 2 + kind) -> [(arrivals or (first, step, count), items of the span
+        # or the byte of each record's bytes, records' lengths or their one length)]
+        parts: dict[int, list] = {}
+        g_at, g_word, g_arrival = [], [], []  # short runs' records, one by one
+        arrival = at = 0
+        for count, pattern in span.runs:
+            sizes = [ringspan.record_size(w) for w in pattern]
+            period = sum(sizes)
+            if count < SHORT_RUN:
+                for i in range(count):
+                    for j, (w, size) in enumerate(zip(pattern, sizes)):
+                        g_at.append(at)
+                        g_word.append(w)
+                        g_arrival.append(arrival + i * len(pattern) + j)
+                        at += size
+                arrival += count * len(pattern)
+                continue
+            self._long_run(data, parts, count, pattern, sizes, at, arrival)
+            at += count * period
+            arrival += count * len(pattern)
+        if g_at:
+            self._gathered(data, parts, g_at, g_word, g_arrival)
+        return self._merged(data, parts)
+
+    def _lookup(self):
+        """BTF id -> function, as an array indexed by id (-1: none), once a reader."""
+        if self._by_id is None:
+            np, index = self.np, self.index
+            top = max(index, default=0)
+            if top >= MAX_BTF_ID:  # a crafted header: the dict is the only way
+                raise RecordError(f"{self.path}: corrupt header (a BTF id of {top})")
+            by_id = np.full(top + 1, -1, dtype=np.int64)
+            by_id[list(index)] = list(index.values())
+            self._by_id = by_id
+        return self._by_id
+
+    def _corrupt(self, what: str) -> RecordError:
+        return RecordError(f"{self.path}: corrupt span ({what})")
+
+    def _strided(self, data, first: int, step: int, count: int, dtype=None):
+        """`count` items of `dtype` (u4 without) in `data`, from byte `first`, `step` apart."""
+        return self.np.ndarray((count,), self.u4 if dtype is None else dtype, data, first,
+                               (step,))
+
+    def _keys(self, btf_id, kind):
+        """function * 2 + kind of each record, by its BTF id and kind (int64 arrays)."""
+        by_id = self._lookup()
+        fn = by_id[btf_id.clip(0, len(by_id) - 1)]
+        if not ((fn >= 0) & (btf_id < len(by_id)) & (kind <= 1)).all():
+            raise self._corrupt("an event of no recorded function")
+        return fn * 2 + kind
+
+    def _present(self, key) -> list[int]:
+        """The distinct keys, ascending."""
+        np = self.np
+        if len(key) and key.max() < 1 << 20:
+            return np.flatnonzero(np.bincount(key)).tolist()
+        return np.unique(key).tolist()
+
+    def _long_run(self, data, parts: dict, count: int, pattern, sizes, at: int,
+                  arrival: int) -> None:
+        """A run of `count` periods from byte `at`: each phase's records (one header word each)
+        read through strided views of the span, into `parts`."""
+        np, strides, period = self.np, self.strides, sum(sizes)
+        phase = at
+        for j, (w, size) in enumerate(zip(pattern, sizes)):
+            if not (self._strided(data, phase, period, count) == w).all():
+                raise self._corrupt("a record header is not the one its runs say")
+            if not w & ringspan.DISCARD:
+                length = w & ringspan.LENGTH
+                if length < event.DATA:
+                    raise self._corrupt(f"an event of {length} bytes")
+                first = phase + ringspan.HEADER
+                rec = first + event.EVENT_HEADER
+                # BTF id and kind read as one word: one pass over the span, not two.
+                both = self._strided(data, rec, period, count, self.u8)
+                if (both == both[0]).all():
+                    # One function's calls (a loop): its items are a view of the span;
+                    # arrivals and lengths made only if they are merged with others.
+                    one = np.frombuffer(both[:1].tobytes(), self.u4).astype(np.int64)
+                    k = int(self._keys(one[:1], one[1:])[0])
+                    void = np.dtype((np.void, min(strides[k // 2], length)))
+                    parts.setdefault(k, []).append(
+                        ((arrival + j, len(pattern), count),
+                         self._strided(data, first, period, count, void), length))
+                else:
+                    key = self._keys(self._strided(data, rec, period, count).astype(np.int64),
+                                     self._strided(data, rec + 4, period, count)
+                                     .astype(np.int64))
+                    arrivals = arrival + j + len(pattern) * np.arange(count, dtype=np.int64)
+                    keys = self._present(key)
+                    if len(keys) <= MASKS:  # a mask a function: each a pass
+                        groups = ((k, key == k) for k in keys)
+                    else:  # many: one stable sort, then each its slice
+                        order = np.argsort(key, kind="stable")
+                        bounds = np.searchsorted(key[order], keys + [keys[-1] + 1])
+                        groups = ((k, order[lo:hi]) for k, lo, hi
+                                  in zip(keys, bounds[:-1], bounds[1:]))
+                    for k, mine in groups:
+                        void = np.dtype((np.void, min(strides[k // 2], length)))
+                        parts.setdefault(k, []).append(
+                            (arrivals[mine],
+                             self._strided(data, first, period, count, void)[mine], length))
+            phase += size
+
+    def _gathered(self, data, parts: dict, g_at: list, g_word: list, g_arrival: list) -> None:
+        """The short runs' records (each one's offset, header word and arrival), into `parts`
+        by their offsets in the span."""
+        np = self.np
+        starts = np.array(g_at, dtype=np.int64)
+        words = np.array(g_word, dtype=np.uint32)
+        arrivals = np.array(g_arrival, dtype=np.int64)
+        heads = data[:len(data) - len(data) % 4].view(self.u4)
+        if not (heads[starts // 4] == words).all():
+            raise self._corrupt("a record header is not the one its runs say")
+        keep = (words & ringspan.DISCARD) == 0
+        starts, arrivals = starts[keep], arrivals[keep]
+        lengths = (words[keep] & ringspan.LENGTH).astype(np.int64)
+        if not len(starts):
+            return
+        if lengths.min() < event.DATA:
+            raise self._corrupt(f"an event of {int(lengths.min())} bytes")
+        rec = (starts + ringspan.HEADER + event.EVENT_HEADER) // 4
+        key = self._keys(heads[rec].astype(np.int64), heads[rec + 1].astype(np.int64))
+        order = np.argsort(key, kind="stable")
+        keys, firsts = np.unique(key[order], return_index=True)
+        bounds = firsts[1:].tolist() + [len(order)]
+        for k, lo, hi in zip(keys.tolist(), firsts.tolist(), bounds):
+            mine = order[lo:hi]
+            parts.setdefault(k, []).append((arrivals[mine], starts[mine] + ringspan.HEADER,
+                                            lengths[mine]))
+
+    def _merged(self, data, parts: dict) -> list[Section]:
+        """Each key's parts as one section, its items in arrival order; the sections in the
+        order each first appears (as the writer of version 1 had them)."""
+        np, strides = self.np, self.strides
+
+        def arrivals_of(piece):
+            got = piece[0]
+            if isinstance(got, tuple):  # (first, step, count): a run's phase
+                start, step, count = got
+                return start + step * np.arange(count, dtype=np.int64)
+            return got
+
+        def first_arrival(piece):
+            got = piece[0]
+            return got[0] if isinstance(got, tuple) else int(got[0])
+
+        def rows(firsts, width):
+            """Each record's first `width` bytes (all in the span), a row each: a view of
+            the span with a row starting every 8 bytes, gathered."""
+            view = np.lib.stride_tricks.as_strided(data, shape=(len(data) // 8, width),
+                                                   strides=(8, 1), writeable=False)
+            return view[firsts // 8]
+
+        out = []
+        for k, pieces in parts.items():
+            fn, kind = divmod(k, 2)
+            stride = strides[fn]
+            void = np.dtype((np.void, stride))
+            first = min(first_arrival(p) for p in pieces)
+            if len(pieces) == 1 and pieces[0][1].dtype == void:
+                # A view of the span (a loop's calls) or one copy of its items: each item its
+                # record's first `stride` bytes.
+                items = pieces[0][1]
+                out.append((first, fn, kind, len(items), items))
+                continue
+            arrivals = np.concatenate([arrivals_of(p) for p in pieces])
+            payload = np.zeros((len(arrivals), stride), dtype=np.uint8)
+            done = 0
+            for piece in pieces:
+                got, lengths = piece[1], piece[2]
+                n = len(got)
+                if got.dtype == np.int64:  # the records' first bytes: gathered from the span
+                    width = np.minimum(lengths, stride)
+                    for w in np.unique(width).tolist():
+                        sel = np.flatnonzero(width == w)
+                        payload[done + sel, :w] = rows(got[sel], w)
+                else:  # items of the record's length or the stride, the shorter
+                    w = got.dtype.itemsize
+                    payload[done:done + n, :w] = np.ascontiguousarray(got).view(
+                        np.uint8).reshape(n, w)
+                done += n
+            if len(pieces) > 1 and (np.diff(arrivals) < 0).any():
+                rank = np.argsort(arrivals, kind="stable")  # arrival order, across runs
+                payload = payload[rank]
+            out.append((first, fn, kind, len(arrivals), payload.view(void).reshape(-1)))
+        out.sort(key=lambda s: s[0])
+        return [s[1:] for s in out]
+
+
+def fastest() -> type[Grouping]:
+    """NumpyGrouping where numpy is installed, else the standard library's Grouping."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return Grouping
+    return NumpyGrouping
+
+
+def records(payload, dtype):
+    """A section's payload as a numpy array of `dtype` (its itemsize the stride): version 1's
+    and the standard library's are bytes, numpy's grouping gives an array of the stride's
+    void items (a view of the span where its records lie evenly spaced in it)."""
+    import numpy as np
+
+    if isinstance(payload, np.ndarray):
+        return payload.view(dtype)
+    return np.frombuffer(payload, dtype=dtype)
+
+
+def record_bytes(payload, i: int, stride: int):
+    """The i-th event of a section's payload, as the bytes of its stride."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return payload[i * stride:(i + 1) * stride]
+    return payload[i].tobytes()
