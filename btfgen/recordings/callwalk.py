@@ -9,7 +9,7 @@ kernel did not report), a thread's open calls when it lost records are lost, and
 at the end of the recording was still running. An exit with no open call of its function had
 its entry lost.
 
-Streaming: a batch of the recording at a time (recording.Reader), and per thread at most
+Streaming: a batch of the recording at a time (reader.Reader), and per thread at most
 MAX_OPEN open calls (the oldest given up as "too deep" past that), so memory does not grow with
 the file.
 """
@@ -21,7 +21,8 @@ import struct
 from btfgen.probe import output, recording, spec_format
 from btfgen.probe.calls import MAX_DEPTH
 from btfgen.probe.event import DATA, FLAGS_AT, HEAD_FORMAT
-from btfgen.recordings import replay
+from btfgen.recordings import grouping, replay
+from btfgen.recordings.reader import Reader
 
 MAX_OPEN = MAX_DEPTH  # open calls a thread keeps, as the printer keeps them
 
@@ -276,7 +277,7 @@ def walk(path: str, export: Export) -> tuple:
     recording begins nothing) and export.end(). Damage further on raises Damaged once what
     precedes it is handed on and the output ended. Returns (the Walk, the Reader's `cut` (or
     None), its events, its lost records)."""
-    with recording.Reader(path, replay.word_sum(), group=replay.group()) as r:
+    with Reader(path, replay.word_sum(), grouping=grouping.fastest()) as r:
         w = Walk(replay.functions(r), r.order, export)
         export.begin()
         try:
