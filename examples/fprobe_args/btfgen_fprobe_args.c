@@ -200,7 +200,8 @@ static const struct proc_ops lines_ops = {
 	.proc_lseek = noop_llseek,
 };
 
-static const char *const functions[] = { "vfs_read", "vfs_write" };
+/* Not const: register_fprobe_syms() sorts the array in place. */
+static const char *functions[] = { "vfs_read", "vfs_write" };
 
 static int __init btfgen_fprobe_args_init(void)
 {
@@ -217,7 +218,7 @@ static int __init btfgen_fprobe_args_init(void)
 		err = -ENOMEM;
 		goto free;
 	}
-	err = register_fprobe_syms(&probe, (const char **)functions, ARRAY_SIZE(functions));
+	err = register_fprobe_syms(&probe, functions, ARRAY_SIZE(functions));
 	if (err) {
 		remove_proc_entry("btfgen_fprobe_args", NULL);
 		goto free;
