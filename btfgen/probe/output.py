@@ -16,7 +16,7 @@ import math
 import struct
 import sys
 
-from . import lines, prog, spec_format
+from . import lines, prog, spec_format, stack_wire
 from .calls import OpenCalls
 from .event import (DATA, EVENT_HEADER, FLAGS_AT, HEAD_FORMAT, HEADS, MAX_ERRNO, RECORD_HEADS,
                     TID_AT)
@@ -26,6 +26,7 @@ from .event import (DATA, EVENT_HEADER, FLAGS_AT, HEAD_FORMAT, HEADS, MAX_ERRNO,
 BATCH_LINES = 4096
 _LOSSES = spec_format.EVENT_THREAD_LOST | spec_format.EVENT_SOME_LOST
 _NOT_PAIRED = spec_format.EVENT_NOT_PAIRED
+_STACK = stack_wire.EVENT_STACK  # an entry carrying its stack (--stack): the general way
 # trace_event.flags, not a loss either: a user function's exit carries, in bits 20-28, the
 # error (1..511) of the last system call its thread made since its latest traced entry, where
 # that call failed; 0 where none did, none was made, or it is not known (trace.bpf.c's
@@ -71,7 +72,7 @@ class Printer:
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
                  errors: bool = False, kernel: bool = False, errors_are=None,
                  decided=frozenset(), as_json: bool = False, flush: bool = True,
-                 batch: bool = False, bytes_as: str = "auto") -> None:
+                 batch: bool = False, bytes_as: str = "auto", stacks=None) -> None:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
@@ -90,6 +91,8 @@ class Printer:
         self.decided = frozenset(decided)
         self.flush = flush
         self.bytes_as = bytes_as  # a captured buffer as text: show_bytes' `how`
+        # --stack: an entry's stack part as frames (symbolize.Stacks); None: not shown
+        self.stacks = stacks
         # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
         # (ns, the entry's bytes) to be decoded only if the call fails (lines.py).
         self.open = OpenCalls()
@@ -154,7 +157,7 @@ class Printer:
                     if line is not None:
                         append(line)
                     continue
-                if flags & _ERRNO:
+                if flags & (_ERRNO | _STACK):
                     line = self._general(raw, self._function(raw))
                     if line is not None:
                         append(line)
@@ -190,7 +193,8 @@ class Printer:
                 self._lost_before(self._tid(raw, TID_AT)[0], flags)
             if flags & _NOT_PAIRED:
                 line = self._unpaired(raw, flags)
-            elif flags & _ERRNO:  # a user function's exit with its errno: the general way
+            elif flags & (_ERRNO | _STACK):  # a user function's exit with its errno, an
+                # entry with its stack: the general way
                 line = self._general(raw, self._function(raw))
             else:
                 line = (self._handler_of(key) or self._handler(raw))(raw)
@@ -250,7 +254,8 @@ class Printer:
         if kind == 0:
             if not self.errors:
                 self.open.enter(tid, fn, ns)
-                return self._entry(fn, who, value, caps)
+                line = self._entry(fn, who, value, caps)
+                return self._with_stack(line, raw, fn, tgid, tid) if flags & _STACK else line
             self.open.enter(tid, fn, (ns, value, caps))
             return None
         entry = self.open.exit(tid, fn)
@@ -300,11 +305,28 @@ class Printer:
         caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
         who = Who(tgid, tid, self._comm(comm), ns, cpu)
         if kind == 0:
-            return None if self.errors else self._entry(fn, who, value, caps)
+            if self.errors:
+                return None
+            line = self._entry(fn, who, value, caps)
+            return self._with_stack(line, raw, fn, tgid, tid) if flags & _STACK else line
         if self.errors and not self._failed(fn, value):
             return None
         line = self._exit(fn, who, value, None, None, caps)
         return line[:-1] + ', "paired": false}' if self.as_json else line
+
+    def _with_stack(self, line: str, raw, fn, tgid: int, tid: int) -> str:
+        """An entry's line with its stack (--stack): frames under it, a line each, or a
+        "stack" member of its JSON; its stack part starts after the data its decoder wrote."""
+        if self.stacks is None:
+            return line
+        try:
+            described = self.stacks.describe(raw, spec_format.event_size(fn.desc, 0), tgid,
+                                             tid)
+        except stack_wire.BadStack as e:
+            raise BadEvent(f"{fn.name}: {e}") from None
+        if self.as_json:
+            return line[:-1] + ', "stack": ' + _ENCODE(self.stacks.as_json(described)) + "}"
+        return "\n".join([line, *self.stacks.text(described)])
 
     def _lost_before(self, tid: int, flags: int) -> None:
         """The thread (or, unknown which, any thread) lost records before this one: its open

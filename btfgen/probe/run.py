@@ -19,6 +19,7 @@ from . import attach, features, output, prog, recording, summary, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, Interrupted, RunError
 from .loop import catch_signals, follow, restore_signals
+from .symbolize import Stacks
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
 from .manifest import (
     DecoderView,
@@ -153,7 +154,9 @@ class Run:
                                       errors=bool(self.opts.errors), kernel=m.kernel,
                                       errors_are=output.chosen_errors(self.opts.errors),
                                       decided=retval_decided(m), as_json=self.opts.as_json,
-                                      batch=True, bytes_as=self.opts.bytes_as)
+                                      batch=True, bytes_as=self.opts.bytes_as,
+                                      stacks=Stacks(m.arch, self.decoders.BYTE_ORDER)
+                                      if m.stack else None)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).
         return self.printer.records

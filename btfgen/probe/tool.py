@@ -150,6 +150,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "-1 or NULL is named by the error of the last system call it made, "
                         "where that failed, else shown bare")
     p.add_argument("--errors-are", dest="errors_are", help=argparse.SUPPRESS)
+    p.add_argument("--stack", action="store_true",
+                   help="--stack[=WHAT]: show where each call came from, under its entry "
+                        "line: WHAT a comma list of kernel, user (default: a kernel "
+                        "function's kernel stack, a user function's user stack), each frame "
+                        "as func+0xoff (object); a user stack is unwound from the objects' "
+                        ".eh_frame")
+    p.add_argument("--stack-is", dest="stack_is", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true",
                    help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
                         "arguments or return value) instead of text")
@@ -220,7 +227,7 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
     p = _parser(prog)
-    args = p.parse_args(output.errors_value(argv))
+    args = p.parse_args(stack_value(output.errors_value(argv)))
     _check(p, args, command)
     errors = args.errors
     if args.errors_are is not None:
@@ -243,6 +250,31 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
     with tempfile.TemporaryDirectory(prefix="btfgen-trace-") as tmp:
         build(args, Path(tmp))
         return trace_run.run(Path(tmp), opts)
+
+
+def stack_value(argv: list) -> list:
+    """argv with `--stack=WHAT` as `--stack --stack-is=WHAT` (as output.errors_value: an
+    optional value would take the program after a bare `--stack`)."""
+    return [x for a in argv for x in
+            (("--stack", "--stack-is=" + a[len("--stack="):])
+             if isinstance(a, str) and a.startswith("--stack=") else (a,))]
+
+
+STACKS = ("kernel", "user")
+
+
+def stacks_asked(args) -> tuple[str, ...]:
+    """What --stack[=WHAT] asks for, in STACKS order: () without it; a kernel trace's kernel
+    stack or a user trace's user stack where WHAT is not given. A WHAT naming anything else is
+    a ValueError of one line."""
+    if args.stack_is is None:
+        return (("kernel",) if args.kernel else ("user",)) if args.stack else ()
+    asked = [w.strip() for w in args.stack_is.split(",")]
+    for w in asked:
+        if w not in STACKS:
+            raise ValueError(f"--stack={args.stack_is}: {w!r} is not one of kernel, user "
+                             "(a comma list)")
+    return tuple(w for w in STACKS if w in asked)
 
 
 def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
@@ -269,6 +301,7 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     _check_summary(p, args)
+    _check_stack(p, args)
     if args.run:
         return
     if args.kernel and args.header:
@@ -286,6 +319,36 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if not args.kernel and len(args.names) < 2:
         p.error("name the program or library and at least one of its functions (or use "
                 "--kernel)")
+
+
+def _check_stack(p: argparse.ArgumentParser, args) -> None:
+    """--stack[=WHAT]: chosen at the build (the BPF program takes the stacks); what a trace of
+    this kind can take."""
+    if args.stack_is is not None:
+        args.stack = True
+    if not args.stack:
+        return
+    if args.run:
+        p.error("--stack was chosen at --build")
+    try:
+        asked = stacks_asked(args)
+    except ValueError as e:
+        p.error(str(e))
+    if args.count or args.latency:
+        p.error("--stack shows each call's stack; --count and --latency sum calls (keying "
+                "them by the stack, --by kstack / ustack, is not built yet)")
+    if args.errors:
+        p.error("--stack shows an entry's stack under its line; with --errors no entry line "
+                "is printed (stacks under failed calls are not built yet)")
+    if args.record:
+        p.error("--stack with --record: a recording does not yet keep the processes' maps "
+                "and objects' build ids its stacks are named by")
+    if "kernel" in asked and not args.kernel:
+        p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
+                "uprobe's); give --stack or --stack=user")
+    if "user" in asked and args.kernel:
+        p.error("--stack=user: a kernel function's user stack is not built yet; give --stack "
+                "or --stack=kernel")
 
 
 def _check_summary(p: argparse.ArgumentParser, args) -> None:
