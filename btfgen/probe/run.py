@@ -15,11 +15,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import attach, features, output, prog, recording, summary, tracefs
+from . import attach, features, output, prog, recording, stack_wire, summary, tracefs
 from .bpf_object import BpfObject
 from .errors import BpfLoadError, Interrupted, RunError
 from .loop import catch_signals, follow, restore_signals
-from .symbolize import Stacks
+from .symbolize import KALLSYMS, Stacks
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
 from .manifest import (
     DecoderView,
@@ -155,7 +155,8 @@ class Run:
                                       errors_are=output.chosen_errors(self.opts.errors),
                                       decided=retval_decided(m), as_json=self.opts.as_json,
                                       batch=True, bytes_as=self.opts.bytes_as,
-                                      stacks=Stacks(m.arch, self.decoders.BYTE_ORDER)
+                                      stacks=Stacks(m.arch, self.decoders.BYTE_ORDER,
+                                                    self.opts.kallsyms or KALLSYMS)
                                       if m.stack else None)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).
@@ -316,7 +317,8 @@ class Run:
             obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
         specs = (self.directory / (mode.specs or m.specs)).read_bytes()
         obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
-            mean_event(specs, len(names), keep, m.byte_order), len(keep),
+            mean_event(specs, len(names), keep, m.byte_order) + stack_wire.mean_part(m.stack),
+            len(keep),
             self.decoders.POINTER_SIZE, memory_total()))
         if mode.kind == "single":
             attach.enough_files(2 * len(keep) + 64)

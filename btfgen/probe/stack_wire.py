@@ -55,3 +55,13 @@ def read(raw, at: int, order: str) -> StackSample:
     ips = struct.unpack_from(("<" if order == "little" else ">") + f"{nk + nu}Q", view, words)
     slice_at = words + 8 * (nk + nu)
     return StackSample(ips[:nk], ips[nk:], ip, sp, fp, lr, bytes(view[slice_at:end]), order)
+
+
+def mean_part(stack) -> float:
+    """What --stack (the manifest's list: "kernel", "user") adds to an event on average, for
+    the ring's size (ring.ring_size): an entry's part at its most (its user stack is nearly
+    always the whole slice), over an entry and an exit."""
+    if not stack:
+        return 0.0
+    most = HEAD.size + 8 * FRAMES * len(stack) + (SLICE if "user" in stack else 0)
+    return most / 2

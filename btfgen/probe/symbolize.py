@@ -15,6 +15,7 @@ from . import eh_frame, elf_file, stack_wire, unwind
 
 # Where Debian's -dbgsym and -dbg packages put an object's symbols, by build id.
 DEBUG_DIR = "/usr/lib/debug/.build-id"
+KALLSYMS = "/proc/kallsyms"  # the running kernel's symbols (--kallsyms FILE: another's)
 UPROBES = "[uprobes]"  # the mapping of the kernel's uretprobe trampoline, as maps names it
 # Traced calls a thread has open, their return addresses as seen at their entry: at most
 MOST_OPEN = 256
@@ -213,7 +214,7 @@ class UserStacks:
 class KernelSymbols:
     """The kernel's function symbols: /proc/kallsyms (or a System.map), read at first use."""
 
-    def __init__(self, path: str = "/proc/kallsyms") -> None:
+    def __init__(self, path: str = KALLSYMS) -> None:
         self.path = path
         self._table: tuple | None = None
         self.why: str | None = None
@@ -250,7 +251,7 @@ class KernelSymbols:
 class Stacks:
     """What the printer asks: a call's stack part as frames, text lines and JSON."""
 
-    def __init__(self, arch: str, order: str, kallsyms: str = "/proc/kallsyms") -> None:
+    def __init__(self, arch: str, order: str, kallsyms: str = KALLSYMS) -> None:
         self.order = order
         self.user = UserStacks(arch)
         self.kernel = KernelSymbols(kallsyms)
@@ -261,7 +262,7 @@ class Stacks:
         out: dict = {}
         if sample.kernel:
             out["kernel"] = [self.kernel.frame(ip) for ip in sample.kernel]
-        if sample.user_fp or sample.slice or sample.ip:
+        if sample.user_fp or sample.slice or sample.sp:
             out["user"], out["user_cut"] = self.user.unwind(sample, tgid, tid)
         return out
 

@@ -157,6 +157,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "as func+0xoff (object); a user stack is unwound from the objects' "
                         ".eh_frame")
     p.add_argument("--stack-is", dest="stack_is", help=argparse.SUPPRESS)
+    p.add_argument("--kallsyms", metavar="FILE",
+                   help="--stack: name kernel frames by FILE (the traced machine's System.map "
+                        "or /proc/kallsyms) instead of this machine's /proc/kallsyms")
     p.add_argument("--json", action="store_true",
                    help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
                         "arguments or return value) instead of text")
@@ -238,7 +241,7 @@ def _main(argv: list[str], prog: str, build: Builder | None) -> int:
     opts = Options(command, args.pid, args.duration, errors=errors, as_json=args.json,
                    record=args.record, attach=args.attach, ring_mib=args.ring_mib,
                    timings=args.timings, bytes_as=args.bytes_as, interval=args.interval,
-                   map_size=args.map_size)
+                   map_size=args.map_size, kallsyms=args.kallsyms)
     if args.run:
         return trace_run.run(args.run, opts)
     if build is None:
@@ -293,6 +296,9 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--record keeps every raw event: choose --errors or --json when decoding")
     if args.build and (args.record or args.errors or args.json):
         p.error("--record, --errors and --json are for tracing: give them with --run")
+    if args.kallsyms is not None and (args.build or not Path(args.kallsyms).is_file()):
+        p.error(f"--kallsyms {args.kallsyms}: " + ("it names frames when tracing: give it with "
+                "--run" if args.build else "no such file"))
     if (args.attach != "auto" or args.ring_mib) and args.build:
         p.error("--attach and --ring-size are for tracing: give them with --run")
     if args.ring_mib is not None and (args.ring_mib < 1 or args.ring_mib & (args.ring_mib - 1)

@@ -406,6 +406,7 @@ static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32
 		return 0;
 	s = (struct trace_stack *)&e->rec.data[at];
 	s->kernel_frames = s->user_frames = s->slice = s->pad = 0;
+	s->ip = s->sp = s->fp = s->lr = 0; /* a kernel stack alone: no user registers */
 #ifdef BTFGEN_STACK_KERNEL
 	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8, 0);
 	if (got > 0) {
