@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import attach, features, output, prog, recording, stack_wire, summary, tracefs
 from .bpf_object import BpfObject
-from .errors import BpfLoadError, Interrupted, RunError
+from .errors import BadInput, BpfLoadError, Interrupted, RunError
 from .loop import catch_signals, follow, restore_signals
 from .symbolize import KALLSYMS, Stacks
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
@@ -60,6 +60,10 @@ class Run:
         self.stop = [] if stop is None else stop
         self.timings = Timings(opts.timings)
         self.manifest: Manifest = load_manifest(directory)
+        if self.manifest.stack and (opts.record or opts.errors):
+            # (tool.py says the same at a build; a directory built with --stack says it here)
+            raise BadInput(f"{directory} was built with --stack: stacks in a recording and "
+                           "under --errors are not built yet")
         self.choice = processes(self.manifest, opts)
         if self.choice.argv:  # a command that cannot run is said before the setup, not after
             command_path(self.choice.argv[0])

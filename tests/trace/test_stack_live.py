@@ -185,3 +185,12 @@ def test_bad_stack_options_one_line(target, args, said):
 def test_not_built_yet_said_in_one_line(target, args, said):
     proc = _run([*TOOL, *args, str(target), "leaf"], status=2)
     assert said in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_a_directory_built_with_stack_refuses_record_and_errors(target, tmp_path):
+    _run([*TOOL, "--stack", "--build", str(tmp_path / "d"), str(target), "leaf"])
+    for args in (["--record", str(tmp_path / "r")], ["--errors"]):
+        proc = _run([*TOOL, "--run", str(tmp_path / "d"), *args, "--", str(target)], status=2)
+        assert proc.stderr.splitlines() == [
+            f"btfgen trace: {tmp_path / 'd'} was built with --stack: stacks in a recording "
+            "and under --errors are not built yet"], proc.stderr
