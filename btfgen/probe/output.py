@@ -256,7 +256,10 @@ class Printer:
                 self.open.enter(tid, fn, ns)
                 line = self._entry(fn, who, value, caps)
                 return self._with_stack(line, raw, fn, tgid, tid) if flags & _STACK else line
-            self.open.enter(tid, fn, (ns, value, caps))
+            if flags & _STACK and self.stacks is not None:  # shown if the call fails
+                self.open.enter(tid, fn, (ns, value, caps, self._stack_of(raw, fn, tgid, tid)))
+            else:
+                self.open.enter(tid, fn, (ns, value, caps))
             return None
         entry = self.open.exit(tid, fn)
         err = (flags & _ERRNO) >> _ERRNO_SHIFT
@@ -269,8 +272,11 @@ class Printer:
             rec = memoryview(entry[1])[EVENT_HEADER:]
             entry = (entry[0], fn.decode_record(rec),
                      fn.decode_captures(rec) if getattr(fn, "captures", ()) else {})
-        return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps,
+        line = self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps,
                           err)
+        # --stack: the failed call's stack, taken at its entry
+        return self._stack_shown(line, entry[3]) if entry is not None and len(entry) == 4 \
+            else line
 
     def _failed(self, fn, value) -> bool:
         """Whether --errors prints this exit: the kernel's convention for a kernel function,
@@ -315,15 +321,22 @@ class Printer:
         return line[:-1] + ', "paired": false}' if self.as_json else line
 
     def _with_stack(self, line: str, raw, fn, tgid: int, tid: int) -> str:
-        """An entry's line with its stack (--stack): frames under it, a line each, or a
-        "stack" member of its JSON; its stack part starts after the data its decoder wrote."""
+        """An entry's line with its stack (--stack)."""
         if self.stacks is None:
             return line
+        return self._stack_shown(line, self._stack_of(raw, fn, tgid, tid))
+
+    def _stack_of(self, raw, fn, tgid: int, tid: int) -> dict:
+        """An entry's stack (--stack) as frames: its stack part starts after the data its
+        decoder wrote. Taken at the entry, in the order of the thread's calls (the maps read
+        then, a uretprobe's return addresses given back from the calls open then)."""
         try:
-            described = self.stacks.describe(raw, spec_format.event_size(fn.desc, 0), tgid,
-                                             tid)
+            return self.stacks.describe(raw, spec_format.event_size(fn.desc, 0), tgid, tid)
         except stack_wire.BadStack as e:
             raise BadEvent(f"{fn.name}: {e}") from None
+
+    def _stack_shown(self, line: str, described: dict) -> str:
+        """`line` with the frames under it, a line each, or a "stack" member of its JSON."""
         if self.as_json:
             return line[:-1] + ', "stack": ' + _ENCODE(self.stacks.as_json(described)) + "}"
         return "\n".join([line, *self.stacks.text(described)])

@@ -60,10 +60,10 @@ class Run:
         self.stop = [] if stop is None else stop
         self.timings = Timings(opts.timings)
         self.manifest: Manifest = load_manifest(directory)
-        if self.manifest.stack and (opts.record or opts.errors):
+        if self.manifest.stack and opts.record:
             # (tool.py says the same at a build; a directory built with --stack says it here)
-            raise BadInput(f"{directory} was built with --stack: stacks in a recording and "
-                           "under --errors are not built yet")
+            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
+                           "not built yet")
         self.choice = processes(self.manifest, opts)
         if self.choice.argv:  # a command that cannot run is said before the setup, not after
             command_path(self.choice.argv[0])

@@ -343,9 +343,6 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
     if args.count or args.latency:
         p.error("--stack shows each call's stack; --count and --latency sum calls (keying "
                 "them by the stack, --by kstack / ustack, is not built yet)")
-    if args.errors:
-        p.error("--stack shows an entry's stack under its line; with --errors no entry line "
-                "is printed (stacks under failed calls are not built yet)")
     if args.record:
         p.error("--stack with --record: a recording does not yet keep the processes' maps "
                 "and objects' build ids its stacks are named by")

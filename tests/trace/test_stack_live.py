@@ -41,11 +41,13 @@ long __attribute__((noipa)) deep(long n)
 	return deep(n - 1) + pad[n];
 }
 static void *worker(void *arg) { sink = middle((long)arg); return 0; }
+long __attribute__((noipa)) failing(long i) { return -i; }
 int main(int argc, char **argv)
 {
 	pthread_t t;
 
 	sink = outer(1);
+	sink = failing(1) + failing(0);
 	pthread_create(&t, 0, worker, (void *)5L);
 	pthread_join(t, 0);
 	sink = deep(10);
@@ -179,7 +181,6 @@ def test_bad_stack_options_one_line(target, args, said):
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--stack", "--errors"], "--stack shows an entry's stack under its line; with --errors"),
     (["--stack", "--record", "/tmp/never"], "--stack with --record: a recording does not yet"),
 ])
 def test_not_built_yet_said_in_one_line(target, args, said):
@@ -187,10 +188,25 @@ def test_not_built_yet_said_in_one_line(target, args, said):
     assert said in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
-def test_a_directory_built_with_stack_refuses_record_and_errors(target, tmp_path):
+def test_a_directory_built_with_stack_refuses_record(target, tmp_path):
     _run([*TOOL, "--stack", "--build", str(tmp_path / "d"), str(target), "leaf"])
-    for args in (["--record", str(tmp_path / "r")], ["--errors"]):
-        proc = _run([*TOOL, "--run", str(tmp_path / "d"), *args, "--", str(target)], status=2)
-        assert proc.stderr.splitlines() == [
-            f"btfgen trace: {tmp_path / 'd'} was built with --stack: stacks in a recording "
-            "and under --errors are not built yet"], proc.stderr
+    proc = _run([*TOOL, "--run", str(tmp_path / "d"), "--record", str(tmp_path / "r"), "--",
+                 str(target)], status=2)
+    assert proc.stderr.splitlines() == [
+        f"btfgen trace: {tmp_path / 'd'} was built with --stack: stacks in a recording are "
+        "not built yet"], proc.stderr
+
+
+def test_a_failed_calls_stack_under_errors(target):
+    # the failing call's line with the stack taken at its entry; the call that did not fail
+    # (failing(0) -> 0) is not shown, nor its stack
+    out = _run([*TOOL, "--stack", "--errors=negative", str(target), "failing"]).stdout
+    lines = out.splitlines()
+    assert re.fullmatch(r"failing\(i=1\) -> -1 \([0-9.]+ us\)", lines[0]), out
+    names = [FRAME.fullmatch(f.strip()).group(1) for f in lines[1:]]
+    assert names[:2] == ["failing", "main"] and names[-1] == "_start", out
+    out = _run([*TOOL, "--stack", "--errors=negative", "--json", str(target), "failing"]).stdout
+    [error] = [json.loads(line) for line in out.splitlines()]
+    assert error["kind"] == "error" and error["args"] == {"i": 1}
+    assert [f["symbol"] for f in error["stack"]["ustack"][:2]] == ["failing", "main"]
+    assert error["stack"]["ustack_cut"] is None
