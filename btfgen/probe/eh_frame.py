@@ -79,6 +79,8 @@ class EhFrame:
         fdes.sort(key=lambda f: f.start)
         self._starts = [f.start for f in fdes]
         self._fdes = fdes
+        # rows already worked out, by address: a loop's calls unwind through the same few
+        self._rows: dict[int, Row | None] = {}
 
     def _cie(self, at: int) -> _Cie:
         cie = self._cies.get(at)
@@ -160,7 +162,14 @@ class EhFrame:
 
     def row(self, pc: int) -> Row | None:
         """The CFA table's row at address `pc` (the object's own addresses); None where no
-        FDE covers it."""
+        FDE covers it. (Rows are shared: not to be changed.)"""
+        try:
+            return self._rows[pc]
+        except KeyError:
+            row = self._rows[pc] = self._row(pc)
+            return row
+
+    def _row(self, pc: int) -> Row | None:
         i = bisect.bisect_right(self._starts, pc) - 1
         if i < 0 or not self._fdes[i].start <= pc < self._fdes[i].end:
             return None

@@ -19,6 +19,7 @@ KALLSYMS = "/proc/kallsyms"  # the running kernel's symbols (--kallsyms FILE: an
 UPROBES = "[uprobes]"  # the mapping of the kernel's uretprobe trampoline, as maps names it
 # Traced calls a thread has open, their return addresses as seen at their entry: at most
 MOST_OPEN = 256
+MOST_FRAMES_KEPT = 1 << 17  # frames named, kept for the next stacks through them
 
 
 class Frame(NamedTuple):
@@ -122,6 +123,8 @@ class UserStacks:
         # the trampoline's address there instead: the k-th such, going out, is the k-th open
         # call's from the innermost.
         self._open: dict[int, list] = {}
+        self._frames: dict[tuple, Frame] = {}  # (tgid, ip, caller) -> its Frame
+        self._placed: dict[tuple, tuple] = {}  # (tgid, ip) -> _place's answer
 
     def _object(self, path: str) -> _Object:
         obj = self._objects.get(path)
@@ -143,6 +146,17 @@ class UserStacks:
 
     def _place(self, tgid: int, ip: int):
         """(the object, the address in its own tables, the mapping) or why not."""
+        key = (tgid, ip)
+        found = self._placed.get(key)
+        if found is None:
+            found = self._find_place(tgid, ip)
+            if not isinstance(found, str):  # one in no mapping may be in a later one
+                if len(self._placed) >= MOST_FRAMES_KEPT:
+                    self._placed.clear()
+                self._placed[key] = found
+        return found
+
+    def _find_place(self, tgid: int, ip: int):
         m = self._mapping(tgid, ip)
         if isinstance(m, str):
             return m
@@ -156,6 +170,18 @@ class UserStacks:
 
     def frame(self, tgid: int, ip: int, caller: bool) -> Frame:
         """The frame of `ip` (`caller`: a return address, named by the call before it)."""
+        key = (tgid, ip, caller)
+        found = self._frames.get(key)
+        if found is None:
+            found = self._frame(tgid, ip, caller)
+            # kept where it was placed in a file: one in no mapping may be in a later one
+            if found.object is not None:
+                if len(self._frames) >= MOST_FRAMES_KEPT:
+                    self._frames.clear()
+                self._frames[key] = found
+        return found
+
+    def _frame(self, tgid: int, ip: int, caller: bool) -> Frame:
         placed = self._place(tgid, ip - 1 if caller else ip)
         if isinstance(placed, str):
             return Frame(ip, None, 0, None, placed)
