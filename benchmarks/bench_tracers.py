@@ -83,6 +83,10 @@ class Tracer(NamedTuple):
     record: bool = False  # btfgen: --record instead of text
     events: bool = True  # whether it prints an event at each entry and exit
     stack: bool = False  # btfgen: the trace directory built with --stack
+    # a run that fails makes the row unavailable (said why), not the whole bench: bpftrace
+    # 0.17 aborts naming a ustack once the program has exited (read_symlink /proc/PID/exe),
+    # which a short run's last calls hit
+    fragile: bool = False
 
 
 def bpftrace_script(exe: Path, string: bool, stack: bool = False) -> str:
@@ -108,7 +112,7 @@ def tracers(exe: Path) -> list[Tracer]:
         Tracer("bpftrace-ptr", "bpftrace, arg7 as a pointer", "bpftrace",
                bpftrace_script(exe, False)),
         Tracer("bpftrace-ustack", "bpftrace, arg7 as a pointer, ustack", "bpftrace",
-               bpftrace_script(exe, False, stack=True)),
+               bpftrace_script(exe, False, stack=True), fragile=True),
         Tracer("bpftrace-empty", "bpftrace, empty probes (uprobe floor)", "bpftrace", empty,
                events=False),
     ]
@@ -367,9 +371,20 @@ def measure(calls: int, rounds: int, work: Path, progress) -> dict:
     # beside each run, in its round, so that both are measured alike (a single start-up
     # measured first, cold, once cost more than a whole --record run: a negative figure). The
     # first run of each is discarded (the trace directory's bytecode is written by it).
+    failed: dict[str, str] = {}  # a fragile tracer's key -> why its row is unavailable
+
+    def measured(tracer: Tracer, n: int) -> Run | None:
+        try:
+            return bench.run(tracer, n)
+        except Failed as e:
+            if not tracer.fragile:
+                raise
+            failed[tracer.key] = str(e)
+            return None
+
     for t in runnable:
         if t.kind != "alone":
-            bench.run(t, 1)
+            measured(t, 1)
     startup: dict[str, list[Run]] = {t.key: [] for t in runnable if t.kind != "alone"}
     runs: dict[str, list[Run]] = {t.key: [] for t in runnable}
     for r in range(rounds):
@@ -377,14 +392,23 @@ def measure(calls: int, rounds: int, work: Path, progress) -> dict:
         # machine falls on different rows.
         order = runnable if r % 2 == 0 else runnable[::-1]
         for tracer in order:
-            runs[tracer.key].append(bench.run(tracer, calls))
-            if tracer.kind != "alone":
-                startup[tracer.key].append(bench.run(tracer, 1))
+            if tracer.key in failed:
+                continue
+            run, startup_run = measured(tracer, calls), None
+            if run is not None and tracer.kind != "alone":
+                startup_run = measured(tracer, 1)
+            if tracer.key not in failed:
+                runs[tracer.key].append(run)
+                if startup_run is not None:
+                    startup[tracer.key].append(startup_run)
             progress(f"round {r + 1}/{rounds}: {tracer.label}")
     alone_ns = statistics.median(run.loop_ns / calls for run in runs["alone"])
     rows = {}
     for t in all_tracers:
-        if t.key in runs:
+        if t.key in failed:
+            rows[t.key] = Row(t, None, None, 0, None, None, None, None, None, None,
+                              unavailable=failed[t.key])
+        elif t.key in runs:
             rows[t.key] = summarize(t, runs[t.key], startup.get(t.key), alone_ns, calls)
         else:
             rows[t.key] = Row(t, None, None, 0, None, None, None, None, None, None,

@@ -44,7 +44,14 @@ def test_quick_run_has_every_row_and_btfgen_delivers_every_event(tmp_path):
         assert (row["delivered"], row["lost"], row["most_lost"], row["most_unsaid"]) == \
             (made, 0, 0, 0), key
         assert row["added_ns"] > 0 and row["startup_cpu_s"] > 0, key
-    for key in ("bpftrace-str", "bpftrace-ptr", "bpftrace-ustack"):
+    ustack = rows["bpftrace-ustack"]
+    if ustack["unavailable"] and ustack["unavailable"] != "bpftrace is not installed":
+        # bpftrace 0.17 aborts naming a ustack once the short run's program has exited: said
+        assert "bpftrace, arg7 as a pointer, ustack: exit status" in ustack["unavailable"]
+        assert f"| {ustack['label']} | unavailable: " in proc.stdout
+    elif not ustack["unavailable"]:
+        assert 0 < ustack["delivered"] <= made
+    for key in ("bpftrace-str", "bpftrace-ptr"):
         row = rows[key]
         if row["unavailable"]:
             assert row["unavailable"] == "bpftrace is not installed"
