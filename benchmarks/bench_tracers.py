@@ -10,11 +10,14 @@ in a loop and reports the loop's wall time and its own CPU time. It runs:
 
 - alone;
 - under `btfgen trace --run DIR` printing text (DIR built once, beforehand, with `btfgen trace
-  --build`: the build side's clang is not what is measured), and under `--record FILE`;
+  --build`: the build side's clang is not what is measured), and under `--record FILE`; and
+  with `--stack` (a second DIR): each entry's user stack unwound and named under its line;
 - under bpftrace printing the six arguments, the string (str() of the stack slot: bpftrace 0.17
   has no arg6 on x86_64) and the return value at a uprobe and a uretprobe; again printing the
   string's address instead of str(), as btfgen does (like for like); and once with empty probe
-  bodies, the uprobe and uretprobe's own cost, the floor under both tracers.
+  bodies, the uprobe and uretprobe's own cost, the floor under both tracers; and printing the
+  pointer and `ustack` (the frames the kernel walks by frame pointers, named by bpftrace),
+  beside btfgen's --stack.
 
 Per traced call: the nanoseconds the tracer adds to the loop (its time traced minus its time
 alone, over N); events delivered (btfgen: the text lines, or the lines `btfgen decode --format
@@ -79,12 +82,19 @@ class Tracer(NamedTuple):
     script: str = ""  # bpftrace's program
     record: bool = False  # btfgen: --record instead of text
     events: bool = True  # whether it prints an event at each entry and exit
+    stack: bool = False  # btfgen: the trace directory built with --stack
+    # a run that fails makes the row unavailable (said why), not the whole bench: bpftrace
+    # 0.17 aborts naming a ustack once the program has exited (read_symlink /proc/PID/exe),
+    # which a short run's last calls hit
+    fragile: bool = False
 
 
-def bpftrace_script(exe: Path, string: bool) -> str:
+def bpftrace_script(exe: Path, string: bool, stack: bool = False) -> str:
     arg7 = f"str({SEVENTH})" if string else SEVENTH
     fmt7 = "%s" if string else "0x%lx"
     entry = f'printf("{FUNCTION}({ARGS_FMT}, {fmt7})\\n", {ARGS}, {arg7});'
+    if stack:
+        entry += " print(ustack);"
     exit_ = f'printf("{FUNCTION} -> %ld\\n", retval);'
     return (f"uprobe:{exe}:{FUNCTION} /pid == cpid/ {{ {entry} }}\n"
             f"uretprobe:{exe}:{FUNCTION} /pid == cpid/ {{ {exit_} }}\n")
@@ -97,9 +107,12 @@ def tracers(exe: Path) -> list[Tracer]:
         Tracer("alone", "the program alone", "alone", events=False),
         Tracer("btfgen-text", "btfgen trace (text)", "btfgen"),
         Tracer("btfgen-record", "btfgen trace --record", "btfgen", record=True),
+        Tracer("btfgen-stack", "btfgen trace --stack (text)", "btfgen", stack=True),
         Tracer("bpftrace-str", "bpftrace, str(arg7)", "bpftrace", bpftrace_script(exe, True)),
         Tracer("bpftrace-ptr", "bpftrace, arg7 as a pointer", "bpftrace",
                bpftrace_script(exe, False)),
+        Tracer("bpftrace-ustack", "bpftrace, arg7 as a pointer, ustack", "bpftrace",
+               bpftrace_script(exe, False, stack=True), fragile=True),
         Tracer("bpftrace-empty", "bpftrace, empty probes (uprobe floor)", "bpftrace", empty,
                events=False),
     ]
@@ -150,7 +163,9 @@ class Bench:
         if tracer.kind == "bpftrace":
             return ["bpftrace", "-e", tracer.script, "-c", " ".join(program)]
         record = ["--record", str(recording)] if tracer.record else []
-        return [sys.executable, "-m", "btfgen", "trace", "--run", str(self.trace_dir), *record,
+        trace_dir = self.trace_dir.with_name(self.trace_dir.name + "-stack") if tracer.stack \
+            else self.trace_dir
+        return [sys.executable, "-m", "btfgen", "trace", "--run", str(trace_dir), *record,
                 "--", str(calls)]
 
     def events(self, tracer: Tracer, out: Path, recording: Path, err: str):
@@ -273,6 +288,13 @@ def targets(rows: dict[str, Row], calls: int) -> list[str]:
             out.append(f"added cost, {row.tracer.label} {row.added_ns:,.0f} ns <= "
                        f"{other.tracer.label} {other.added_ns:,.0f} ns: "
                        f"{met(row.added_ns <= other.added_ns)}")
+    stack, ustack = rows.get("btfgen-stack"), rows.get("bpftrace-ustack")
+    if stack and ustack and not stack.unavailable and not ustack.unavailable:
+        text = rows["btfgen-text"]
+        out.append(f"--stack's cost per call: {stack.added_ns - text.added_ns:,.0f} ns over "
+                   f"btfgen without it; bpftrace's ustack "
+                   f"{ustack.added_ns - rows['bpftrace-ptr'].added_ns:,.0f} ns over its "
+                   "line without (frame pointers only: cut where the code keeps none)")
     rec = rows["btfgen-record"]
     if not rec.unavailable:
         out.append(f"--record loses nothing: {rec.most_lost:,} lost at most, "
@@ -321,6 +343,8 @@ def build(work: Path) -> tuple[Path, Path]:
     trace_dir = work / "trace-dir"
     _check([sys.executable, "-m", "btfgen", "trace", "--build", str(trace_dir), str(exe),
             FUNCTION], "btfgen trace --build")
+    _check([sys.executable, "-m", "btfgen", "trace", "--build", f"{trace_dir}-stack", "--stack",
+            str(exe), FUNCTION], "btfgen trace --build --stack")
     return exe, trace_dir
 
 
@@ -347,9 +371,20 @@ def measure(calls: int, rounds: int, work: Path, progress) -> dict:
     # beside each run, in its round, so that both are measured alike (a single start-up
     # measured first, cold, once cost more than a whole --record run: a negative figure). The
     # first run of each is discarded (the trace directory's bytecode is written by it).
+    failed: dict[str, str] = {}  # a fragile tracer's key -> why its row is unavailable
+
+    def measured(tracer: Tracer, n: int) -> Run | None:
+        try:
+            return bench.run(tracer, n)
+        except Failed as e:
+            if not tracer.fragile:
+                raise
+            failed[tracer.key] = str(e)
+            return None
+
     for t in runnable:
         if t.kind != "alone":
-            bench.run(t, 1)
+            measured(t, 1)
     startup: dict[str, list[Run]] = {t.key: [] for t in runnable if t.kind != "alone"}
     runs: dict[str, list[Run]] = {t.key: [] for t in runnable}
     for r in range(rounds):
@@ -357,14 +392,23 @@ def measure(calls: int, rounds: int, work: Path, progress) -> dict:
         # machine falls on different rows.
         order = runnable if r % 2 == 0 else runnable[::-1]
         for tracer in order:
-            runs[tracer.key].append(bench.run(tracer, calls))
-            if tracer.kind != "alone":
-                startup[tracer.key].append(bench.run(tracer, 1))
+            if tracer.key in failed:
+                continue
+            run, startup_run = measured(tracer, calls), None
+            if run is not None and tracer.kind != "alone":
+                startup_run = measured(tracer, 1)
+            if tracer.key not in failed:
+                runs[tracer.key].append(run)
+                if startup_run is not None:
+                    startup[tracer.key].append(startup_run)
             progress(f"round {r + 1}/{rounds}: {tracer.label}")
     alone_ns = statistics.median(run.loop_ns / calls for run in runs["alone"])
     rows = {}
     for t in all_tracers:
-        if t.key in runs:
+        if t.key in failed:
+            rows[t.key] = Row(t, None, None, 0, None, None, None, None, None, None,
+                              unavailable=failed[t.key])
+        elif t.key in runs:
             rows[t.key] = summarize(t, runs[t.key], startup.get(t.key), alone_ns, calls)
         else:
             rows[t.key] = Row(t, None, None, 0, None, None, None, None, None, None,

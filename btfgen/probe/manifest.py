@@ -96,6 +96,8 @@ class Manifest:
     # the functions (indexes) whose --filter decides on $retval: under --errors, the filter
     # is what the user says is an error, and every exit it lets through is printed
     retval_filtered: list | None = None
+    # --stack: what each entry's record carries after its data ("kernel", "user": stack_wire)
+    stack: list | None = None
 
     @property
     def kernel(self) -> bool:

@@ -35,3 +35,6 @@ class Options:
     # (None: at the end only); each summary map holds `map_size` keys (None: summary.MAP_SIZE)
     interval: float | None = None
     map_size: int | None = None
+    # --stack: the kernel's symbols (a System.map or a copy of /proc/kallsyms from the traced
+    # machine); None: this machine's /proc/kallsyms
+    kallsyms: str | None = None

@@ -16,7 +16,7 @@ import math
 import struct
 import sys
 
-from . import lines, prog, spec_format
+from . import lines, prog, spec_format, stack_wire
 from .calls import OpenCalls
 from .event import (DATA, EVENT_HEADER, FLAGS_AT, HEAD_FORMAT, HEADS, MAX_ERRNO, RECORD_HEADS,
                     TID_AT)
@@ -26,6 +26,7 @@ from .event import (DATA, EVENT_HEADER, FLAGS_AT, HEAD_FORMAT, HEADS, MAX_ERRNO,
 BATCH_LINES = 4096
 _LOSSES = spec_format.EVENT_THREAD_LOST | spec_format.EVENT_SOME_LOST
 _NOT_PAIRED = spec_format.EVENT_NOT_PAIRED
+_STACK = stack_wire.EVENT_STACK  # an entry carrying its stack (--stack): the general way
 # trace_event.flags, not a loss either: a user function's exit carries, in bits 20-28, the
 # error (1..511) of the last system call its thread made since its latest traced entry, where
 # that call failed; 0 where none did, none was made, or it is not known (trace.bpf.c's
@@ -71,7 +72,7 @@ class Printer:
     def __init__(self, functions, order: str, out=sys.stdout, *, who: bool = False,
                  errors: bool = False, kernel: bool = False, errors_are=None,
                  decided=frozenset(), as_json: bool = False, flush: bool = True,
-                 batch: bool = False, bytes_as: str = "auto") -> None:
+                 batch: bool = False, bytes_as: str = "auto", stacks=None) -> None:
         # A mapping already keyed by BTF id is taken as it is (manifest.LazyFunctions makes each
         # decoder at its function's first event).
         self.by_id = functions if hasattr(functions, "get") else {f.btf_id: f for f in functions}
@@ -90,6 +91,8 @@ class Printer:
         self.decided = frozenset(decided)
         self.flush = flush
         self.bytes_as = bytes_as  # a captured buffer as text: show_bytes' `how`
+        # --stack: an entry's stack part as frames (symbolize.Stacks); None: not shown
+        self.stacks = stacks
         # What each call's entry keeps: its ns; with `errors`, (ns, args, captures), or
         # (ns, the entry's bytes) to be decoded only if the call fails (lines.py).
         self.open = OpenCalls()
@@ -154,7 +157,7 @@ class Printer:
                     if line is not None:
                         append(line)
                     continue
-                if flags & _ERRNO:
+                if flags & (_ERRNO | _STACK):
                     line = self._general(raw, self._function(raw))
                     if line is not None:
                         append(line)
@@ -190,7 +193,8 @@ class Printer:
                 self._lost_before(self._tid(raw, TID_AT)[0], flags)
             if flags & _NOT_PAIRED:
                 line = self._unpaired(raw, flags)
-            elif flags & _ERRNO:  # a user function's exit with its errno: the general way
+            elif flags & (_ERRNO | _STACK):  # a user function's exit with its errno, an
+                # entry with its stack: the general way
                 line = self._general(raw, self._function(raw))
             else:
                 line = (self._handler_of(key) or self._handler(raw))(raw)
@@ -250,8 +254,12 @@ class Printer:
         if kind == 0:
             if not self.errors:
                 self.open.enter(tid, fn, ns)
-                return self._entry(fn, who, value, caps)
-            self.open.enter(tid, fn, (ns, value, caps))
+                line = self._entry(fn, who, value, caps)
+                return self._with_stack(line, raw, fn, tgid, tid) if flags & _STACK else line
+            if flags & _STACK and self.stacks is not None:  # shown if the call fails
+                self.open.enter(tid, fn, (ns, value, caps, self._stack_of(raw, fn, tgid, tid)))
+            else:
+                self.open.enter(tid, fn, (ns, value, caps))
             return None
         entry = self.open.exit(tid, fn)
         err = (flags & _ERRNO) >> _ERRNO_SHIFT
@@ -264,8 +272,11 @@ class Printer:
             rec = memoryview(entry[1])[EVENT_HEADER:]
             entry = (entry[0], fn.decode_record(rec),
                      fn.decode_captures(rec) if getattr(fn, "captures", ()) else {})
-        return self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps,
+        line = self._exit(fn, who, value, None if entry is None else ns - entry[0], entry, caps,
                           err)
+        # --stack: the failed call's stack, taken at its entry
+        return self._stack_shown(line, entry[3]) if entry is not None and len(entry) == 4 \
+            else line
 
     def _failed(self, fn, value) -> bool:
         """Whether --errors prints this exit: the kernel's convention for a kernel function,
@@ -300,11 +311,35 @@ class Printer:
         caps = fn.decode_captures(rec) if getattr(fn, "captures", ()) else {}
         who = Who(tgid, tid, self._comm(comm), ns, cpu)
         if kind == 0:
-            return None if self.errors else self._entry(fn, who, value, caps)
+            if self.errors:
+                return None
+            line = self._entry(fn, who, value, caps)
+            return self._with_stack(line, raw, fn, tgid, tid) if flags & _STACK else line
         if self.errors and not self._failed(fn, value):
             return None
         line = self._exit(fn, who, value, None, None, caps)
         return line[:-1] + ', "paired": false}' if self.as_json else line
+
+    def _with_stack(self, line: str, raw, fn, tgid: int, tid: int) -> str:
+        """An entry's line with its stack (--stack)."""
+        if self.stacks is None:
+            return line
+        return self._stack_shown(line, self._stack_of(raw, fn, tgid, tid))
+
+    def _stack_of(self, raw, fn, tgid: int, tid: int) -> dict:
+        """An entry's stack (--stack) as frames: its stack part starts after the data its
+        decoder wrote. Taken at the entry, in the order of the thread's calls (the maps read
+        then, a uretprobe's return addresses given back from the calls open then)."""
+        try:
+            return self.stacks.describe(raw, spec_format.event_size(fn.desc, 0), tgid, tid)
+        except stack_wire.BadStack as e:
+            raise BadEvent(f"{fn.name}: {e}") from None
+
+    def _stack_shown(self, line: str, described: dict) -> str:
+        """`line` with the frames under it, a line each, or a "stack" member of its JSON."""
+        if self.as_json:
+            return line[:-1] + ', "stack": ' + _ENCODE(self.stacks.as_json(described)) + "}"
+        return "\n".join([line, *self.stacks.text(described)])
 
     def _lost_before(self, tid: int, flags: int) -> None:
         """The thread (or, unknown which, any thread) lost records before this one: its open

@@ -15,10 +15,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import attach, features, output, prog, recording, summary, tracefs
+from . import attach, features, output, prog, recording, stack_wire, summary, tracefs
 from .bpf_object import BpfObject
-from .errors import BpfLoadError, Interrupted, RunError
+from .errors import BadInput, BpfLoadError, Interrupted, RunError
 from .loop import catch_signals, follow, restore_signals
+from .symbolize import KALLSYMS, Stacks
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
 from .manifest import (
     DecoderView,
@@ -59,6 +60,10 @@ class Run:
         self.stop = [] if stop is None else stop
         self.timings = Timings(opts.timings)
         self.manifest: Manifest = load_manifest(directory)
+        if self.manifest.stack and opts.record:
+            # (tool.py says the same at a build; a directory built with --stack says it here)
+            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
+                           "not built yet")
         self.choice = processes(self.manifest, opts)
         if self.choice.argv:  # a command that cannot run is said before the setup, not after
             command_path(self.choice.argv[0])
@@ -153,7 +158,10 @@ class Run:
                                       errors=bool(self.opts.errors), kernel=m.kernel,
                                       errors_are=output.chosen_errors(self.opts.errors),
                                       decided=retval_decided(m), as_json=self.opts.as_json,
-                                      batch=True, bytes_as=self.opts.bytes_as)
+                                      batch=True, bytes_as=self.opts.bytes_as,
+                                      stacks=Stacks(m.arch, self.decoders.BYTE_ORDER,
+                                                    self.opts.kallsyms or KALLSYMS)
+                                      if m.stack else None)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).
         return self.printer.records
@@ -313,7 +321,8 @@ class Run:
             obj.set_autoload("trace_exit", False)  # a summary that needs no exit (entry_only)
         specs = (self.directory / (mode.specs or m.specs)).read_bytes()
         obj.set_max_entries("events", opts.ring_mib * MIB if opts.ring_mib else ring_size(
-            mean_event(specs, len(names), keep, m.byte_order), len(keep),
+            mean_event(specs, len(names), keep, m.byte_order) + stack_wire.mean_part(m.stack),
+            len(keep),
             self.decoders.POINTER_SIZE, memory_total()))
         if mode.kind == "single":
             attach.enough_files(2 * len(keep) + 64)

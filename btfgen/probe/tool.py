@@ -151,6 +151,16 @@ def _parser() -> argparse.ArgumentParser:
                         "-1 or NULL is named by the error of the last system call it made, "
                         "where that failed, else shown bare")
     p.add_argument("--errors-are", dest="errors_are", help=argparse.SUPPRESS)
+    p.add_argument("--stack", action="store_true",
+                   help="--stack[=WHAT]: show where each call came from, under its entry "
+                        "line: WHAT a comma list of kernel, user (default: a kernel "
+                        "function's kernel stack, a user function's user stack), each frame "
+                        "as func+0xoff (object); a user stack is unwound from the objects' "
+                        ".eh_frame")
+    p.add_argument("--stack-is", dest="stack_is", help=argparse.SUPPRESS)
+    p.add_argument("--kallsyms", metavar="FILE",
+                   help="--stack: name kernel frames by FILE (the traced machine's System.map "
+                        "or /proc/kallsyms) instead of this machine's /proc/kallsyms")
     p.add_argument("--json", action="store_true",
                    help="JSON lines (timestamp, cpu, pid, tid, comm, function, kind, typed "
                         "arguments or return value) instead of text")
@@ -220,7 +230,7 @@ def _main(argv: list[str], build: Builder | None) -> int:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
     p = _parser()
-    args = p.parse_args(output.errors_value(argv))
+    args = p.parse_args(stack_value(output.errors_value(argv)))
     _check(p, args, command)
     errors = args.errors
     if args.errors_are is not None:
@@ -231,7 +241,7 @@ def _main(argv: list[str], build: Builder | None) -> int:
     opts = Options(command, args.pid, args.duration, errors=errors, as_json=args.json,
                    record=args.record, attach=args.attach, ring_mib=args.ring_mib,
                    timings=args.timings, bytes_as=args.bytes_as, interval=args.interval,
-                   map_size=args.map_size)
+                   map_size=args.map_size, kallsyms=args.kallsyms)
     if args.run:
         return trace_run.run(args.run, opts)
     if build is None:
@@ -243,6 +253,31 @@ def _main(argv: list[str], build: Builder | None) -> int:
     with tempfile.TemporaryDirectory(prefix="btfgen-trace-") as tmp:
         build(args, Path(tmp))
         return trace_run.run(Path(tmp), opts)
+
+
+def stack_value(argv: list) -> list:
+    """argv with `--stack=WHAT` as `--stack --stack-is=WHAT` (as output.errors_value: an
+    optional value would take the program after a bare `--stack`)."""
+    return [x for a in argv for x in
+            (("--stack", "--stack-is=" + a[len("--stack="):])
+             if isinstance(a, str) and a.startswith("--stack=") else (a,))]
+
+
+STACKS = ("kernel", "user")
+
+
+def stacks_asked(args) -> tuple[str, ...]:
+    """What --stack[=WHAT] asks for, in STACKS order: () without it; a kernel trace's kernel
+    stack or a user trace's user stack where WHAT is not given. A WHAT naming anything else is
+    a ValueError of one line."""
+    if args.stack_is is None:
+        return (("kernel",) if args.kernel else ("user",)) if args.stack else ()
+    asked = [w.strip() for w in args.stack_is.split(",")]
+    for w in asked:
+        if w not in STACKS:
+            raise ValueError(f"--stack={args.stack_is}: {w!r} is not one of kernel, user "
+                             "(a comma list)")
+    return tuple(w for w in STACKS if w in asked)
 
 
 def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
@@ -261,6 +296,9 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
         p.error("--record keeps every raw event: choose --errors or --json when decoding")
     if args.build and (args.record or args.errors or args.json):
         p.error("--record, --errors and --json are for tracing: give them with --run")
+    if args.kallsyms is not None and (args.build or not Path(args.kallsyms).is_file()):
+        p.error(f"--kallsyms {args.kallsyms}: " + ("it names frames when tracing: give it with "
+                "--run" if args.build else "no such file"))
     if (args.attach != "auto" or args.ring_mib) and args.build:
         p.error("--attach and --ring-size are for tracing: give them with --run")
     if args.ring_mib is not None and (args.ring_mib < 1 or args.ring_mib & (args.ring_mib - 1)
@@ -269,6 +307,7 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     _check_summary(p, args)
+    _check_stack(p, args)
     if args.run:
         return
     if args.kernel and args.header:
@@ -286,6 +325,33 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if not args.kernel and len(args.names) < 2:
         p.error("name the program or library and at least one of its functions (or use "
                 "--kernel)")
+
+
+def _check_stack(p: argparse.ArgumentParser, args) -> None:
+    """--stack[=WHAT]: chosen at the build (the BPF program takes the stacks); what a trace of
+    this kind can take."""
+    if args.stack_is is not None:
+        args.stack = True
+    if not args.stack:
+        return
+    if args.run:
+        p.error("--stack was chosen at --build")
+    try:
+        asked = stacks_asked(args)
+    except ValueError as e:
+        p.error(str(e))
+    if args.count or args.latency:
+        p.error("--stack shows each call's stack; --count and --latency sum calls (keying "
+                "them by the stack, --by kstack / ustack, is not built yet)")
+    if args.record:
+        p.error("--stack with --record: a recording does not yet keep the processes' maps "
+                "and objects' build ids its stacks are named by")
+    if "kernel" in asked and not args.kernel:
+        p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
+                "uprobe's); give --stack or --stack=user")
+    if "user" in asked and args.kernel:
+        p.error("--stack=user: a kernel function's user stack is not built yet; give --stack "
+                "or --stack=kernel")
 
 
 def _check_summary(p: argparse.ArgumentParser, args) -> None:

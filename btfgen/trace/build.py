@@ -101,6 +101,29 @@ class Request:
     latency: bool = False
     by: list[str] = field(default_factory=list)
     timings: bool = False  # say how long each stage took
+    # --stack: what each entry's record carries of where the call came from ("kernel", "user")
+    stack: tuple = ()
+
+
+# --stack user: where the user registers an offline unwind starts from sit in the uprobe's
+# struct pt_regs (the instruction pointer, the stack pointer, the frame pointer, the link
+# register where the arch returns through one), by arch: the kernel's struct pt_regs
+# (arch/x86/include/asm/ptrace.h, arch/arm64/include/asm/ptrace.h). Another arch's user stack
+# is refused at build (its unwinder's register numbers are probe/unwind.py's DWARF_REGS).
+STACK_REGS = {"x86_64": {"IP": 128, "SP": 152, "FP": 32},
+              "arm64": {"IP": 256, "SP": 248, "FP": 232, "LR": 240}}
+
+
+def stack_flags(stack: tuple, arch: str) -> list[str]:
+    """clang's flags for --stack: what the program takes, and where the registers are."""
+    flags = [f"-DBTFGEN_STACK_{what.upper()}" for what in stack]
+    if "user" in stack:
+        regs = STACK_REGS.get(arch)
+        if regs is None:
+            raise BuildError(f"--stack=user: unwinding a user stack on {arch} is not built "
+                             f"(it is on {', '.join(STACK_REGS)})")
+        flags += [f"-DTRACE_REG_{name}={at}" for name, at in regs.items()]
+    return flags
 
 
 def open_target(req: Request):
@@ -170,7 +193,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
             (out / name).write_text(text)
     at_exit = frozenset(b.index for b in plan.filters if b.checked.exit is not None)
     summary = _summary(req, bys, out, [f.name for f in layout.functions], layout, at_exit)
-    summary_flags = summary.pop("flags", [])
+    summary_flags = summary.pop("flags", []) + stack_flags(req.stack, layout.arch)
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
                  wanted=plan.filtered_names(), wide=conv.pointer_size == 8,
@@ -212,7 +235,8 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         btf_ids=[f.btf_id for f in layout.functions], specs=SPECS, btf=source,
         filters=req.filters, retval_filtered=sorted(at_exit) or None,
         summary=trace_manifest.SummarySpec(**summary) if summary else None,
-        trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None, **where)
+        trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None,
+        stack=list(req.stack) or None, **where)
     (out / trace_manifest.MANIFEST).write_text(manifest.to_json())
     if req.timings:
         prog.say(f"time: build: total: {sum(timings.seconds.values()):.6f} s")

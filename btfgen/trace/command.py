@@ -32,7 +32,7 @@ def _build(args, out: Path) -> None:
         headers=args.header, include=args.include, define=args.define, filters=args.filter,
         captures=args.capture, strings=args.strings, string_size=args.string_size,
         capture_budget=args.capture_budget,
-        deny=not args.no_deny, timings=args.timings)
+        deny=not args.no_deny, timings=args.timings, stack=tool.stacks_asked(args))
     req = trace_build.Request(**{**fields, **_summary_request(args)})
     try:
         trace_build.build(req, out)

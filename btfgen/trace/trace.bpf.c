@@ -368,6 +368,84 @@ static __always_inline __u32 syscall_flags(__u32 tid, __u32 kind)
 #define syscall_flags(tid, kind) 0
 #endif
 
+#if defined(BTFGEN_STACK_USER) || defined(BTFGEN_STACK_KERNEL)
+/* --stack: an entry's record carries, after the data its decoder wrote, where the call came
+ * from (its flags say so: EVENT_STACK), laid out as probe/stack_wire.py reads it:
+ * struct trace_stack, then the kernel's frames (bpf_get_stack), then the user's frames as the
+ * kernel walks them (frame pointers: most of Debian's code has none, so they are usually cut
+ * after a frame or two), then a slice of the user stack from the stack pointer up. The
+ * registers and the slice are what user space unwinds offline from each object's .eh_frame
+ * (as `perf --call-graph dwarf` does): at the function's first instruction the callers' frames
+ * are all above the stack pointer. The
+ * registers' offsets in pt_regs come from the build (TRACE_REG_IP, _SP, _FP, _LR: build.py's
+ * STACK_REGS, by arch). A record with no room for it after its data (a call capturing
+ * kilobytes) goes without, unflagged. */
+#define EVENT_STACK 16
+#define TRACE_STACK_FRAMES 32
+#define TRACE_STACK_SLICE 4096
+#define TRACE_PAGE 4096
+struct trace_stack {
+	__u16 kernel_frames;
+	__u16 user_frames;
+	__u16 slice; /* bytes of the user stack copied from sp */
+	__u16 pad;
+	__u64 ip, sp, fp, lr; /* the user registers at the call (lr: 0 where the arch has none) */
+};
+#define TRACE_STACK_MOST (sizeof(struct trace_stack) + 2 * TRACE_STACK_FRAMES * 8 + \
+			  TRACE_STACK_SLICE)
+#define TRACE_REG(ctx, at) (*(__u64 *)((char *)(ctx) + (at)))
+
+/* The stack part's bytes, written at `at` in the record's data (0: no room). */
+static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32 at)
+{
+	struct trace_stack *s;
+	__u32 used = sizeof(*s);
+	long got;
+
+	if (at > BTFGEN_DATA_SIZE - TRACE_STACK_MOST)
+		return 0;
+	s = (struct trace_stack *)&e->rec.data[at];
+	s->kernel_frames = s->user_frames = s->slice = s->pad = 0;
+	s->ip = s->sp = s->fp = s->lr = 0; /* a kernel stack alone: no user registers */
+#ifdef BTFGEN_STACK_KERNEL
+	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8, 0);
+	if (got > 0) {
+		s->kernel_frames = got / 8;
+		used += got & ~7;
+	}
+#endif
+#ifdef BTFGEN_STACK_USER
+	__u64 sp = TRACE_REG(ctx, TRACE_REG_SP), first;
+
+	s->ip = TRACE_REG(ctx, TRACE_REG_IP);
+	s->sp = sp;
+	s->fp = TRACE_REG(ctx, TRACE_REG_FP);
+#ifdef TRACE_REG_LR
+	s->lr = TRACE_REG(ctx, TRACE_REG_LR);
+#else
+	s->lr = 0;
+#endif
+	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8,
+			    1 << 8 /* BPF_F_USER_STACK */);
+	if (got > 0) {
+		s->user_frames = got / 8;
+		used += got & ~7;
+	}
+	/* the whole slice; failing that (the stack's top is near: one read faulting fails */
+	/* whole), up to the end of sp's page */
+	if (!bpf_probe_read_user(&e->rec.data[at + used], TRACE_STACK_SLICE, (const void *)sp)) {
+		s->slice = TRACE_STACK_SLICE;
+	} else {
+		first = (TRACE_PAGE - (sp & (TRACE_PAGE - 1))) & (TRACE_STACK_SLICE - 8);
+		if (first && !bpf_probe_read_user(&e->rec.data[at + used], first, (const void *)sp))
+			s->slice = first;
+	}
+	used += s->slice;
+#endif
+	return used;
+}
+#endif
+
 /* struct trace_event (trace_event.h): who made the call and when, then the record. Kernel
  * functions run on behalf of any process; entry and exit are paired per thread (pid) by user
  * space, which also prints the time between them. */
@@ -566,6 +644,18 @@ static __always_inline int record(void *ctx, __u32 kind)
 		/* Taken only for a record sent: one not sent must not take the thread's loss. */
 		e->flags = loss_flags(tid) | TRACE_PAIRING(ctx, kind) | sys;
 		__u32 size = n <= sizeof(*e) ? n : sizeof(*e);
+#if defined(BTFGEN_STACK_USER) || defined(BTFGEN_STACK_KERNEL)
+		if (!kind) {
+			__u32 more = trace_stack(ctx, e, size - (sizeof(*e) - BTFGEN_DATA_SIZE));
+
+			if (more) {
+				e->flags |= EVENT_STACK;
+				size += more;
+				if (size > sizeof(*e))
+					size = sizeof(*e);
+			}
+		}
+#endif
 
 		long sent = bpf_ringbuf_output(&events, e, size, wakeup());
 

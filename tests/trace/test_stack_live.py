@@ -1,0 +1,212 @@
+"""--stack on user functions, live with uprobes (issue 48, item 1): a call's whole user stack
+under its entry line, unwound offline from the objects' .eh_frame through code built without
+frame pointers (gcc -O2, Debian's libc), each frame `func+0xoff (object)` with the offset that
+objdump shows is just after the call; in --json; a thread's stack; a stack deeper than the
+copied slice said to be likely cut; bad input in one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from btfgen.probe import features
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, LC_ALL="C", PYTHONPATH=str(ROOT))
+TOOL = [sys.executable, "-m", "btfgen", "trace"]
+
+TARGET = r"""
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+volatile long sink;
+long __attribute__((noipa)) leaf(long i) { return i * 3; }
+long __attribute__((noipa)) middle(long i) { sink = leaf(i + 1); return sink + 1; }
+long __attribute__((noipa)) outer(long i) { long r = middle(i * 2); sink = r; return r + 2; }
+/* frames of 1 KiB each: ten of them are past the 4 KiB copied */
+long __attribute__((noipa)) deep(long n)
+{
+	char pad[1024];
+	memset(pad, (int)n, sizeof(pad));
+	if (n == 0)
+		return leaf(pad[7]);
+	return deep(n - 1) + pad[n];
+}
+static void *worker(void *arg) { sink = middle((long)arg); return 0; }
+long __attribute__((noipa)) failing(long i) { return -i; }
+int main(int argc, char **argv)
+{
+	pthread_t t;
+
+	sink = outer(1);
+	sink = failing(1) + failing(0);
+	pthread_create(&t, 0, worker, (void *)5L);
+	pthread_join(t, 0);
+	sink = deep(10);
+	usleep(300000);  /* the reader reads this process's maps before it is gone */
+	return 0;
+}
+"""
+
+
+def _skip_reason() -> str | None:
+    try:
+        major, minor = (int(x) for x in platform.release().split(".")[:2])
+    except ValueError:
+        return f"cannot read the kernel version {platform.release()!r}"
+    if (major, minor) < (6, 6):
+        return "uprobe_multi links need Linux 6.6"
+    if platform.machine() != "x86_64":
+        return "the expected frames are x86_64's"
+    if not shutil.which("gcc") or not shutil.which("objdump"):
+        return "no gcc or objdump"
+    if not (shutil.which("clang-19") or shutil.which("clang")):
+        return "no clang"
+    return features.bpf_unavailable()
+
+
+pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("stack")
+    (d / "target.c").write_text(TARGET)
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", str(d / "target.c"),
+                    "-o", str(d / "target")], check=True, capture_output=True)
+    return d / "target"
+
+
+def _run(args, status: int = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=ENV, cwd=ROOT)
+    assert proc.returncode == status, proc.stderr
+    return proc
+
+
+def _calls_before(exe: Path) -> dict[tuple[str, int], str]:
+    """(function, offset of the instruction after a call) -> the function called, by objdump."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)], check=True,
+                         capture_output=True, text=True).stdout
+    found, func, start, prev = {}, None, 0, None
+    for line in out.splitlines():
+        m = re.match(r"([0-9a-f]+) <([^>]+)>:", line)
+        if m:
+            func, start, prev = m.group(2), int(m.group(1), 16), None
+            continue
+        m = re.match(r"\s+([0-9a-f]+):\s+(.*)", line)
+        if not m or func is None:
+            continue
+        at = int(m.group(1), 16)
+        if prev is not None:
+            found[(func, at - start)] = prev
+        call = re.match(r"call\s+[0-9a-f]+ <([^>@+]+)", m.group(2))
+        prev = call.group(1) if call else ""
+    return found
+
+
+def _blocks(out: str) -> dict[str, list[list[str]]]:
+    """Each entry line's frames (the indented lines under it), by the entry line."""
+    blocks: dict[str, list[list[str]]] = {}
+    current = None
+    for line in out.splitlines():
+        if line.startswith("    "):
+            current.append(line.strip())
+        elif "(" in line and " -> " not in line:
+            current = []
+            blocks.setdefault(line, []).append(current)
+    return blocks
+
+
+FRAME = re.compile(r"(\S+)\+0x([0-9a-f]+) \((\S+)\)")
+
+
+def test_whole_user_stacks_unwound_from_eh_frame(target):
+    out = _run([*TOOL, "--stack", str(target), "leaf", "middle"]).stdout
+    blocks = _blocks(out)
+    calls = _calls_before(target)
+    [main_leaf] = blocks["leaf(i=3)"]
+    frames = [FRAME.fullmatch(f).groups() for f in main_leaf]
+    assert [f[0] for f in frames[:4]] == ["leaf", "middle", "outer", "main"]
+    assert frames[0][1] == "0" and {f[2] for f in frames[:4]} == {"target"}
+    # each caller's offset is just after its call of the frame below it
+    for (callee, _, _), (caller, off, _) in zip(frames[:3], frames[1:4]):
+        assert calls[(caller, int(off, 16))] == callee, (caller, off)
+    # through libc (no frame pointers) to the program's entry: the whole stack
+    assert frames[-1][0] == "_start" and frames[-1][2] == "target"
+    assert any(f[2] == "libc.so.6" for f in frames)
+    assert not any("likely cut" in f for f in main_leaf)
+    # the thread's middle(5): up to libc's thread start, never cut
+    [thread] = blocks["middle(i=5)"]
+    names = [FRAME.fullmatch(f).group(1) for f in thread if FRAME.fullmatch(f)]
+    assert names[:2] == ["middle", "worker"] and "start_thread" in names, thread
+    assert not any("likely cut" in f for f in thread), thread
+
+
+def test_deeper_than_the_copy_is_said_cut(target):
+    out = _run([*TOOL, "--stack", str(target), "leaf"]).stdout
+    [deep_leaf] = _blocks(out)["leaf(i=0)"]
+    names = [FRAME.fullmatch(f).group(1) for f in deep_leaf[:-1]]
+    assert names[0] == "leaf" and set(names[1:]) == {"deep"} and len(names) <= 5
+    assert deep_leaf[-1] == "... likely cut: the stack copied (4096 bytes) ends before the " \
+        "next frame"
+
+
+def test_json_stack(target):
+    out = _run([*TOOL, "--stack", "--json", str(target), "outer"]).stdout
+    [entry] = [json.loads(line) for line in out.splitlines() if '"entry"' in line]
+    stack = entry["stack"]
+    assert set(stack) == {"ustack", "ustack_cut"} and stack["ustack_cut"] is None
+    first, second = stack["ustack"][:2]
+    assert (first["symbol"], first["offset"], first["object"]) == ("outer", 0, str(target))
+    assert second["symbol"] == "main" and second["object"] == str(target)
+    assert all(isinstance(f["ip"], int) for f in stack["ustack"])
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--stack=heap"], "--stack=heap: 'heap' is not one of kernel, user (a comma list)"),
+    (["--stack=kernel"], "--stack=kernel: a user function's call has no kernel stack"),
+    (["--stack", "--count"], "--stack shows each call's stack; --count and --latency sum"),
+])
+def test_bad_stack_options_one_line(target, args, said):
+    proc = _run([*TOOL, *args, str(target), "leaf"], status=2)
+    assert said in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--stack", "--record", "/tmp/never"], "--stack with --record: a recording does not yet"),
+])
+def test_not_built_yet_said_in_one_line(target, args, said):
+    proc = _run([*TOOL, *args, str(target), "leaf"], status=2)
+    assert said in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_a_directory_built_with_stack_refuses_record(target, tmp_path):
+    _run([*TOOL, "--stack", "--build", str(tmp_path / "d"), str(target), "leaf"])
+    proc = _run([*TOOL, "--run", str(tmp_path / "d"), "--record", str(tmp_path / "r"), "--",
+                 str(target)], status=2)
+    assert proc.stderr.splitlines() == [
+        f"btfgen trace: {tmp_path / 'd'} was built with --stack: stacks in a recording are "
+        "not built yet"], proc.stderr
+
+
+def test_a_failed_calls_stack_under_errors(target):
+    # the failing call's line with the stack taken at its entry; the call that did not fail
+    # (failing(0) -> 0) is not shown, nor its stack
+    out = _run([*TOOL, "--stack", "--errors=negative", str(target), "failing"]).stdout
+    lines = out.splitlines()
+    assert re.fullmatch(r"failing\(i=1\) -> -1 \([0-9.]+ us\)", lines[0]), out
+    names = [FRAME.fullmatch(f.strip()).group(1) for f in lines[1:]]
+    assert names[:2] == ["failing", "main"] and names[-1] == "_start", out
+    out = _run([*TOOL, "--stack", "--errors=negative", "--json", str(target), "failing"]).stdout
+    [error] = [json.loads(line) for line in out.splitlines()]
+    assert error["kind"] == "error" and error["args"] == {"i": 1}
+    assert [f["symbol"] for f in error["stack"]["ustack"][:2]] == ["failing", "main"]
+    assert error["stack"]["ustack_cut"] is None
