@@ -25,6 +25,7 @@ from .syscall import (
     BPF_TRACE_KPROBE_SESSION,
     BPF_TRACE_UPROBE_MULTI,
     BPF_TRACE_UPROBE_SESSION,
+    BPF_F_SLEEPABLE,
     LinkCreateKprobeMulti,
     LinkCreateTracingMulti,
     LinkCreateUprobeMulti,
@@ -51,19 +52,24 @@ def bpf_unavailable() -> str | None:
     return None
 
 
-def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool) -> tuple[int, int]:
-    """(errno, 0) of a link of `attach_type` for a trivial program on a kernel function, or
-    a user file, that does not exist: ESRCH or ENOENT say the kernel looked the name up, so it
-    has the link type. (0, errno) when the program itself was refused."""
+def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool,
+                flags: int = 0) -> tuple[int, int]:
+    """(errno, 0) of a link of `attach_type` for a trivial program (loaded with prog_flags
+    `flags`) on a kernel function, or a user file, that does not exist: ESRCH or ENOENT say
+    the kernel looked the name up, so it has the link type. (0, errno) when the program itself
+    was refused."""
     # r0 = 0; exit (the opcode is the first byte in either byte order)
     insns = ctypes.create_string_buffer(b"\xb7" + bytes(7) + b"\x95" + bytes(7), 16)
     license_ = ctypes.create_string_buffer(b"GPL")
     load = ProgLoad(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=2,
                      insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
-                     expected_attach_type=attach_type)
+                     expected_attach_type=attach_type, prog_flags=flags)
     prog_fd = sys_bpf(bpf_syscall, BPF_PROG_LOAD, load)
     if prog_fd < 0:
         return 0, ctypes.get_errno()
+    if not attach_type:  # a single probe's: the load was the question
+        os.close(prog_fd)
+        return 0, 0
     name = ctypes.create_string_buffer(b"btfgen_no_such_function" if kernel else
                                        b"/nonexistent/btfgen-no-such-file")
     try:
@@ -269,6 +275,30 @@ def fsession_support() -> tuple[bool, str]:
     if "BPF_TRACE_FSESSION" not in names:
         return False, "this kernel has no fsession programs (Linux 7.0+)"
     return True, ""
+
+
+# The user-space attach modes by their AttachMode.kind, and the attach type of each one's link
+# (0: a uprobe perf event's, made by libbpf).
+_UPROBE_ATTACH_TYPES = {"single": 0, "multi": BPF_TRACE_UPROBE_MULTI,
+                        "session": BPF_TRACE_UPROBE_SESSION}
+
+
+def sleepable_uprobes_unavailable(bpf_syscall: int, kind: str) -> str | None:
+    """Why this kernel cannot run a sleepable uprobe program (one that may fault user pages in:
+    bpf_copy_from_user) in attach mode `kind` ("single", "multi", "session"), or None when it
+    can: a trivial sleepable program is loaded, and for a link, asked for one on a file that
+    does not exist (as _probe_link). Single uprobes since Linux 6.0 (the kernel loads a
+    sleepable kprobe-type program only for them), uprobe_multi links since 6.6 (which made
+    them sleepable from the start), uprobe.session links since they came (6.13)."""
+    err, refused = _probe_link(bpf_syscall, _UPROBE_ATTACH_TYPES[kind], kernel=False,
+                               flags=BPF_F_SLEEPABLE)
+    if refused:
+        return (f"the kernel refuses a sleepable uprobe program (Linux 6.0+): "
+                f"{os.strerror(refused)}")
+    if err in (0, errno.ESRCH, errno.ENOENT):
+        return None
+    link = "uprobe_multi" if kind == "multi" else "uprobe.session"
+    return f"the kernel refuses a sleepable program on a {link} link: {os.strerror(err)}"
 
 
 def kprobes_unavailable() -> str | None:
