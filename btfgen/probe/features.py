@@ -1,7 +1,8 @@
 """What this kernel has, probed before anything is attached (as cilium/ebpf's features/ and
 bpftrace's bpffeature): BPF programs at all, kprobe_multi and uprobe_multi links, session
-links and the prototype of their kfuncs, kprobes, and whether it counts missed calls. Each
-answer is None (it has it) or why not, in words for the user.
+links and the prototype of their kfuncs, sleepable uprobe programs in each user attach mode,
+kprobes, and whether it counts missed calls. Each answer is None (it has it) or why not, in
+words for the user.
 """
 
 from __future__ import annotations

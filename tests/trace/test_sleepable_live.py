@@ -135,3 +135,18 @@ def test_without_sleepable_programs_they_are_faults_as_before(traced):
     assert ", sleepable" not in err, err
     assert calls == ["cold(s=<reading through s faulted (user memory)>)", "cold -> 7",
                      "cold(s=<reading through s faulted (user memory)>)", "cold -> 8"], calls
+
+
+def test_a_filter_reads_the_string_too(traced, tmp_path):
+    if why := features.sleepable_uprobes_unavailable(host_bpf_syscall(), "single"):
+        pytest.skip(why)
+    directory, files = traced
+    filtered = tmp_path / "dir"
+    proc = subprocess.run([*TOOL, "--build", str(filtered), "--filter", 'cold: s == "crossing"',
+                           str(directory.parent / "target"), "cold"], capture_output=True,
+                          text=True, timeout=300, env=ENV, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    calls, _ = _calls((filtered, files), "--attach", "single")
+    assert calls == ['cold(s="crossing")', "cold -> 8"], calls
+    # without: the string faults, and the filter lets nothing through
+    assert _calls((filtered, files), "--attach", "single", "--no-sleepable")[0] == []
