@@ -25,11 +25,19 @@ HEADER = "btfgen_filter.h"  # what `btfgen --filter` writes beside btfgen.bpf.h
 TRACE_HEADER = "trace_filter.h"  # what `btfgen trace --filter` compiles into trace.bpf.o
 
 # Read helpers by where the memory is (typed/path.Read.user): user programs read everything
-# from user memory; for the kernel, an untagged pointer is tried as kernel memory, then user.
+# from user memory (a sleepable one through the decoders' btfgen_user_read, which faults a page
+# in); for the kernel, an untagged pointer is tried as kernel memory, then user.
 PRELUDE = """\
 #ifndef BTFGEN_FILTER_READS
 #define BTFGEN_FILTER_READS
-#ifdef BTFGEN_USER
+#ifdef BTFGEN_SLEEPABLE
+#define BTFGEN_F_READ_K(d, n, s) btfgen_user_read((d), (n), (const void *)(unsigned long)(s), 0)
+#define BTFGEN_F_READ_U BTFGEN_F_READ_K
+#define BTFGEN_F_READ_A BTFGEN_F_READ_K
+#define BTFGEN_F_STR_K(d, n, s) btfgen_user_read((d), (n), (const void *)(unsigned long)(s), 1)
+#define BTFGEN_F_STR_U BTFGEN_F_STR_K
+#define BTFGEN_F_STR_A BTFGEN_F_STR_K
+#elif defined(BTFGEN_USER)
 #define BTFGEN_F_READ_K(d, n, s) bpf_probe_read_user((d), (n), (const void *)(unsigned long)(s))
 #define BTFGEN_F_READ_U BTFGEN_F_READ_K
 #define BTFGEN_F_READ_A BTFGEN_F_READ_K

@@ -46,9 +46,15 @@ class AttachMode(NamedTuple):
     attach_types: tuple[int, ...] = ()  # the trampoline's: each program's (syscall.BPF_TRACE_*)
     specs: str = ""  # the trampoline's spec table (its ctx: slots), else the manifest's
     rest: AttachMode | None = None  # the trampoline's: how what it cannot take is attached
+    sleepable: bool = False  # user functions: sleepable programs, user memory faulted in
 
     def announce(self) -> str:
-        return f"attaching {self.said}" + (f" ({self.why})" if self.why else "")
+        return f"attaching {self.what}" + (f" ({self.why})" if self.why else "")
+
+    @property
+    def what(self) -> str:
+        """What is attached, sleepable or not."""
+        return f"{self.said}, sleepable" if self.sleepable else self.said
 
     @property
     def trampoline(self) -> bool:
@@ -56,13 +62,15 @@ class AttachMode(NamedTuple):
 
 
 def attach_modes(asked: str, kernel: bool, manifest: Manifest,
-                 keep: list[int] | None = None, adjust=None) -> list[AttachMode]:
+                 keep: list[int] | None = None, adjust=None,
+                 sleepable: bool = True) -> list[AttachMode]:
     """The ways to attach, best first (a refused one falls back to the next), saying which
     one is tried and why. `auto` takes one fsession.multi link where the kernel and the trace
     directory have it, else the kprobe modes; not the fentry.multi / fexit.multi pair, whose
-    exits cannot be paired with their entries (FENTRY_PAIR_UNPAIRED). `adjust(mode)`: each
-    kprobe mode as the run needs it (a summary's entry alone: summary.entry_only), before it is
-    said."""
+    exits cannot be paired with their entries (FENTRY_PAIR_UNPAIRED). User functions: each
+    mode's sleepable programs first where the kernel takes them (`sleepable`: unless asked not
+    to). `adjust(mode)`: each kprobe mode as the run needs it (a summary's entry alone:
+    summary.entry_only), before it is said."""
     if asked in TRAMPOLINE_ASKED:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is None:
@@ -89,10 +97,35 @@ def attach_modes(asked: str, kernel: bool, manifest: Manifest,
             w for w in (modes[0].why, f"not the BPF trampoline: {why}") if w))
     else:
         modes = _kprobe_modes(asked, kernel, manifest)
+    if not kernel and sleepable:
+        modes = _sleepable_first(modes, manifest)
     if adjust:
         modes = [adjust(m) for m in modes]
     prog.say(f"{modes[0].announce()}")
     return modes
+
+
+def _sleepable_first(modes: list[AttachMode], manifest: Manifest) -> list[AttachMode]:
+    """Each user mode preceded by the same mode with the trace directory's sleepable programs
+    (a page of user memory not yet mapped in is read, not a fault), where the kernel takes
+    them in that mode; where it does not, the mode says why. A directory built without them
+    (an older btfgen) reads as before, unsaid."""
+    objects = manifest.sleepable_objects
+    if not objects:
+        return modes
+    out = []
+    for mode in modes:
+        key = "pair" if mode.kind != "session" else next(
+            (k for k, o in (manifest.session_objects or {}).items() if o == mode.object), None)
+        why = features.sleepable_uprobes(manifest.bpf_syscall, mode.kind).why
+        if key not in objects or why:
+            why = why or "no sleepable program for it in this trace directory"
+            out.append(mode._replace(why="; ".join(w for w in (
+                mode.why, f"not sleepable, user memory not yet paged in reads as a fault: {why}")
+                if w)))
+            continue
+        out += [mode._replace(object=objects[key], sleepable=True), mode]
+    return out
 
 
 # Said where the fentry.multi / fexit.multi pair is asked for (auto never takes it). The two

@@ -1,7 +1,7 @@
 """What this kernel has, probed before anything is attached (as cilium/ebpf's features/ and
 bpftrace's bpffeature): BPF programs at all, kprobe_multi and uprobe_multi links, session
-links and the prototype of their kfuncs, the trampoline's links, kprobes, and whether it
-counts missed calls. Each probe answers with an Availability (true where the kernel has it;
+links and the prototype of their kfuncs, the trampoline's links, sleepable uprobe programs in
+each user attach mode, kprobes, and whether it counts missed calls. Each probe answers with an Availability (true where the kernel has it;
 else why not, in words for the user), asked once a process: a kernel does not gain or lose a
 feature while it is traced.
 """
@@ -29,6 +29,7 @@ from .syscall import (
     BPF_TRACE_KPROBE_SESSION,
     BPF_TRACE_UPROBE_MULTI,
     BPF_TRACE_UPROBE_SESSION,
+    BPF_F_SLEEPABLE,
     LinkCreateKprobeMulti,
     LinkCreateTracingMulti,
     LinkCreateUprobeMulti,
@@ -76,19 +77,24 @@ def bpf_programs() -> Availability:
     return AVAILABLE
 
 
-def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool) -> tuple[int, int]:
-    """(errno, 0) of a link of `attach_type` for a trivial program on a kernel function, or
-    a user file, that does not exist: ESRCH or ENOENT say the kernel looked the name up, so it
-    has the link type. (0, errno) when the program itself was refused."""
+def _probe_link(bpf_syscall: int, attach_type: int, kernel: bool,
+                flags: int = 0) -> tuple[int, int]:
+    """(errno, 0) of a link of `attach_type` for a trivial program (loaded with prog_flags
+    `flags`) on a kernel function, or a user file, that does not exist: ESRCH or ENOENT say
+    the kernel looked the name up, so it has the link type. (0, errno) when the program itself
+    was refused."""
     # r0 = 0; exit (the opcode is the first byte in either byte order)
     insns = ctypes.create_string_buffer(b"\xb7" + bytes(7) + b"\x95" + bytes(7), 16)
     license_ = ctypes.create_string_buffer(b"GPL")
     load = ProgLoad(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=2,
                      insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
-                     expected_attach_type=attach_type)
+                     expected_attach_type=attach_type, prog_flags=flags)
     prog_fd = sys_bpf(bpf_syscall, BPF_PROG_LOAD, load)
     if prog_fd < 0:
         return 0, ctypes.get_errno()
+    if not attach_type:  # a single probe's: the load was the question
+        os.close(prog_fd)
+        return 0, 0
     name = ctypes.create_string_buffer(b"btfgen_no_such_function" if kernel else
                                        b"/nonexistent/btfgen-no-such-file")
     try:
@@ -305,6 +311,32 @@ def fsession_programs() -> Availability:
     if "BPF_TRACE_FSESSION" not in names:
         return Availability("this kernel has no fsession programs (Linux 7.0+)")
     return AVAILABLE
+
+
+# The user-space attach modes by their AttachMode.kind, and the attach type of each one's link
+# (0: a uprobe perf event's, made by libbpf).
+_UPROBE_ATTACH_TYPES = {"single": 0, "multi": BPF_TRACE_UPROBE_MULTI,
+                        "session": BPF_TRACE_UPROBE_SESSION}
+
+
+@cache
+def sleepable_uprobes(bpf_syscall: int, kind: str) -> Availability:
+    """Whether this kernel runs a sleepable uprobe program (one that may fault user pages in:
+    bpf_copy_from_user) in attach mode `kind` ("single", "multi", "session"): a trivial
+    sleepable program is loaded, and for a link, asked for one on a file that
+    does not exist (as _probe_link). Single uprobes since Linux 6.0 (the kernel loads a
+    sleepable kprobe-type program only for them), uprobe_multi links since 6.6 (which made
+    them sleepable from the start), uprobe.session links since they came (6.13)."""
+    err, refused = _probe_link(bpf_syscall, _UPROBE_ATTACH_TYPES[kind], kernel=False,
+                               flags=BPF_F_SLEEPABLE)
+    if refused:
+        return Availability(f"the kernel refuses a sleepable uprobe program (Linux 6.0+): "
+                            f"{os.strerror(refused)}")
+    if err in (0, errno.ESRCH, errno.ENOENT):
+        return AVAILABLE
+    link = "uprobe_multi" if kind == "multi" else "uprobe.session"
+    return Availability(f"the kernel refuses a sleepable program on a {link} link: "
+                        f"{os.strerror(err)}")
 
 
 # Not cached: its answer changes once the run mounts tracefs (run.Run.setup), and two stat

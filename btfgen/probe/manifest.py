@@ -81,6 +81,9 @@ class Manifest:
     object: str  # the kprobe/uprobe programs' object
     # the session program's objects, by the session kfuncs' prototype (None: an older build)
     session_objects: dict | None = None
+    # a user trace's sleepable programs' objects: "pair" (single or multi), and the session's
+    # by the kfuncs' prototype (None: a kernel trace, or an older build)
+    sleepable_objects: dict | None = None
     functions: list  # index = attach cookie = key in the specs map
     btf_ids: list  # what each one's records carry
     specs: str  # the spec table's file

@@ -29,6 +29,9 @@ class Options:
     # (kprobe_multi/uprobe_multi pairs), "single" (one kprobe or uprobe each, with its cookie),
     # or "auto": an fsession.multi link, else the first of the kprobe modes the kernel has
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
+    # user functions: sleepable uprobe programs where the kernel takes them (user memory not
+    # yet paged in is read); False: the non-sleepable ones, which fault there
+    sleepable: bool = True
     timings: bool = False  # say how long each stage took (Timings)
     bytes_as: str = "auto"  # a captured buffer as text: output.show_bytes' `how`
     # --count / --latency (built in: the manifest's summary): print every `interval` seconds

@@ -130,7 +130,8 @@ class Run:
                 raise RunError("none of the functions can be traced on this kernel")
         self.modes = attach.attach_modes(opts.attach, manifest.kernel, manifest, self.keep,
                                          adjust=lambda m: summary.entry_only(
-                                             m, manifest, bool(opts.record)))
+                                             m, manifest, bool(opts.record)),
+                                         sleepable=opts.sleepable)
         # Each function decoded by the module of the ctx it is attached through (the
         # trampoline's slots or the kprobe's registers): set for the first mode, again for one
         # it falls back to.
@@ -199,7 +200,8 @@ class Run:
             prog.say("warning: no sched_process_fork event here: child processes "
                      "are not traced")
         self.modes = self.modes or attach.attach_modes(self.opts.attach, self.manifest.kernel,
-                                                       self.manifest)
+                                                       self.manifest,
+                                                       sleepable=self.opts.sleepable)
         self.child = Gated(list(self.choice.argv)) if self.choice.argv else None
         self.only = self.child.pid if self.child else self.choice.pid
         try:
@@ -243,7 +245,7 @@ class Run:
                     raise
                 # Auto: a session the probe let through may still be refused (a kernel that
                 # cannot put every function on the function-graph stack): the pair still works.
-                prog.say(f"the {mode.said} was refused ({str(e).splitlines()[0]}): "
+                prog.say(f"the {mode.what} was refused ({str(e).splitlines()[0]}): "
                          f"{modes[n + 1].announce()}")
 
     def follow(self, drained) -> int:

@@ -19,6 +19,9 @@ libc.syscall.argtypes = [c_long, c_long, c_void_p, c_long]
 BYTE_ORDER = sys.byteorder  # the kernel's info structs are in this machine's order
 BPF_PROG_LOAD = 5
 BPF_PROG_TYPE_KPROBE = 2
+# prog_flags: a program that may sleep (a page fault in bpf_copy_from_user); uprobes only
+# among kprobe-type programs (Linux 6.0+)
+BPF_F_SLEEPABLE = 1 << 4
 BPF_LINK_CREATE = 28
 BPF_TRACE_KPROBE_MULTI = 42  # enum bpf_attach_type (kernel ≥ 5.18)
 BPF_F_KPROBE_MULTI_RETURN = 1

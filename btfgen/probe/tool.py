@@ -77,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
                         "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the default) one "
                         "fsession.multi link where the kernel has it, else the first of session, "
                         "multi and single it has; the one used is said")
+    p.add_argument("--no-sleepable", dest="sleepable", action="store_false",
+                   help="user functions: the non-sleepable uprobe programs, which cannot fault "
+                        "in a page of user memory not yet mapped (a string there reads as a "
+                        "fault), and cost less a call; by default sleepable ones where the "
+                        "kernel takes them (Linux 6.0+ single uprobes, 6.6+ uprobe_multi, "
+                        "uprobe.session), said")
     p.add_argument("--no-deny", action="store_true",
                    help="kernel globs: keep what they match of the functions btfgen's own "
                         "probes and run side call (BPF helpers and maps, kprobe/fprobe/ftrace "
@@ -240,6 +246,7 @@ def _main(argv: list[str], build: Builder | None) -> int:
             p.error(str(e))
     opts = Options(command, args.pid, args.duration, errors=errors, as_json=args.json,
                    record=args.record, attach=args.attach, ring_mib=args.ring_mib,
+                   sleepable=args.sleepable,
                    timings=args.timings, bytes_as=args.bytes_as, interval=args.interval,
                    map_size=args.map_size, kallsyms=args.kallsyms)
     if args.run:
@@ -299,8 +306,8 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.kallsyms is not None and (args.build or not Path(args.kallsyms).is_file()):
         p.error(f"--kallsyms {args.kallsyms}: " + ("it names frames when tracing: give it with "
                 "--run" if args.build else "no such file"))
-    if (args.attach != "auto" or args.ring_mib) and args.build:
-        p.error("--attach and --ring-size are for tracing: give them with --run")
+    if (args.attach != "auto" or args.ring_mib or not args.sleepable) and args.build:
+        p.error("--attach, --ring-size and --no-sleepable are for tracing: give them with --run")
     if args.ring_mib is not None and (args.ring_mib < 1 or args.ring_mib & (args.ring_mib - 1)
                                       or args.ring_mib > 1024):
         p.error("--ring-size: a power of two from 1 to 1024 (MiB)")

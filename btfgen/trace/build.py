@@ -35,6 +35,12 @@ OBJECT = "trace.bpf.o"
 # The one-link session program, by the kernel's prototype of the session kfuncs (run.py picks by
 # the target's BTF): without arguments (Linux 6.10 to 6.19), or taking the ctx (7.0 on).
 SESSION_OBJECTS = {"no_ctx": "trace.session.bpf.o", "ctx": "trace.session-ctx.bpf.o"}
+# A user trace's programs again as sleepable uprobe programs (-DBTFGEN_SLEEPABLE: user memory
+# read with the helpers that fault pages in), by the attach mode each is for: the pair of links
+# (single or multi), and the session by the kfuncs' prototype. The run side takes them where
+# the kernel loads them (features.sleepable_uprobes).
+SLEEPABLE_OBJECTS = {"pair": "trace.s.bpf.o", "no_ctx": "trace.session.s.bpf.o",
+                     "ctx": "trace.session-ctx.s.bpf.o"}
 # The BPF trampoline's programs (kernel functions; run.py's --attach tracing-multi / fsession),
 # each built where the target's BTF names its attach type and the arch describes the trampoline
 # ctx: the session program, as an fsession.multi link's or one fsession a function, and the
@@ -231,7 +237,8 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         # the run side has no arch descriptions: uname spellings, byte order, bpf() number
         **run_side_facts(conv),
         module=outputs.file_name("python", layout.arch), object=OBJECT,
-        session_objects=SESSION_OBJECTS, functions=names,
+        session_objects=SESSION_OBJECTS,
+        sleepable_objects=None if req.kernel else SLEEPABLE_OBJECTS, functions=names,
         btf_ids=[f.btf_id for f in layout.functions], specs=SPECS, btf=source,
         filters=req.filters, retval_filtered=sorted(at_exit) or None,
         summary=trace_manifest.SummarySpec(**summary) if summary else None,
@@ -498,7 +505,8 @@ def _wanted_flags(out: Path, wanted: list[str]) -> list[str]:
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
              wanted: list[str], wide: bool = True, extra: list[str] = (),
              variants: dict[str, list[str]] | None = None, headers: Path | None = None) -> None:
-    """The pair-of-links object and the two session objects (or `variants`: object name ->
+    """The pair-of-links object and the two session objects, and for a user trace their
+    sleepable twins (or `variants`: object name ->
     its flags), compiled side by side, with the generated header of `headers` (default: `out`).
     Of the header's per-function decoders only those of `wanted` (the filtered functions', by C
     name) are compiled: for a whole kernel the others are a million lines and 35 s of
@@ -517,6 +525,10 @@ def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
         variants = {OBJECT: [],
                     SESSION_OBJECTS["no_ctx"]: ["-DBTFGEN_SESSION"],
                     SESSION_OBJECTS["ctx"]: ["-DBTFGEN_SESSION", "-DBTFGEN_SESSION_KFUNC_CTX"]}
+        if user:
+            variants |= {SLEEPABLE_OBJECTS[k]: [*variants[o], "-DBTFGEN_SLEEPABLE"]
+                         for k, o in (("pair", OBJECT), ("no_ctx", SESSION_OBJECTS["no_ctx"]),
+                                      ("ctx", SESSION_OBJECTS["ctx"]))}
     procs = [subprocess.Popen([*base, *flags, "-o", str(out / name)], stderr=subprocess.PIPE,
                               text=True) for name, flags in variants.items()]
     errors = [proc.communicate()[1] for proc in procs]

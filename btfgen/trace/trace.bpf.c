@@ -8,6 +8,9 @@
  * with bpf_probe_read_user), without it for kprobe_multi links on kernel functions. And each of
  * those again with -DBTFGEN_SESSION: one program for entry and exit on one kprobe.session or
  * uprobe.session link, the per-call state in the session cookie instead of a map (build.py).
+ * The user build's three again with -DBTFGEN_SLEEPABLE: sleepable uprobe programs (uprobe.s,
+ * uprobe.multi.s, uprobe.session.s; the run side takes them where the kernel does), whose reads
+ * of user memory fault a page not yet mapped in (btfgen.bpf.h's btfgen_user_read).
  * And, for kernel functions, with -DBTFGEN_TRAMPOLINE: the same programs on the BPF trampoline
  * (see "The trampoline's programs" below). */
 
@@ -46,7 +49,12 @@
 #include "summary.bpf.h"
 #endif
 
-#ifdef BTFGEN_USER
+#ifdef BTFGEN_SLEEPABLE
+/* libbpf loads these sections' programs sleepable (BPF_F_SLEEPABLE), a session's too (its
+ * attach type set by the run side). */
+#define TRACE_ENTRY "uprobe.s"
+#define TRACE_EXIT "uretprobe.s"
+#elif defined(BTFGEN_USER)
 #define TRACE_ENTRY "uprobe"
 #define TRACE_EXIT "uretprobe"
 #else
@@ -153,7 +161,13 @@ struct {
  * them in bpf_prog_active and skips (as a miss) one that would nest, so one scratch a CPU is
  * enough. A uprobe_multi or uprobe.session program runs preemptible (migrate_disable only): two
  * threads on one CPU could interleave in a per-CPU scratch, and no guard is possible without
- * atomics (which 32-bit JITs may lack), so the user build has a scratch per thread. */
+ * atomics (which 32-bit JITs may lack), so the user build has a scratch per thread. That is
+ * also what a sleepable program (BTFGEN_SLEEPABLE) needs, which may sleep in a read that
+ * faults a page in and then go on after other tasks ran on its CPU: a thread's slot is its
+ * own while it sleeps (the thread runs no other uprobe program until this one is done: it
+ * cannot return to user space before). Its other per-CPU state is as safe as in a
+ * preemptible program: `lost` is added to atomically (64-bit), the session's call numbers
+ * carry the CPU (migration stays disabled for a sleepable uprobe program too). */
 #ifdef BTFGEN_USER
 /* Threads that have had an event, each a slot kept for its next ones (its id is reused only
  * after it ended), preallocated: 1,024 of 1,080 bytes. A thread past them takes one of

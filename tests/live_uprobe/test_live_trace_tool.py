@@ -144,7 +144,7 @@ def test_kernel_functions_on_this_kernel():
     (["--kernel", "--duration", "0", "vfs_read"], 2, "--pid and --duration must be positive"),
     (["--run", "/tmp", "--ring-size", "3"], 2, "--ring-size: a power of two"),
     (["--build", "/tmp/x", "--ring-size", "8", "--kernel", "vfs_read"], 2,
-     "--attach and --ring-size are for tracing"),
+     "--attach, --ring-size and --no-sleepable are for tracing"),
 ])
 def test_bad_input_is_one_line(args, status, start):
     if "btfgen_no_such_function" in args and not Path("/sys/kernel/btf/vmlinux").exists():

@@ -70,7 +70,7 @@ def _skip_reason() -> str | None:
         return "no gcc or objdump"
     if not (shutil.which("clang-19") or shutil.which("clang")):
         return "no clang"
-    return features.bpf_unavailable()
+    return features.bpf_programs().why
 
 
 pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")

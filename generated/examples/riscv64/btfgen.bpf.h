@@ -70,13 +70,61 @@ typedef __u32 __be32;
 typedef __u32 __wsum;
 #include <bpf/bpf_helpers.h>
 
+#if defined(BTFGEN_SLEEPABLE) && !defined(BTFGEN_USER)
+#error "BTFGEN_SLEEPABLE is for uprobe programs: define BTFGEN_USER too"
+#endif
 #ifndef BTFGEN_READ
-#ifdef BTFGEN_USER
+#ifdef BTFGEN_SLEEPABLE
+#define BTFGEN_READ(dst, size, src) bpf_copy_from_user((dst), (size), (const void *)(unsigned long)(src))
+#elif defined(BTFGEN_USER)
 #define BTFGEN_READ(dst, size, src) bpf_probe_read_user((dst), (size), (const void *)(unsigned long)(src))
 #else
 #define BTFGEN_READ(dst, size, src) bpf_probe_read_kernel((dst), (size), (const void *)(unsigned long)(src))
 #endif
 #endif
+
+#ifdef BTFGEN_SLEEPABLE
+/* A sleepable uprobe program (uprobe.s: define BTFGEN_SLEEPABLE, and load it sleepable) reads
+ * user memory with bpf_copy_from_user, which faults a page not yet mapped in (a string literal
+ * in a page the program has not touched yet), where bpf_probe_read_user fails. A string is
+ * read with bpf_probe_read_user_str first (its length unknown, a fixed-length copy would fail
+ * whole at an unmapped page past its end); where that faults, its first page is faulted in
+ * and it is read again, then the next one (a string below 4,096 bytes spans two pages at
+ * most: the 4 KiB steps meet every larger page's boundary too). The kfunc
+ * bpf_copy_from_user_str (Linux 6.12+) would do it in one call, but only there: this way
+ * runs wherever sleepable uprobes do (6.0+), and costs nothing more on a resident string. */
+static __attribute__((__noinline__)) long btfgen_user_str_paged(void *dst, __u32 size, __u64 src)
+{
+	const void *p = (const void *)(unsigned long)src;
+	__u64 next = (src | 4095) + 1;
+	long n;
+	__u8 byte;
+
+	if (bpf_copy_from_user(&byte, 1, p))
+		return -14; /* -EFAULT: not mapped at all */
+	n = bpf_probe_read_user_str(dst, size, p);
+	if (n >= 0 || next - src >= size)
+		return n;
+	if (bpf_copy_from_user(&byte, 1, (const void *)(unsigned long)next))
+		return n;
+	return bpf_probe_read_user_str(dst, size, p);
+}
+#endif
+
+/* A read of user memory (a string's: `string`), by the helpers a uprobe program may call. */
+static __always_inline long btfgen_user_read(void *dst, __u32 size, const void *p, int string)
+{
+#ifdef BTFGEN_SLEEPABLE
+	long n;
+
+	if (!string)
+		return bpf_copy_from_user(dst, size, p);
+	n = bpf_probe_read_user_str(dst, size, p);
+	return n >= 0 ? n : btfgen_user_str_paged(dst, size, (__u64)(unsigned long)p);
+#else
+	return string ? bpf_probe_read_user_str(dst, size, p) : bpf_probe_read_user(dst, size, p);
+#endif
+}
 /* The trace ctx is kernel memory even for uprobes (only the stack and by-reference values are
  * user memory there), so the generic decoder reads it apart from BTFGEN_READ. */
 #ifndef BTFGEN_READ_CTX
@@ -455,7 +503,8 @@ static __always_inline int btfgen_buf_copy(__u8 *data, __u32 dst, const __u8 *bu
 }
 
 /* A capture's load of `size` bytes at `src` into `dst` from the memory `space` says; `*used`
- * says which memory gave them. A uprobe's pointers are user memory whatever the BTF says. */
+ * says which memory gave them. A uprobe's pointers are user memory whatever the BTF says (read
+ * by btfgen_user_read: faulted in where the program is sleepable). */
 static __always_inline long btfgen_capture_read(void *dst, __u32 size, __u64 src, __u8 space,
 						__u8 *used, int string)
 {
@@ -473,7 +522,7 @@ static __always_inline long btfgen_capture_read(void *dst, __u32 size, __u64 src
 	}
 #endif
 	*used = BTFGEN_SPACE_USER;
-	return string ? bpf_probe_read_user_str(dst, size, p) : bpf_probe_read_user(dst, size, p);
+	return btfgen_user_read(dst, size, p, string);
 }
 
 /* A capture's first op (the pointer it starts from, from the record, and its head) and last
