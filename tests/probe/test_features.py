@@ -22,7 +22,7 @@ PROBES = {name: f for name, f in sorted(vars(features).items())
           and getattr(f, "__module__", "") == features.__name__}
 # Asked again each time: tracefs, which it looks at, is mounted by the run (Run.setup).
 UNCACHED = {"kprobes"}
-ARGS = {"bpf_syscall": 321, "kernel": True, "btf_id": 7, "pair_only": False}
+ARGS = {"bpf_syscall": 321, "kernel": True, "btf_id": 7, "pair_only": False, "kind": "single"}
 
 
 def _forget() -> None:
@@ -90,7 +90,7 @@ def _call(f):
 def test_the_probes_are_found():
     assert {"bpf_programs", "kprobe_multi_links", "uprobe_multi_links", "session_kfuncs",
             "session_links", "tracing_multi_links", "fsession_programs", "kprobes",
-            "missed_calls_counted"} == set(PROBES)
+            "missed_calls_counted", "sleepable_uprobes"} == set(PROBES)
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))
