@@ -170,7 +170,10 @@ class Summary:
         elif spec["by"] == "comm":
             hit = (name, "comm", body[:16].split(b"\0", 1)[0].decode("utf-8", "replace"))
         else:
-            hit = (name, spec["name"], self._record_value(fid, spec, failed, body))
+            value = self._record_value(fid, spec, failed, body)
+            if spec.get("pointer") and type(value) is int:
+                value = Pointer(value)
+            hit = (name, spec["name"], value)
         self._decoded[raw] = hit
         return hit
 
@@ -308,6 +311,16 @@ class Summary:
             doc["not_counted_at_exit"] = {"no_entry": stats[NO_ENTRY],
                                           "no_room": stats[NO_ROOM]}
         return json.dumps(doc) + "\n"
+
+
+class Pointer(int):
+    """A pointer key: a number in JSON, in hex in the table, as the trace shows a pointer
+    argument."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return hex(self)
 
 
 def _shown(name: str | None, value) -> str:

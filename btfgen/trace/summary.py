@@ -5,7 +5,8 @@ decodes keys with (btfgen.probe.summary).
 A key is the thread's comm (`--by comm`), an argument (`--by 'f_int: c'`), or a capture path
 (`--by 'vfs_read: file->f_path.dentry->d_name.name'`): the path is captured as `--capture`
 would, and the key is the capture's bytes in the entry's record, so the generated decoder
-decodes it (an enum by name, a string as text).
+decodes it (an enum by name, a string as text). A `char *` argument is keyed as the trace
+prints it, by its string (a capture of the argument); `(void *)ARG` keys its pointer.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import struct
 
 from btfgen.probe import event
 from btfgen.probe import summary as run_summary
+from btfgen.typed.capture import is_string_pointer
 
 # A string key's characters by default: the key is hashed on every call, and lives on the BPF
 # stack (512 bytes, shared with the decoder's calls).
 KEY_STRING_SIZE = 64
 MAX_KEY = 200  # key bytes after the function's id and failed bits
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `(void *)ARG`: a `char *` argument keyed by its pointer, not by the string the trace prints
+_AS_POINTER = re.compile(r"\(\s*void\s*\*\s*\)\s*")
 
 
 class KeyError_(ValueError):
@@ -43,6 +47,18 @@ class By:
         self.func = func.strip()
         self.path = rest.strip()
         self.column = len(func) + 2 + (len(rest) - len(rest.lstrip()))
+        self.pointer = False  # `(void *)ARG`: the argument's own value, whatever it points to
+        if cast := _AS_POINTER.match(self.path):
+            self.pointer = True
+            self.path = self.path[cast.end():]
+            self.column += cast.end()
+            if not _IDENT.fullmatch(self.path):
+                raise self.error("(void *) keys an argument's own value: `(void *)ARG`")
+
+    @property
+    def name(self) -> str:
+        """The key's name in every output: `(void *)ARG` where the pointer was asked for."""
+        return f"(void *){self.path}" if self.pointer else self.path
 
     @property
     def comm(self) -> bool:
@@ -58,7 +74,8 @@ def parse(texts: list[str]) -> list[By]:
 
 def captures(bys: list[By], funcs) -> list[str]:
     """The --capture options the keys that are paths need (an argument's value is in every
-    record already). Raises KeyError_ for a name that is no argument of a function it names."""
+    record already, but a `char *`'s string is not: the trace prints the string, so the key is
+    its capture). Raises KeyError_ for a name that is no argument of a function it names."""
     out = []
     for by in bys:
         if by.comm:
@@ -68,9 +85,15 @@ def captures(bys: list[By], funcs) -> list[str]:
             raise by.error(f"no traced function {by.func!r}", 1)
         if by.path.startswith("$retval"):
             raise by.error("a key is made at entry: $retval has no value then")
-        if _IDENT.fullmatch(by.path):
-            continue  # an argument: keys() says when it is none
-        out.append(by.text)  # as given: a capture error's column is the --by's
+        if not _IDENT.fullmatch(by.path):
+            out.append(by.text)  # as given: a capture error's column is the --by's
+            continue
+        if by.pointer:
+            continue  # keys() says when it is no argument
+        for f in matched:
+            if any(p.name == by.path and is_string_pointer(p.type, plain_char=True)
+                   for p in f.proto.params):
+                out.append(by.text if f.name == by.func else f"{f.name}: {by.path}")
     return out
 
 
@@ -111,6 +134,9 @@ def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
 
 
 def _key(by: By, desc, spec) -> tuple[dict, tuple]:
+    if not by.pointer and _IDENT.fullmatch(by.path) and any(
+            c.name == by.path and c.kind == "str" and not c.at_exit for c in desc.captures):
+        return _capture_key(by, desc)  # a `char *` argument: its string, as printed
     if _IDENT.fullmatch(by.path):
         names = [a.name for a in desc.args]
         if by.path not in names:
@@ -123,8 +149,16 @@ def _key(by: By, desc, spec) -> tuple[dict, tuple]:
             raise by.error(f"{by.path} of {desc.name} is not in the record "
                            f"({value.unavailable or 'a struct passed by reference'}): key on "
                            "one of its members (ARG->member or ARG.member)")
-        return ({"by": "arg", "name": by.path, "index": at},
-                (plan.data_off, value.size, run_summary.KEY_RECORD, 0, plan.op_mask))
+        if by.pointer and value.type.tag != "ptr":
+            raise by.error(f"{by.path} of {desc.name} is no pointer: key it as `{by.path}`")
+        key = {"by": "arg", "name": by.name, "index": at}
+        if value.type.tag == "ptr":
+            key["pointer"] = True  # shown in hex, as the trace shows a pointer argument
+        return key, (plan.data_off, value.size, run_summary.KEY_RECORD, 0, plan.op_mask)
+    return _capture_key(by, desc)
+
+
+def _capture_key(by: By, desc) -> tuple[dict, tuple]:
     caps = [c for c in desc.captures if c.name == by.path]
     if not caps:
         raise by.error(f"{by.path!r} is no capture of {desc.name}")

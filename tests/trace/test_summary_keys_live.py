@@ -1,0 +1,104 @@
+"""`--by` keys as the trace prints them, live on uprobes (summary_target.c's hl_tick, whose
+six calls are known): a `char *` argument keyed by its string, its pointer by `(void *)ARG`;
+each key compared with the value the traced line shows for the same calls."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from test_filter_live import _require_live
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory) -> Path:
+    _require_live()
+    out = tmp_path_factory.mktemp("summary_keys") / "summary_target"
+    proc = subprocess.run(["gcc", "-O2", "-g", str(HERE / "summary_target.c"), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def trace(exe: Path, *args: str, status: int = 0) -> tuple[str, str]:
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", *args, str(exe), "hl_tick"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == status, proc.stderr
+    return proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def traced(exe) -> list[str]:
+    """hl_tick's six entry lines as the trace prints them (`hl_tick(i=0, tag="kestrel", ...)`)."""
+    out, _ = trace(exe)
+    entries = [line for line in out.splitlines() if line.startswith("hl_tick(")]
+    assert len(entries) == 6, out
+    return entries
+
+
+def shown_args(line: str) -> dict[str, str]:
+    """An entry line's `name=value` texts (a struct's braces and a string's quotes kept)."""
+    inner = line[line.index("(") + 1:line.rindex(")")]
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r'(\w+)=("(?:[^"\\]|\\.)*"|\{[^}]*\}|[^,]+)', inner)}
+
+
+def table(out: str) -> Counter:
+    """A --count table's rows as {KEY text: count}."""
+    lines = out.splitlines()
+    assert lines[0].split() == ["FUNC", "KEY", "COUNT"], out
+    got: Counter = Counter()
+    for row in lines[1:]:
+        func, rest = row.split(None, 1)
+        key, count = rest.rsplit(None, 1)
+        assert func == "hl_tick"
+        got[key] += int(count)
+    return got
+
+
+def test_string_argument_keyed_as_printed(exe, traced):
+    out, _ = trace(exe, "--count", "--by", "hl_tick: tag")
+    assert table(out) == Counter(f"tag={shown_args(line)['tag']}" for line in traced)
+    assert table(out) == {'tag="kestrel"': 3, 'tag="osprey"': 3}
+
+
+def test_string_key_cut_is_said(exe):
+    out, _ = trace(exe, "--json", "--count", "--string-size", "4", "--by", "hl_tick: tag")
+    keys = {json.dumps(c["key"]): c["count"] for c in json.loads(out)["counts"]}
+    assert keys == {'{"tag": {"string": "kest", "truncated": true}}': 3,
+                    '{"tag": {"string": "ospr", "truncated": true}}': 3}
+    out, _ = trace(exe, "--count", "--string-size", "4", "--by", "hl_tick: tag")
+    assert table(out) == {'tag="kest"...': 3, 'tag="ospr"...': 3}
+
+
+def test_string_argument_pointer_by_cast(exe):
+    out, _ = trace(exe, "--count", "--by", "hl_tick: (void *)tag")
+    got = table(out)
+    assert sorted(got.values()) == [3, 3]
+    assert all(re.fullmatch(r"\(void \*\)tag=0x[0-9a-f]+", k) for k in got), got
+    out, _ = trace(exe, "--json", "--count", "--by", "hl_tick: (void *)tag")
+    pointers = [c["key"]["(void *)tag"] for c in json.loads(out)["counts"]]
+    assert all(type(p) is int for p in pointers)
+    # another run, another address (ASLR): the same offsets in their page
+    assert sorted(p & 0xfff for p in pointers) == sorted(int(k.split("=")[1], 16) & 0xfff
+                                                         for k in got)
+
+
+@pytest.mark.parametrize("by, line", [
+    ("hl_tick: (void *)i", "--by 'hl_tick: (void *)i': column 18: i of hl_tick is no pointer: "
+                           "key it as `i`"),
+    ("hl_tick: (void *)p.lo", "--by 'hl_tick: (void *)p.lo': column 18: (void *) keys an "
+                              "argument's own value: `(void *)ARG`"),
+])
+def test_bad_keys(exe, by, line):
+    out, err = trace(exe, "--count", "--by", by, status=2)
+    assert out == ""
+    assert err == f"btfgen trace: {line}\n"
