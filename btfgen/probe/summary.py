@@ -182,8 +182,8 @@ class Summary:
         function's own decoder."""
         fn = self._fn(fid)
         desc = self.decoders._descriptor(self.names[fid])[0]
-        if spec["by"] == "arg":
-            off = desc.record.entry[spec["index"]].data_off
+        if spec["by"] in ("arg", "member"):
+            off = desc.record.entry[spec["index"]].data_off + spec.get("within", 0)
         else:
             off = next(c.head for c in desc.captures if c.name == spec["name"])
         data = bytearray(max(desc.record.sizes[0], off + len(body)) + 8)
@@ -192,6 +192,15 @@ class Summary:
         record = head + bytes(data)
         if spec["by"] == "arg":
             return fn.decode_record(record)[spec["index"]]
+        if spec["by"] == "member":
+            # the argument decoded whole (the rest of it zeros), the member taken out of it
+            value = fn.decode_record(record)[spec["index"]]
+            for step in spec["steps"]:
+                if isinstance(value, dict) and step in value:
+                    value = value[step]
+                elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+                    value = value[step]
+            return value
         return fn.decode_captures(record)[spec["name"]]
 
     # ---- printing ---------------------------------------------------------------------------

@@ -6,7 +6,9 @@ A key is the thread's comm (`--by comm`), an argument (`--by 'f_int: c'`), or a 
 (`--by 'vfs_read: file->f_path.dentry->d_name.name'`): the path is captured as `--capture`
 would, and the key is the capture's bytes in the entry's record, so the generated decoder
 decodes it (an enum by name, a string as text). A `char *` argument is keyed as the trace
-prints it, by its string (a capture of the argument); `(void *)ARG` keys its pointer.
+prints it, by its string (a capture of the argument); `(void *)ARG` keys its pointer. A member
+of a struct passed by value (`--by 'hl_tick: p.lo'`) is bytes of the argument's own value in the
+record: no capture.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import struct
 
 from btfgen.probe import event
 from btfgen.probe import summary as run_summary
+from btfgen.typed import path as paths
 from btfgen.typed.capture import is_string_pointer
 
 # A string key's characters by default: the key is hashed on every call, and lives on the BPF
@@ -48,6 +51,8 @@ class By:
         self.path = rest.strip()
         self.column = len(func) + 2 + (len(rest) - len(rest.lstrip()))
         self.pointer = False  # `(void *)ARG`: the argument's own value, whatever it points to
+        # a member of an argument passed by value, per function: its bytes in the record
+        self.members: dict[str, Member] = {}
         if cast := _AS_POINTER.match(self.path):
             self.pointer = True
             self.path = self.path[cast.end():]
@@ -68,6 +73,14 @@ class By:
         return KeyError_(f"--by {self.text!r}: column {column or self.column}: {why}")
 
 
+class Member:
+    """A key that is part of an argument's own value (`p.lo`, `p.pair[1]`): `size` bytes
+    `within` it, found in the decoded argument by `steps` (member names and indexes)."""
+
+    def __init__(self, param: int, within: int, size: int, steps: list) -> None:
+        self.param, self.within, self.size, self.steps = param, within, size, steps
+
+
 def parse(texts: list[str]) -> list[By]:
     return [By(t) for t in texts]
 
@@ -86,7 +99,8 @@ def captures(bys: list[By], funcs) -> list[str]:
         if by.path.startswith("$retval"):
             raise by.error("a key is made at entry: $retval has no value then")
         if not _IDENT.fullmatch(by.path):
-            out.append(by.text)  # as given: a capture error's column is the --by's
+            if not _members(by, matched):
+                out.append(by.text)  # as given: a capture error's column is the --by's
             continue
         if by.pointer:
             continue  # keys() says when it is no argument
@@ -95,6 +109,32 @@ def captures(bys: list[By], funcs) -> list[str]:
                    for p in f.proto.params):
                 out.append(by.text if f.name == by.func else f"{f.name}: {by.path}")
     return out
+
+
+def _members(by: By, funcs) -> bool:
+    """Whether `by` is a member of an argument passed by value in each of `funcs` (kept in
+    by.members): a path with no load, ending at no string (a `char *` member's string is a
+    capture, as `--capture` takes it). A path that does not resolve is left to the capture,
+    whose error names its column."""
+    try:
+        syntax = paths.parse(by.path, by.column)
+    except paths.PathError:
+        return False
+    if syntax.star or syntax.memory or syntax.root in ("$retval", "retval"):
+        return False
+    for f in funcs:
+        try:
+            p = paths.resolve(f, syntax)
+        except paths.PathError:
+            return False
+        if p.reads or is_string_pointer(p.type):
+            return False
+        if p.bit_size:
+            raise by.error(f"{by.path} is a bitfield: a key is whole bytes of the argument "
+                           f"(key on {syntax.root})")
+        steps = [s.name if isinstance(s, paths.Member) else s.index for s in syntax.steps]
+        by.members[f.name] = Member(p.param, p.within, p.size, steps)
+    return True
 
 
 def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
@@ -134,6 +174,8 @@ def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
 
 
 def _key(by: By, desc, spec) -> tuple[dict, tuple]:
+    if desc.name in by.members:
+        return _member_key(by, desc, by.members[desc.name])
     if not by.pointer and _IDENT.fullmatch(by.path) and any(
             c.name == by.path and c.kind == "str" and not c.at_exit for c in desc.captures):
         return _capture_key(by, desc)  # a `char *` argument: its string, as printed
@@ -156,6 +198,17 @@ def _key(by: By, desc, spec) -> tuple[dict, tuple]:
             key["pointer"] = True  # shown in hex, as the trace shows a pointer argument
         return key, (plan.data_off, value.size, run_summary.KEY_RECORD, 0, plan.op_mask)
     return _capture_key(by, desc)
+
+
+def _member_key(by: By, desc, m: Member) -> tuple[dict, tuple]:
+    plan = desc.record.entry[m.param] if m.param < len(desc.record.entry) else None
+    value = desc.args[m.param]
+    if plan is None or plan.data_off < 0 or value.unavailable is not None:
+        raise by.error(f"{desc.args[m.param].name} of {desc.name} is not in the record "
+                       f"({value.unavailable or 'a struct passed by reference'}): no key in it")
+    return ({"by": "member", "name": by.path, "index": m.param, "within": m.within,
+             "steps": m.steps},
+            (plan.data_off + m.within, m.size, run_summary.KEY_RECORD, 0, plan.op_mask))
 
 
 def _capture_key(by: By, desc) -> tuple[dict, tuple]:

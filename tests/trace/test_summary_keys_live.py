@@ -1,6 +1,7 @@
 """`--by` keys as the trace prints them, live on uprobes (summary_target.c's hl_tick, whose
-six calls are known): a `char *` argument keyed by its string, its pointer by `(void *)ARG`;
-each key compared with the value the traced line shows for the same calls."""
+six calls are known): a `char *` argument keyed by its string, its pointer by `(void *)ARG`, a
+member of a struct passed by value; each key compared with the value the traced line shows for
+the same calls."""
 
 from __future__ import annotations
 
@@ -92,7 +93,31 @@ def test_string_argument_pointer_by_cast(exe):
                                                          for k in got)
 
 
+def members(shown: str) -> dict[str, str]:
+    """A struct as the trace shows it (`{lo=0, hi=10}`) as {member: its text}."""
+    return dict(part.split("=", 1) for part in shown.strip("{}").split(", "))
+
+
+@pytest.mark.parametrize("member", ["lo", "hi"])
+def test_by_value_member_keyed_as_printed(exe, traced, member):
+    out, _ = trace(exe, "--count", "--by", f"hl_tick: p.{member}")
+    assert table(out) == Counter(f"p.{member}={members(shown_args(line)['p'])[member]}"
+                                 for line in traced)
+    if member == "lo":
+        assert table(out) == {"p.lo=0": 2, "p.lo=1": 2, "p.lo=2": 2}
+    out, _ = trace(exe, "--json", "--latency", "--by", f"hl_tick: p.{member}")
+    timed = Counter({c["key"][f"p.{member}"]: c["count"] for c in json.loads(out)["latencies"]})
+    assert timed == Counter(int(members(shown_args(line)["p"])[member]) for line in traced)
+
+
+def test_whole_struct_keyed_as_printed(exe, traced):
+    out, _ = trace(exe, "--count", "--by", "hl_tick: p")
+    assert table(out) == Counter(f"p={shown_args(line)['p']}" for line in traced)
+
+
 @pytest.mark.parametrize("by, line", [
+    ("hl_tick: p.zz", "--by 'hl_tick: p.zz': column 12: struct hl_pair has no member 'zz'"),
+    ("hl_tick: p->lo", "--by 'hl_tick: p->lo': column 13: struct hl_pair is not a pointer"),
     ("hl_tick: (void *)i", "--by 'hl_tick: (void *)i': column 18: i of hl_tick is no pointer: "
                            "key it as `i`"),
     ("hl_tick: (void *)p.lo", "--by 'hl_tick: (void *)p.lo': column 18: (void *) keys an "
