@@ -9,6 +9,7 @@ totals it has printed, so no call is lost between a read and a clear). Standard 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import struct
 import sys
@@ -21,6 +22,7 @@ from .manifest import Manifest
 KEYSPEC_FORMAT = "HHHHQ"
 KEY_RECORD, KEY_STRING, KEY_CAPTURE, KEY_COMM = 1, 2, 4, 8
 KEY_AT_EXIT = 16  # not a key: the function's calls are counted at exit (a $retval filter)
+KEY_RETVAL = 32  # the key's bytes are the exit's record's (and the calls counted at exit)
 MODE_COUNT, MODE_LATENCY, MODE_EVENTS = 1, 2, 4
 SLOTS = 64
 # sum_stats
@@ -88,6 +90,9 @@ class Summary:
         self.key_size = s.key_size
         self.keys = s.keys
         self.names = manifest.functions
+        # a kernel function's negative int return is an errno, named in a key as --errors
+        # names it; a user function's never is (its errno is elsewhere)
+        self.kernel = manifest.kind == "kernel"
         self.decoders = decoders
         self.order = "<" if decoders.BYTE_ORDER == "little" else ">"
         self.out, self.as_json, self.interval = out, as_json, interval
@@ -173,6 +178,9 @@ class Summary:
             value = self._record_value(fid, spec, failed, body)
             if spec.get("pointer") and type(value) is int:
                 value = Pointer(value)
+            elif spec.get("int") and self.kernel and type(value) is int \
+                    and -value in errno.errorcode:
+                value = Errno(value, errno.errorcode[-value])
             hit = (name, spec["name"], value)
         self._decoded[raw] = hit
         return hit
@@ -182,14 +190,19 @@ class Summary:
         function's own decoder."""
         fn = self._fn(fid)
         desc = self.decoders._descriptor(self.names[fid])[0]
+        kind = 1 if spec["by"] == "retval" else 0
         if spec["by"] in ("arg", "member"):
             off = desc.record.entry[spec["index"]].data_off + spec.get("within", 0)
+        elif kind:
+            off = desc.record.exit[0].data_off
         else:
             off = next(c.head for c in desc.captures if c.name == spec["name"])
-        data = bytearray(max(desc.record.sizes[0], off + len(body)) + 8)
+        data = bytearray(max(desc.record.sizes[kind], off + len(body)) + 8)
         data[off:off + len(body)] = body
-        head = struct.pack(self.order + "IIQ", desc.btf_id, 0, failed)
+        head = struct.pack(self.order + "IIQ", desc.btf_id, kind, failed)
         record = head + bytes(data)
+        if kind:
+            return fn.decode_record(record)  # an exit's record: its return value
         if spec["by"] == "arg":
             return fn.decode_record(record)[spec["index"]]
         if spec["by"] == "member":
@@ -320,6 +333,19 @@ class Summary:
             doc["not_counted_at_exit"] = {"no_entry": stats[NO_ENTRY],
                                           "no_room": stats[NO_ROOM]}
         return json.dumps(doc) + "\n"
+
+
+class Errno(int):
+    """A kernel function's negative errno return as a key: `-2 ENOENT`, as --errors shows it;
+    {"value": -2, "name": "ENOENT"} in JSON."""
+
+    def __new__(cls, value: int, name: str):
+        self = super().__new__(cls, value)
+        self.name = name
+        return self
+
+    def __repr__(self) -> str:
+        return f"{int(self)} {self.name}"
 
 
 class Pointer(int):

@@ -169,7 +169,8 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
     at_exit = frozenset(b.index for b in plan.filters if b.checked.exit is not None)
-    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout, at_exit)
+    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout,
+                       at_exit | _exit_keyed(bys, layout))
     summary_flags = summary.pop("flags", [])
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
@@ -519,11 +520,18 @@ def _summary_bys(req: Request, funcs: list) -> list:
         raise BuildError(str(e)) from None
 
 
+def _exit_keyed(bys: list, layout) -> frozenset[int]:
+    """The functions whose --by key is made at their exit ($retval): counted there too."""
+    from btfgen.trace import summary as trace_summary
+
+    return trace_summary.exit_keyed(bys, [f.name for f in layout.functions])
+
+
 def _summary(req: Request, bys: list, out: Path, names: list[str], layout,
              at_exit: frozenset[int]) -> dict:
     """The manifest's summary entry (with the compile flags, popped by the caller), and the
     keys' sum_keyspec table written; {} without --count or --latency. `at_exit`: the functions
-    whose filter decides at exit (on $retval): counted there."""
+    whose filter decides at exit (on $retval), or whose key is made there: counted there."""
     from btfgen.trace import summary as trace_summary
 
     if not (req.count or req.latency):

@@ -41,6 +41,7 @@
 #define SUM_CAPTURE 4 /* ... a capture: its head's pad and pointer are not part of the key */
 #define SUM_COMM 8 /* the thread's comm */
 #define SUM_AT_EXIT 16 /* the function's calls are counted at exit: a filter decides there */
+#define SUM_RETVAL 32 /* bytes [off, off + size) of the exit's record: the key is made at exit */
 /* sum_mode[0] */
 #define SUM_COUNT 1
 #define SUM_LATENCY 2
@@ -163,24 +164,13 @@ static __always_inline __u32 sum_log2(__u64 v)
 	return r;
 }
 
-/* `k` (zeroed) made the key of function `at`'s call; `rec`: its entry's decoded record. */
-static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct sum_keyspec *ks,
-				     const struct btfgen_record *rec)
+/* The key's bytes of a decoded record (the entry's, or the exit's for SUM_RETVAL). */
+static __always_inline void sum_fill_bytes(struct sum_key *k, const struct sum_keyspec *ks,
+					   const struct btfgen_record *rec)
 {
 	const __u8 *from;
 	__u32 n;
 
-	k->fid = at;
-	if (!ks)
-		return;
-#if BTFGEN_SUMMARY_KEY >= 16
-	if (ks->how & SUM_COMM) {
-		bpf_get_current_comm(k->bytes, 16);
-		return;
-	}
-#endif
-	if (!(ks->how & SUM_RECORD) || !rec)
-		return;
 	k->failed = rec->failed & ks->mask;
 	/* a value or capture head starts below BTFGEN_OP_LIMIT (generic.py): its head fits */
 	from = &rec->data[ks->off & (BTFGEN_OP_LIMIT - 1)];
@@ -206,6 +196,25 @@ static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct s
 		__builtin_memset(&k->bytes[8], 0, 8);
 	}
 #endif
+}
+
+/* `k` (zeroed) made the key of function `at`'s call; `rec`: its entry's decoded record. A
+ * SUM_RETVAL key gets its bytes at the exit (sum_exit). */
+static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct sum_keyspec *ks,
+				     const struct btfgen_record *rec)
+{
+	k->fid = at;
+	if (!ks)
+		return;
+#if BTFGEN_SUMMARY_KEY >= 16
+	if (ks->how & SUM_COMM) {
+		bpf_get_current_comm(k->bytes, 16);
+		return;
+	}
+#endif
+	if (!(ks->how & SUM_RECORD) || !rec)
+		return;
+	sum_fill_bytes(k, ks, rec);
 }
 
 /* Whether a call's exit has work: its duration, or its count where a filter on the return
@@ -254,12 +263,13 @@ static __always_inline void sum_time(const struct sum_key *k, __u64 ns)
 	h->total_ns += ns;
 }
 
-/* The entry's time rides in the session cookie: a session link, a key that is not in the
- * record, and no record sent (whose decoder keeps its carried pointer there). */
+/* The entry's time rides in the session cookie: a session link, a key that is not in a
+ * record (the exit's decoder, for a SUM_RETVAL key, reads its carried pointer there), and no
+ * record sent. */
 static __always_inline int sum_in_cookie(const struct sum_keyspec *ks, __u32 mode)
 {
 #ifdef BTFGEN_SESSION
-	return !(mode & SUM_EVENTS) && !(ks && (ks->how & SUM_RECORD));
+	return !(mode & SUM_EVENTS) && !(ks && (ks->how & (SUM_RECORD | SUM_RETVAL)));
 #else
 	return 0;
 #endif
@@ -342,9 +352,10 @@ static __always_inline void sum_entry(void *ctx, __u32 at, const struct sum_keys
 	st->ns = bpf_ktime_get_ns(); /* last: the time is the call's, not the key's making */
 }
 
-/* An exit: `wanted`, what the filter said of it. */
+/* An exit: `wanted`, what the filter said of it; `rec`, its decoded record where the key is
+ * made of it (SUM_RETVAL), else 0. */
 static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keyspec *ks,
-				     __u32 mode, int wanted)
+				     __u32 mode, int wanted, const struct btfgen_record *rec)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct sum_state st = {};
@@ -370,6 +381,8 @@ static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keysp
 		sum_stat(SUM_NO_ENTRY);
 		return;
 	}
+	if (rec)
+		sum_fill_bytes(&st.key, ks, rec);
 	if ((mode & SUM_COUNT) && !sum_counts_at_entry(ks, mode))
 		sum_count(&st.key);
 	if (mode & SUM_LATENCY)
@@ -384,7 +397,9 @@ static __noinline int summary_early(void *ctx, __u32 at, __u32 kind)
 	__u32 mode = sum_mode_now();
 
 	if (kind) {
-		sum_exit(ctx, at, ks, mode, 1);
+		if (ks && (ks->how & SUM_RETVAL))
+			return 0; /* summary_exit, once decoded */
+		sum_exit(ctx, at, ks, mode, 1, 0);
 		return !(mode & SUM_EVENTS);
 	}
 	if (ks && (ks->how & SUM_RECORD))
@@ -405,6 +420,18 @@ static __noinline int summary_entry(void *ctx, __u32 at, const struct btfgen_rec
 	return !(mode & SUM_EVENTS);
 }
 
+/* After the exit's record is decoded: a key made of it. 1: no event to send. */
+static __noinline int summary_exit(void *ctx, __u32 at, const struct btfgen_record *rec)
+{
+	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
+	__u32 mode = sum_mode_now();
+
+	if (!ks || !(ks->how & SUM_RETVAL))
+		return 0;
+	sum_exit(ctx, at, ks, mode, 1, rec);
+	return !(mode & SUM_EVENTS);
+}
+
 /* A call the filter rejected: its entry pushes a zero time where its exit will pop one. */
 static __noinline void summary_rejected(void *ctx, __u32 at, __u32 kind)
 {
@@ -414,21 +441,22 @@ static __noinline void summary_rejected(void *ctx, __u32 at, __u32 kind)
 	if (!sum_needs_exit(ks, mode))
 		return;
 	if (kind) {
-		sum_exit(ctx, at, ks, mode, 0);
+		sum_exit(ctx, at, ks, mode, 0, 0);
 		return;
 	}
 	if (!sum_in_cookie(ks, mode))
 		sum_push(); /* its time stays 0 */
 }
 
-/* An entry whose key is in its record, lost before it was decoded (no scratch): as a rejected
- * one, its exit pops the zero time it pushes (summary_early pushed nothing for it). */
-static __noinline void summary_lost(void *ctx, __u32 at)
+/* A call whose key is in its record, lost before it was decoded (no scratch): as a rejected
+ * one, an entry's exit pops the zero time it pushes (summary_early pushed nothing for it), and
+ * an exit whose key is its record's (SUM_RETVAL) pops its entry's slot uncounted. */
+static __noinline void summary_lost(void *ctx, __u32 at, __u32 kind)
 {
 	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
 
-	if (ks && (ks->how & SUM_RECORD))
-		summary_rejected(ctx, at, 0);
+	if (ks && (ks->how & (kind ? SUM_RETVAL : SUM_RECORD)))
+		summary_rejected(ctx, at, kind);
 }
 
 /* The session entry's return: 1 skips the exit, which a count made at entry does not need. */

@@ -8,7 +8,8 @@ would, and the key is the capture's bytes in the entry's record, so the generate
 decodes it (an enum by name, a string as text). A `char *` argument is keyed as the trace
 prints it, by its string (a capture of the argument); `(void *)ARG` keys its pointer. A member
 of a struct passed by value (`--by 'hl_tick: p.lo'`) is bytes of the argument's own value in the
-record: no capture.
+record: no capture. `$retval` keys a call by its return value, made at the exit from the exit's
+record (the call is then counted at its exit, as under a filter on $retval).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class By:
                 raise self.error("(void *) keys an argument's own value: `(void *)ARG`")
 
     @property
+    def retval(self) -> bool:
+        return self.path == "$retval"
+
+    @property
     def name(self) -> str:
         """The key's name in every output: `(void *)ARG` where the pointer was asked for."""
         return f"(void *){self.path}" if self.pointer else self.path
@@ -96,8 +101,11 @@ def captures(bys: list[By], funcs) -> list[str]:
         matched = [f for f in funcs if fnmatch.fnmatchcase(f.name, by.func)]
         if not matched:
             raise by.error(f"no traced function {by.func!r}", 1)
-        if by.path.startswith("$retval"):
-            raise by.error("a key is made at entry: $retval has no value then")
+        if by.retval:
+            continue  # keys() says when a function returns nothing
+        if by.path.startswith(("$retval", "retval")):
+            raise by.error("a key from the return value is `$retval`, the value itself (a "
+                           "path from it is no key: it is made at entry)")
         if not _IDENT.fullmatch(by.path):
             if not _members(by, matched):
                 out.append(by.text)  # as given: a capture error's column is the --by's
@@ -137,6 +145,12 @@ def _members(by: By, funcs) -> bool:
     return True
 
 
+def exit_keyed(bys: list[By], names: list[str]) -> frozenset[int]:
+    """The functions (by index) whose key is made at their exit ($retval): counted there."""
+    return frozenset(at for at, name in enumerate(names)
+                     if any(b.retval and fnmatch.fnmatchcase(name, b.func) for b in bys))
+
+
 def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
          byte_order: str, at_exit: frozenset[int] = frozenset()
          ) -> tuple[list[dict | None], bytes, int]:
@@ -156,6 +170,8 @@ def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
             raise mine[1].error(f"{name} has a key already ({mine[0].text!r}): one a function")
         if mine:
             key, packed = _key(mine[0], desc, spec)
+            if mine[0].retval:
+                flag = run_summary.KEY_AT_EXIT
             size = max(size, packed[1])
             blob += spec.pack(packed[0], packed[1], packed[2] | flag, *packed[3:])
         elif comm:
@@ -174,6 +190,8 @@ def keys(bys: list[By], names: list[str], descs: list, pointer_size: int,
 
 
 def _key(by: By, desc, spec) -> tuple[dict, tuple]:
+    if by.retval:
+        return _retval_key(by, desc)
     if desc.name in by.members:
         return _member_key(by, desc, by.members[desc.name])
     if not by.pointer and _IDENT.fullmatch(by.path) and any(
@@ -198,6 +216,20 @@ def _key(by: By, desc, spec) -> tuple[dict, tuple]:
             key["pointer"] = True  # shown in hex, as the trace shows a pointer argument
         return key, (plan.data_off, value.size, run_summary.KEY_RECORD, 0, plan.op_mask)
     return _capture_key(by, desc)
+
+
+def _retval_key(by: By, desc) -> tuple[dict, tuple]:
+    if desc.ret is None:
+        raise by.error(f"{desc.name} returns void: no $retval to key on")
+    plan = desc.record.exit[0] if desc.record.exit else None
+    value = desc.ret.value
+    if plan is None or plan.data_off < 0 or value.unavailable is not None:
+        raise by.error(f"the return value of {desc.name} is not in the exit's record "
+                       f"({value.unavailable or 'a struct returned by reference'})")
+    key = {"by": "retval", "name": by.path}
+    if value.type.tag in ("ptr", "int"):
+        key[value.type.tag] = True  # a pointer in hex; an int named as an errno (the kernel's)
+    return key, (plan.data_off, value.size, run_summary.KEY_RETVAL, 0, plan.op_mask)
 
 
 def _member_key(by: By, desc, m: Member) -> tuple[dict, tuple]:

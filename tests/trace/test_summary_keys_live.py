@@ -1,7 +1,7 @@
 """`--by` keys as the trace prints them, live on uprobes (summary_target.c's hl_tick, whose
 six calls are known): a `char *` argument keyed by its string, its pointer by `(void *)ARG`, a
-member of a struct passed by value; each key compared with the value the traced line shows for
-the same calls."""
+member of a struct passed by value, the return value; each key compared with the value the traced
+line shows for the same calls."""
 
 from __future__ import annotations
 
@@ -115,6 +115,40 @@ def test_whole_struct_keyed_as_printed(exe, traced):
     assert table(out) == Counter(f"p={shown_args(line)['p']}" for line in traced)
 
 
+@pytest.fixture(scope="module")
+def returned(exe) -> list[str]:
+    """hl_tick's six returns as the trace prints them (`hl_tick -> -1 (7.1 us)`: `-1`)."""
+    out, _ = trace(exe)
+    got = [m.group(1) for m in re.finditer(r"^hl_tick -> (.+?) \(", out, re.M)]
+    assert len(got) == 6, out
+    return got
+
+
+@pytest.mark.parametrize("attach", ["session", "multi", "single"])
+def test_retval_keyed_as_printed(exe, returned, attach):
+    out, err = trace(exe, "--count", "--attach", attach, "--by", "hl_tick: $retval")
+    # a user function's -1 is shown bare, as the trace shows it: no errno guessed
+    assert table(out) == Counter(f"$retval={r}" for r in returned)
+    assert table(out) == {"$retval=-1": 2, "$retval=11": 2, "$retval=12": 2}
+    assert "entry only" not in err  # the key is made at the exit
+    out, _ = trace(exe, "--json", "--count", "--latency", "--attach", attach,
+                   "--by", "hl_tick: $retval")
+    doc = json.loads(out)
+    counted = Counter({c["key"]["$retval"]: c["count"] for c in doc["counts"]})
+    timed = Counter({c["key"]["$retval"]: c["count"] for c in doc["latencies"]})
+    assert counted == timed == Counter(int(r) for r in returned)
+    assert doc["not_counted_at_exit"] == {"no_entry": 0, "no_room": 0}
+    assert doc["not_timed"] == {"map_full": 0, "no_entry": 0, "no_room": 0}
+
+
+def test_retval_key_under_a_filter_and_recorded(exe, tmp_path):
+    rec = tmp_path / "rec.btr"
+    out, err = trace(exe, "--count", "--record", str(rec), "--filter", "hl_tick: i >= 2",
+                     "--by", "hl_tick: $retval")
+    assert table(out) == {"$retval=-1": 1, "$retval=11": 1, "$retval=12": 2}
+    assert "recorded 8 events" in err, err
+
+
 @pytest.mark.parametrize("by, line", [
     ("hl_tick: p.zz", "--by 'hl_tick: p.zz': column 12: struct hl_pair has no member 'zz'"),
     ("hl_tick: p->lo", "--by 'hl_tick: p->lo': column 13: struct hl_pair is not a pointer"),
@@ -127,3 +161,40 @@ def test_bad_keys(exe, by, line):
     out, err = trace(exe, "--count", "--by", by, status=2)
     assert out == ""
     assert err == f"btfgen trace: {line}\n"
+
+
+@pytest.fixture(scope="module")
+def built_retval(tmp_path_factory):
+    """A trace directory keying hl_tick by $retval, built only (clang, no BPF loaded)."""
+    from btfgen.probe import manifest as trace_manifest
+    from btfgen.trace import build as trace_build
+
+    tmp = tmp_path_factory.mktemp("summary_keys_built")
+    exe = tmp / "summary_target"
+    subprocess.run(["gcc", "-O2", "-g", str(HERE / "summary_target.c"), "-o", str(exe)],
+                   check=True)
+    req = trace_build.Request(functions=["hl_tick"], program=str(exe), count=True,
+                              strings=False, by=["hl_tick: $retval"])
+    manifest = trace_build.build(req, tmp / "dir")
+    return manifest, trace_manifest.load_decoders(tmp / "dir", manifest)
+
+
+@pytest.mark.parametrize("kind, value, shown, as_json", [
+    ("kernel", -2, "$retval=-2 ENOENT", {"value": -2, "name": "ENOENT"}),
+    ("kernel", 11, "$retval=11", 11),
+    ("kernel", -5000, "$retval=-5000", -5000),  # past the errno range: no name
+    ("user", -2, "$retval=-2", -2),  # a user function's return is never named by guess
+])
+def test_retval_key_named_as_errno_for_the_kernel_only(built_retval, kind, value, shown,
+                                                       as_json):
+    import dataclasses
+
+    from btfgen.probe import output
+    from btfgen.probe import summary
+
+    manifest, decoders = built_retval
+    s = summary.Summary(dataclasses.replace(manifest, kind=kind), decoders)
+    body = value.to_bytes(8, sys.byteorder, signed=True).ljust(manifest.summary.key_size, b"\0")
+    func, name, got = s.key((0).to_bytes(16, sys.byteorder) + body)
+    assert (func, summary._shown(name, got)) == ("hl_tick", shown)
+    assert output.typed(got) == as_json
