@@ -18,8 +18,10 @@ import time
 from .libbpf import libbpf, possible_cpus
 from .manifest import Manifest
 
-# struct sum_keyspec: off, size, how, pad, mask
-KEYSPEC_FORMAT = "HHHHQ"
+# struct sum_keyspec: how (its parts' together, KEY_COMM, KEY_AT_EXIT), 3 pads, then PARTS
+# struct sum_keypart: off, size, how, dst (in the key's bytes), mask
+PARTS = 4
+KEYSPEC_FORMAT = "HHHH" + "HHHHQ" * PARTS
 KEY_RECORD, KEY_STRING, KEY_CAPTURE, KEY_COMM = 1, 2, 4, 8
 KEY_AT_EXIT = 16  # not a key: the function's calls are counted at exit (a $retval filter)
 KEY_RETVAL = 32  # the key's bytes are the exit's record's (and the calls counted at exit)
@@ -161,8 +163,9 @@ class Summary:
             fn = self._fns[fid] = self.decoders.function(self.names[fid])
         return fn
 
-    def key(self, raw: bytes) -> tuple[str, str | None, object]:
-        """(function, the key's name or None, its decoded value)."""
+    def key(self, raw: bytes) -> tuple[str, str | tuple | None, object]:
+        """(function, the key's name or None, its decoded value); a combined key's names and
+        values are tuples, a part each."""
         hit = self._decoded.get(raw)
         if hit is not None:
             return hit
@@ -174,16 +177,24 @@ class Summary:
             hit = (name, None, None)
         elif spec["by"] == "comm":
             hit = (name, "comm", body[:16].split(b"\0", 1)[0].decode("utf-8", "replace"))
+        elif spec["by"] == "parts":
+            parts = spec["parts"]
+            hit = (name, tuple(p["name"] for p in parts),
+                   tuple(self._part(fid, p, failed, body[p["dst"]:p["dst"] + p["size"]])
+                         for p in parts))
         else:
-            value = self._record_value(fid, spec, failed, body)
-            if spec.get("pointer") and type(value) is int:
-                value = Pointer(value)
-            elif spec.get("int") and self.kernel and type(value) is int \
-                    and -value in errno.errorcode:
-                value = Errno(value, errno.errorcode[-value])
-            hit = (name, spec["name"], value)
+            hit = (name, spec["name"], self._part(fid, spec, failed, body))
         self._decoded[raw] = hit
         return hit
+
+    def _part(self, fid: int, spec: dict, failed: int, body: bytes):
+        """A key's (or a combined key's part's) value, as the trace shows the same value."""
+        value = self._record_value(fid, spec, failed, body)
+        if spec.get("pointer") and type(value) is int:
+            return Pointer(value)
+        if spec.get("int") and self.kernel and type(value) is int and -value in errno.errorcode:
+            return Errno(value, errno.errorcode[-value])
+        return value
 
     def _record_value(self, fid: int, spec: dict, failed: int, body: bytes):
         """The key's bytes put back where the entry's record had them, decoded by the
@@ -312,7 +323,7 @@ class Summary:
         if self.interval is not None:
             doc["interval"] = self.prints
         if self.count:
-            doc["counts"] = [dict(function=f, **({"key": {k: typed(v)}} if k else {}), count=n)
+            doc["counts"] = [dict(function=f, **({"key": _json_key(k, v)} if k else {}), count=n)
                              for f, k, v, n in sorted(self._rows(counts),
                                                       key=lambda r: (r[0], repr(r[2])))]
         if self.latency:
@@ -320,7 +331,7 @@ class Summary:
             for f, k, v, h in sorted(self._rows(hists), key=lambda r: (r[0], repr(r[2]))):
                 n = sum(h[1:])
                 doc["latencies"].append(dict(
-                    function=f, **({"key": {k: typed(v)}} if k else {}), count=n,
+                    function=f, **({"key": _json_key(k, v)} if k else {}), count=n,
                     total_ns=h[0], buckets=[{"low": low(b), "high": (2 << b) - 1,
                                              "count": c} for b, c in enumerate(h[1:]) if c]))
         doc["not_counted"] = stats[COUNTS_FULL]
@@ -358,12 +369,24 @@ class Pointer(int):
         return hex(self)
 
 
-def _shown(name: str | None, value) -> str:
-    """A key as text: `comm=NAME`, `ARG=VALUE` and `PATH=VALUE` as trace lines show them."""
+def _json_key(name, value) -> dict:
+    """A key as JSON: {name: value}, a combined key's parts each so."""
+    from .output import typed
+
+    if isinstance(name, tuple):
+        return {n: typed(v) for n, v in zip(name, value)}
+    return {name: typed(value)}
+
+
+def _shown(name: str | tuple | None, value) -> str:
+    """A key as text: `comm=NAME`, `ARG=VALUE` and `PATH=VALUE` as trace lines show them; a
+    combined key's parts so, with commas between."""
     from .output import show_captured
 
     if name is None:
         return ""
+    if isinstance(name, tuple):
+        return ", ".join(_shown(n, v) for n, v in zip(name, value))
     return f"comm={value}" if name == "comm" else f"{name}={show_captured(value)}"
 
 

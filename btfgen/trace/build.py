@@ -100,6 +100,8 @@ class Request:
     count: bool = False
     latency: bool = False
     by: list[str] = field(default_factory=list)
+    # the --capture options the --by keys add (build's), each with the --by it is for
+    by_captures: dict = field(default_factory=dict)
     timings: bool = False  # say how long each stage took
 
 
@@ -152,7 +154,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         with timings.stage("build: symbol resolution"):
             kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
     bys, keyed = _summary_bys(req, funcs)
-    req = replace(req, captures=keyed + req.captures)
+    req = replace(req, captures=list(keyed) + req.captures, by_captures=keyed)
     if bys and not req.strings and req.string_size == Request.string_size:
         # Only the keys are captured: a string key is KEY_STRING_SIZE characters unless asked
         # (it is hashed on every call, and lives on the BPF stack).
@@ -398,9 +400,9 @@ def _plan(target, funcs: list, req: Request, filters: list):
                            self_contained=True)
     except capture.CaptureOptionError as e:
         line = str(e)
-        for by in req.by:  # a --by path's capture: the line names the --by
-            if line.startswith(f"--capture {by!r}:"):
-                line = "--by" + line[len("--capture"):]
+        for option, by in req.by_captures.items():  # a --by key's capture: said as the --by
+            if line.startswith(f"--capture {option!r}:"):
+                line = f"--by {by!r}:" + line[len(f"--capture {option!r}:"):]
         raise BuildError(line) from None
     left = plan.unguessable
     if left:
@@ -512,7 +514,7 @@ def _summary_bys(req: Request, funcs: list) -> list:
     if not (req.count or req.latency):
         if req.by:
             raise BuildError("--by keys a summary: give --count or --latency")
-        return [], []
+        return [], {}
     try:
         bys = trace_summary.parse(req.by)
         return bys, trace_summary.captures(bys, funcs)

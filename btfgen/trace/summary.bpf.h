@@ -4,9 +4,10 @@
  * sum_mode says SUM_EVENTS too (--record beside a summary).
  *
  * A call's key is its function (the attach cookie's index) and, per function (sum_keys, in
- * cookie order), the thread's comm, or bytes of the record the generic decoder wrote at entry:
- * an argument's value, or a capture's head and bytes (a string's up to its NUL), so the key
- * is decoded by the same Python decoder that decodes the record. Counts and histograms are
+ * cookie order), the thread's comm, or up to SUM_PARTS parts, each bytes of the record the
+ * generic decoder wrote at entry (an argument's value or a member of it, a capture's head and
+ * bytes: a string's up to its NUL) or at exit (the return value), so the key is decoded by the
+ * same Python decoder that decodes the records. Counts and histograms are
  * per-CPU hashes (a plain add: no atomics, which 32-bit JITs may lack), summed by user space;
  * a key that finds the map full is counted, never dropped silently.
  *
@@ -59,12 +60,20 @@ struct sum_key {
 	__u8 bytes[BTFGEN_SUMMARY_KEY];
 };
 
+#define SUM_PARTS 4 /* parts of one function's key (--by 'F: a, b') */
+
+struct sum_keypart {
+	__u16 off; /* in the record's data */
+	__u16 size; /* at most */
+	__u16 how; /* SUM_RECORD or SUM_RETVAL, with SUM_STRING, SUM_CAPTURE; 0: no part */
+	__u16 dst; /* where in the key's bytes */
+	__u64 mask; /* the record's failed bits of the part's own operations */
+};
+
 struct sum_keyspec {
-	__u16 off;
-	__u16 size;
-	__u16 how;
-	__u16 pad;
-	__u64 mask;
+	__u16 how; /* the parts' how together, and SUM_COMM, SUM_AT_EXIT */
+	__u16 pad[3];
+	struct sum_keypart part[SUM_PARTS];
 };
 
 struct sum_hist {
@@ -96,6 +105,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } sum_mode SEC(".maps");
+
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u8[2 * BTFGEN_SUMMARY_KEY]);
+} sum_scratch SEC(".maps");
 
 struct {
 	__uint(type, 5 /* BPF_MAP_TYPE_PERCPU_HASH */);
@@ -164,38 +180,64 @@ static __always_inline __u32 sum_log2(__u64 v)
 	return r;
 }
 
-/* The key's bytes of a decoded record (the entry's, or the exit's for SUM_RETVAL). */
-static __always_inline void sum_fill_bytes(struct sum_key *k, const struct sum_keyspec *ks,
-					   const struct btfgen_record *rec)
+/* One part's bytes of a decoded record into `to` (the key's bytes at the part's place). */
+static __always_inline void sum_fill_part(__u8 *to, const struct sum_keypart *kp,
+					  const struct btfgen_record *rec)
 {
 	const __u8 *from;
 	__u32 n;
 
-	k->failed = rec->failed & ks->mask;
 	/* a value or capture head starts below BTFGEN_OP_LIMIT (generic.py): its head fits */
-	from = &rec->data[ks->off & (BTFGEN_OP_LIMIT - 1)];
-	n = ks->size;
-	if (ks->how & SUM_CAPTURE) {
+	from = &rec->data[kp->off & (BTFGEN_OP_LIMIT - 1)];
+	n = kp->size;
+	if (kp->how & SUM_CAPTURE) {
 		/* A capture not read (a NULL or faulting pointer) has only its head. */
 		if (from[0] != 1)
 			n = 16;
-		else if (ks->how & SUM_STRING)
+		else if (kp->how & SUM_STRING)
 			n = 16 + *(const __u16 *)(from + 4);
 	}
-	if (n > ks->size)
-		n = ks->size;
+	if (n > kp->size)
+		n = kp->size;
 	if (n > BTFGEN_SUMMARY_KEY)
 		n = BTFGEN_SUMMARY_KEY;
-	bpf_probe_read_kernel(k->bytes, n, from);
+	bpf_probe_read_kernel(to, n, from);
 #if BTFGEN_SUMMARY_KEY >= 16
-	if (ks->how & SUM_CAPTURE) {
+	if (kp->how & SUM_CAPTURE) {
 		/* the head's pads and the pointer in hand differ from call to call */
-		k->bytes[3] = 0;
-		k->bytes[6] = 0;
-		k->bytes[7] = 0;
-		__builtin_memset(&k->bytes[8], 0, 8);
+		to[3] = 0;
+		to[6] = 0;
+		to[7] = 0;
+		__builtin_memset(&to[8], 0, 8);
 	}
 #endif
+}
+
+/* The key's parts made of a decoded record: `want` SUM_RECORD for the entry's, SUM_RETVAL for
+ * the exit's. The parts are put together in a per-CPU scratch twice the key's size, so that a
+ * part's place (known only at run time) and its size each stay within bounds the verifier can
+ * see; the key's bytes are copied in first (the entry's parts, at the exit) and back after. */
+static __always_inline void sum_fill_bytes(struct sum_key *k, const struct sum_keyspec *ks,
+					   const struct btfgen_record *rec, __u32 want)
+{
+	__u32 zero = 0, i, dst;
+	__u8 *scratch = bpf_map_lookup_elem(&sum_scratch, &zero);
+
+	if (!scratch)
+		return;
+	bpf_probe_read_kernel(scratch, BTFGEN_SUMMARY_KEY, k->bytes);
+	for (i = 0; i < SUM_PARTS; i++) {
+		const struct sum_keypart *kp = &ks->part[i];
+
+		if (!(kp->how & want))
+			continue;
+		k->failed |= rec->failed & kp->mask; /* entry and exit ops have their own bits */
+		dst = kp->dst;
+		if (dst >= BTFGEN_SUMMARY_KEY)
+			continue;
+		sum_fill_part(scratch + dst, kp, rec);
+	}
+	bpf_probe_read_kernel(k->bytes, BTFGEN_SUMMARY_KEY, scratch);
 }
 
 /* `k` (zeroed) made the key of function `at`'s call; `rec`: its entry's decoded record. A
@@ -214,7 +256,7 @@ static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct s
 #endif
 	if (!(ks->how & SUM_RECORD) || !rec)
 		return;
-	sum_fill_bytes(k, ks, rec);
+	sum_fill_bytes(k, ks, rec, SUM_RECORD);
 }
 
 /* Whether a call's exit has work: its duration, or its count where a filter on the return
@@ -382,7 +424,7 @@ static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keysp
 		return;
 	}
 	if (rec)
-		sum_fill_bytes(&st.key, ks, rec);
+		sum_fill_bytes(&st.key, ks, rec, SUM_RETVAL);
 	if ((mode & SUM_COUNT) && !sum_counts_at_entry(ks, mode))
 		sum_count(&st.key);
 	if (mode & SUM_LATENCY)

@@ -1,7 +1,7 @@
 """`--by` keys as the trace prints them, live on uprobes (summary_target.c's hl_tick, whose
 six calls are known): a `char *` argument keyed by its string, its pointer by `(void *)ARG`, a
-member of a struct passed by value, the return value; each key compared with the value the traced
-line shows for the same calls."""
+member of a struct passed by value, the return value, several of them combined; each key compared
+with the value the traced line shows for the same calls."""
 
 from __future__ import annotations
 
@@ -149,7 +149,37 @@ def test_retval_key_under_a_filter_and_recorded(exe, tmp_path):
     assert "recorded 8 events" in err, err
 
 
+@pytest.fixture(scope="module")
+def calls(traced, returned) -> list[tuple[dict, str]]:
+    """Each call's entry texts and its return text, paired (one thread: in order)."""
+    return [(shown_args(line), r) for line, r in zip(traced, returned)]
+
+
+@pytest.mark.parametrize("attach", ["session", "multi"])
+def test_combined_key_as_printed(exe, calls, attach):
+    out, _ = trace(exe, "--count", "--latency", "--attach", attach,
+                   "--by", "hl_tick: tag, p.lo, $retval")
+    want = Counter(f"tag={a['tag']}, p.lo={members(a['p'])['lo']}, $retval={r}"
+                   for a, r in calls)
+    assert table(out.split("\n\n")[0]) == want
+    assert len(want) == 6  # (kestrel, 0, -1), (osprey, 1, 11), ...: each call its own key
+    sections = [line[len("Function = hl_tick, "):] for line in out.splitlines()
+                if line.startswith("Function = ")]
+    assert Counter(sections) == Counter(want.keys())
+    out, _ = trace(exe, "--json", "--count", "--attach", attach, "--by", "hl_tick: i, tag")
+    got = Counter({json.dumps(c["key"]): c["count"] for c in json.loads(out)["counts"]})
+    assert got == Counter(json.dumps({"i": int(a["i"]), "tag": json.loads(a["tag"])})
+                          for a, _ in calls)
+
+
 @pytest.mark.parametrize("by, line", [
+    ("hl_tick: tag, p.zz", "--by 'hl_tick: tag, p.zz': column 17: struct hl_pair has no "
+                           "member 'zz'"),
+    ("hl_tick: tag,tag", "--by 'hl_tick: tag,tag': column 14: tag is in this key already"),
+    ("hl_tick: i, i, i, i, i", "--by 'hl_tick: i, i, i, i, i': column 22: a key of at most 4 "
+                               "parts"),
+    ("hl_tick: x, tag", "--by 'hl_tick: x, tag': column 10: no argument 'x' in hl_tick (its "
+                        "arguments: i, tag, p)"),
     ("hl_tick: p.zz", "--by 'hl_tick: p.zz': column 12: struct hl_pair has no member 'zz'"),
     ("hl_tick: p->lo", "--by 'hl_tick: p->lo': column 13: struct hl_pair is not a pointer"),
     ("hl_tick: (void *)i", "--by 'hl_tick: (void *)i': column 18: i of hl_tick is no pointer: "
