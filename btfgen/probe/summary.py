@@ -317,8 +317,6 @@ class Summary:
         return lines
 
     def _json(self, counts: dict, hists: dict, stats: list[int], missed: int = 0) -> str:
-        from .output import typed
-
         doc: dict = {}
         if self.interval is not None:
             doc["interval"] = self.prints

@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from test_filter_live import _require_live
 
 HERE = Path(__file__).parent
@@ -219,8 +218,7 @@ def test_retval_key_named_as_errno_for_the_kernel_only(built_retval, kind, value
                                                        as_json):
     import dataclasses
 
-    from btfgen.probe import output
-    from btfgen.probe import summary
+    from btfgen.probe import output, summary
 
     manifest, decoders = built_retval
     s = summary.Summary(dataclasses.replace(manifest, kind=kind), decoders)

@@ -223,8 +223,8 @@ def test_full_map_is_said_in_the_table(exe):
     ("nap: $retval->x", "--by 'nap: $retval->x': column 6: a key from the return value is "
                         "`$retval`, the value itself (a path from it is no key: it is made at "
                         "entry)"),
-    ("comm x", "--by 'comm x': column 1: expected `comm` or `FUNC: PATH` (an argument or a "
-               "capture path)"),
+    ("comm x", "--by 'comm x': column 1: expected `comm` or `FUNC: KEY, KEY` (an argument, a "
+               "member of one, a capture path or $retval)"),
 ])
 def test_bad_keys(exe, by, line):
     out, err = trace(exe, "--count", "--by", by, status=2)
