@@ -305,7 +305,8 @@ def _member_key(by: Part, desc, m: Member) -> tuple[dict, tuple]:
 def _capture_key(by: Part, desc) -> tuple[dict, tuple]:
     caps = [c for c in desc.captures if c.name == by.path]
     if not caps:
-        raise by.error(f"{by.path!r} is no capture of {desc.name}")
+        raise by.error(f"{by.path} is more than one value of {desc.name}: a key is one (a "
+                       "path, or `*PATH` for one pointee)")
     c = caps[0]
     if c.at_exit:
         raise by.error("a key is made at entry: a path from $retval has no value then")

@@ -220,6 +220,8 @@ def test_full_map_is_said_in_the_table(exe):
     ("nap: zz", "--by 'nap: zz': column 6: no argument 'zz' in nap (its arguments: ms, c)"),
     ("nope: c", "--by 'nope: c': column 1: no traced function 'nope'"),
     ("nap: c->x", "--by 'nap: c->x': column 9: enum colour is not a pointer"),
+    ("work: **j", "--by 'work: **j': column 7: **j is more than one value of work: a key is "
+                  "one (a path, or `*PATH` for one pointee)"),
     ("nap: $retval->x", "--by 'nap: $retval->x': column 6: a key from the return value is "
                         "`$retval`, the value itself (a path from it is no key: it is made at "
                         "entry)"),
