@@ -9,6 +9,7 @@ totals it has printed, so no call is lost between a read and a clear). Standard 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import struct
 import sys
@@ -17,10 +18,13 @@ import time
 from .libbpf import libbpf, possible_cpus
 from .manifest import Manifest
 
-# struct sum_keyspec: off, size, how, pad, mask
-KEYSPEC_FORMAT = "HHHHQ"
+# struct sum_keyspec: how (its parts' together, KEY_COMM, KEY_AT_EXIT), 3 pads, then PARTS
+# struct sum_keypart: off, size, how, dst (in the key's bytes), mask
+PARTS = 4
+KEYSPEC_FORMAT = "HHHH" + "HHHHQ" * PARTS
 KEY_RECORD, KEY_STRING, KEY_CAPTURE, KEY_COMM = 1, 2, 4, 8
 KEY_AT_EXIT = 16  # not a key: the function's calls are counted at exit (a $retval filter)
+KEY_RETVAL = 32  # the key's bytes are the exit's record's (and the calls counted at exit)
 MODE_COUNT, MODE_LATENCY, MODE_EVENTS = 1, 2, 4
 SLOTS = 64
 # sum_stats
@@ -88,6 +92,9 @@ class Summary:
         self.key_size = s.key_size
         self.keys = s.keys
         self.names = manifest.functions
+        # a kernel function's negative int return is an errno, named in a key as --errors
+        # names it; a user function's never is (its errno is elsewhere)
+        self.kernel = manifest.kind == "kernel"
         self.decoders = decoders
         self.order = "<" if decoders.BYTE_ORDER == "little" else ">"
         self.out, self.as_json, self.interval = out, as_json, interval
@@ -156,8 +163,9 @@ class Summary:
             fn = self._fns[fid] = self.decoders.function(self.names[fid])
         return fn
 
-    def key(self, raw: bytes) -> tuple[str, str | None, object]:
-        """(function, the key's name or None, its decoded value)."""
+    def key(self, raw: bytes) -> tuple[str, str | tuple | None, object]:
+        """(function, the key's name or None, its decoded value); a combined key's names and
+        values are tuples, a part each."""
         hit = self._decoded.get(raw)
         if hit is not None:
             return hit
@@ -169,26 +177,54 @@ class Summary:
             hit = (name, None, None)
         elif spec["by"] == "comm":
             hit = (name, "comm", body[:16].split(b"\0", 1)[0].decode("utf-8", "replace"))
+        elif spec["by"] == "parts":
+            parts = spec["parts"]
+            hit = (name, tuple(p["name"] for p in parts),
+                   tuple(self._part(fid, p, failed, body[p["dst"]:p["dst"] + p["size"]])
+                         for p in parts))
         else:
-            hit = (name, spec["name"], self._record_value(fid, spec, failed, body))
+            hit = (name, spec["name"], self._part(fid, spec, failed, body))
         self._decoded[raw] = hit
         return hit
+
+    def _part(self, fid: int, spec: dict, failed: int, body: bytes):
+        """A key's (or a combined key's part's) value, as the trace shows the same value."""
+        value = self._record_value(fid, spec, failed, body)
+        if spec.get("pointer") and type(value) is int:
+            return Pointer(value)
+        if spec.get("int") and self.kernel and type(value) is int and -value in errno.errorcode:
+            return Errno(value, errno.errorcode[-value])
+        return value
 
     def _record_value(self, fid: int, spec: dict, failed: int, body: bytes):
         """The key's bytes put back where the entry's record had them, decoded by the
         function's own decoder."""
         fn = self._fn(fid)
         desc = self.decoders._descriptor(self.names[fid])[0]
-        if spec["by"] == "arg":
-            off = desc.record.entry[spec["index"]].data_off
+        kind = 1 if spec["by"] == "retval" else 0
+        if spec["by"] in ("arg", "member"):
+            off = desc.record.entry[spec["index"]].data_off + spec.get("within", 0)
+        elif kind:
+            off = desc.record.exit[0].data_off
         else:
             off = next(c.head for c in desc.captures if c.name == spec["name"])
-        data = bytearray(max(desc.record.sizes[0], off + len(body)) + 8)
+        data = bytearray(max(desc.record.sizes[kind], off + len(body)) + 8)
         data[off:off + len(body)] = body
-        head = struct.pack(self.order + "IIQ", desc.btf_id, 0, failed)
+        head = struct.pack(self.order + "IIQ", desc.btf_id, kind, failed)
         record = head + bytes(data)
+        if kind:
+            return fn.decode_record(record)  # an exit's record: its return value
         if spec["by"] == "arg":
             return fn.decode_record(record)[spec["index"]]
+        if spec["by"] == "member":
+            # the argument decoded whole (the rest of it zeros), the member taken out of it
+            value = fn.decode_record(record)[spec["index"]]
+            for step in spec["steps"]:
+                if isinstance(value, dict) and step in value:
+                    value = value[step]
+                elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+                    value = value[step]
+            return value
         return fn.decode_captures(record)[spec["name"]]
 
     # ---- printing ---------------------------------------------------------------------------
@@ -281,13 +317,11 @@ class Summary:
         return lines
 
     def _json(self, counts: dict, hists: dict, stats: list[int], missed: int = 0) -> str:
-        from .output import typed
-
         doc: dict = {}
         if self.interval is not None:
             doc["interval"] = self.prints
         if self.count:
-            doc["counts"] = [dict(function=f, **({"key": {k: typed(v)}} if k else {}), count=n)
+            doc["counts"] = [dict(function=f, **({"key": _json_key(k, v)} if k else {}), count=n)
                              for f, k, v, n in sorted(self._rows(counts),
                                                       key=lambda r: (r[0], repr(r[2])))]
         if self.latency:
@@ -295,7 +329,7 @@ class Summary:
             for f, k, v, h in sorted(self._rows(hists), key=lambda r: (r[0], repr(r[2]))):
                 n = sum(h[1:])
                 doc["latencies"].append(dict(
-                    function=f, **({"key": {k: typed(v)}} if k else {}), count=n,
+                    function=f, **({"key": _json_key(k, v)} if k else {}), count=n,
                     total_ns=h[0], buckets=[{"low": low(b), "high": (2 << b) - 1,
                                              "count": c} for b, c in enumerate(h[1:]) if c]))
         doc["not_counted"] = stats[COUNTS_FULL]
@@ -310,12 +344,47 @@ class Summary:
         return json.dumps(doc) + "\n"
 
 
-def _shown(name: str | None, value) -> str:
-    """A key as text: `comm=NAME`, `ARG=VALUE` and `PATH=VALUE` as trace lines show them."""
+class Errno(int):
+    """A kernel function's negative errno return as a key: `-2 ENOENT`, as --errors shows it;
+    {"value": -2, "name": "ENOENT"} in JSON."""
+
+    def __new__(cls, value: int, name: str):
+        self = super().__new__(cls, value)
+        self.name = name
+        return self
+
+    def __repr__(self) -> str:
+        return f"{int(self)} {self.name}"
+
+
+class Pointer(int):
+    """A pointer key: a number in JSON, in hex in the table, as the trace shows a pointer
+    argument."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return hex(self)
+
+
+def _json_key(name, value) -> dict:
+    """A key as JSON: {name: value}, a combined key's parts each so."""
+    from .output import typed
+
+    if isinstance(name, tuple):
+        return {n: typed(v) for n, v in zip(name, value)}
+    return {name: typed(value)}
+
+
+def _shown(name: str | tuple | None, value) -> str:
+    """A key as text: `comm=NAME`, `ARG=VALUE` and `PATH=VALUE` as trace lines show them; a
+    combined key's parts so, with commas between."""
     from .output import show_captured
 
     if name is None:
         return ""
+    if isinstance(name, tuple):
+        return ", ".join(_shown(n, v) for n, v in zip(name, value))
     return f"comm={value}" if name == "comm" else f"{name}={show_captured(value)}"
 
 

@@ -106,6 +106,8 @@ class Request:
     count: bool = False
     latency: bool = False
     by: list[str] = field(default_factory=list)
+    # the --capture options the --by keys add (build's), each with the --by it is for
+    by_captures: dict = field(default_factory=dict)
     timings: bool = False  # say how long each stage took
     # --stack: what each entry's record carries of where the call came from ("kernel", "user")
     stack: tuple = ()
@@ -181,7 +183,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         with timings.stage("build: symbol resolution"):
             kind, offsets, funcs = _probe_sites(req.program, funcs, target.convention)
     bys, keyed = _summary_bys(req, funcs)
-    req = replace(req, captures=keyed + req.captures)
+    req = replace(req, captures=list(keyed) + req.captures, by_captures=keyed)
     if bys and not req.strings and req.string_size == Request.string_size:
         # Only the keys are captured: a string key is KEY_STRING_SIZE characters unless asked
         # (it is hashed on every call, and lives on the BPF stack).
@@ -198,7 +200,8 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         for name, text in plan.trace_files().items():
             (out / name).write_text(text)
     at_exit = frozenset(b.index for b in plan.filters if b.checked.exit is not None)
-    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout, at_exit)
+    summary = _summary(req, bys, out, [f.name for f in layout.functions], layout,
+                       at_exit | _exit_keyed(bys, layout))
     summary_flags = summary.pop("flags", []) + stack_flags(req.stack, layout.arch)
     with timings.stage("build: compile"):
         _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
@@ -428,9 +431,9 @@ def _plan(target, funcs: list, req: Request, filters: list):
                            self_contained=True)
     except capture.CaptureOptionError as e:
         line = str(e)
-        for by in req.by:  # a --by path's capture: the line names the --by
-            if line.startswith(f"--capture {by!r}:"):
-                line = "--by" + line[len("--capture"):]
+        for option, by in req.by_captures.items():  # a --by key's capture: said as the --by
+            if line.startswith(f"--capture {option!r}:"):
+                line = f"--by {by!r}:" + line[len(f"--capture {option!r}:"):]
         raise BuildError(line) from None
     left = plan.unguessable
     if left:
@@ -547,7 +550,7 @@ def _summary_bys(req: Request, funcs: list) -> list:
     if not (req.count or req.latency):
         if req.by:
             raise BuildError("--by keys a summary: give --count or --latency")
-        return [], []
+        return [], {}
     try:
         bys = trace_summary.parse(req.by)
         return bys, trace_summary.captures(bys, funcs)
@@ -555,11 +558,18 @@ def _summary_bys(req: Request, funcs: list) -> list:
         raise BuildError(str(e)) from None
 
 
+def _exit_keyed(bys: list, layout) -> frozenset[int]:
+    """The functions whose --by key is made at their exit ($retval): counted there too."""
+    from btfgen.trace import summary as trace_summary
+
+    return trace_summary.exit_keyed(bys, [f.name for f in layout.functions])
+
+
 def _summary(req: Request, bys: list, out: Path, names: list[str], layout,
              at_exit: frozenset[int]) -> dict:
     """The manifest's summary entry (with the compile flags, popped by the caller), and the
     keys' sum_keyspec table written; {} without --count or --latency. `at_exit`: the functions
-    whose filter decides at exit (on $retval): counted there."""
+    whose filter decides at exit (on $retval), or whose key is made there: counted there."""
     from btfgen.trace import summary as trace_summary
 
     if not (req.count or req.latency):

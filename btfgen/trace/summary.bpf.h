@@ -4,9 +4,10 @@
  * sum_mode says SUM_EVENTS too (--record beside a summary).
  *
  * A call's key is its function (the attach cookie's index) and, per function (sum_keys, in
- * cookie order), the thread's comm, or bytes of the record the generic decoder wrote at entry:
- * an argument's value, or a capture's head and bytes (a string's up to its NUL), so the key
- * is decoded by the same Python decoder that decodes the record. Counts and histograms are
+ * cookie order), the thread's comm, or up to SUM_PARTS parts, each bytes of the record the
+ * generic decoder wrote at entry (an argument's value or a member of it, a capture's head and
+ * bytes: a string's up to its NUL) or at exit (the return value), so the key is decoded by the
+ * same Python decoder that decodes the records. Counts and histograms are
  * per-CPU hashes (a plain add: no atomics, which 32-bit JITs may lack), summed by user space;
  * a key that finds the map full is counted, never dropped silently.
  *
@@ -41,6 +42,7 @@
 #define SUM_CAPTURE 4 /* ... a capture: its head's pad and pointer are not part of the key */
 #define SUM_COMM 8 /* the thread's comm */
 #define SUM_AT_EXIT 16 /* the function's calls are counted at exit: a filter decides there */
+#define SUM_RETVAL 32 /* bytes [off, off + size) of the exit's record: the key is made at exit */
 /* sum_mode[0] */
 #define SUM_COUNT 1
 #define SUM_LATENCY 2
@@ -58,12 +60,20 @@ struct sum_key {
 	__u8 bytes[BTFGEN_SUMMARY_KEY];
 };
 
+#define SUM_PARTS 4 /* parts of one function's key (--by 'F: a, b') */
+
+struct sum_keypart {
+	__u16 off; /* in the record's data */
+	__u16 size; /* at most */
+	__u16 how; /* SUM_RECORD or SUM_RETVAL, with SUM_STRING, SUM_CAPTURE; 0: no part */
+	__u16 dst; /* where in the key's bytes */
+	__u64 mask; /* the record's failed bits of the part's own operations */
+};
+
 struct sum_keyspec {
-	__u16 off;
-	__u16 size;
-	__u16 how;
-	__u16 pad;
-	__u64 mask;
+	__u16 how; /* the parts' how together, and SUM_COMM, SUM_AT_EXIT */
+	__u16 pad[3];
+	struct sum_keypart part[SUM_PARTS];
 };
 
 struct sum_hist {
@@ -95,6 +105,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } sum_mode SEC(".maps");
+
+struct {
+	__uint(type, 6 /* BPF_MAP_TYPE_PERCPU_ARRAY */);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u8[2 * BTFGEN_SUMMARY_KEY]);
+} sum_scratch SEC(".maps");
 
 struct {
 	__uint(type, 5 /* BPF_MAP_TYPE_PERCPU_HASH */);
@@ -163,13 +180,71 @@ static __always_inline __u32 sum_log2(__u64 v)
 	return r;
 }
 
-/* `k` (zeroed) made the key of function `at`'s call; `rec`: its entry's decoded record. */
-static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct sum_keyspec *ks,
-				     const struct btfgen_record *rec)
+/* One part's bytes of a decoded record into `to` (the key's bytes at the part's place). */
+static __always_inline void sum_fill_part(__u8 *to, const struct sum_keypart *kp,
+					  const struct btfgen_record *rec)
 {
 	const __u8 *from;
 	__u32 n;
 
+	/* a value or capture head starts below BTFGEN_OP_LIMIT (generic.py): its head fits */
+	from = &rec->data[kp->off & (BTFGEN_OP_LIMIT - 1)];
+	n = kp->size;
+	if (kp->how & SUM_CAPTURE) {
+		/* A capture not read (a NULL or faulting pointer) has only its head. */
+		if (from[0] != 1)
+			n = 16;
+		else if (kp->how & SUM_STRING)
+			n = 16 + *(const __u16 *)(from + 4);
+	}
+	if (n > kp->size)
+		n = kp->size;
+	if (n > BTFGEN_SUMMARY_KEY)
+		n = BTFGEN_SUMMARY_KEY;
+	bpf_probe_read_kernel(to, n, from);
+#if BTFGEN_SUMMARY_KEY >= 16
+	if (kp->how & SUM_CAPTURE) {
+		/* the head's pads and the pointer in hand differ from call to call */
+		to[3] = 0;
+		to[6] = 0;
+		to[7] = 0;
+		__builtin_memset(&to[8], 0, 8);
+	}
+#endif
+}
+
+/* The key's parts made of a decoded record: `want` SUM_RECORD for the entry's, SUM_RETVAL for
+ * the exit's. The parts are put together in a per-CPU scratch twice the key's size, so that a
+ * part's place (known only at run time) and its size each stay within bounds the verifier can
+ * see; the key's bytes are copied in first (the entry's parts, at the exit) and back after. */
+static __always_inline void sum_fill_bytes(struct sum_key *k, const struct sum_keyspec *ks,
+					   const struct btfgen_record *rec, __u32 want)
+{
+	__u32 zero = 0, i, dst;
+	__u8 *scratch = bpf_map_lookup_elem(&sum_scratch, &zero);
+
+	if (!scratch)
+		return;
+	bpf_probe_read_kernel(scratch, BTFGEN_SUMMARY_KEY, k->bytes);
+	for (i = 0; i < SUM_PARTS; i++) {
+		const struct sum_keypart *kp = &ks->part[i];
+
+		if (!(kp->how & want))
+			continue;
+		k->failed |= rec->failed & kp->mask; /* entry and exit ops have their own bits */
+		dst = kp->dst;
+		if (dst >= BTFGEN_SUMMARY_KEY)
+			continue;
+		sum_fill_part(scratch + dst, kp, rec);
+	}
+	bpf_probe_read_kernel(k->bytes, BTFGEN_SUMMARY_KEY, scratch);
+}
+
+/* `k` (zeroed) made the key of function `at`'s call; `rec`: its entry's decoded record. A
+ * SUM_RETVAL key gets its bytes at the exit (sum_exit). */
+static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct sum_keyspec *ks,
+				     const struct btfgen_record *rec)
+{
 	k->fid = at;
 	if (!ks)
 		return;
@@ -181,31 +256,7 @@ static __always_inline void sum_fill(struct sum_key *k, __u32 at, const struct s
 #endif
 	if (!(ks->how & SUM_RECORD) || !rec)
 		return;
-	k->failed = rec->failed & ks->mask;
-	/* a value or capture head starts below BTFGEN_OP_LIMIT (generic.py): its head fits */
-	from = &rec->data[ks->off & (BTFGEN_OP_LIMIT - 1)];
-	n = ks->size;
-	if (ks->how & SUM_CAPTURE) {
-		/* A capture not read (a NULL or faulting pointer) has only its head. */
-		if (from[0] != 1)
-			n = 16;
-		else if (ks->how & SUM_STRING)
-			n = 16 + *(const __u16 *)(from + 4);
-	}
-	if (n > ks->size)
-		n = ks->size;
-	if (n > BTFGEN_SUMMARY_KEY)
-		n = BTFGEN_SUMMARY_KEY;
-	bpf_probe_read_kernel(k->bytes, n, from);
-#if BTFGEN_SUMMARY_KEY >= 16
-	if (ks->how & SUM_CAPTURE) {
-		/* the head's pads and the pointer in hand differ from call to call */
-		k->bytes[3] = 0;
-		k->bytes[6] = 0;
-		k->bytes[7] = 0;
-		__builtin_memset(&k->bytes[8], 0, 8);
-	}
-#endif
+	sum_fill_bytes(k, ks, rec, SUM_RECORD);
 }
 
 /* Whether a call's exit has work: its duration, or its count where a filter on the return
@@ -254,12 +305,13 @@ static __always_inline void sum_time(const struct sum_key *k, __u64 ns)
 	h->total_ns += ns;
 }
 
-/* The entry's time rides in the session cookie: a session link, a key that is not in the
- * record, and no record sent (whose decoder keeps its carried pointer there). */
+/* The entry's time rides in the session cookie: a session link, a key that is not in a
+ * record (the exit's decoder, for a SUM_RETVAL key, reads its carried pointer there), and no
+ * record sent. */
 static __always_inline int sum_in_cookie(const struct sum_keyspec *ks, __u32 mode)
 {
 #ifdef BTFGEN_SESSION
-	return !(mode & SUM_EVENTS) && !(ks && (ks->how & SUM_RECORD));
+	return !(mode & SUM_EVENTS) && !(ks && (ks->how & (SUM_RECORD | SUM_RETVAL)));
 #else
 	return 0;
 #endif
@@ -342,9 +394,10 @@ static __always_inline void sum_entry(void *ctx, __u32 at, const struct sum_keys
 	st->ns = bpf_ktime_get_ns(); /* last: the time is the call's, not the key's making */
 }
 
-/* An exit: `wanted`, what the filter said of it. */
+/* An exit: `wanted`, what the filter said of it; `rec`, its decoded record where the key is
+ * made of it (SUM_RETVAL), else 0. */
 static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keyspec *ks,
-				     __u32 mode, int wanted)
+				     __u32 mode, int wanted, const struct btfgen_record *rec)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct sum_state st = {};
@@ -370,6 +423,8 @@ static __always_inline void sum_exit(void *ctx, __u32 at, const struct sum_keysp
 		sum_stat(SUM_NO_ENTRY);
 		return;
 	}
+	if (rec)
+		sum_fill_bytes(&st.key, ks, rec, SUM_RETVAL);
 	if ((mode & SUM_COUNT) && !sum_counts_at_entry(ks, mode))
 		sum_count(&st.key);
 	if (mode & SUM_LATENCY)
@@ -384,7 +439,9 @@ static __noinline int summary_early(void *ctx, __u32 at, __u32 kind)
 	__u32 mode = sum_mode_now();
 
 	if (kind) {
-		sum_exit(ctx, at, ks, mode, 1);
+		if (ks && (ks->how & SUM_RETVAL))
+			return 0; /* summary_exit, once decoded */
+		sum_exit(ctx, at, ks, mode, 1, 0);
 		return !(mode & SUM_EVENTS);
 	}
 	if (ks && (ks->how & SUM_RECORD))
@@ -405,6 +462,18 @@ static __noinline int summary_entry(void *ctx, __u32 at, const struct btfgen_rec
 	return !(mode & SUM_EVENTS);
 }
 
+/* After the exit's record is decoded: a key made of it. 1: no event to send. */
+static __noinline int summary_exit(void *ctx, __u32 at, const struct btfgen_record *rec)
+{
+	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
+	__u32 mode = sum_mode_now();
+
+	if (!ks || !(ks->how & SUM_RETVAL))
+		return 0;
+	sum_exit(ctx, at, ks, mode, 1, rec);
+	return !(mode & SUM_EVENTS);
+}
+
 /* A call the filter rejected: its entry pushes a zero time where its exit will pop one. */
 static __noinline void summary_rejected(void *ctx, __u32 at, __u32 kind)
 {
@@ -414,21 +483,22 @@ static __noinline void summary_rejected(void *ctx, __u32 at, __u32 kind)
 	if (!sum_needs_exit(ks, mode))
 		return;
 	if (kind) {
-		sum_exit(ctx, at, ks, mode, 0);
+		sum_exit(ctx, at, ks, mode, 0, 0);
 		return;
 	}
 	if (!sum_in_cookie(ks, mode))
 		sum_push(); /* its time stays 0 */
 }
 
-/* An entry whose key is in its record, lost before it was decoded (no scratch): as a rejected
- * one, its exit pops the zero time it pushes (summary_early pushed nothing for it). */
-static __noinline void summary_lost(void *ctx, __u32 at)
+/* A call whose key is in its record, lost before it was decoded (no scratch): as a rejected
+ * one, an entry's exit pops the zero time it pushes (summary_early pushed nothing for it), and
+ * an exit whose key is its record's (SUM_RETVAL) pops its entry's slot uncounted. */
+static __noinline void summary_lost(void *ctx, __u32 at, __u32 kind)
 {
 	const struct sum_keyspec *ks = bpf_map_lookup_elem(&sum_keys, &at);
 
-	if (ks && (ks->how & SUM_RECORD))
-		summary_rejected(ctx, at, 0);
+	if (ks && (ks->how & (kind ? SUM_RETVAL : SUM_RECORD)))
+		summary_rejected(ctx, at, kind);
 }
 
 /* The session entry's return: 1 skips the exit, which a count made at entry does not need. */

@@ -610,8 +610,7 @@ static __always_inline int record(void *ctx, __u32 kind)
 #ifdef BTFGEN_SUMMARY
 		/* a key from the record, with no scratch to decode it in: lost (and counted), */
 		/* its exit still popping its own slot */
-		if (!kind)
-			summary_lost(ctx, at);
+		summary_lost(ctx, at, kind);
 #endif
 		return 0;
 	}
@@ -652,6 +651,9 @@ static __always_inline int record(void *ctx, __u32 kind)
 #ifdef BTFGEN_SUMMARY
 	/* A key made of the entry's record: summed now, and sent only with SUM_EVENTS. */
 	if (!kind && summary_entry(ctx, at, &e->rec))
+		n = 0;
+	/* A key made of the exit's record ($retval): summed now, sent only with SUM_EVENTS. */
+	if (kind && summary_exit(ctx, at, &e->rec))
 		n = 0;
 #endif
 	if (n) {

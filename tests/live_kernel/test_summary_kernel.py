@@ -52,6 +52,9 @@ print('do-exit', sum(r['count'] for r in counts if r['function'] == 'do_exit'))
 BY_OFFSET = "'{\"offset\": %d}'" % scenario.SEEK_TO
 NAME = "file->f_path.dentry->d_name.name"
 BY_NAME = "'{\"%s\": \"seek\"}'" % NAME
+# keyed by its file's name and its return value (the new offset) together, the $retval part
+# made at the exit (no errno name: the offset is positive)
+BY_RETVAL = "'" + json.dumps({NAME: "seek", "$retval": scenario.SEEK_TO}) + "'"
 
 
 @pytest.mark.parametrize("name", ["unstable-amd64", "unstable-arm64"])
@@ -71,8 +74,13 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
                                 arch=k.target.arch, count=True, latency=True, strings=False,
                                 by=[f"shmem_file_llseek: {NAME}"])
     trace_build.build(small, tmp_path / "small")
+    ret = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
+                              arch=k.target.arch, count=True, latency=True, strings=False,
+                              by=[f"shmem_file_llseek: {NAME}, $retval"])
+    trace_build.build(ret, tmp_path / "ret")
 
-    g, py = mass.guest_with(k, {"trace": tmp_path / "trace", "small": tmp_path / "small"})
+    g, py = mass.guest_with(k, {"trace": tmp_path / "trace", "small": tmp_path / "small",
+                                "ret": tmp_path / "ret"})
     g.file("loop.py", LOOP.encode())
     g.file("digest.py", DIGEST.encode())
     libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
@@ -91,7 +99,14 @@ def test_whole_kernel_counted_and_timed(tmp_path, name):
         g.step(mode, f"cd / && {libs}; {py.python} /small/btfgen_trace.py --run /small --json "
                      f"--attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
                      f"cat /tmp/err; {py.python} /digest.py {BY_NAME}; exit $rc")
+    g.step("retval", f"cd / && {libs}; {py.python} /ret/btfgen_trace.py --run /ret --json "
+                     f"--attach session -- {py.python} /loop.py >/tmp/out 2>/tmp/err; rc=$?; "
+                     f"cat /tmp/err; {py.python} /digest.py {BY_RETVAL}; exit $rc")
     boot = g.run(k, timeout=1200)
+    text, rc = boot.section("retval")
+    assert rc == 0, f"retval: the tool failed (exit {rc}):\n{text[-3000:]}"
+    got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+    assert (got["keyed-count"], got["keyed-timed"]) == (str(LOOPS), str(LOOPS)), text
     for mode in MODES:
         text, rc = boot.section(mode)
         assert rc == 0, f"{mode}: the tool failed (exit {rc}):\n{text[-3000:]}"

@@ -220,10 +220,13 @@ def test_full_map_is_said_in_the_table(exe):
     ("nap: zz", "--by 'nap: zz': column 6: no argument 'zz' in nap (its arguments: ms, c)"),
     ("nope: c", "--by 'nope: c': column 1: no traced function 'nope'"),
     ("nap: c->x", "--by 'nap: c->x': column 9: enum colour is not a pointer"),
-    ("nap: $retval", "--by 'nap: $retval': column 6: a key is made at entry: $retval has no "
-                     "value then"),
-    ("comm x", "--by 'comm x': column 1: expected `comm` or `FUNC: PATH` (an argument or a "
-               "capture path)"),
+    ("work: **j", "--by 'work: **j': column 7: **j is more than one value of work: a key is "
+                  "one (a path, or `*PATH` for one pointee)"),
+    ("nap: $retval->x", "--by 'nap: $retval->x': column 6: a key from the return value is "
+                        "`$retval`, the value itself (a path from it is no key: it is made at "
+                        "entry)"),
+    ("comm x", "--by 'comm x': column 1: expected `comm` or `FUNC: KEY, KEY` (an argument, a "
+               "member of one, a capture path or $retval)"),
 ])
 def test_bad_keys(exe, by, line):
     out, err = trace(exe, "--count", "--by", by, status=2)
