@@ -8,7 +8,8 @@
  * (MAX_FPROBE_DATA_SIZE, BTFGEN_FITS_ENTRY_DATA) or else in a struct btfgen_store keyed by the
  * call (its entry_data address: unique while the call runs). At exit, btfgen_exit_NAME()
  * decodes the return value from the exit's ftrace_regs, which holds no argument, beside the
- * kept arguments. One line a call, in /proc/btfgen_fprobe_args (read: taken):
+ * kept arguments. One line a call, in /proc/btfgen_fprobe_args (read: taken; one reader at a
+ * time, whose own calls are not traced):
  *
  *   vfs_write tgid=812 count=12345 -> 12345
  *
@@ -99,12 +100,19 @@ static void *kept_for(void *data, size_t size)
 	return slot;
 }
 
+/* The process reading /proc/btfgen_fprobe_args (0: none): its own reads and writes are not
+ * traced, or each read would make the line the next read returns, and `cat` never end. */
+static atomic_t reader;
+
 static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 		    struct ftrace_regs *fregs, void *data)
 {
-	const struct btfgen_spec *spec = btfgen_spec_by_ip(ip);
+	const struct btfgen_spec *spec;
 	void *args;
 
+	if (current->tgid == atomic_read(&reader))
+		return 1;
+	spec = btfgen_spec_by_ip(ip);
 	if (spec == &btfgen_specs[BTFGEN_SPEC_vfs_read]) {
 		args = keep(data, sizeof(struct btfgen_args_vfs_read));
 		if (!args)
@@ -195,7 +203,21 @@ static ssize_t lines_read(struct file *file, char __user *buf, size_t count, lof
 	return done;
 }
 
+static int lines_open(struct inode *inode, struct file *file)
+{
+	/* one reader at a time */
+	return atomic_cmpxchg(&reader, 0, current->tgid) ? -EBUSY : 0;
+}
+
+static int lines_release(struct inode *inode, struct file *file)
+{
+	atomic_set(&reader, 0);
+	return 0;
+}
+
 static const struct proc_ops lines_ops = {
+	.proc_open = lines_open,
+	.proc_release = lines_release,
 	.proc_read = lines_read,
 	.proc_lseek = noop_llseek,
 };

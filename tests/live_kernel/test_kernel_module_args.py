@@ -53,7 +53,7 @@ def test_arguments_kept_at_entry_come_back_at_exit(name, tmp_path):
                f"grep -c {NAME} /proc/modules; ls /proc | grep -c {NAME}; "
                "dmesg | grep -c -E 'Oops|BUG|WARNING|Call Trace'; "
                f"dmesg | grep '{NAME}: calls' | tail -1; exit $rc")
-    boot = g.run(k, timeout=900)
+    boot = g.run(k, timeout=1500)
     for store in (0, 1):
         out, rc = boot.section(f"store{store}")
         assert rc == 0, out
