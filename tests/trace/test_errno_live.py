@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import live_needs
 import pytest
 
-from btfgen.probe import features
 from btfgen.trace import symbols
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,21 +84,8 @@ FUNCS = ["open_missing", "fopen_missing", "bad_signal", "plain_fail", "neg_fail"
          "fail_then_ok", "count"]
 
 
-def _skip_reason() -> str | None:
-    try:
-        major, minor = (int(x) for x in platform.release().split(".")[:2])
-    except ValueError:
-        return f"cannot read the kernel version {platform.release()!r}"
-    if (major, minor) < (6, 6):
-        return "uprobe_multi links need Linux 6.6"
-    if not shutil.which("gcc"):
-        return "no gcc"
-    if not (shutil.which("clang-19") or shutil.which("clang")):
-        return "no clang"
-    return features.bpf_programs().why
-
-
-pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
+_WHY_NOT = live_needs.why_not()
+pytestmark = pytest.mark.skipif(bool(_WHY_NOT), reason=f"live: {_WHY_NOT}")
 
 
 @pytest.fixture(scope="module")

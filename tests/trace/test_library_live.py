@@ -7,38 +7,30 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import live_needs
 import pytest
 
-from btfgen.probe import features, tracefs
+from btfgen.probe import tracefs
 from btfgen.trace import command, symbols
 
 FCNTL = "/usr/include/fcntl.h"
 O_RDWR_CREAT = 0o102  # what the shell's `<>` opens with
 
 
-def _skip_reason() -> str | None:
-    try:
-        major, minor = (int(x) for x in platform.release().split(".")[:2])
-    except ValueError:
-        return f"cannot read the kernel version {platform.release()!r}"
-    if (major, minor) < (6, 6):
-        return "uprobe_multi links need Linux 6.6"
+def _library_missing() -> str:
     if not os.path.exists(FCNTL):
         return f"no {FCNTL}"
-    if not (shutil.which("clang-19") or shutil.which("clang")):
-        return "no clang"
     if symbols.locate("libc.so.6")[1] is None:
         return "no libc.so.6 in ldconfig's cache"
-    return features.bpf_programs().why
+    return ""
 
 
-pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
+_WHY_NOT = live_needs.why_not(tools=(), more=_library_missing)
+pytestmark = pytest.mark.skipif(bool(_WHY_NOT), reason=f"live: {_WHY_NOT}")
 
 
 @pytest.fixture(scope="module")

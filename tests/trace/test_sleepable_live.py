@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import live_needs
 import pytest
 
 from btfgen.abi.arches import host_bpf_syscall
@@ -73,15 +73,8 @@ MODES = {"session": "one uprobe.session link", "multi": "uprobe_multi links",
          "single": "one uprobe and uretprobe per function"}
 
 
-def _skip_reason() -> str | None:
-    if not shutil.which("gcc"):
-        return "no gcc"
-    if not (shutil.which("clang-19") or shutil.which("clang")):
-        return "no clang"
-    return features.bpf_programs().why
-
-
-pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
+_WHY_NOT = live_needs.why_not(linux=None)
+pytestmark = pytest.mark.skipif(bool(_WHY_NOT), reason=f"live: {_WHY_NOT}")
 
 
 @pytest.fixture(scope="module")

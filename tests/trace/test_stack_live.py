@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import live_needs
 import pytest
 
-from btfgen.probe import features
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, LC_ALL="C", PYTHONPATH=str(ROOT))
@@ -57,23 +55,8 @@ int main(int argc, char **argv)
 """
 
 
-def _skip_reason() -> str | None:
-    try:
-        major, minor = (int(x) for x in platform.release().split(".")[:2])
-    except ValueError:
-        return f"cannot read the kernel version {platform.release()!r}"
-    if (major, minor) < (6, 6):
-        return "uprobe_multi links need Linux 6.6"
-    if platform.machine() != "x86_64":
-        return "the expected frames are x86_64's"
-    if not shutil.which("gcc") or not shutil.which("objdump"):
-        return "no gcc or objdump"
-    if not (shutil.which("clang-19") or shutil.which("clang")):
-        return "no clang"
-    return features.bpf_programs().why
-
-
-pytestmark = pytest.mark.skipif(bool(_skip_reason()), reason=f"live: {_skip_reason()}")
+_WHY_NOT = live_needs.why_not(tools=("gcc", "objdump"), machine="x86_64")
+pytestmark = pytest.mark.skipif(bool(_WHY_NOT), reason=f"live: {_WHY_NOT}")
 
 
 @pytest.fixture(scope="module")
