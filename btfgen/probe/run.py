@@ -60,14 +60,14 @@ class Run:
         self.stop = [] if stop is None else stop
         self.timings = Timings(opts.timings)
         self.manifest: Manifest = load_manifest(directory)
-        if self.manifest.stack and opts.record:
-            # (tool.py says the same at a build; a directory built with --stack says it here)
-            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
-                           "not built yet")
         if self.manifest.stack_keys and opts.record:
             raise BadInput(f"{directory} was built with --by {self.manifest.stack_keys.by}: its "
                            "calls are counted by the tracer from their events; recording them "
                            "beside it is not built yet")
+        if self.manifest.stack and opts.record:
+            # (tool.py says the same at a build; a directory built with --stack says it here)
+            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
+                           "not built yet")
         if self.manifest.stack_keys and opts.map_size is not None:
             raise BadInput(f"{directory} was built with --by {self.manifest.stack_keys.by}: its "
                            "calls are counted by the tracer, in no map of --map-size")
