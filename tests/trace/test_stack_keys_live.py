@@ -171,10 +171,10 @@ def test_latency_text_per_stack(target):
 def test_a_directory_built_with_a_stack_key_refuses_at_run(target, tmp_path):
     d = tmp_path / "d"
     _run([*TOOL, "--count", "--by", "ustack", "--build", str(d), str(target), "leaf"])
-    for args, said in ((["--map-size", "9"], "its calls are counted by the tracer, in no map "
-                                             "of --map-size"),
-                       (["--record", str(tmp_path / "r")], "was built with --by ustack: its calls are "
-                                                           "counted by the tracer from their "
-                                                           "events; recording them")):
+    refused = (
+        (["--map-size", "9"], "its calls are counted by the tracer, in no map of --map-size"),
+        (["--record", str(tmp_path / "r")], "was built with --by ustack: its calls are counted "
+                                            "by the tracer from their events; recording them"))
+    for args, said in refused:
         proc = _run([*TOOL, "--run", str(d), *args, "--", str(target)], status=2)
         assert len(proc.stderr.splitlines()) == 1 and said in proc.stderr, proc.stderr
