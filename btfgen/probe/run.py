@@ -17,8 +17,9 @@ from pathlib import Path
 
 from . import attach, features, output, prog, recording, stack_wire, summary, tracefs
 from .bpf_object import BpfObject
-from .errors import BadInput, BpfLoadError, Interrupted, RunError
+from .errors import BpfLoadError, Interrupted, RunError
 from .loop import catch_signals, follow, restore_signals
+from .stack_notes import StackNotes
 from .symbolize import KALLSYMS, Stacks
 from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
 from .manifest import (
@@ -60,10 +61,6 @@ class Run:
         self.stop = [] if stop is None else stop
         self.timings = Timings(opts.timings)
         self.manifest: Manifest = load_manifest(directory)
-        if self.manifest.stack and opts.record:
-            # (tool.py says the same at a build; a directory built with --stack says it here)
-            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
-                           "not built yet")
         self.choice = processes(self.manifest, opts)
         if self.choice.argv:  # a command that cannot run is said before the setup, not after
             command_path(self.choice.argv[0])
@@ -150,6 +147,10 @@ class Run:
         who = everyone(self.choice)  # then each line says whose call it was
         if self.opts.record:
             self.writer = recorder(self.opts.record, self.manifest, self.view, who)
+            if self.manifest.stack:  # what names the stacks elsewhere, noted before each span
+                return StackNotes(self.writer, self.view.descriptors(self.manifest.functions),
+                                  self.manifest.arch, self.decoders.BYTE_ORDER,
+                                  self.opts.kallsyms or KALLSYMS).span
             return self.writer.span  # a span of the ring, one write
         if self.summed:
             return _no_events
@@ -432,6 +433,8 @@ def recorder(path: str, manifest: Manifest, decoders, who: bool):
               "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
               "program": manifest.program, "btf": manifest.btf,
               "btf_sha256": manifest.btf_sha256}
+    if manifest.stack:  # what each entry's stack part holds: decode names it from the notes
+        header["stack"] = list(manifest.stack)
     if manifest.retval_filtered:  # --errors on the recording: their filter chose their exits
         header["retval_filtered"] = sorted(retval_decided(manifest))
     if not isinstance(decoders, DecoderView):  # the generated module itself (benchmarks)

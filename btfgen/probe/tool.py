@@ -350,9 +350,6 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
     if args.count or args.latency:
         p.error("--stack shows each call's stack; --count and --latency sum calls (keying "
                 "them by the stack, --by kstack / ustack, is not built yet)")
-    if args.record:
-        p.error("--stack with --record: a recording does not yet keep the processes' maps "
-                "and objects' build ids its stacks are named by")
     if "kernel" in asked and not args.kernel:
         p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
                 "uprobe's); give --stack or --stack=user")
