@@ -207,3 +207,37 @@ def test_a_version_4_recording_still_reads(tmp_path):
     path.write_bytes(bytes(data))
     with Reader(str(path)) as r:
         assert sum(b.count for b in r.batches()) == 6 and r.version == 4
+
+
+def _call_with_kernel_stack(path) -> None:
+    """One call of DESC, its entry's kernel stack: DESC itself, then two callers."""
+    note = {"maps": [], "objects": [], "kernel": [
+        [0xffffffff81001000, DESC.name, 0, "kernel", None],
+        [0xffffffff81002010, "caller", 0x10, "kernel", None],
+        [0xffffffff81003020, "outermost", 0x20, "[mymod]", None]]}
+    entry = _entry(kernel=(0xffffffff81001000, 0xffffffff81002010, 0xffffffff81003020))
+    exit_ = synth.event(DESC, 1, random.Random(2), 3000, tid=42)
+    _write(path, [note], [entry, exit_])
+
+
+def test_folded_stacks_put_the_recorded_callers_at_the_root(tmp_path):
+    path = tmp_path / "r.btfrec"
+    _call_with_kernel_stack(path)
+    proc = _decode(path, "--format", "folded")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"synth [42];outermost;caller;{DESC.name} 2000\n"
+
+
+def test_dataset_stack_columns(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "r.btfrec"
+    _call_with_kernel_stack(path)
+    proc = _decode(path, "--format", "parquet", "-o", str(tmp_path / "ds"))
+    assert proc.returncode == 0, proc.stderr
+    [f] = (tmp_path / "ds").rglob("*.parquet")
+    rows = sorted(pq.read_table(f).to_pylist(), key=lambda r: r["kind"])
+    assert [(r["kind"], r["stack"], r["stack_ip"], r["stack_cut"]) for r in rows] == [
+        ("entry", [f"{DESC.name}+0x0 (kernel)", "caller+0x10 (kernel)",
+                   "outermost+0x20 ([mymod])"],
+         [0xffffffff81001000, 0xffffffff81002010, 0xffffffff81003020], None),
+        ("exit", None, None, None)]

@@ -193,6 +193,29 @@ def test_recorded_stacks_decoded_after_the_process_exited(target, tmp_path):
     frames = entry["stack"]["ustack"]
     assert [f["symbol"] for f in frames[:4]] == ["leaf", "middle", "outer", "main"]
     assert frames[0]["object"] == str(target) and entry["stack"]["ustack_cut"] is None
+    # folded stacks: the recorded callers at the root, below the traced calls
+    folded = _run([*DECODE, "--format", "folded", str(rec)]).stdout.splitlines()
+    assert any(re.fullmatch(r"target \[\d+\];_start;(\S+;)*main;outer;middle;leaf \d+", x)
+               for x in folded), folded
+    assert any(re.fullmatch(r"target \[\d+\];(\S+;)*start_thread;worker;middle \d+", x)
+               for x in folded), folded
+
+
+def test_recorded_stacks_as_dataset_columns(target, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    rec = tmp_path / "r.btfrec"
+    _run([*TOOL, "--stack", "--record", str(rec), str(target), "leaf"])
+    _run([*DECODE, "--format", "parquet", "-o", str(tmp_path / "ds"), str(rec)])
+    [leaf_file] = (tmp_path / "ds").rglob("*.parquet")
+    rows = pq.read_table(leaf_file).to_pylist()
+    entries = {r["arg_i"]: r for r in rows if r["kind"] == "entry"}
+    main_leaf = entries[3]
+    assert [FRAME.fullmatch(f).group(1) for f in main_leaf["stack"][:4]] == \
+        ["leaf", "middle", "outer", "main"]
+    assert len(main_leaf["stack_ip"]) == len(main_leaf["stack"]) and \
+        all(ip > 0 for ip in main_leaf["stack_ip"]) and main_leaf["stack_cut"] is None
+    assert entries[0]["stack_cut"] == "the stack copied (4096 bytes) ends before the next frame"
+    assert all(r["stack"] is None and r["stack_ip"] is None for r in rows if r["kind"] == "exit")
 
 
 def test_decoded_after_the_object_moved_or_was_rebuilt(target, tmp_path):
