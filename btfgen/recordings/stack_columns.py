@@ -1,7 +1,8 @@
-"""A recording's stacks (--stack) as dataset columns: per entry, its frames as `btfgen decode`
-prints them (`stack`, a list of strings: the kernel's frames, then the user's), their addresses
-(`stack_ip`, a list of uint64, one per frame), and why the user stack is likely cut
-(`stack_cut`, null where it is whole); null on exits and on entries recorded without a stack.
+"""A recording's stacks (--stack) as Parquet columns (the dataset's rows, and the entry files of
+columnar.write_parquet): per entry, its frames as `btfgen decode` prints them (`stack`, a list
+of strings: the kernel's frames, then the user's), their addresses (`stack_ip`, a list of
+uint64, one per frame), and why the user stack is likely cut (`stack_cut`, null where it is
+whole); null on exits and on entries recorded without a stack.
 
 The stacks are named in arrival order, every function's together (a process's maps as noted
 for that point of the recording, a uretprobe's taken-over return addresses given back from the

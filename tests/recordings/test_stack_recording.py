@@ -228,6 +228,10 @@ def test_folded_stacks_put_the_recorded_callers_at_the_root(tmp_path):
     assert proc.stdout == f"synth [42];outermost;caller;{DESC.name} 2000\n"
 
 
+STACK_ROW = ([f"{DESC.name}+0x0 (kernel)", "caller+0x10 (kernel)", "outermost+0x20 ([mymod])"],
+             [0xffffffff81001000, 0xffffffff81002010, 0xffffffff81003020], None)
+
+
 def test_dataset_stack_columns(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path / "r.btfrec"
@@ -237,7 +241,17 @@ def test_dataset_stack_columns(tmp_path):
     [f] = (tmp_path / "ds").rglob("*.parquet")
     rows = sorted(pq.read_table(f).to_pylist(), key=lambda r: r["kind"])
     assert [(r["kind"], r["stack"], r["stack_ip"], r["stack_cut"]) for r in rows] == [
-        ("entry", [f"{DESC.name}+0x0 (kernel)", "caller+0x10 (kernel)",
-                   "outermost+0x20 ([mymod])"],
-         [0xffffffff81001000, 0xffffffff81002010, 0xffffffff81003020], None),
-        ("exit", None, None, None)]
+        ("entry", *STACK_ROW), ("exit", None, None, None)]
+
+
+def test_columnar_parquet_files_stack_columns(tmp_path, capsys):
+    pq = pytest.importorskip("pyarrow.parquet")
+    from btfgen.recordings import columnar
+
+    path = tmp_path / "r.btfrec"
+    _call_with_kernel_stack(path)
+    assert columnar.write_parquet(str(path), str(tmp_path / "out")) == 0
+    [entry] = pq.read_table(tmp_path / "out" / f"{DESC.name}.entry.parquet").to_pylist()
+    assert (entry["stack"], entry["stack_ip"], entry["stack_cut"]) == STACK_ROW
+    exits = pq.read_table(tmp_path / "out" / f"{DESC.name}.exit.parquet")
+    assert "stack" not in exits.schema.names and exits.num_rows == 1
