@@ -9,6 +9,9 @@ build id not the recorded one), names none of its frames, and each says why."""
 
 from __future__ import annotations
 
+import os
+import stat
+
 from btfgen.probe import symbolize
 from btfgen.probe.symbolize import Frame
 
@@ -41,6 +44,13 @@ class _RecordedUser(symbolize.UserStacks):
             return _Unreadable(path, f"it could not be read while recording ({why})")
         if bid is None:
             return _Unreadable(path, "it had no build id to check it by")
+        # The path is the recording's: never a device or a FIFO (read whole, or never ended)
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError as e:
+            return _Unreadable(path, f"not found here ({e.strerror})")
+        if not regular:
+            return _Unreadable(path, "not a regular file here")
         obj = super().open_object(path)
         if obj.elf is None:
             return _Unreadable(path, f"not found here ({obj.why})")

@@ -255,3 +255,22 @@ def test_columnar_parquet_files_stack_columns(tmp_path, capsys):
     assert (entry["stack"], entry["stack_ip"], entry["stack_cut"]) == STACK_ROW
     exits = pq.read_table(tmp_path / "out" / f"{DESC.name}.exit.parquet")
     assert "stack" not in exits.schema.names and exits.num_rows == 1
+
+
+def test_user_frames_by_the_recorded_maps_never_a_device(tmp_path):
+    # a crafted recording naming /dev/zero as an object: not read (it would never end)
+    note = {"maps": [{"tgid": 42, "maps": [[0x1000, 0x2000, 0, "/dev/zero"],
+                                           [0x3000, 0x4000, 0, str(tmp_path / "gone")]]}],
+            "objects": [{"path": "/dev/zero", "build_id": "abcd", "why": None},
+                        {"path": str(tmp_path / "gone"), "build_id": "abcd", "why": None}],
+            "kernel": []}
+    path = tmp_path / "r.btfrec"
+    _write(path, [note], [_entry(user_fp=(0x1010,), sp=1), _entry(user_fp=(0x3010,), sp=1),
+                          _entry(user_fp=(0x5000,), sp=1)],
+           header=dict(synth.header(MOD), stack=["user"]))
+    out = io.StringIO()
+    replay.print_recording(str(path), out)
+    frames = [x.strip() for x in out.getvalue().splitlines() if x.startswith("    0x")]
+    assert frames == ["0x1010 (/dev/zero: not a regular file here)",
+                      f"0x3010 ({tmp_path / 'gone'}: not found here (No such file or "
+                      "directory))", "0x5000 (in no mapped file)"]
