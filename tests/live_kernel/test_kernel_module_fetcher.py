@@ -60,9 +60,10 @@ NO_EVENTS = {"unstable-ppc64el"}
 # __arch_override_mprotect_pkey's). The trampoline runs beside the fprobe: in a ppc64el guest,
 # on 10 functions, fsession programs saw 487 entries and 487 exits with the module attached as
 # without it, single kprobes 487 entries and no exit; tracing_multi links are refused there
-# (EOPNOTSUPP). The functions: the workload's most called of the list (handle_mm_fault, ...),
-# and with arguments on the stack (do_mmap's ninth, inet_lhash2_lookup's, ...; ppc64le passes
-# eight in registers), every one taken by the trampoline.
+# (EOPNOTSUPP). The functions: 12 of the list's that the workload calls most (handle_mm_fault,
+# ...; counted in an earlier ppc64el run of the module), and four with arguments on the stack
+# (do_mmap's ninth, inet_lhash2_lookup's, ...; ppc64le passes eight in registers), every one
+# taken by the trampoline.
 FSESSION = {"unstable-ppc64el": (
     "handle_mm_fault", "__handle_mm_fault", "do_anonymous_page", "filemap_get_entry",
     "shmem_get_folio_gfp", "vfs_read", "ksys_read", "shmem_write_begin", "shmem_write_end",
