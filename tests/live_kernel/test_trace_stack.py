@@ -131,6 +131,10 @@ def test_kernel_calls_user_stack_unwound(tmp_path):
                     f"--attach {run} -- /chain /tmp/seek >/tmp/out 2>/tmp/err; rc=$?; "
                     f"cat /tmp/err; head -c 3000 /tmp/out; echo; {py.python} /digest.py; "
                     "exit $rc")
+    # the text form, once: the frames under the entry line, the user's after the kernel's
+    g.step("text", f"cd / && {libs}; {py.python} /trace/btfgen_trace.py --run /trace "
+                   "-- /chain /tmp/seek >/tmp/out 2>/tmp/err; rc=$?; cat /tmp/err; "
+                   "head -n 40 /tmp/out; exit $rc")
     boot = g.run(k, timeout=1200)
     for run, said in RUNS.items():
         text, rc = boot.section(run)
@@ -139,13 +143,30 @@ def test_kernel_calls_user_stack_unwound(tmp_path):
         got = re.search(r"^digest (.+)$", text, re.M)
         assert got, text[-3000:]
         stacks = json.loads(got.group(1))
-        assert sum(stacks.values()) == CHAIN_CALLS, f"{run}: {stacks}"
+        assert sum(stacks.values()) == CHAIN_CALLS, f"{run}: {stacks}\n{text[-3000:]}"
         for key in stacks:
             kernel, user, cut, none = json.loads(key)
             assert "do_syscall_64" in kernel, f"{run}: {key}"
             # the system call's user side, innermost first: the C library's lseek (whatever
             # its symbol's alias), then the chain, whole down to _start
-            assert none is None and cut is None, f"{run}: {key}"
+            assert none is None and cut is None, f"{run}: {key}\n{text[-3000:]}"
             assert "lseek" in user[0], f"{run}: {key}"
             assert user[1:4] == ["b", "a", "main"], f"{run}: {key}"
             assert user[-1] == "_start", f"{run}: {key}"
+    text, rc = boot.section("text")
+    assert rc == 0, text[-3000:]
+    print(text)  # seen with -rP: docs/trace.md's example is such a run's
+    lines = text.splitlines()
+    # the chain's only calls of it are its lseeks (the tracer follows the command alone)
+    entry = next((i for i, line in enumerate(lines) if line.startswith("shmem_file_llseek(")),
+                 None)
+    assert entry is not None, text[-3000:]
+    frames = []
+    for line in lines[entry + 1:]:
+        if not line.startswith("    "):
+            break
+        frames.append(line.strip())
+    names = [f.split("+")[0] for f in frames]
+    assert names.index("do_syscall_64") < names.index("b"), frames
+    assert names[names.index("b"):names.index("b") + 3] == ["b", "a", "main"], frames
+    assert all(f.endswith("(chain)") for f in frames[names.index("b"):]), frames

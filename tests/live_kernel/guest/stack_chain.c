@@ -2,7 +2,8 @@
  * (tests/live_kernel/test_trace_stack.py): main -> a -> b -> lseek, CALLS times, on the file
  * argv[1]. Built -O2 and static: no frame pointers, the C library in the same object, so the
  * whole user stack is unwound from its .eh_frame alone. a and b are kept as frames of their
- * own: never inlined, and each uses its callee's result after the call (no tail call). */
+ * own: never inlined, and each uses its callee's result after the call (no tail call). It then
+ * waits a little: the tracer reads a process's maps when it prints its first stack. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -35,5 +36,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < CALLS; i++)
 		sum += a(fd);
 	printf("%ld\n", sum);
+	fflush(stdout);
+	sleep(2);
 	return 0;
 }
