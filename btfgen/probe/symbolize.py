@@ -291,12 +291,15 @@ class Stacks:
         """{"kernel": [Frame], "user": [Frame], "user_cut": why or None} of the record."""
         sample = stack_wire.read(raw, at, self.order)
         out: dict = {}
-        if sample.kernel:
-            out["kernel"] = [self.kernel.frame(ip) for ip in sample.kernel]
+        # The user side first: its process's maps are read at its first stack, and the
+        # kernel's symbols at the first kernel frame took seconds in a TCG guest, by when a
+        # short-lived process had gone.
         if sample.flags & stack_wire.NO_USER:
             out["user"], out["user_cut"], out["user_none"] = [], None, NO_USER_SIDE
         elif sample.user_fp or sample.slice or sample.sp:
             out["user"], out["user_cut"] = self.user.unwind(sample, tgid, tid)
+        if sample.kernel:
+            out["kernel"] = [self.kernel.frame(ip) for ip in sample.kernel]
         return out
 
     @staticmethod
