@@ -33,6 +33,7 @@ One concept a module:
     eh_frame.py     .eh_frame's call frame information: the CFA rules at an address
     unwind.py       a user stack unwound offline from its registers and a slice of it
     symbolize.py    stack frames named (kallsyms, the mapped objects' symbols), as text, JSON
+    stack_notes.py  --stack with --record: the maps, build ids and kernel symbols noted
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)
     event.py        an event's heads as the run side reads them, derived once from spec_format

@@ -32,6 +32,7 @@ from .manifest import (
 from .options import Options
 from .processes import Gated, command_path, everyone, processes
 from .ring import MIB, mean_event, memory_total, reader, ring_size  # noqa: F401 (run.MIB, ...)
+from .stack_notes import StackNotes
 from .symbolize import KALLSYMS, Stacks
 from .timings import Timings
 
@@ -64,10 +65,6 @@ class Run:
             raise BadInput(f"{directory} was built with --by {self.manifest.stack_keys.by}: its "
                            "calls are counted by the tracer from their events; recording them "
                            "beside it is not built yet")
-        if self.manifest.stack and opts.record:
-            # (tool.py says the same at a build; a directory built with --stack says it here)
-            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
-                           "not built yet")
         if self.manifest.stack_keys and opts.map_size is not None:
             raise BadInput(f"{directory} was built with --by {self.manifest.stack_keys.by}: its "
                            "calls are counted by the tracer, in no map of --map-size")
@@ -162,6 +159,10 @@ class Run:
         who = everyone(self.choice)  # then each line says whose call it was
         if self.opts.record:
             self.writer = recorder(self.opts.record, self.manifest, self.view, who)
+            if self.manifest.stack:  # what names the stacks elsewhere, noted before each span
+                return StackNotes(self.writer, self.view.descriptors(self.manifest.functions),
+                                  self.manifest.arch, self.decoders.BYTE_ORDER,
+                                  self.opts.kallsyms or KALLSYMS).span
             return self.writer.span  # a span of the ring, one write
         if self.manifest.stack_keys:
             return self.summed.records  # each call's event, counted by its stack
@@ -453,6 +454,8 @@ def recorder(path: str, manifest: Manifest, decoders, who: bool):
               "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
               "program": manifest.program, "btf": manifest.btf,
               "btf_sha256": manifest.btf_sha256}
+    if manifest.stack:  # what each entry's stack part holds: decode names it from the notes
+        header["stack"] = list(manifest.stack)
     if manifest.retval_filtered:  # --errors on the recording: their filter chose their exits
         header["retval_filtered"] = sorted(retval_decided(manifest))
     if not isinstance(decoders, DecoderView):  # the generated module itself (benchmarks)

@@ -74,9 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                         "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
                         "per direction (multi), one kprobe and kretprobe (uprobe and uretprobe) "
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "
-                        "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the default) one "
-                        "fsession.multi link where the kernel has it, else the first of session, "
-                        "multi and single it has; the one used is said")
+                        "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the "
+                        "default) one fsession.multi link where the kernel has it, else the first "
+                        "of session, multi and single it has; the one used is said")
     p.add_argument("--no-sleepable", dest="sleepable", action="store_false",
                    help="user functions: the non-sleepable uprobe programs, which cannot fault "
                         "in a page of user memory not yet mapped (a string there reads as a "
@@ -354,9 +354,6 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
         p.error("--stack shows each call's stack; --count and --latency sum calls: key them "
                 "by the stack with --by kstack (kernel functions) or --by ustack (user "
                 "functions)")
-    if args.record:
-        p.error("--stack with --record: a recording does not yet keep the processes' maps "
-                "and objects' build ids its stacks are named by")
     if "kernel" in asked and not args.kernel:
         p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
                 "uprobe's); give --stack or --stack=user")
