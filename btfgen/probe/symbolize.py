@@ -301,9 +301,9 @@ class Stacks:
         """{"kernel": [Frame], "user": [Frame], "user_cut": why or None} of the record."""
         sample = stack_wire.read(raw, at, self.order)
         out: dict = {}
-        # The user side first: its process's maps are read at its first stack, and the
-        # kernel's symbols at the first kernel frame took seconds in a TCG guest, by when a
-        # short-lived process had gone.
+        # The user side first: its process's maps are read at its first stack, and a
+        # short-lived process may be gone by then; the kernel's symbols, read at the first
+        # kernel frame, take 0.6 s on an x86_64 host (122,000 of them), more in a guest.
         if sample.flags & stack_wire.NO_USER:
             out["user"], out["user_cut"], out["user_none"] = [], None, NO_USER_SIDE
         elif sample.user_fp or sample.slice or sample.sp:
