@@ -2,12 +2,14 @@
 as trace.bpf.c's trace_stack writes it (struct trace_stack there: keep the two alike; a test
 compiles the C struct's size against HEAD):
 
-    u16 kernel_frames | u16 user_frames | u16 slice | u16 0 | u64 ip, sp, fp, lr
+    u16 kernel_frames | u16 user_frames | u16 slice | u16 flags | u64 ip, sp, fp, lr
     kernel_frames x u64 | user_frames x u64 | slice bytes of the user stack from sp up
 
 The kernel's frames (bpf_get_stack), the user frames as the kernel walks their frame pointers
 (usually cut after a frame or two: most of Debian's code keeps none), then what an offline
-unwind needs: the user registers at the call and the stack above them (unwind.py)."""
+unwind needs: the user registers at the call and the stack above them (unwind.py). A kernel
+function's user side is its task's, from where it entered the kernel (the flags say so), or
+none (a kernel thread)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ HEAD = struct.Struct("HHHHQQQQ")  # without a byte-order prefix: STRUCTS has bot
 STRUCTS = {"little": struct.Struct("<" + HEAD.format), "big": struct.Struct(">" + HEAD.format)}
 FRAMES = 32  # the most frames of each kind (TRACE_STACK_FRAMES)
 SLICE = 4096  # the most bytes of the user stack copied (TRACE_STACK_SLICE)
+# struct trace_stack's flags
+NO_USER = 1  # a kernel function's call in a task with no user side (a kernel thread)
+AT_KERNEL_ENTRY = 2  # the user registers are the task's where it entered the kernel
 
 
 class StackSample(NamedTuple):
@@ -32,6 +37,7 @@ class StackSample(NamedTuple):
     lr: int
     slice: bytes  # the user stack from sp up
     order: str  # the target's byte order (the slice's words)
+    flags: int = 0  # NO_USER, AT_KERNEL_ENTRY
 
 
 class BadStack(ValueError):
@@ -45,7 +51,7 @@ def read(raw, at: int, order: str) -> StackSample:
     head = STRUCTS[order]
     if at + head.size > len(view):
         raise BadStack(f"a stack part at {at} of a {len(view)}-byte record")
-    nk, nu, size, _pad, ip, sp, fp, lr = head.unpack_from(view, at)
+    nk, nu, size, flags, ip, sp, fp, lr = head.unpack_from(view, at)
     if nk > FRAMES or nu > FRAMES or size > SLICE:
         raise BadStack(f"a stack part of {nk} kernel, {nu} user frames, {size} stack bytes")
     words = at + head.size
@@ -54,7 +60,8 @@ def read(raw, at: int, order: str) -> StackSample:
         raise BadStack(f"a stack part of {end - at} bytes in {len(view) - at}")
     ips = struct.unpack_from(("<" if order == "little" else ">") + f"{nk + nu}Q", view, words)
     slice_at = words + 8 * (nk + nu)
-    return StackSample(ips[:nk], ips[nk:], ip, sp, fp, lr, bytes(view[slice_at:end]), order)
+    return StackSample(ips[:nk], ips[nk:], ip, sp, fp, lr, bytes(view[slice_at:end]), order,
+                       flags)
 
 
 def mean_part(stack) -> float:

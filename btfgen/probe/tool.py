@@ -357,9 +357,6 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
     if "kernel" in asked and not args.kernel:
         p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
                 "uprobe's); give --stack or --stack=user")
-    if "user" in asked and args.kernel:
-        p.error("--stack=user: a kernel function's user stack is not built yet; give --stack "
-                "or --stack=kernel")
 
 
 def _check_stack_keys(p: argparse.ArgumentParser, args) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, NamedTuple
 
-from . import eh_frame
+from . import eh_frame, stack_wire
 
 # Each arch's DWARF register numbers of the registers the BPF side copies (build.py's
 # STACK_REGS): the stack pointer, the frame pointer, the link register (the return address's
@@ -77,8 +77,7 @@ def walk(sample, arch: str, lookup: Lookup, returns=None) -> Walk:
                 value = memory.word(cfa + arg)
                 if value is None:
                     if reg == row.ra:
-                        return Walk(tuple(pcs), f"the stack copied ({len(sample.slice)} "
-                                    "bytes) ends before the next frame")
+                        return Walk(tuple(pcs), _copy_ends(len(sample.slice)))
                     new.pop(reg, None)
                     continue
                 new[reg] = value
@@ -111,6 +110,16 @@ def walk(sample, arch: str, lookup: Lookup, returns=None) -> Walk:
         regs, pc, first = new, ra, False
         pcs.append(pc)
     return Walk(tuple(pcs), f"{MOST_FRAMES} frames shown")
+
+
+def _copy_ends(size: int) -> str:
+    """Why the walk stops at the end of the stack copied: its bound, or a page the BPF program
+    could not read (not resident: it cannot fault one in), since every frame a stack's end
+    holds was reached before it."""
+    if size >= stack_wire.SLICE:
+        return f"the stack copied ({size} bytes) ends before the next frame"
+    return (f"the stack copied ({size} bytes) ends before the next frame, at a page that could "
+            "not be read (not resident: the program cannot fault it in)")
 
 
 class _Memory:

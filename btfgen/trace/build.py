@@ -122,6 +122,13 @@ class Request:
 # is refused at build (its unwinder's register numbers are probe/unwind.py's DWARF_REGS).
 STACK_REGS = {"x86_64": {"IP": 128, "SP": 152, "FP": 32},
               "arm64": {"IP": 256, "SP": 248, "FP": 232, "LR": 240}}
+# A kernel function's user stack reads the same registers from its task's pt_regs, and the word
+# telling a user mode's from a kernel thread's (zeros, or a kernel mode's): (its offset, the
+# mask, the masked value of user mode). x86_64: the cs selector's privilege level, 3
+# (user_mode() in arch/x86/include/asm/ptrace.h); arm64: pstate's mode bits, EL0t of a 64-bit
+# task (user_mode() in arch/arm64/include/asm/ptrace.h; a 32-bit task's differ, and its stack
+# is not unwound by the 64-bit rules).
+STACK_USER_MODE = {"x86_64": (136, 3, 3), "arm64": (264, 0x1f, 0)}
 
 
 def stack_flags(stack: tuple, arch: str) -> list[str]:
@@ -132,7 +139,12 @@ def stack_flags(stack: tuple, arch: str) -> list[str]:
         if regs is None:
             raise BuildError(f"--stack=user: unwinding a user stack on {arch} is not built "
                              f"(it is on {', '.join(STACK_REGS)})")
+        mode, mask, user = STACK_USER_MODE[arch]
+        words = [*regs.values(), mode]
         flags += [f"-DTRACE_REG_{name}={at}" for name, at in regs.items()]
+        flags += [f"-DTRACE_REG_MODE={mode}", f"-DTRACE_MODE_MASK={mask}",
+                  f"-DTRACE_MODE_USER={user}",
+                  f"-DTRACE_REGS_FROM={min(words)}", f"-DTRACE_REGS_TO={max(words) + 8}"]
     return flags
 
 

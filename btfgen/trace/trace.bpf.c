@@ -393,21 +393,55 @@ static __always_inline __u32 syscall_flags(__u32 tid, __u32 kind)
  * are all above the stack pointer. The
  * registers' offsets in pt_regs come from the build (TRACE_REG_IP, _SP, _FP, _LR: build.py's
  * STACK_REGS, by arch). A record with no room for it after its data (a call capturing
- * kilobytes) goes without, unflagged. */
+ * kilobytes) goes without, unflagged.
+ *
+ * A kernel function's user stack (BTFGEN_STACK_USER without BTFGEN_USER) is that of the task
+ * the call runs in: its user registers where it entered the kernel (the system call's, a
+ * fault's), which the kernel keeps at the top of the task's kernel stack (bpf_task_pt_regs,
+ * Linux 5.15, on every kprobe and trampoline program), and its user stack above them. The
+ * program cannot sleep, so a page of that stack not resident reads as a fault: the slice ends
+ * before it and the unwind says it is likely cut there. A task with no user side (a kernel
+ * thread: the registers there are not a user mode's, TRACE_REG_MODE) is said so
+ * (STACK_NO_USER). */
 #define EVENT_STACK 16
 #define TRACE_STACK_FRAMES 32
 #define TRACE_STACK_SLICE 4096
 #define TRACE_PAGE 4096
+/* struct trace_stack's flags */
+#define STACK_NO_USER 1 /* a kernel function's call in a task with no user side */
+#define STACK_AT_KERNEL_ENTRY 2 /* the user registers are the task's at its entry to the kernel */
 struct trace_stack {
 	__u16 kernel_frames;
 	__u16 user_frames;
 	__u16 slice; /* bytes of the user stack copied from sp */
-	__u16 pad;
+	__u16 flags; /* STACK_NO_USER, STACK_AT_KERNEL_ENTRY */
 	__u64 ip, sp, fp, lr; /* the user registers at the call (lr: 0 where the arch has none) */
 };
 #define TRACE_STACK_MOST (sizeof(struct trace_stack) + 2 * TRACE_STACK_FRAMES * 8 + \
 			  TRACE_STACK_SLICE)
 #define TRACE_REG(ctx, at) (*(__u64 *)((char *)(ctx) + (at)))
+
+#if defined(BTFGEN_STACK_USER) && !defined(BTFGEN_USER)
+/* The current task's user registers, as a uprobe's ctx has them: the words of its pt_regs
+ * from TRACE_REGS_FROM to TRACE_REGS_TO (build.py) copied to `into`, returned as where its
+ * pt_regs would start; NULL where the task has no user side. One copy
+ * (bpf_probe_read_kernel): the returned pointer's BTF type is the kernel's pt_regs, whose
+ * words a direct load would have to name member by member (x86's cs is a union of a u16 and
+ * a u64 since FRED), and a copy does not depend on that. */
+static __always_inline const void *task_user_regs(void *into)
+{
+	const char *regs = (const char *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	const char *at = (const char *)into - TRACE_REGS_FROM;
+
+	if (bpf_probe_read_kernel(into, TRACE_REGS_TO - TRACE_REGS_FROM, regs + TRACE_REGS_FROM))
+		return 0;
+	/* a kernel thread's are zeros, or a kernel mode's */
+	if ((TRACE_REG(at, TRACE_REG_MODE) & TRACE_MODE_MASK) != TRACE_MODE_USER ||
+	    !TRACE_REG(at, TRACE_REG_SP))
+		return 0;
+	return at;
+}
+#endif
 
 /* The stack part's bytes, written at `at` in the record's data (0: no room). */
 static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32 at)
@@ -419,7 +453,7 @@ static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32
 	if (at > BTFGEN_DATA_SIZE - TRACE_STACK_MOST)
 		return 0;
 	s = (struct trace_stack *)&e->rec.data[at];
-	s->kernel_frames = s->user_frames = s->slice = s->pad = 0;
+	s->kernel_frames = s->user_frames = s->slice = s->flags = 0;
 	s->ip = s->sp = s->fp = s->lr = 0; /* a kernel stack alone: no user registers */
 #ifdef BTFGEN_STACK_KERNEL
 	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8, 0);
@@ -429,16 +463,30 @@ static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32
 	}
 #endif
 #ifdef BTFGEN_STACK_USER
-	__u64 sp = TRACE_REG(ctx, TRACE_REG_SP), first;
+#ifdef BTFGEN_USER
+	const void *uregs = ctx; /* a uprobe's: the user registers at the call */
+#else
+	/* read where the frames go next, before they do */
+	const void *uregs = task_user_regs(&e->rec.data[at + used]);
 
-	s->ip = TRACE_REG(ctx, TRACE_REG_IP);
+	if (!uregs) {
+		s->flags = STACK_NO_USER;
+		return used;
+	}
+	s->flags = STACK_AT_KERNEL_ENTRY;
+#endif
+	__u64 sp = TRACE_REG(uregs, TRACE_REG_SP), first;
+
+	s->ip = TRACE_REG(uregs, TRACE_REG_IP);
 	s->sp = sp;
-	s->fp = TRACE_REG(ctx, TRACE_REG_FP);
+	s->fp = TRACE_REG(uregs, TRACE_REG_FP);
 #ifdef TRACE_REG_LR
-	s->lr = TRACE_REG(ctx, TRACE_REG_LR);
+	s->lr = TRACE_REG(uregs, TRACE_REG_LR);
 #else
 	s->lr = 0;
 #endif
+	/* the kernel's walk starts from the same registers (a kernel function's: its task's */
+	/* pt_regs, as task_user_regs reads them) */
 	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8,
 			    1 << 8 /* BPF_F_USER_STACK */);
 	if (got > 0) {

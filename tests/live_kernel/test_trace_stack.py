@@ -3,18 +3,26 @@ stack of each call of shmem_file_llseek (a loop of lseek on a tmpfs file), taken
 bpf_get_stack and named by the guest's /proc/kallsyms, under the entry line in JSON, through
 the kprobe path (one kprobe.session link, a pair of kprobe_multi links) and the BPF
 trampoline (tracing_multi). Every call at the loop's offset has a stack, and it is the system
-call's path: lseek's own functions, then do_syscall_64, outermost last."""
+call's path: lseek's own functions, then do_syscall_64, outermost last.
+
+With `--stack kernel,user`, the same function called from a static program whose call chain is
+known (guest/stack_chain.c: main -> a -> b -> lseek) has also the user stack of its task, from
+its registers where the system call entered the kernel (bpf_task_pt_regs) and its user stack
+copied, unwound offline from the program's .eh_frame: lseek's wrapper, b, a, main, down to
+_start, whole, through each attach mode."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from btfgen.trace import build as trace_build
 
-from . import mass, python_guest, scenario
+from . import cache, mass, python_guest, scenario
 from .conftest import kernel_with_python
 
 pytestmark = pytest.mark.live
@@ -35,6 +43,26 @@ for line in open('/tmp/out'):
         stacks[' '.join(names)] += 1
 print('digest', json.dumps(stacks))
 """.replace("SEEK_TO", str(scenario.SEEK_TO))
+# The user side's: each call's kernel and user frames, as names, counted; and why a stack was
+# likely cut, or had no user side.
+DIGEST_USER = r"""import collections, json
+stacks = collections.Counter()
+for line in open('/tmp/out'):
+    if not line.startswith('{'):
+        continue
+    e = json.loads(line)
+    if e['kind'] == 'entry' and (e.get('args') or {}).get('offset') == SEEK_TO:
+        s = e.get('stack', {})
+        k = [f['symbol'] or '?' for f in s.get('kstack', [])]
+        u = [f['symbol'] or '?' for f in s.get('ustack', [])]
+        stacks[json.dumps([k, u, s.get('ustack_cut'), s.get('ustack_none')])] += 1
+print('digest', json.dumps(stacks))
+""".replace("SEEK_TO", str(scenario.SEEK_TO))
+CHAIN = Path(__file__).parent / "guest" / "stack_chain.c"
+CHAIN_CALLS = 5  # its CALLS
+# The chain's calls on the loop's file; it then stays until the tracer's output names the
+# function (its first stack printed, the chain's maps read: see stack_chain.c).
+CHAIN_RUN = "/chain /tmp/seek /tmp/out shmem_file_llseek"
 RUNS = {"session": "attaching one kprobe.session link (as asked",
         "multi": "attaching kprobe_multi links",
         "tracing-multi": "attaching one fsession.multi link (as asked"}
@@ -74,3 +102,74 @@ def test_kernel_stacks_named_by_kallsyms(tmp_path):
                      if f in ("vfs_llseek", "ksys_lseek", "__x64_sys_lseek")]
             assert lseek and "do_syscall_64" in frames, f"{run}: {names}"
             assert max(lseek) < frames.index("do_syscall_64"), f"{run}: {names}"
+
+
+def _chain(target) -> bytes:
+    """guest/stack_chain.c built static, with its symbols (its frames are named by them)."""
+    src = CHAIN.read_bytes()
+    cmd = [target.cc, "-O2", "-static", "-Wall", "-Werror", f"-DSEEK_TO={scenario.SEEK_TO}L"]
+    dest = cache.ROOT / "stack-chain" / f"{target.deb_arch}-{cache.digest(src, *cmd)}"
+    if not dest.exists():
+        out = dest.with_suffix(".tmp")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([*cmd, "-o", str(out), str(CHAIN)], check=True)
+        out.rename(dest)
+    return dest.read_bytes()
+
+
+def test_kernel_calls_user_stack_unwound(tmp_path):
+    name = "unstable-amd64"
+    k, btf = kernel_with_python(name)
+    req = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
+                              arch=k.target.arch, strings=False, stack=("kernel", "user"))
+    manifest = trace_build.build(req, tmp_path / "trace")
+    assert manifest.stack == ["kernel", "user"] and manifest.trampoline
+
+    g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
+    g.file("chain", _chain(k.target), 0o755)
+    g.file("digest.py", DIGEST_USER.encode())
+    libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
+    for run in RUNS:
+        g.step(run, f"cd / && {libs}; {py.python} /trace/btfgen_trace.py --run /trace --json "
+                    f"--attach {run} -- {CHAIN_RUN} >/tmp/out 2>/tmp/err; rc=$?; "
+                    f"cat /tmp/err; head -c 3000 /tmp/out; echo; {py.python} /digest.py; "
+                    "exit $rc")
+    # the text form, once: the frames under the entry line, the user's after the kernel's
+    g.step("text", f"cd / && {libs}; {py.python} /trace/btfgen_trace.py --run /trace "
+                   f"-- {CHAIN_RUN} >/tmp/out 2>/tmp/err; rc=$?; cat /tmp/err; "
+                   "head -n 40 /tmp/out; exit $rc")
+    boot = g.run(k, timeout=1200)
+    for run, said in RUNS.items():
+        text, rc = boot.section(run)
+        assert rc == 0, f"{run}: the tool failed (exit {rc}):\n{text[-3000:]}"
+        assert said in text, text[-3000:]
+        got = re.search(r"^digest (.+)$", text, re.M)
+        assert got, text[-3000:]
+        stacks = json.loads(got.group(1))
+        assert sum(stacks.values()) == CHAIN_CALLS, f"{run}: {stacks}\n{text[-3000:]}"
+        for key in stacks:
+            kernel, user, cut, none = json.loads(key)
+            assert "do_syscall_64" in kernel, f"{run}: {key}"
+            # the system call's user side, innermost first: the C library's lseek (whatever
+            # its symbol's alias), then the chain, whole down to _start
+            assert none is None and cut is None, f"{run}: {key}\n{text[-3000:]}"
+            assert "lseek" in user[0], f"{run}: {key}"
+            assert user[1:4] == ["b", "a", "main"], f"{run}: {key}"
+            assert user[-1] == "_start", f"{run}: {key}"
+    text, rc = boot.section("text")
+    assert rc == 0, text[-3000:]
+    print(text)  # seen with -rP: docs/trace.md's example is such a run's
+    lines = text.splitlines()
+    # the chain's only calls of it are its lseeks (the tracer follows the command alone)
+    entry = next((i for i, line in enumerate(lines) if line.startswith("shmem_file_llseek(")),
+                 None)
+    assert entry is not None, text[-3000:]
+    frames = []
+    for line in lines[entry + 1:]:
+        if not line.startswith("    "):
+            break
+        frames.append(line.strip())
+    names = [f.split("+")[0] for f in frames]
+    assert names.index("do_syscall_64") < names.index("b"), frames
+    assert names[names.index("b"):names.index("b") + 3] == ["b", "a", "main"], frames
+    assert all(f.endswith("(chain)") for f in frames[names.index("b"):]), frames

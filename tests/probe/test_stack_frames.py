@@ -2,7 +2,8 @@
 kernel stack named by a kallsyms or System.map file (a module's symbol by its module, an
 address below every symbol said so), a user stack with no copy of the stack shown as the
 kernel's frame-pointer walk and said likely cut, a part longer than its record refused; the
-text and JSON shapes."""
+text and JSON shapes; a kernel function's call in a kernel thread said to have no user side;
+an unwind stopped by a short copy of the stack said cut at a page not resident."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import struct
 
 import pytest
 
-from btfgen.probe import stack_wire, symbolize
+from btfgen.probe import eh_frame, stack_wire, symbolize, unwind
 
 KALLSYMS = """\
 ffffffff81000000 T _stext
@@ -21,9 +22,9 @@ ffffffffc0001000 t bm_status_read\t[binfmt_misc]
 """
 
 
-def _part(kernel=(), user=(), regs=(0, 0, 0, 0), slice_=b"", order="little") -> bytes:
+def _part(kernel=(), user=(), regs=(0, 0, 0, 0), slice_=b"", order="little", flags=0) -> bytes:
     e = "<" if order == "little" else ">"
-    head = struct.pack(e + "HHHHQQQQ", len(kernel), len(user), len(slice_), 0, *regs)
+    head = struct.pack(e + "HHHHQQQQ", len(kernel), len(user), len(slice_), flags, *regs)
     return head + struct.pack(e + f"{len(kernel) + len(user)}Q", *kernel, *user) + slice_
 
 
@@ -80,3 +81,47 @@ def test_a_part_past_its_record_is_refused():
     head = struct.pack("<HHHHQQQQ", stack_wire.FRAMES + 1, 0, 0, 0, 0, 0, 0, 0)
     with pytest.raises(stack_wire.BadStack, match="33 kernel"):
         stack_wire.read(head + b"\0" * 400, 0, "little")
+
+
+def test_a_kernel_thread_has_no_user_side_said(tmp_path):
+    path = tmp_path / "kallsyms"
+    path.write_text(KALLSYMS)
+    stacks = symbolize.Stacks("x86_64", "little", str(path))
+    raw = _part(kernel=(0xffffffff81200410,), flags=stack_wire.NO_USER)
+    got = stacks.describe(raw, 0, 2, 2)
+    assert stack_wire.read(raw, 0, "little").flags == stack_wire.NO_USER
+    assert symbolize.Stacks.text(got) == [
+        "    ksys_lseek+0x10 (kernel)",
+        "    (no user stack: a kernel thread, with no user side)",
+    ]
+    assert symbolize.Stacks.as_json(got) == {
+        "kstack": [{"ip": 0xffffffff81200410, "symbol": "ksys_lseek", "offset": 0x10,
+                    "object": "kernel"}],
+        "ustack": [], "ustack_cut": None,
+        "ustack_none": "a kernel thread, with no user side"}
+
+
+class _Frames:
+    """CFI where every frame is FRAME bytes: the CFA FRAME above sp, the return address at
+    CFA - 8."""
+
+    FRAME = 256
+
+    def row(self, addr: int) -> eh_frame.Row:
+        return eh_frame.Row(7, self.FRAME, {16: (eh_frame.OFFSET, -8)}, 16)
+
+
+@pytest.mark.parametrize("size, said", [
+    (24, "the stack copied (24 bytes) ends before the next frame, at a page that could not "
+         "be read (not resident: the program cannot fault it in)"),
+    (stack_wire.SLICE, f"the stack copied ({stack_wire.SLICE} bytes) ends before the next "
+                       "frame"),
+])
+def test_a_walk_past_the_copy_says_why_it_ends(size, said):
+    # every word a return address: the walk goes on, a frame each FRAME bytes, until the copy
+    # ends
+    slice_ = struct.pack(f"<{size // 8}Q", *[0x401234] * (size // 8))
+    sample = stack_wire.StackSample((), (), 0x401000, 0x7000, 0, 0, slice_, "little")
+    walked = unwind.walk(sample, "x86_64", lambda pc: (_Frames(), pc))
+    assert walked.cut == said
+    assert len(walked.pcs) == 1 + size // _Frames.FRAME
