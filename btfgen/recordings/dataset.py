@@ -15,7 +15,8 @@ A row is one event: `time` (wall clock, UTC, in us; null if the recorder did not
 `timestamp` (the tracer's CLOCK_MONOTONIC ns), cpu, pid, tid, `kind` (entry or exit), `call`
 and `duration_ns` (shared by an entry and its exit when both were recorded: the call, paired on
 its thread as `btfgen decode` pairs them; null when one of them was lost), arch, recording,
-then `arg_NAME` per argument (null on exits) and `ret` (null on entries). host, kernel and
+then `arg_NAME` per argument (null on exits), `ret`, `errno` and `errno_name` (null on entries;
+errno: what `btfgen decode` names beside the return, errnos.py). host, kernel and
 function come from the path (Hive partitions). Integers keep their width and signedness, enums
 are their enumerator names (dictionary-encoded; a value no enumerator has is its number in
 decimal), structs by value are struct columns. The columns of a function are those of its
@@ -34,7 +35,7 @@ from typing import NamedTuple
 from btfgen.errors import BtfgenError
 from btfgen.probe import recording, spec_format
 from btfgen.probe.calls import OpenCalls
-from btfgen.recordings import columnar, grouping, replay
+from btfgen.recordings import columnar, errnos, grouping, replay
 from btfgen.recordings.reader import Reader
 from btfgen.recordings.partitions import segment
 
@@ -123,6 +124,7 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
     with Reader(path, columnar.word_sum, reuse=True, grouping=grouping.NumpyGrouping) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
+        kernel = r.header.get("kind") == "kernel"  # whose errno convention (errnos.py)
         layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
                    for i, fn in enumerate(fns) for k in (0, 1)}
         keys = _Keys(len(fns))
@@ -138,8 +140,9 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
             rows = _Rows(fns, layouts, source, rid, calls)
             for batch in r.batches():
                 for fi, k, _count, payload in batch.sections:
-                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload)),
-                              rows.schema(fi))
+                    codes = errnos.numbers(layouts[fi, k], payload, kernel) if k else None
+                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload),
+                                             codes), rows.schema(fi))
         written = files.close()
     except BaseException:
         files.abandon()
@@ -303,15 +306,16 @@ class _Rows:
     def schema(self, fi: int) -> pa.Schema:
         return self._schemas[fi]
 
-    def batch(self, fi: int, kind: int, rb) -> pa.RecordBatch:
+    def batch(self, fi: int, kind: int, rb, codes=None) -> pa.RecordBatch:
+        """`codes`: an exit's errnos (errnos.numbers), 0 where none."""
         at = self.cursor[fi]
         self.cursor[fi] = at + rb.num_rows
-        cols = self._columns(fi, kind, rb, at)
+        cols = self._columns(fi, kind, rb, at, codes)
         schema = self._schemas[fi]
         return pa.RecordBatch.from_arrays(
             [cols.get(f.name, pa.nulls(rb.num_rows, f.type)) for f in schema], schema=schema)
 
-    def _columns(self, fi: int, kind: int, rb, at: int) -> dict:
+    def _columns(self, fi: int, kind: int, rb, at: int, codes=None) -> dict:
         fn, n = self.fns[fi], rb.num_rows
         values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
         ncaps = sum(1 + (c.kind in ("str", "buf")) for c in fn.captures
@@ -332,6 +336,9 @@ class _Rows:
         names = ["ret"] if kind else _arg_columns([v[0] for v in values])
         for i, (vdesc, name) in enumerate(zip(values, names)):
             cols[name] = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
+        if kind:  # every function's exits have them (null for a void one): one schema for all
+            cols["errno"], cols["errno_name"] = errnos.empty(n) if codes is None else \
+                errnos.columns(codes)
         for i in range(len(EVENT_COLUMNS) + len(values), rb.num_columns):
             cols[rb.schema.field(i).name] = rb.column(i)  # captures: cap:PATH, as columnar's
         return cols
