@@ -124,8 +124,7 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
     with Reader(path, columnar.word_sum, reuse=True, grouping=grouping.NumpyGrouping) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
-        kernel = r.header.get("kind") == "kernel"  # whose errno convention (errnos.py)
-        layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
+        layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order, columnar.is_kernel(r))
                    for i, fn in enumerate(fns) for k in (0, 1)}
         keys = _Keys(len(fns))
         for batch in r.batches():
@@ -140,9 +139,8 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
             rows = _Rows(fns, layouts, source, rid, calls)
             for batch in r.batches():
                 for fi, k, _count, payload in batch.sections:
-                    codes = errnos.numbers(layouts[fi, k], payload, kernel) if k else None
-                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload),
-                                             codes), rows.schema(fi))
+                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload)),
+                              rows.schema(fi))
         written = files.close()
     except BaseException:
         files.abandon()
@@ -306,21 +304,21 @@ class _Rows:
     def schema(self, fi: int) -> pa.Schema:
         return self._schemas[fi]
 
-    def batch(self, fi: int, kind: int, rb, codes=None) -> pa.RecordBatch:
-        """`codes`: an exit's errnos (errnos.numbers), 0 where none."""
+    def batch(self, fi: int, kind: int, rb) -> pa.RecordBatch:
         at = self.cursor[fi]
         self.cursor[fi] = at + rb.num_rows
-        cols = self._columns(fi, kind, rb, at, codes)
+        cols = self._columns(fi, kind, rb, at)
         schema = self._schemas[fi]
         return pa.RecordBatch.from_arrays(
             [cols.get(f.name, pa.nulls(rb.num_rows, f.type)) for f in schema], schema=schema)
 
-    def _columns(self, fi: int, kind: int, rb, at: int, codes=None) -> dict:
+    def _columns(self, fi: int, kind: int, rb, at: int) -> dict:
         fn, n = self.fns[fi], rb.num_rows
         values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
         ncaps = sum(1 + (c.kind in ("str", "buf")) for c in fn.captures
                     if c.at_exit == bool(kind))
-        assert rb.num_columns == len(EVENT_COLUMNS) + len(values) + ncaps  # columnar's order
+        first_capture = len(EVENT_COLUMNS) + len(values) + kind  # an exit's errno
+        assert rb.num_columns == first_capture + ncaps  # columnar's order
         ts = rb.column(0).to_numpy().astype(np.int64)
         call, took = (a[at:at + n] for a in self.calls[fi])
         off = self.source.clock_offset
@@ -337,9 +335,9 @@ class _Rows:
         for i, (vdesc, name) in enumerate(zip(values, names)):
             cols[name] = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
         if kind:  # every function's exits have them (null for a void one): one schema for all
-            cols["errno"], cols["errno_name"] = errnos.empty(n) if codes is None else \
-                errnos.columns(codes)
-        for i in range(len(EVENT_COLUMNS) + len(values), rb.num_columns):
+            cols["errno"] = rb.column(columnar.ERRNO)
+            cols["errno_name"] = errnos.name_column(cols["errno"])
+        for i in range(first_capture, rb.num_columns):
             cols[rb.schema.field(i).name] = rb.column(i)  # captures: cap:PATH, as columnar's
         return cols
 

@@ -5,7 +5,8 @@ negative return by the kernel's convention; null where nothing is attributed. Re
 crafted exits (returns of -1, 0, -2, 1, random; flags with a named errno, one without a name, or
 none; some returns failed to read), in each recording version the reader reads, little and
 big-endian; checked row by row against the printer's own rule (output.errno_of) and, for user
-code, against `btfgen decode --format jsonl`'s `errno`."""
+code, against `btfgen decode --format jsonl`'s `errno`; columnar's exit tables have the same
+numbers."""
 
 from __future__ import annotations
 
@@ -124,6 +125,11 @@ def test_errno_columns_are_what_is_printed(tmp_path, arch, kind, version):
                                   else (None, None)), ns
         named += bool(want)
     assert named >= 5, named  # the crafted -1s and NULLs were named, not only left bare
+    # columnar's exit tables have the same numbers (the dataset's come from them)
+    mod = synth.module(arch)
+    from_columnar = {r["timestamp"]: r["errno"] for name in mod.names()
+                     for r in columnar.table(str(rec), name, "exit").to_pylist()}
+    assert from_columnar == {ns: v or None for ns, v in expected.items()}
     if kind == "user":
         jsonl = subprocess.run([sys.executable, "-m", "btfgen", "decode", "--format", "jsonl",
                                 str(rec)], capture_output=True, text=True, check=True,
