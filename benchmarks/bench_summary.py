@@ -18,6 +18,13 @@ tracer adds to a call (the loop traced minus the loop alone, over N), the median
   uprobes (`--attach single`): a count attaches the entry alone there (--latency both).
   `--rows multi` runs only these (and the empty programs), to set them beside an older tree's
   (PYTHONPATH=OLD_TREE: the tracer is run as `python -m btfgen`).
+- `--count --by ustack` and `--latency --by ustack`: each call's entry sent with its stack (a
+  4 KiB slice of the user stack and the registers) and counted by the tracer, which unwinds
+  and names it (stack_summary.py). The reader cannot keep up with a tight loop, so these rows
+  run with a ring of 256 MiB (`--ring-size`), room for every event of `--calls 20000`: the
+  figure is then the traced call's own cost, and the tracer's CPU (user and system, start-up
+  included) is given over the calls. The counts, plus the records said lost, are checked
+  against N. `--rows stack` runs only these, `--count` without a key, and the empty programs.
 
 The whole-kernel row is tests/live_kernel/test_summary_kernel.py's unstable-amd64 run, read
 from the live cache when it is there (that test writes it): calls counted over the tracing
@@ -30,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -61,6 +69,8 @@ ROWS = {
     "latency, --attach multi": (["--latency"], ["--attach", "multi"]),
     "count, --attach single": (["--count"], ["--attach", "single"]),
     "latency, --attach single": (["--latency"], ["--attach", "single"]),
+    "count by ustack": (["--count", "--by", "ustack"], ["--ring-size", "256"]),
+    "latency by ustack": (["--latency", "--by", "ustack"], ["--ring-size", "256"]),
 }
 CLANG = shutil.which("clang-19") or shutil.which("clang") or "clang"
 DEFAULT_CALLS = 200_000
@@ -91,11 +101,24 @@ def empty(exe: Path, obj_path: Path, offset: int, calls: int, syscall: int) -> i
         return alone(exe, calls)
 
 
-def traced(exe: Path, directory: Path, args: list[str], calls: int) -> tuple[int, str]:
+def traced(exe: Path, directory: Path, args: list[str], calls: int) -> tuple[int, str, str,
+                                                                             float]:
+    """The loop's ns, the tracer's stdout and stderr, and its CPU seconds (user and system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--run", str(directory),
                            *args, "--", str(calls)], capture_output=True, text=True,
                           check=True)
-    return loop_ns(proc.stderr, calls), proc.stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return loop_ns(proc.stderr, calls), proc.stdout, proc.stderr, cpu
+
+
+def stack_counted(out: str, err: str) -> int:
+    """--by ustack's calls: its rows' counts (COUNT under FUNC) or histograms' counts, and the
+    records said lost."""
+    rows = re.findall(r"^traced\s+(\d+)$", out, re.M) or re.findall(r"count: (\d+)$", out, re.M)
+    lost = re.search(r"^btfgen trace: (\d+) records lost \(ring", err, re.M)
+    return sum(int(n) for n in rows) + (int(lost.group(1)) if lost else 0)
 
 
 def whole_kernel() -> dict | None:
@@ -122,9 +145,11 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=DEFAULT_CALLS)
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     p.add_argument("--json", metavar="FILE")
-    p.add_argument("--rows", choices=("all", "multi"), default="all")
+    p.add_argument("--rows", choices=("all", "multi", "stack"), default="all")
     args = p.parse_args()
-    rows_asked = {k: v for k, v in ROWS.items() if args.rows == "all" or "--attach" in k}
+    rows_asked = {k: v for k, v in ROWS.items()
+                  if args.rows == "all" or (args.rows == "multi" and "--attach" in k)
+                  or (args.rows == "stack" and ("ustack" in k or k == "count"))}
     if missing := missing_tools():
         print(f"bench_summary: not installed: {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -153,26 +178,35 @@ def main() -> int:
         syscall = json.loads((next(iter(dirs.values())) / "trace.json").read_text())[
             "bpf_syscall"]
         runs: dict[str, list[int]] = {"alone": []}
-        for r in range(args.rounds):
+        cpus: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
             runs["alone"].append(alone(exe, calls))
             for label, obj in objects.items():
                 runs.setdefault(label, []).append(empty(exe, obj, offset, calls, syscall))
             for label, directory in dirs.items():
-                took, out = traced(exe, directory, ROWS[label][1], calls)
-                if label.startswith("count") and not re.search(rf"\b{calls}$", out, re.M):
+                took, out, err, cpu = traced(exe, directory, ROWS[label][1], calls)
+                if "ustack" in label:
+                    if stack_counted(out, err) != calls:
+                        raise SystemExit(f"bench_summary: {label}: not {calls} calls:\n{out}"
+                                         f"{err}")
+                elif label.startswith("count") and not re.search(rf"\b{calls}$", out, re.M):
                     raise SystemExit(f"bench_summary: {label}: not {calls} calls:\n{out}")
                 runs.setdefault(label, []).append(took)
+                cpus.setdefault(label, []).append(cpu)
     base = statistics.median(runs["alone"]) / calls
     best = min(runs["alone"]) / calls
     rows = [{"tracer": label, "ns_per_call": statistics.median(v) / calls,
              "added_ns": statistics.median(v) / calls - base,
-             "best_added_ns": min(v) / calls - best} for label, v in runs.items()]
+             "best_added_ns": min(v) / calls - best,
+             "tracer_cpu_us": (statistics.median(cpus[label]) / calls * 1e6
+                               if label in cpus else None)} for label, v in runs.items()]
     print(f"| {calls:,} calls of traced(), {args.rounds} rounds | ns a call (median) | added "
-          "(median) | added (best) |")
-    print("|---|---:|---:|---:|")
+          "(median) | added (best) | tracer's CPU a call, us (median, start-up included) |")
+    print("|---|---:|---:|---:|---:|")
     for row in rows:
+        cpu = "" if row["tracer_cpu_us"] is None else f"{row['tracer_cpu_us']:,.1f}"
         print(f"| {row['tracer']} | {row['ns_per_call']:,.0f} | {row['added_ns']:,.0f} | "
-              f"{row['best_added_ns']:,.0f} |")
+              f"{row['best_added_ns']:,.0f} | {cpu} |")
     kernel = whole_kernel()
     if kernel:
         print(f"\nwhole kernel ({kernel['kernel']}, {kernel['functions']:,} functions, "

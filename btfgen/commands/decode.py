@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "chooses them (a user function's WHAT: -1, negative, null; "
                              "default -1,null)")
     parser.add_argument("--errors-are", dest="errors_are", help=argparse.SUPPRESS)
+    parser.add_argument("--kallsyms", metavar="FILE",
+                        help="a recording made with --stack: the kernel's symbols (kallsyms or "
+                             "System.map) naming kernel frames the recording kept no symbol for")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="the dataset --format parquet adds the recordings to (created if "
                              "missing)")
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             return replay.print_recording(path, sys.stdout, as_json=args.format == "jsonl",
                                           errors=args.errors, errors_are=errors_are,
-                                          bytes_as=args.bytes_as)
+                                          bytes_as=args.bytes_as, kallsyms=args.kallsyms)
         except recording.RecordError as e:
             raise BtfgenError(str(e)) from None
 

@@ -26,11 +26,14 @@ One concept a module:
     recording.py    the --record file: its format and its writer (btfgen.recordings reads it)
     crc.py          CRC-32 as zlib makes it, by libdeflate where it is installed (recordings)
     summary.py      --count / --latency: the summary maps set up, read and printed
+    stack_keys.py   --by kstack / ustack, parsed
+    stack_summary.py  --count / --latency by stack: each call's event summed by its stack
     stack_wire.py   --stack: the stack part an entry's record carries, read
     elf_file.py     an ELF object's symbols, build id, segments and sections
     eh_frame.py     .eh_frame's call frame information: the CFA rules at an address
     unwind.py       a user stack unwound offline from its registers and a slice of it
     symbolize.py    stack frames named (kallsyms, the mapped objects' symbols), as text, JSON
+    stack_notes.py  --stack with --record: the maps, build ids and kernel symbols noted
     spec_format.py  the wire formats BPF writes and Python reads (decoder/ and codegen/ use
                     them too)
     event.py        an event's heads as the run side reads them, derived once from spec_format

@@ -51,6 +51,16 @@ class SummarySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StackKeys:
+    """--count / --latency --by kstack|ustack as built: counted by the tracer from each call's
+    event, which carries its stack (stack_summary.py); no summary in the kernel."""
+
+    count: bool
+    latency: bool
+    by: str  # "kstack" or "ustack"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Trampoline:
     """The BPF trampoline's part of a kernel trace directory: the variants the target kernel
     names, their objects, its spec table and decoder module (the trampoline ctx's), and the
@@ -101,6 +111,8 @@ class Manifest:
     retval_filtered: list | None = None
     # --stack: what each entry's record carries after its data ("kernel", "user": stack_wire)
     stack: list | None = None
+    # --by kstack / ustack: the calls summed by their stack from their events (with `stack`)
+    stack_keys: StackKeys | None = None
 
     @property
     def kernel(self) -> bool:
@@ -120,7 +132,8 @@ class Manifest:
         known = {f.name for f in fields(cls)} | {"format"}
         data = {k: v for k, v in data.items() if k in known or unknown.append(k)}
         data.pop("format", None)
-        for name, typ in (("summary", SummarySpec), ("trampoline", Trampoline),
+        for name, typ in (("summary", SummarySpec), ("stack_keys", StackKeys),
+                          ("trampoline", Trampoline),
                           ("btf_module", BtfModule)):
             if data.get(name) is not None:
                 data[name] = _typed(typ, data[name], f"{where}: {name}", unknown)

@@ -3,10 +3,10 @@ self-describing file that `btfgen decode` reads on any machine, with no BPF and 
 
 Standard library only (the writer runs in the trace directory on the target).
 
-Version 4 (written since the BPF side counts what it commits; framing little-endian, the events
-and the ring's record headers keep the target's byte order, which the header names):
+Version 5 (written since --stack can be recorded; framing little-endian, the events and the
+ring's record headers keep the target's byte order, which the header names):
 
-    magic "BTFGREC\n" | u32 version 4 | u32 header size H | u32 crc32(header) | u32 0
+    magic "BTFGREC\n" | u32 version 5 | u32 header size H | u32 crc32(header) | u32 0
     header: H bytes of JSON (arch, byte order, pointer size, kernel release, event header
             size, the functions: name, stride, generated decoder descriptor)
     span*:  "SPAN" | u32 records | u32 runs | u32 bytes | u32 crc32(runs)
@@ -19,6 +19,14 @@ and the ring's record headers keep the target's byte order, which the header nam
             bytes, padding to 8; discarded records included (and skipped when read)
             checks: ceil(bytes / CHUNK) x u32, the crc32 of each CHUNK (1 MiB) of the bytes
             (the last one the rest), then u32 0 where their count is odd
+    note*:  "NOTE" | u32 bytes | u32 crc32(body) | u32 crc32(the 12 bytes before) | body:
+            bytes of JSON, what the span after it needs to name its stacks (--stack: the
+            header's "stack" lists what was taken): {"maps": [{"tgid", "maps": [[start, end,
+            file offset, path], ...]} or {"tgid", "why"}], "objects": [{"path", "build_id",
+            "why"}], "kernel": [[ip, symbol, offset, module, why], ...]}; each process's maps
+            as read when its events were recorded (at its first stack, again at an address in
+            none of them), each mapped object once, at its first frame, each kernel address
+            once (stack_notes.py). Notes come before the span whose events read them.
     end:    "END\0" | u32 0 | u64 events | u64 lost | u32 crc32(events, lost) | u32 0
 
 The bytes' checks come after them so that the writer takes them on a thread while the bytes
@@ -51,8 +59,10 @@ from . import crc, ringspan
 from .event import CAPTURE_HEADER, DATA, EVENT_HEADER
 
 MAGIC = b"BTFGREC\n"
-VERSION = 4  # what the writer writes
+VERSION = 5  # what the writer writes
 FILE_HEAD = struct.Struct("<8sIIII")
+NOTE_HEAD = struct.Struct("<4sIII")
+MAX_NOTE = 64 << 20  # a note is far shorter: a process's maps, a span's kernel symbols
 END = struct.Struct("<4sIQQII")
 SPAN_HEAD = struct.Struct("<4sIIIII")
 RUN = struct.Struct("<II4I")
@@ -232,6 +242,13 @@ class Writer:
             self._write([packed_checks(crcs)])
         self.events += span.records
         self.spans += 1
+
+    def note(self, body: dict) -> None:
+        """Write a note (what the next span needs to name its stacks) before it."""
+        text = json.dumps(body, sort_keys=True).encode()
+        head = NOTE_HEAD.pack(b"NOTE", len(text), zlib.crc32(text), 0)
+        head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
+        self._write([head, text])
 
     def _plain(self, view) -> list[int]:
         """Write `view`; -> its chunks' CRCs, taken here."""

@@ -15,12 +15,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import attach, features, output, prog, recording, stack_wire, summary, tracefs
+from . import attach, features, output, prog, recording, stack_summary, stack_wire, summary, tracefs
 from .bpf_object import BpfObject
 from .errors import BadInput, BpfLoadError, Interrupted, RunError
 from .loop import catch_signals, follow, restore_signals
-from .symbolize import KALLSYMS, Stacks
-from .losses import Behind, Losses, lost_by_reason, say_lost, say_missed, skipped_entries
+from .losses import Behind, Losses, lost, lost_by_reason, say_lost, say_missed, skipped_entries
 from .manifest import (
     DecoderView,
     LazyFunctions,
@@ -33,6 +32,8 @@ from .manifest import (
 from .options import Options
 from .processes import Gated, command_path, everyone, processes
 from .ring import MIB, mean_event, memory_total, reader, ring_size  # noqa: F401 (run.MIB, ...)
+from .stack_notes import StackNotes
+from .symbolize import KALLSYMS, Stacks
 from .timings import Timings
 
 
@@ -60,10 +61,13 @@ class Run:
         self.stop = [] if stop is None else stop
         self.timings = Timings(opts.timings)
         self.manifest: Manifest = load_manifest(directory)
-        if self.manifest.stack and opts.record:
-            # (tool.py says the same at a build; a directory built with --stack says it here)
-            raise BadInput(f"{directory} was built with --stack: stacks in a recording are "
-                           "not built yet")
+        if self.manifest.stack_keys and opts.record:
+            raise BadInput(f"{directory} was built with --by {self.manifest.stack_keys.by}: its "
+                           "calls are counted by the tracer from their events; recording them "
+                           "beside it is not built yet")
+        if self.manifest.stack_keys and opts.map_size is not None:
+            raise BadInput(f"{directory} was built with --by {self.manifest.stack_keys.by}: its "
+                           "calls are counted by the tracer, in no map of --map-size")
         self.choice = processes(self.manifest, opts)
         if self.choice.argv:  # a command that cannot run is said before the setup, not after
             command_path(self.choice.argv[0])
@@ -142,6 +146,11 @@ class Run:
             self.summed = summary.Summary(manifest, self.decoders, self.out,
                                           as_json=opts.as_json, interval=opts.interval,
                                           map_size=opts.map_size)
+        elif manifest.stack_keys:  # --by kstack / ustack: summed here from the events
+            self.summed = stack_summary.StackSummary(
+                manifest, LazyFunctions(self.view, manifest.functions, manifest.btf_ids),
+                self.stacks(), self.decoders.BYTE_ORDER, self.out, as_json=opts.as_json,
+                interval=opts.interval)
         with self.timings.stage("run: output setup"):
             self.sink = self.output()
 
@@ -150,7 +159,13 @@ class Run:
         who = everyone(self.choice)  # then each line says whose call it was
         if self.opts.record:
             self.writer = recorder(self.opts.record, self.manifest, self.view, who)
+            if self.manifest.stack:  # what names the stacks elsewhere, noted before each span
+                return StackNotes(self.writer, self.view.descriptors(self.manifest.functions),
+                                  self.manifest.arch, self.decoders.BYTE_ORDER,
+                                  self.opts.kallsyms or KALLSYMS).span
             return self.writer.span  # a span of the ring, one write
+        if self.manifest.stack_keys:
+            return self.summed.records  # each call's event, counted by its stack
         if self.summed:
             return _no_events
         m = self.manifest
@@ -160,12 +175,15 @@ class Run:
                                       errors_are=output.chosen_errors(self.opts.errors),
                                       decided=retval_decided(m), as_json=self.opts.as_json,
                                       batch=True, bytes_as=self.opts.bytes_as,
-                                      stacks=Stacks(m.arch, self.decoders.BYTE_ORDER,
-                                                    self.opts.kallsyms or KALLSYMS)
-                                      if m.stack else None)
+                                      stacks=self.stacks() if m.stack else None)
         # Formats the span's records, their lines in one write, keeping no view of the ring
         # (its bytes are the producer's again after the span).
         return self.printer.records
+
+    def stacks(self) -> Stacks:
+        """--stack's frames named: the kernel's by --kallsyms or this machine's."""
+        return Stacks(self.manifest.arch, self.decoders.BYTE_ORDER,
+                      self.opts.kallsyms or KALLSYMS)
 
     def decode_as(self, mode: attach.AttachMode) -> None:
         """The view decodes what `mode` puts on the trampoline with the trampoline ctx's
@@ -212,7 +230,10 @@ class Run:
             raise
         drained = self.printer.flush_lines if self.printer else None
         if self.summed:
-            self.summed.attached(self.obj, self.missed_now)
+            if self.manifest.stack_keys:  # its calls' records lost are calls not counted
+                self.summed.attached(self.obj, self.missed_now, lambda: lost(self.obj))
+            else:
+                self.summed.attached(self.obj, self.missed_now)
             drained = _and_tick(drained, self.summed)
         if self.mode.trampoline != self.modes[0].trampoline or self.instead:
             self.rebind()
@@ -361,7 +382,8 @@ class Run:
     def errnos_wanted(self) -> bool:
         """A user function's exit is printed or recorded: its errno, where a system call in it
         failed, is sent with it (trace.bpf.c's syscall_exit). A summary alone prints none."""
-        return not self.manifest.kernel and (not self.manifest.summary or bool(self.opts.record))
+        return not self.manifest.kernel and not self.manifest.stack_keys and (
+            not self.manifest.summary or bool(self.opts.record))
 
     def attach_errnos(self, obj) -> None:
         """raw_syscalls:sys_exit, for the errno of a user function's -1 or NULL. Where it
@@ -432,6 +454,8 @@ def recorder(path: str, manifest: Manifest, decoders, who: bool):
               "host": os.uname().nodename, "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
               "program": manifest.program, "btf": manifest.btf,
               "btf_sha256": manifest.btf_sha256}
+    if manifest.stack:  # what each entry's stack part holds: decode names it from the notes
+        header["stack"] = list(manifest.stack)
     if manifest.retval_filtered:  # --errors on the recording: their filter chose their exits
         header["retval_filtered"] = sorted(retval_decided(manifest))
     if not isinstance(decoders, DecoderView):  # the generated module itself (benchmarks)

@@ -42,7 +42,12 @@ def mode(manifest: Manifest, record: bool) -> int:
 def needs_exit(manifest: Manifest, record: bool) -> bool:
     """Whether a summary's calls need their exit probed: --latency, a function counted at
     exit (its filter tests the return value), or the events recorded too. A directory built
-    before the manifest said so: yes."""
+    before the manifest said so: yes. Keyed by the stack (--by kstack / ustack, counted by
+    the tracer from the events): for --latency, or a function counted at its exit (a filter
+    on $retval)."""
+    keys = manifest.stack_keys
+    if keys:
+        return record or keys.latency or bool(manifest.retval_filtered)
     s = manifest.summary
     return not s or record or s.exit
 
@@ -52,7 +57,7 @@ def entry_only(mode, manifest: Manifest, record: bool):
     of multi links, or single probes) and the summary does not need it: a count made at entry
     costs the traced call one probe, not two. A session link skips the exit itself (its entry
     returns 1)."""
-    if (not manifest.summary or needs_exit(manifest, record)
+    if (not (manifest.summary or manifest.stack_keys) or needs_exit(manifest, record)
             or mode.kind not in ("multi", "single") or len(mode.programs) != 2):
         return mode
     said = {"kprobe_multi links": "one kprobe_multi link",

@@ -129,14 +129,24 @@ class UserStacks:
     def _object(self, path: str) -> _Object:
         obj = self._objects.get(path)
         if obj is None:
-            obj = self._objects[path] = _Object(path)
+            obj = self._objects[path] = self.open_object(path)
         return obj
+
+    def open_object(self, path: str) -> _Object:
+        """A mapped object read (once a path): here, the file at `path` (a recording's
+        symbolizer checks it is the file recorded)."""
+        return _Object(path)
+
+    def read_maps(self, tgid: int) -> list[Mapping] | str:
+        """Process `tgid`'s maps, at its first address and again at one in none of them: here,
+        /proc's (a recording's writer keeps them, its symbolizer gives back those kept)."""
+        return read_maps(tgid)
 
     def _mapping(self, tgid: int, ip: int) -> Mapping | str:
         maps = self._maps.get(tgid)
         for attempt in (0, 1):
             if maps is None or (attempt and not isinstance(maps, str)):
-                maps = self._maps[tgid] = read_maps(tgid)
+                maps = self._maps[tgid] = self.read_maps(tgid)
             if isinstance(maps, str):
                 return maps
             i = bisect.bisect_right(maps, (ip, 1 << 64)) - 1

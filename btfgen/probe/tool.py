@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import output
+from . import output, stack_keys
 from . import prog as tool_name
 from . import run as trace_run
 from .errors import BadInput, BpfLoadError, InputError, Interrupted, RunError
@@ -74,9 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                         "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
                         "per direction (multi), one kprobe and kretprobe (uprobe and uretprobe) "
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "
-                        "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the default) one "
-                        "fsession.multi link where the kernel has it, else the first of session, "
-                        "multi and single it has; the one used is said")
+                        "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the "
+                        "default) one fsession.multi link where the kernel has it, else the first "
+                        "of session, multi and single it has; the one used is said")
     p.add_argument("--no-sleepable", dest="sleepable", action="store_false",
                    help="user functions: the non-sleepable uprobe programs, which cannot fault "
                         "in a page of user memory not yet mapped (a string there reads as a "
@@ -188,7 +188,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--by", action="append", default=[], metavar="KEY",
                    help="key --count and --latency by `comm`, or 'FUNC: ARG' (an argument: "
                         "an enum by name), or 'FUNC: PATH' (a capture path: 'vfs_read: "
-                        "file->f_path.dentry->d_name.name'); one a function (repeatable)")
+                        "file->f_path.dentry->d_name.name'); one a function (repeatable); or "
+                        "by each call's stack, `kstack` (kernel functions) or `ustack` (user "
+                        "functions), counted by the tracer from each call's event")
     p.add_argument("--interval", type=float, metavar="S",
                    help="with --count or --latency: print what came in each S seconds")
     p.add_argument("--map-size", type=int, metavar="KEYS", dest="map_size",
@@ -314,6 +316,7 @@ def _check(p: argparse.ArgumentParser, args, command: list[str]) -> None:
     if args.pid < 0 or (args.duration is not None and args.duration <= 0):
         p.error("--pid and --duration must be positive")
     _check_summary(p, args)
+    _check_stack_keys(p, args)
     _check_stack(p, args)
     if args.run:
         return
@@ -347,18 +350,37 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
         asked = stacks_asked(args)
     except ValueError as e:
         p.error(str(e))
-    if args.count or args.latency:
-        p.error("--stack shows each call's stack; --count and --latency sum calls (keying "
-                "them by the stack, --by kstack / ustack, is not built yet)")
-    if args.record:
-        p.error("--stack with --record: a recording does not yet keep the processes' maps "
-                "and objects' build ids its stacks are named by")
+    if (args.count or args.latency) and not args.stack_key:
+        p.error("--stack shows each call's stack; --count and --latency sum calls: key them "
+                "by the stack with --by kstack (kernel functions) or --by ustack (user "
+                "functions)")
     if "kernel" in asked and not args.kernel:
         p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
                 "uprobe's); give --stack or --stack=user")
     if "user" in asked and args.kernel:
         p.error("--stack=user: a kernel function's user stack is not built yet; give --stack "
                 "or --stack=kernel")
+
+
+def _check_stack_keys(p: argparse.ArgumentParser, args) -> None:
+    """--by kstack / ustack (stack_keys.py): taken out of args.by into args.stack_key; the
+    build then takes that stack as --stack=WHAT would (the tracer counts each call's event)."""
+    try:
+        args.stack_key, args.by = stack_keys.split(args.by, args.kernel)
+    except ValueError as e:
+        p.error(str(e))
+    if args.stack_key is None or args.run or not (args.count or args.latency):
+        return  # (_check_summary said what --run or a --by without a summary is)
+    if args.record:
+        p.error(f"--by {args.stack_key}: its calls are counted by the tracer from their events; "
+                "recording them beside it is not built yet")
+    want = stack_keys.STACK_KEYS[args.stack_key]
+    if args.stack_is is not None and want not in [w.strip() for w in args.stack_is.split(",")]:
+        p.error(f"--by {args.stack_key} keys calls by their {want} stack: --stack="
+                f"{args.stack_is} does not take it")
+    if args.stack_is is None:
+        args.stack_is = want
+    args.stack = True
 
 
 def _check_summary(p: argparse.ArgumentParser, args) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from btfgen.probe import output, recording, spec_format
+from btfgen.probe import output, recording, spec_format, stack_wire
 from btfgen.probe.calls import MAX_DEPTH
 from btfgen.probe.event import DATA, FLAGS_AT, HEAD_FORMAT
 from btfgen.recordings import grouping, replay
@@ -39,14 +39,16 @@ class Call:
     """One call entered: its function's name, thread, entry time (ns), depth (0: the thread's
     outermost open call), `path` (the export's key of its callers and itself, made by the
     export), `text` (the export's text of its entry, or None) and `inner` (ns its exited
-    children took)."""
+    children took); `stack` its recorded stack where the export asked for stacks and the entry
+    has one (symbolize.Stacks.describe's dict), else None."""
 
-    __slots__ = ("name", "tgid", "tid", "ns", "depth", "path", "text", "inner", "btf_id")
+    __slots__ = ("name", "tgid", "tid", "ns", "depth", "path", "text", "inner", "btf_id",
+                 "stack")
 
     def __init__(self, name, tgid, tid, ns, depth, btf_id) -> None:
         self.name, self.tgid, self.tid, self.ns, self.depth = name, tgid, tid, ns, depth
         self.btf_id = btf_id
-        self.path = self.text = None
+        self.path = self.text = self.stack = None
         self.inner = 0
 
 
@@ -57,6 +59,7 @@ class Export:
     # event, without its pairing), or no text (the walk's fastest).
     texts: str | None = None
     bytes_as = "auto"  # a captured buffer in text: output.show_bytes' `how`
+    stacks = False  # whether each call's recorded stack (--stack) is named, as Call.stack
 
     def begin(self) -> None:
         """Before the first event: the output's head."""
@@ -121,8 +124,12 @@ class _Lines(output.Printer):
 class Walk:
     """The calls of a recording's events, fed a batch at a time, handed to `export`."""
 
-    def __init__(self, functions, order: str, export: Export) -> None:
+    def __init__(self, functions, order: str, export: Export, stacks=None) -> None:
         self.export = export
+        # recorded_stacks.RecordedStacks naming each entry's stack (given its notes: walk()),
+        # or None; where each function's entry's stack part starts
+        self.stacks = stacks
+        self.stack_at = {f.btf_id: spec_format.event_size(f.desc, 0) for f in functions}
         self.by_id = {f.btf_id: f for f in functions}
         self.names = {f.btf_id: f.name for f in functions}
         self.heads = struct.Struct(("<" if order == "little" else ">") + HEAD_FORMAT).unpack_from
@@ -204,6 +211,11 @@ class Walk:
         if kind == 0:
             call = Call(name, tgid, tid, ns, len(stack), btf_id)
             call.text = text
+            if flags & stack_wire.EVENT_STACK and self.stacks is not None:
+                try:
+                    call.stack = self.stacks.describe(raw, self.stack_at[btf_id], tgid, tid)
+                except stack_wire.BadStack as e:
+                    raise output.BadEvent(f"{name}: {e}") from None
             self.export.entered(call, stack[-1] if stack else None)
             if flags & spec_format.EVENT_NOT_PAIRED:
                 self._unended(call, NOT_PAIRED)
@@ -278,10 +290,13 @@ def walk(path: str, export: Export) -> tuple:
     precedes it is handed on and the output ended. Returns (the Walk, the Reader's `cut` (or
     None), its events, its lost records)."""
     with Reader(path, replay.word_sum(), grouping=grouping.fastest()) as r:
-        w = Walk(replay.functions(r), r.order, export)
+        stacks = replay.stacks_of(r, None) if export.stacks else None
+        w = Walk(replay.functions(r), r.order, export, stacks)
         export.begin()
         try:
             for batch in r.batches():
+                if stacks is not None:
+                    stacks.take(batch.notes)
                 try:
                     w.events(batch.events(r.strides))
                 except (output.BadEvent, replay.DecodeError) as e:

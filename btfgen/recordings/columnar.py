@@ -31,7 +31,8 @@ except ImportError as e:  # one line for the CLI
     raise BtfgenError(f"columnar decoding needs the btfgen[arrow] extra ({e.name} is missing)"
                       ) from None
 
-from btfgen.recordings import errnos  # noqa: E402 (numpy and pyarrow: after the check above)
+from btfgen.recordings import errnos, stack_columns  # noqa: E402 (numpy, pyarrow: after the check)
+from btfgen.recordings.stack_columns import StackColumns  # noqa: E402
 
 KINDS = {"entry": 0, "exit": 1}
 # Columns from struct trace_event's header: column -> its field there.
@@ -353,7 +354,8 @@ def plain(value, t):
 
 def write_parquet(path: str, directory: str) -> int:
     """One Parquet file per recorded function and kind, FUNCTION.KIND.parquet in `directory`,
-    written batch by batch (bounded memory) to FILE.part, renamed when whole."""
+    written batch by batch (bounded memory) to FILE.part, renamed when whole. A recording made
+    with --stack: the entries' files end with the stack columns (stack_columns.py)."""
     import pyarrow.parquet as pq
 
     checked = replay.verify(path)  # a bad file writes nothing
@@ -365,11 +367,18 @@ def write_parquet(path: str, directory: str) -> int:
         names = [f.name for f in fns]
         layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order, is_kernel(r))
                    for i in range(len(fns)) for k in (0, 1)}
+        # --stack: the entries' files have the stack columns (stack_columns.py)
+        stacks = StackColumns(r.header, r.order, fns) if r.header.get("stack") else None
         writers: dict = {}
         try:
             for batch in r.batches():
+                entries = stacks.span(batch, r.strides) if stacks else {}
                 for fi, k, _count, payload in batch.sections:
                     rb = _to_arrow(layouts[fi, k], payload)
+                    if stacks is not None and k == 0:
+                        more = stack_columns.columns(entries.get(fi), rb.num_rows)
+                        rb = pa.RecordBatch.from_arrays([*rb.columns, *more.values()],
+                                                        [*rb.schema.names, *more])
                     if (fi, k) not in writers:
                         name = names[fi] if re.fullmatch(r"[A-Za-z_][\w.]*", names[fi]) \
                             else f"function{fi}"

@@ -16,9 +16,10 @@ A row is one event: `time` (wall clock, UTC, in us; null if the recorder did not
 and `duration_ns` (shared by an entry and its exit when both were recorded: the call, paired on
 its thread as `btfgen decode` pairs them; null when one of them was lost), arch, recording,
 then `arg_NAME` per argument (null on exits), `ret`, `errno` and `errno_name` (null on entries;
-errno: what `btfgen decode` names beside the return, errnos.py). host, kernel and
-function come from the path (Hive partitions). Integers keep their width and signedness, enums
-are their enumerator names (dictionary-encoded; a value no enumerator has is its number in
+errno: what `btfgen decode` names beside the return, errnos.py). host, kernel and function
+come from the path (Hive partitions). A recording made with --stack adds `stack`, `stack_ip`
+and `stack_cut` (stack_columns.py; null on exits). Integers keep their width and signedness,
+enums are their enumerator names (dictionary-encoded; a value no enumerator has is its number in
 decimal), structs by value are struct columns. The columns of a function are those of its
 decoder in that recording: two kernels can give one function different columns, and each file
 says its own; readers merge by name (DuckDB union_by_name, Spark mergeSchema).
@@ -35,8 +36,9 @@ from typing import NamedTuple
 from btfgen.errors import BtfgenError
 from btfgen.probe import recording, spec_format
 from btfgen.probe.calls import OpenCalls
-from btfgen.recordings import columnar, errnos, grouping, replay
+from btfgen.recordings import columnar, errnos, grouping, replay, stack_columns
 from btfgen.recordings.reader import Reader
+from btfgen.recordings.stack_columns import StackColumns
 from btfgen.recordings.partitions import segment
 
 import numpy as np  # noqa: I001 (after columnar: its import says which extra is missing)
@@ -136,10 +138,13 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
     try:
         with Reader(path, columnar.word_sum, reuse=True, grouping=grouping.NumpyGrouping,
                     trust=checked) as r:
-            rows = _Rows(fns, layouts, source, rid, calls)
+            stacks = StackColumns(r.header, r.order, fns) if r.header.get("stack") else None
+            rows = _Rows(fns, layouts, source, rid, calls, stacks=stacks is not None)
             for batch in r.batches():
+                entries = stacks.span(batch, r.strides) if stacks else {}
                 for fi, k, _count, payload in batch.sections:
-                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload)),
+                    files.add(fi, rows.batch(fi, k, columnar._to_arrow(layouts[fi, k], payload),
+                                             entries.get(fi) if k == 0 else None),
                               rows.schema(fi))
         written = files.close()
     except BaseException:
@@ -287,13 +292,17 @@ class _Rows:
     """Columnar's record batches as dataset rows: the event columns, the pairing, the
     recording's own columns, arg_NAME and ret, enums as names."""
 
-    def __init__(self, fns, layouts, source: _Source, rid: str, calls) -> None:
+    def __init__(self, fns, layouts, source: _Source, rid: str, calls,
+                 stacks: bool = False) -> None:
         self.fns, self.source, self.rid, self.calls = fns, source, rid, calls
+        self.stacks = stacks  # the recording has stacks: their columns (stack_columns.py)
         self.cursor = [0] * len(fns)
         self._schemas = {}
         for fi in range(len(fns)):
             empty = [self._columns(fi, k, columnar._to_arrow(layouts[fi, k], b""), 0)
                      for k in (0, 1)]
+            if stacks:
+                empty.append(stack_columns.columns(None, 0))
             fields = {}
             for cols in empty:
                 for name, array in cols.items():
@@ -304,10 +313,13 @@ class _Rows:
     def schema(self, fi: int) -> pa.Schema:
         return self._schemas[fi]
 
-    def batch(self, fi: int, kind: int, rb) -> pa.RecordBatch:
+    def batch(self, fi: int, kind: int, rb, stacks=None) -> pa.RecordBatch:
+        """`stacks`: the entries' stacks (StackColumns.span's rows of function `fi`)."""
         at = self.cursor[fi]
         self.cursor[fi] = at + rb.num_rows
         cols = self._columns(fi, kind, rb, at)
+        if self.stacks:
+            cols.update(stack_columns.columns(stacks, rb.num_rows))
         schema = self._schemas[fi]
         return pa.RecordBatch.from_arrays(
             [cols.get(f.name, pa.nulls(rb.num_rows, f.type)) for f in schema], schema=schema)

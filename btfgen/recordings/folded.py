@@ -10,8 +10,11 @@ without its entry is left out (the closing line counts it).
 
 Streaming: lines are summed by stack up to STACKS distinct stacks, then written and summed
 again, so a stack may be written more than once; the readers add the weights of equal stacks.
-Where a recording holds the stacks the calls were made from, they belong between the thread and
-the outermost traced call (Folded.root).
+Where a recording holds the stacks the calls were made from (--stack), they are put between the
+thread and the outermost traced call (Folded.root): its callers, outermost first, each named by
+its function (`main`, not `main+0xf (prog)`: a flame graph merges a function's call sites), a
+frame not named by its frame text (its address and why), and `[stack likely cut]` outermost
+where the user stack was likely cut.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ def frame(name: str) -> str:
     return name.replace(";", ":").replace("\n", " ").replace("\r", " ")
 
 
+CUT = "[stack likely cut]"
+
+
 class Folded(Export):
+    stacks = True
+
     def __init__(self, out) -> None:
         self.out = out
         self.threads: dict[int, str] = {}  # tid -> its root frame
@@ -48,8 +56,19 @@ class Folded(Export):
         self.threads[tid] = frame(f"{comm} [{tid}]")
 
     def root(self, call: Call) -> str:
-        """The frames below a thread's outermost traced call: its thread."""
-        return self.threads[call.tid]
+        """The frames below a thread's outermost traced call: its thread, then the call's
+        callers as recorded (--stack)."""
+        thread = self.threads[call.tid]
+        if not call.stack:
+            return thread
+        frames = [*call.stack.get("kernel", ()), *call.stack.get("user", ())]
+        if frames and frames[0].symbol == call.name:
+            frames = frames[1:]  # the call itself: its own frame follows
+        names = [self._frame(f.symbol if f.symbol is not None else f.text)
+                 for f in reversed(frames)]
+        if call.stack.get("user_cut"):
+            names.insert(0, CUT)
+        return ";".join([thread, *names])
 
     def _frame(self, name: str) -> str:
         got = self.frames.get(name)

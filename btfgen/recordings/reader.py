@@ -2,7 +2,9 @@
 read back, in every version its writer ever wrote. The host's alone: no target reads a
 recording, so the run side carries only the writer.
 
-Version 4 is btfgen.probe.recording's. The versions before it:
+Version 5 is btfgen.probe.recording's. The versions before it:
+
+Version 4 is version 5 without notes (no --stack in recordings).
 
 Version 3 is version 4 where every span has its runs.
 
@@ -36,11 +38,12 @@ import zlib
 
 from btfgen.probe import crc, recording, ringspan
 from btfgen.probe.event import DATA, EVENT_HEADER
-from btfgen.probe.recording import (END, FILE_HEAD, MAGIC, RUN, SPAN_HEAD, RecordError,
-                                    checks_size, packed_checks)
+from btfgen.probe.recording import (END, FILE_HEAD, MAGIC, MAX_NOTE, NOTE_HEAD, RUN, SPAN_HEAD,
+                                    RecordError, checks_size, packed_checks)
+from btfgen.recordings import stack_notes
 from btfgen.recordings.grouping import Grouping
 
-VERSIONS = (1, 2, 3, 4)  # what the reader reads
+VERSIONS = (1, 2, 3, 4, 5)  # what the reader reads
 BATCH_HEAD = struct.Struct("<4sIIIQ")
 SECTION = struct.Struct("<IIII")
 CHECKERS = 2  # threads checking a version 3 span's chunks as the reader reads them
@@ -128,11 +131,13 @@ class SpanBatch:
     and kind's events as an array of its stride, in arrival order), built on first use by the
     reader's grouping (grouping.py); events() in arrival order, each as its record's bytes."""
 
-    __slots__ = ("data", "runs", "count", "_reader", "_sections", "_trusted")
+    __slots__ = ("data", "runs", "count", "_reader", "_sections", "_trusted", "notes")
 
     def __init__(self, data, runs, count: int, reader, trusted: bool = False) -> None:
         self.data, self.runs, self.count, self._reader = data, runs, count, reader
         self._sections = None
+        # the notes before the span (version 5: what its stacks are named by), in file order
+        self.notes: tuple = ()
         # Checked whole by an earlier pass (the reader's `trust`): its headers were found to be
         # the ones its runs say, so events() finds the records from the runs alone.
         self._trusted = trusted
@@ -362,6 +367,14 @@ class Reader:
         f = self.file
         at = f.tell()
         tag = f.read(4)
+        notes = []
+        while tag == b"NOTE" and self.version >= 5:
+            note = self._note(at)
+            if note is None:
+                return "cut", at
+            notes.append(note)
+            at = f.tell()
+            tag = f.read(4)
         if tag == b"END\0":
             rest = f.read(END.size - 4)
             if len(rest) < END.size - 4:  # killed as it wrote the end
@@ -374,7 +387,35 @@ class Reader:
                 return "cut", at
             raise RecordError(f"{self.path}: corrupt (no span at byte {at})")
         batch = self._span(at, tag, n % 2)
-        return ("cut", at) if batch is None else ("span", batch)
+        if batch is None:
+            return "cut", at
+        batch.notes = tuple(notes)
+        return "span", batch
+
+    def _note(self, at: int) -> stack_notes.Note | None:
+        """The note at byte `at` (its tag read), or None where the file ends inside it."""
+        f = self.file
+        rest = f.read(NOTE_HEAD.size - 4)
+        if len(rest) < NOTE_HEAD.size - 4:
+            return None
+        head = b"NOTE" + rest
+        _, size, said_crc, head_crc = NOTE_HEAD.unpack(head)
+        if zlib.crc32(head[:-4]) != head_crc:
+            return None if self._rest_is_zeros() else self._bad_note(at, "its head's checksum")
+        if size > MAX_NOTE:
+            self._bad_note(at, f"{size} bytes")
+        text = f.read(size)
+        if len(text) < size:
+            return None
+        if zlib.crc32(text) != said_crc:
+            return None if self._torn(at) else self._bad_note(at, "checksum")
+        try:
+            return stack_notes.parse(text)
+        except stack_notes.BadNote as e:
+            self._bad_note(at, str(e))
+
+    def _bad_note(self, at: int, what: str):
+        raise RecordError(f"{self.path}: corrupt note at byte {at} ({what})")
 
     def _span(self, at: int, tag: bytes, slot: int):
         """The span at byte `at`, or None where the file ends inside it (or it is the file's

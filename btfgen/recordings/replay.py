@@ -10,6 +10,7 @@ from btfgen.decoder.runtime import DecodeError, Function, FunctionDesc, Limit
 from btfgen.probe import event, output, recording, spec_format
 from btfgen.recordings import grouping, reader
 from btfgen.recordings.reader import Reader
+from btfgen.recordings.recorded_stacks import RecordedStacks
 
 # No value the generic record holds is larger (BTFGEN_DATA_SIZE is 8192).
 LIMIT = Limit(size=1 << 16, depth=MAX_DEPTH)
@@ -106,20 +107,33 @@ def _ids(value) -> frozenset:
     return frozenset(v for v in value if type(v) is int)
 
 
+def stacks_of(r: Reader, kallsyms: str | None) -> RecordedStacks | None:
+    """What names the recording's stacks, where it was made with --stack."""
+    if not r.header.get("stack"):
+        return None
+    return RecordedStacks(str(r.header.get("arch")), r.order, kallsyms)
+
+
 def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
-                    errors: bool = False, errors_are=None, bytes_as: str = "auto") -> int:
-    """Print every event as `btfgen trace` would have; the number of records the ring buffer
-    lost goes to stderr, as the tracer says it."""
+                    errors: bool = False, errors_are=None, bytes_as: str = "auto",
+                    kallsyms: str | None = None) -> int:
+    """Print every event as `btfgen trace` would have (with --stack, each entry's stack under
+    it, named from what the recording kept; `kallsyms`: a file naming the kernel addresses it
+    kept no symbol for); the number of records the ring buffer lost goes to stderr, as the
+    tracer says it."""
     checked = verify(path)
     with Reader(path, word_sum(), grouping=grouping.fastest(), trust=checked) as r:
+        stacks = stacks_of(r, kallsyms)
         printer = output.Printer(functions(r), r.order, out, who=bool(r.header.get("who")),
                                  errors=errors, kernel=r.header.get("kind") == "kernel",
                                  errors_are=errors_are,
                                  decided=_ids(r.header.get("retval_filtered")),
                                  as_json=as_json, flush=False, batch=True,
-                                 bytes_as=bytes_as)
+                                 bytes_as=bytes_as, stacks=stacks)
         try:
             for batch in r.batches():
+                if stacks is not None:
+                    stacks.take(getattr(batch, "notes", ()))
                 try:
                     printer.events(batch.events(r.strides))
                 except (output.BadEvent, DecodeError) as e:  # what a damaged file causes

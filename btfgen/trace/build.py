@@ -111,6 +111,8 @@ class Request:
     timings: bool = False  # say how long each stage took
     # --stack: what each entry's record carries of where the call came from ("kernel", "user")
     stack: tuple = ()
+    # --by kstack / ustack: --count / --latency summed by the tracer from the stacked events
+    stack_keys: dict | None = None
 
 
 # --stack user: where the user registers an offline unwind starts from sit in the uprobe's
@@ -246,7 +248,9 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         filters=req.filters, retval_filtered=sorted(at_exit) or None,
         summary=trace_manifest.SummarySpec(**summary) if summary else None,
         trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None,
-        stack=list(req.stack) or None, **where)
+        stack=list(req.stack) or None,
+        stack_keys=trace_manifest.StackKeys(**req.stack_keys) if req.stack_keys else None,
+        **where)
     (out / trace_manifest.MANIFEST).write_text(manifest.to_json())
     if req.timings:
         prog.say(f"time: build: total: {sum(timings.seconds.values()):.6f} s")

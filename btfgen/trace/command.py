@@ -50,6 +50,11 @@ def _summary_request(args) -> dict:
     KEY_STRING_SIZE characters unless --string-size says otherwise)."""
     if not (args.count or args.latency):
         return {}
+    if getattr(args, "stack_key", None):
+        # --by kstack / ustack: no summary in the kernel; each call's event carries its stack
+        # (args.stack_is says which) and the tracer counts it (btfgen.probe.stack_summary)
+        return {"strings": False, "stack_keys": {"count": args.count, "latency": args.latency,
+                                                 "by": args.stack_key}}
     out = {"count": args.count, "latency": args.latency, "by": args.by}
     if not args.record:
         out["strings"] = False

@@ -221,7 +221,7 @@ def test_garbage_after_a_good_prefix_is_refused(tmp_path, good, junk, keep):
     (lambda g: g[:len(g) // 2], "truncated", 1),
     (lambda g: b"", "not a btfgen recording", None),
     (lambda g: b"hello world\n", "not a btfgen recording", None),
-    (lambda g: g[:8] + (5).to_bytes(4, "little") + g[12:], "recording version 5", None),
+    (lambda g: g[:8] + (6).to_bytes(4, "little") + g[12:], "recording version 6", None),
     (lambda g: g + b"x", "data after the end", None),
 ])
 def test_cli_one_line_exit_2(tmp_path, good, damage, says, version):

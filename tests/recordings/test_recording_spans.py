@@ -148,9 +148,9 @@ def test_a_loop_s_records_are_a_view_of_the_span(tmp_path):
 
 
 @pytest.mark.parametrize("whose", ["zlib", "fast"])
-@pytest.mark.parametrize("version", [4, 2])
+@pytest.mark.parametrize("version", [recording.VERSION, 2])
 def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, whose):
-    """Spans of many chunks (a chunk made small), their checks taken (version 4) on the
+    """Spans of many chunks (a chunk made small), their checks taken (versions 3 on) on the
     writer's thread and the reader's checkers (zlib's CRC) or at once (libdeflate's, where it
     is installed): every event reads back in order, and a byte changed anywhere in the bytes or
     their checks is refused where a later span follows, and taken as the cut of a killed
@@ -173,7 +173,7 @@ def test_long_spans_checked_a_chunk_at_a_time(tmp_path, monkeypatch, version, wh
     descs = synth.descriptors(mod)
     evs = synth.events(descs, 60, 5, "little")
     path = tmp_path / "r.btfrec"
-    make = recording.Writer if version == 4 else recording_v2.Writer
+    make = recording.Writer if version == recording.VERSION else recording_v2.Writer
     w = make(str(path), synth.header(mod), descs, "little")
     spans = [evs[:25], evs[25:26], evs[26:]]
     for part in spans:

@@ -2,7 +2,8 @@
 under its entry line, unwound offline from the objects' .eh_frame through code built without
 frame pointers (gcc -O2, Debian's libc), each frame `func+0xoff (object)` with the offset that
 objdump shows is just after the call; in --json; a thread's stack; a stack deeper than the
-copied slice said to be likely cut; bad input in one line, exit 2."""
+copied slice said to be likely cut; recorded and decoded after the process exited, and after
+its object moved or was rebuilt; bad input in one line, exit 2."""
 
 from __future__ import annotations
 
@@ -163,21 +164,81 @@ def test_bad_stack_options_one_line(target, args, said):
     assert said in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--stack", "--record", "/tmp/never"], "--stack with --record: a recording does not yet"),
-])
-def test_not_built_yet_said_in_one_line(target, args, said):
-    proc = _run([*TOOL, *args, str(target), "leaf"], status=2)
-    assert said in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+DECODE = [sys.executable, "-m", "btfgen", "decode"]
 
 
-def test_a_directory_built_with_stack_refuses_record(target, tmp_path):
-    _run([*TOOL, "--stack", "--build", str(tmp_path / "d"), str(target), "leaf"])
-    proc = _run([*TOOL, "--run", str(tmp_path / "d"), "--record", str(tmp_path / "r"), "--",
-                 str(target)], status=2)
-    assert proc.stderr.splitlines() == [
-        f"btfgen trace: {tmp_path / 'd'} was built with --stack: stacks in a recording are "
-        "not built yet"], proc.stderr
+def _frames_by_entry(out: str) -> dict[str, list[list[str]]]:
+    """_blocks with each frame's address cut out (another run, other addresses)."""
+    return {line: [[re.sub(r"0x[0-9a-f]{6,}", "ADDR", f) for f in b] for b in blocks]
+            for line, blocks in _blocks(out).items()}
+
+
+def test_recorded_stacks_decoded_after_the_process_exited(target, tmp_path):
+    # recorded through a directory built with --stack (--run --record), decoded once the
+    # traced process is gone: the frames the live tracer prints, from the recording's notes
+    rec = tmp_path / "r.btfrec"
+    _run([*TOOL, "--stack", "--build", str(tmp_path / "d"), str(target), "leaf", "middle"])
+    _run([*TOOL, "--run", str(tmp_path / "d"), "--record", str(rec), "--", str(target)])
+    decoded = _run([*DECODE, str(rec)]).stdout
+    [main_leaf] = _blocks(decoded)["leaf(i=3)"]
+    names = [FRAME.fullmatch(f).group(1) for f in main_leaf]
+    assert names[:4] == ["leaf", "middle", "outer", "main"] and names[-1] == "_start"
+    assert not any("likely cut" in f for f in main_leaf), main_leaf
+    [thread] = _blocks(decoded)["middle(i=5)"]
+    assert [FRAME.fullmatch(f).group(1) for f in thread[:2]] == ["middle", "worker"]
+    live = _run([*TOOL, "--stack", str(target), "leaf", "middle"]).stdout
+    assert _frames_by_entry(decoded) == _frames_by_entry(live)
+    lines = _run([*DECODE, "--format", "jsonl", str(rec)]).stdout.splitlines()
+    [entry] = [json.loads(x) for x in lines if '"args": {"i": 3}' in x and '"entry"' in x]
+    frames = entry["stack"]["ustack"]
+    assert [f["symbol"] for f in frames[:4]] == ["leaf", "middle", "outer", "main"]
+    assert frames[0]["object"] == str(target) and entry["stack"]["ustack_cut"] is None
+    # folded stacks: the recorded callers at the root, below the traced calls
+    folded = _run([*DECODE, "--format", "folded", str(rec)]).stdout.splitlines()
+    assert any(re.fullmatch(r"target \[\d+\];_start;(\S+;)*main;outer;middle;leaf \d+", x)
+               for x in folded), folded
+    assert any(re.fullmatch(r"target \[\d+\];(\S+;)*start_thread;worker;middle \d+", x)
+               for x in folded), folded
+
+
+def test_recorded_stacks_as_dataset_columns(target, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    rec = tmp_path / "r.btfrec"
+    _run([*TOOL, "--stack", "--record", str(rec), str(target), "leaf"])
+    _run([*DECODE, "--format", "parquet", "-o", str(tmp_path / "ds"), str(rec)])
+    [leaf_file] = (tmp_path / "ds").rglob("*.parquet")
+    rows = pq.read_table(leaf_file).to_pylist()
+    entries = {r["arg_i"]: r for r in rows if r["kind"] == "entry"}
+    main_leaf = entries[3]
+    assert [FRAME.fullmatch(f).group(1) for f in main_leaf["stack"][:4]] == \
+        ["leaf", "middle", "outer", "main"]
+    assert len(main_leaf["stack_ip"]) == len(main_leaf["stack"]) and \
+        all(ip > 0 for ip in main_leaf["stack_ip"]) and main_leaf["stack_cut"] is None
+    assert entries[0]["stack_cut"] == "the stack copied (4096 bytes) ends before the next frame"
+    assert all(r["stack"] is None and r["stack_ip"] is None for r in rows if r["kind"] == "exit")
+
+
+def test_decoded_after_the_object_moved_or_was_rebuilt(target, tmp_path):
+    exe = tmp_path / "prog"
+    exe.write_bytes(target.read_bytes())
+    exe.chmod(0o755)
+    rec = tmp_path / "r.btfrec"
+    _run([*TOOL, "--stack", "--record", str(rec), str(exe), "leaf"])
+    exe.rename(tmp_path / "elsewhere")
+    first = _run([*DECODE, str(rec)]).stdout
+    said = f"{exe}: not found here (No such file or directory)"
+    assert re.fullmatch(r"0x[0-9a-f]+ \(" + re.escape(said) + r"\)",
+                        _blocks(first)["leaf(i=3)"][0][0]), first
+    assert _blocks(first)["leaf(i=3)"][0][1] == f"... likely cut: {said}"
+    # the same path, another build: never named by the other build's symbols
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-pthread", "-DOTHER",
+                    str(target.with_name("target.c")), "-o", str(exe)], check=True)
+    again = _run([*DECODE, "--format", "jsonl", str(rec)]).stdout.splitlines()
+    [entry] = [json.loads(x) for x in again if '"args": {"i": 3}' in x and '"entry"' in x]
+    [frame] = entry["stack"]["ustack"]
+    assert frame["symbol"] is None and frame["object"] is None
+    assert re.fullmatch(re.escape(str(exe)) + r": another build here \(build id [0-9a-f]+, "
+                        r"recorded [0-9a-f]+\)", frame["why"]), frame
 
 
 def test_a_failed_calls_stack_under_errors(target):
