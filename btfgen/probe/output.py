@@ -373,13 +373,9 @@ class Printer:
 
     def _exit(self, fn, who, value, took, entry, caps, err: int = 0) -> str:
         shape = self._shape(fn)
-        ret = fn.ret.value if fn.ret else None
-        if self.kernel:  # by the kernel's convention, --errors only (as it always was)
-            name = errno.errorcode.get(-value) if self.errors and _is_int(ret) \
-                and isinstance(value, int) else None
-        else:  # the error of the call's last system call, for its -1 or NULL only
-            name = errno.errorcode.get(err) if err and fn.ret and isinstance(value, int) \
-                and failed_as(fn, value, _SETS_ERRNO) else None
+        # A kernel function's name by its convention, with --errors only (as it always was).
+        named = errno_of(fn, value, err, self.kernel) if self.errors or not self.kernel else 0
+        name = errno.errorcode[named] if named else None
         if self.as_json:
             line = [_json_head(who, shape.json_name, "error" if self.errors else "exit"),
                     ', "return": ', str(value) if type(value) is int else _ENCODE(typed(value))]
@@ -451,6 +447,21 @@ def failed(fn, value) -> bool:
 _SETS_ERRNO = frozenset({"-1", "null"})
 
 
+def errno_of(fn, value, err: int, kernel: bool) -> int:
+    """The errno an exit's return stands for, where it is known and has a name (0 where not):
+    a kernel function's -1..-4095 from an integer return by the kernel's convention; a user
+    function's -1 or NULL, by `err`, the error of the last system call its thread made inside
+    the call (the exit's flags, EVENT_ERRNO_SHIFT). What is printed beside the return, and the
+    dataset's errno column (recordings/errnos.py, the same rule over arrays)."""
+    if not fn.ret or not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    if kernel:
+        code = -value if fn.ret.value.type.tag == "int" else 0
+    else:
+        code = err if failed_as(fn, value, _SETS_ERRNO) else 0
+    return code if code in errno.errorcode else 0
+
+
 def failed_as(fn, value, errors_are) -> bool:
     """Whether a user function's return is an error as `errors_are` (ERRORS_ARE's keys) says."""
     if not fn.ret or not isinstance(value, int) or isinstance(value, bool):
@@ -485,10 +496,6 @@ def errors_value(argv: list) -> list:
     return [x for a in argv for x in
             (("--errors", "--errors-are=" + a[len("--errors="):])
              if isinstance(a, str) and a.startswith("--errors=") else (a,))]
-
-
-def _is_int(vdesc) -> bool:
-    return vdesc is not None and vdesc.type.tag == "int"
 
 
 def _is_pointer(vdesc) -> bool:

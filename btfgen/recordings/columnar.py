@@ -31,7 +31,7 @@ except ImportError as e:  # one line for the CLI
     raise BtfgenError(f"columnar decoding needs the btfgen[arrow] extra ({e.name} is missing)"
                       ) from None
 
-from btfgen.recordings import stack_columns  # noqa: E402 (needs pyarrow: after its check)
+from btfgen.recordings import errnos, stack_columns  # noqa: E402 (numpy, pyarrow: after the check)
 from btfgen.recordings.stack_columns import StackColumns  # noqa: E402
 
 KINDS = {"entry": 0, "exit": 1}
@@ -83,9 +83,10 @@ FLOATS = {2: "f2", 4: "f4", 8: "f8"}
 class Layout:
     """One function and kind's columns: `dtype` reads the event header and every in-place
     scalar; `scalars` are (column, op mask, bool?); `others` (column, value descriptor, index)
-    need the per-record decoder; `missing` are always null."""
+    need the per-record decoder; `missing` are always null. An exit's `errno` follows its
+    return, by the kernel's convention or a user function's (`kernel`: errnos.py)."""
 
-    def __init__(self, fn, kind: int, stride: int, order: str) -> None:
+    def __init__(self, fn, kind: int, stride: int, order: str, kernel: bool = False) -> None:
         bo = "<" if order == "little" else ">"
         names, formats, offsets = [], [], []
         for name, fmt, at in EVENT_FIELDS + RECORD_FIELDS:
@@ -108,6 +109,8 @@ class Layout:
                 # Behind a pointer the BPF side did not follow: the address (per-record: Unread).
                 address = vdesc.by_ref and plan.data_off < 0
                 self.others.append((column, vdesc, i, address))
+        if kind:
+            self.columns.append(ERRNO)
         # Captures (what pointers pointed to): decoded per record, after the values.
         self.captures = [(CAPTURE_PREFIX + c.name, c) for c in fn.desc.captures
                          if c.at_exit == bool(kind)]
@@ -117,11 +120,13 @@ class Layout:
                 self.columns.append(column + TRUNCATED)
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
                                "itemsize": stride})
-        self.fn, self.kind = fn, kind
+        self.fn, self.kind, self.kernel = fn, kind, kernel
         # The id_kind word of this function's events of this kind.
         self.id_kind = int.from_bytes(spec_format.structs(_ID_KIND)[order].pack(fn.btf_id, kind),
                                       order)
 
+
+ERRNO = "errno"  # an exit's, after its return: no exit's other column is named so
 
 # A capture's column is its path after this (`cap:how->flags`): no argument's name has a colon.
 CAPTURE_PREFIX = "cap:"
@@ -168,7 +173,7 @@ def arrays(path: str, function: str, kind: str = "entry"):
 
 def record_batches(path: str, function: str, kind: str = "entry"):
     """pyarrow RecordBatches, one per batch of the file, with the columns timestamp, cpu, pid,
-    tid and every argument (entry) or `return` (exit)."""
+    tid and every argument (entry) or `return` and `errno` (exit: errnos.py, null where none)."""
     for layout, payload in _sections(path, function, kind, reuse=True):
         yield _to_arrow(layout, payload)  # copies: the read buffer can be reused
 
@@ -190,8 +195,13 @@ def dataframe(path: str, function: str, kind: str = "entry"):
 def _empty(path: str, function: str, kind: str):
     with Reader(path, word_sum, grouping=grouping.NumpyGrouping) as r:
         fn, at = _function(r, function)
-        layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
+        layout = Layout(fn, KINDS[kind], r.strides[at], r.order, is_kernel(r))
     return _to_arrow(layout, b"").schema.empty_table()
+
+
+def is_kernel(reader: Reader) -> bool:
+    """Whether the recording traced kernel functions (whose errno convention: errnos.py)."""
+    return reader.header.get("kind") == "kernel"
 
 
 def _function(reader: Reader, function: str):
@@ -209,7 +219,7 @@ def _sections(path: str, function: str, kind: str, reuse: bool = False):
         raise BtfgenError(f"kind is entry or exit, not {kind!r}")
     with Reader(path, word_sum, reuse, grouping=grouping.NumpyGrouping) as r:
         fn, at = _function(r, function)
-        layout = Layout(fn, KINDS[kind], r.strides[at], r.order)
+        layout = Layout(fn, KINDS[kind], r.strides[at], r.order, is_kernel(r))
         for batch in r.batches():
             for fi, k, _count, payload in batch.sections:
                 if fi == at and k == layout.kind:
@@ -236,6 +246,8 @@ def _to_arrow(layout: Layout, payload):
         cols[name] = pa.array(values, mask=nulls)
     for name, vdesc in layout.missing:
         cols[name] = pa.nulls(len(a), type=arrow_type(vdesc.type))
+    if layout.kind:
+        cols[ERRNO] = errnos.number_column(_errnos(layout, a, failed))
     if layout.others:
         stride = layout.dtype.itemsize
         try:
@@ -268,6 +280,17 @@ def _to_arrow(layout: Layout, payload):
                 cols[name + TRUNCATED] = pa.array(
                     [getattr(v, "truncated", None) for v in values], type=pa.bool_())
     return pa.RecordBatch.from_pydict({c: cols[c] for c in layout.columns})
+
+
+def _errnos(layout: Layout, a, failed):
+    """The exits' errnos (errnos.numbers), 0 where none: from a return read in place only."""
+    ret = [(mask, is_bool) for column, mask, is_bool in layout.scalars if column == "return"]
+    if not ret or ret[0][1] or not len(a):
+        return np.zeros(len(a), np.int64)
+    mask = np.uint64(ret[0][0])
+    readable = (failed & mask) == 0 if mask else np.ones(len(a), bool)
+    return errnos.numbers(a["return"], readable, a[FLAGS], layout.fn.ret.value.type.tag,
+                          layout.kernel)
 
 
 def _native(view):
@@ -342,7 +365,7 @@ def write_parquet(path: str, directory: str) -> int:
                 trust=checked) as r:
         fns = replay.functions(r)
         names = [f.name for f in fns]
-        layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order)
+        layouts = {(i, k): Layout(fns[i], k, r.strides[i], r.order, is_kernel(r))
                    for i in range(len(fns)) for k in (0, 1)}
         # --stack: the entries' files have the stack columns (stack_columns.py)
         stacks = StackColumns(r.header, r.order, fns) if r.header.get("stack") else None

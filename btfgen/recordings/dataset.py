@@ -15,10 +15,11 @@ A row is one event: `time` (wall clock, UTC, in us; null if the recorder did not
 `timestamp` (the tracer's CLOCK_MONOTONIC ns), cpu, pid, tid, `kind` (entry or exit), `call`
 and `duration_ns` (shared by an entry and its exit when both were recorded: the call, paired on
 its thread as `btfgen decode` pairs them; null when one of them was lost), arch, recording,
-then `arg_NAME` per argument (null on exits) and `ret` (null on entries). host, kernel and
-function come from the path (Hive partitions). A recording made with --stack adds `stack`,
-`stack_ip` and `stack_cut` (stack_columns.py; null on exits). Integers keep their width and signedness, enums
-are their enumerator names (dictionary-encoded; a value no enumerator has is its number in
+then `arg_NAME` per argument (null on exits), `ret`, `errno` and `errno_name` (null on entries;
+errno: what `btfgen decode` names beside the return, errnos.py). host, kernel and function
+come from the path (Hive partitions). A recording made with --stack adds `stack`, `stack_ip`
+and `stack_cut` (stack_columns.py; null on exits). Integers keep their width and signedness,
+enums are their enumerator names (dictionary-encoded; a value no enumerator has is its number in
 decimal), structs by value are struct columns. The columns of a function are those of its
 decoder in that recording: two kernels can give one function different columns, and each file
 says its own; readers merge by name (DuckDB union_by_name, Spark mergeSchema).
@@ -35,7 +36,7 @@ from typing import NamedTuple
 from btfgen.errors import BtfgenError
 from btfgen.probe import recording, spec_format
 from btfgen.probe.calls import OpenCalls
-from btfgen.recordings import columnar, grouping, replay, stack_columns
+from btfgen.recordings import columnar, errnos, grouping, replay, stack_columns
 from btfgen.recordings.reader import Reader
 from btfgen.recordings.stack_columns import StackColumns
 from btfgen.recordings.partitions import segment
@@ -125,7 +126,7 @@ def _write(path: str, directory: str, rid: str) -> tuple[int, tuple | None]:
     with Reader(path, columnar.word_sum, reuse=True, grouping=grouping.NumpyGrouping) as r:
         fns = replay.functions(r)
         source = _source(path, r.header)
-        layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order)
+        layouts = {(i, k): columnar.Layout(fn, k, r.strides[i], r.order, columnar.is_kernel(r))
                    for i, fn in enumerate(fns) for k in (0, 1)}
         keys = _Keys(len(fns))
         for batch in r.batches():
@@ -328,7 +329,8 @@ class _Rows:
         values = fn.args if kind == 0 else (fn.ret[:1] if fn.ret else ())
         ncaps = sum(1 + (c.kind in ("str", "buf")) for c in fn.captures
                     if c.at_exit == bool(kind))
-        assert rb.num_columns == len(EVENT_COLUMNS) + len(values) + ncaps  # columnar's order
+        first_capture = len(EVENT_COLUMNS) + len(values) + kind  # an exit's errno
+        assert rb.num_columns == first_capture + ncaps  # columnar's order
         ts = rb.column(0).to_numpy().astype(np.int64)
         call, took = (a[at:at + n] for a in self.calls[fi])
         off = self.source.clock_offset
@@ -344,7 +346,10 @@ class _Rows:
         names = ["ret"] if kind else _arg_columns([v[0] for v in values])
         for i, (vdesc, name) in enumerate(zip(values, names)):
             cols[name] = _as_names(rb.column(len(EVENT_COLUMNS) + i), vdesc[1])
-        for i in range(len(EVENT_COLUMNS) + len(values), rb.num_columns):
+        if kind:  # every function's exits have them (null for a void one): one schema for all
+            cols["errno"] = rb.column(columnar.ERRNO)
+            cols["errno_name"] = errnos.name_column(cols["errno"])
+        for i in range(first_capture, rb.num_columns):
             cols[rb.schema.field(i).name] = rb.column(i)  # captures: cap:PATH, as columnar's
         return cols
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from btfgen.decoder import runtime
 from btfgen.decoder.runtime import Function
-from btfgen.probe import event
+from btfgen.probe import event, output
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -37,7 +37,7 @@ def _per_record(mod, evs, name: str, kind: int) -> list[dict]:
     fn = Function(mod._descriptor(name)[0])
     rows = []
     for e in evs:
-        _, tid, _, ns, cpu, _pad = event.HEADS[mod.BYTE_ORDER].unpack_from(e)
+        _, tid, _, ns, cpu, flags = event.HEADS[mod.BYTE_ORDER].unpack_from(e)
         btf_id, k, _failed = runtime.RECORD_HEADERS[mod.BYTE_ORDER].unpack_from(
             e, event.EVENT_HEADER)
         if btf_id != fn.btf_id or k != kind:
@@ -46,6 +46,9 @@ def _per_record(mod, evs, name: str, kind: int) -> list[dict]:
         values = zip(fn.args, v) if kind == 0 else ([(fn.ret.value, v)] if fn.ret else [])
         row = {"timestamp": ns, "cpu": cpu, "pid": 42, "tid": tid}
         row.update({("return" if kind else d.name): columnar.plain(x, d.type) for d, x in values})
+        if kind:  # what the printer names beside the return (a user trace's: by the flags)
+            err = (flags & output.EVENT_ERRNO_MASK) >> output.EVENT_ERRNO_SHIFT
+            row["errno"] = output.errno_of(fn, v, err, False) or None
         rows.append(_same(row))
     return rows
 

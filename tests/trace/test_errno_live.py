@@ -4,8 +4,9 @@ a -1 or NULL is named by the error of the last system call its thread made insid
 none did. libc's open on a missing file (the issue's own command, and open() called by a
 program's function), a function whose -1 comes with no system call (sigaddset's EINVAL, and a
 plain -1 after an earlier ENOENT and EINVAL on its thread), one whose last system call
-succeeded; text, --json, --record read back by `btfgen decode`; --errors=WHAT and a --filter on
-$retval choosing what an error is; a WHAT that makes no sense said in one line, exit 2."""
+succeeded; text, --json, --record read back by `btfgen decode` (text, jsonl) and in the Parquet
+dataset's errno columns; --errors=WHAT and a --filter on $retval choosing what an error is; a
+WHAT that makes no sense said in one line, exit 2."""
 
 from __future__ import annotations
 
@@ -115,6 +116,61 @@ def test_the_issues_libc_open_is_enoent_never_eperm():
                  "/nonexistent/file"], status=1)  # cat's own status
     lines = [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in proc.stdout.splitlines()]
     assert lines == ['open(__file="/nonexistent/file", __oflag=0) -> -1 ENOENT'], proc.stdout
+
+
+def test_the_issues_libc_open_recorded_decoded_and_in_the_dataset(tmp_path):
+    """The same call recorded: `btfgen decode` says -1 ENOENT in text and jsonl, as the trace
+    printed it, and the Parquet dataset's exit row has errno 2, ENOENT (its entry row null)."""
+    if symbols.locate("libc.so.6")[1] is None or not os.path.exists(FCNTL):
+        pytest.skip("no libc.so.6 in ldconfig's cache, or no <fcntl.h>")
+    rec = tmp_path / "open.btfrec"
+    _run([*TOOL, "--record", str(rec), "--header", FCNTL, "libc.so.6", "open", "--", "cat",
+          "/nonexistent/file"], status=1)  # cat's own status
+    text = [re.sub(r" \(\d+\.\d{3} us\)$", "", x)
+            for x in _run([*DECODE, str(rec)]).stdout.splitlines()]
+    assert text == ['open(__file="/nonexistent/file", __oflag=0)', "open -> -1 ENOENT"], text
+    errors = [re.sub(r" \(\d+\.\d{3} us\)$", "", x)
+              for x in _run([*DECODE, "--errors", str(rec)]).stdout.splitlines()]
+    assert errors == ['open(__file="/nonexistent/file", __oflag=0) -> -1 ENOENT'], errors
+    exits = [e for e in map(json.loads, _run([*DECODE, "--format", "jsonl", str(rec)]
+                                             ).stdout.splitlines()) if e["kind"] == "exit"]
+    assert [(e["function"], e["return"], e.get("errno")) for e in exits] == \
+        [("open", -1, {"value": 2, "name": "ENOENT"})]
+    pq = pytest.importorskip("pyarrow.parquet")
+    _run([*DECODE, "-q", "--format", "parquet", "-o", str(tmp_path / "ds"), str(rec)])
+    (part,) = (tmp_path / "ds").glob("host=*/kernel=*/function=open/*.parquet")
+    rows = pq.read_table(part, columns=["kind", "ret", "errno", "errno_name"]).to_pylist()
+    assert sorted(rows, key=lambda r: r["kind"]) == [
+        {"kind": "entry", "ret": None, "errno": None, "errno_name": None},
+        {"kind": "exit", "ret": -1, "errno": 2, "errno_name": "ENOENT"}]
+
+
+def test_a_recordings_bare_minus_1_is_null_in_the_dataset(target, tmp_path):
+    """A -1 with no failed system call inside its call (plain_fail, bad_signal) and one whose
+    last system call succeeded (fail_then_ok) are bare when decoded and null in the dataset;
+    open_missing's and fopen_missing's NULL are ENOENT in both."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    missing = _missing(tmp_path)
+    rec = tmp_path / "errno.btfrec"
+    _run([*TOOL, "--record", str(rec), str(target), *FUNCS, "--", missing])
+    decoded = [x.split(" (")[0] for x in _run([*DECODE, str(rec)]).stdout.splitlines()
+               if " -> " in x]
+    assert decoded == ["open_missing -> -1 ENOENT", "fopen_missing -> 0x0 ENOENT",
+                       "bad_signal -> -1", "plain_fail -> -1", "neg_fail -> -2",
+                       "fail_then_ok -> -1", "count -> 1", "count -> 7"], decoded
+    _run([*DECODE, "-q", "--format", "parquet", "-o", str(tmp_path / "ds"), str(rec)])
+    got = {}
+    for part in (tmp_path / "ds").glob("host=*/kernel=*/function=*/*.parquet"):
+        function = part.parent.name.split("=", 1)[1]
+        for row in pq.read_table(part, columns=["timestamp", "kind", "errno", "errno_name"]
+                                 ).to_pylist():
+            if row["kind"] == "exit":
+                got.setdefault(function, []).append(
+                    (row["timestamp"], row["errno"], row["errno_name"]))
+    assert {f: [x[1:] for x in sorted(v)] for f, v in got.items()} == {
+        "open_missing": [(2, "ENOENT")], "fopen_missing": [(2, "ENOENT")],
+        "bad_signal": [(None, None)], "plain_fail": [(None, None)], "neg_fail": [(None, None)],
+        "fail_then_ok": [(None, None)], "count": [(None, None), (None, None)]}
 
 
 def test_errno_named_only_where_a_system_call_in_the_call_failed(target, tmp_path):
