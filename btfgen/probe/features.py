@@ -227,9 +227,9 @@ def kprobe_multi_cookies(bpf_syscall: int) -> Availability:
     """Whether this kernel's kprobe_multi links (kprobe.session links too: the same link)
     hand each function's program its own cookie: a program on a link over the getpid and
     getppid handlers, with cookies 1 and 2, notes the cookies it sees while both are called
-    from here. Debian's 7.2.13 ppc64el kernel hands it 0 in every function (ppc64's functions
-    have two entry points, and the lookup finds neither of the link's addresses), which a
-    trace would read as its first function's. What it cannot tell is the two cookies swapped
+    from here. Debian's 7.2.13 ppc64el kernel hands it 0 in every function (the lookup by
+    address finds none; likely ppc64's two entry points a function), which a trace would read
+    as its first function's. What it cannot tell is the two cookies swapped
     (other processes' calls of the two land in the same slots, so the slots are not read after
     each call). Asked only where kprobe_multi links exist; a kernel where the check itself
     cannot be made is not trusted either."""
