@@ -148,7 +148,9 @@ def _kprobe_modes(asked: str, kernel: bool, manifest: Manifest,
     if asked in ("auto", "session"):
         session, why = _session_mode(kernel, manifest)
         if session is None and asked == "session":
-            raise RunError(f"--attach session: {why}")
+            # Wrong cookies are not a missing feature but wrong values: refused as bad input.
+            raise (InputError if why == _wrong_cookies(kernel, manifest) else RunError)(
+                f"--attach session: {why}")
         if session is not None:
             modes.append(session._replace(why="as asked" if asked == "session" else
                                           "entry and exit on one link"))
@@ -292,9 +294,23 @@ def _session_mode(kernel: bool, manifest: Manifest) -> tuple[AttachMode | None, 
     session = features.session_links(manifest.bpf_syscall, kernel)
     if not session:
         return None, session.why
+    wrong = _wrong_cookies(kernel, manifest)
+    if wrong:
+        return None, wrong
     kind = "kprobe" if kernel else "uprobe"
     return AttachMode("session", objects[session.variant], ("trace_session",),
                       f"one {kind}.session link"), ""
+
+
+def _wrong_cookies(kernel: bool, manifest: Manifest) -> str:
+    """Why this kernel's kprobe_multi and kprobe.session links cannot be used, though it makes
+    them: their programs see the wrong function's cookie, and the trace would decode each
+    call as another function's (features.kprobe_multi_cookies); "" where they are right, or
+    where it has no such links (their absence is said where they are asked for). User
+    functions: uprobe_multi's cookies are looked up by the probe's own link, not by address."""
+    if not kernel or not features.kprobe_multi_links(manifest.bpf_syscall):
+        return ""
+    return features.kprobe_multi_cookies(manifest.bpf_syscall).why
 
 
 def _pair_or_single(asked: str, kernel: bool, manifest: Manifest, quiet: bool = False,
@@ -307,11 +323,17 @@ def _pair_or_single(asked: str, kernel: bool, manifest: Manifest, quiet: bool = 
                         else "one uprobe and uretprobe per function",
                         "as asked" if asked == "single" else "")
     if asked != "auto":
+        wrong = _wrong_cookies(kernel, manifest) if asked == "multi" else ""
+        if wrong:
+            raise InputError(f"--attach multi: {wrong}")
         return single if asked == "single" else multi
     links = (features.kprobe_multi_links if kernel else
              features.uprobe_multi_links)(manifest.bpf_syscall)
     if links:
-        return multi
+        wrong = _wrong_cookies(kernel, manifest)
+        if not wrong:
+            return multi
+        links = features.Availability(wrong)
     kprobes = features.kprobes() if kernel else features.AVAILABLE
     if not kprobes and not quiet:
         raise RunError(f"{links.why}; {kprobes.why}")

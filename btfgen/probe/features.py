@@ -1,7 +1,8 @@
 """What this kernel has, probed before anything is attached (as cilium/ebpf's features/ and
 bpftrace's bpffeature): BPF programs at all, kprobe_multi and uprobe_multi links, session
 links and the prototype of their kfuncs, the trampoline's links, sleepable uprobe programs in
-each user attach mode, kprobes, and whether it counts missed calls. Each probe answers with an Availability (true where the kernel has it;
+each user attach mode, kprobes, whether kprobe_multi links hand their programs the right
+cookies, and whether it counts missed calls. Each probe answers with an Availability (true where the kernel has it;
 else why not, in words for the user), asked once a process: a kernel does not gain or lose a
 feature while it is traced.
 """
@@ -12,6 +13,8 @@ import ctypes
 import errno
 import os
 import platform
+import struct
+import sys
 from ctypes import POINTER, c_char_p, c_uint64
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +23,9 @@ from .errors import BpfLoadError
 from .libbpf import libbpf
 from .syscall import (
     BPF_LINK_CREATE,
+    BPF_MAP_CREATE,
+    BPF_MAP_LOOKUP_ELEM,
+    BPF_MAP_TYPE_ARRAY,
     BPF_PROG_LOAD,
     BPF_PROG_TYPE_KPROBE,
     BPF_PROG_TYPE_TRACING,
@@ -33,6 +39,8 @@ from .syscall import (
     LinkCreateKprobeMulti,
     LinkCreateTracingMulti,
     LinkCreateUprobeMulti,
+    MapCreate,
+    MapElem,
     ProgLoad,
     ProgLoadAttach,
     sys_bpf,
@@ -150,6 +158,127 @@ def uprobe_multi_links(bpf_syscall: int) -> Availability:
         return Availability(f"uprobe_multi links are not permitted here: {os.strerror(err)}")
     return Availability(f"this kernel has no uprobe_multi links (Linux 6.6+): "
                         f"{os.strerror(err)}")
+
+
+# The system call handlers kprobe_multi_cookies links on, by each arch's name for them (its
+# syscall wrapper's prefix: x86_64, i386, arm64, riscv64, s390x; plain on ppc64, arm, loongarch):
+# the first pair the kernel finds is taken. Called from here, deterministically, with no
+# arguments and no side effect.
+COOKIE_PROBE_PREFIXES = ("__x64_sys_", "__arm64_sys_", "__riscv_sys_", "__s390x_sys_",
+                         "__ia32_sys_", "sys_")
+COOKIE_PROBE_CALLS = (("getpid", os.getpid), ("getppid", os.getppid))
+_COOKIE_SLOTS = 4  # the cookies seen: 0 (none found), 1, 2, anything else
+
+
+def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
+    """One BPF instruction in this machine's byte order (struct bpf_insn: its register
+    nibbles are a bitfield, dst_reg first in the byte's low bits on a little-endian machine)."""
+    regs = dst | src << 4 if sys.byteorder == "little" else dst << 4 | src
+    return struct.pack("=BBhi", code, regs, off, imm)
+
+
+def _cookie_program(map_fd: int) -> bytes:
+    """map[slot] = 1, slot the cookie bpf_get_attach_cookie gives (1 or 2 where the kernel
+    finds the function's; 0 where it finds none; 3 anything else)."""
+    return b"".join((
+        _insn(0x85, imm=174),                       # r0 = bpf_get_attach_cookie(ctx)
+        _insn(0xb5, dst=0, off=1, imm=2),           # if r0 <= 2 goto +1
+        _insn(0xb7, dst=0, imm=3),                  # r0 = 3
+        _insn(0x63, dst=10, src=0, off=-4),         # *(u32 *)(r10 - 4) = r0: the key
+        _insn(0x7a, dst=10, off=-16, imm=1),        # *(u64 *)(r10 - 16) = 1: the value
+        _insn(0x18, dst=1, src=1, imm=map_fd),      # r1 = the map (ld_imm64, pseudo map fd)
+        _insn(0x00),
+        _insn(0xbf, dst=2, src=10),                 # r2 = r10 - 4
+        _insn(0x07, dst=2, imm=-4),
+        _insn(0xbf, dst=3, src=10),                 # r3 = r10 - 16
+        _insn(0x07, dst=3, imm=-16),
+        _insn(0xb7, dst=4),                         # r4 = BPF_ANY
+        _insn(0x85, imm=2),                         # bpf_map_update_elem(r1, r2, r3, r4)
+        _insn(0xb7, dst=0),                         # return 0
+        _insn(0x95),
+    ))
+
+
+def _cookie_link(bpf_syscall: int, prog_fd: int) -> tuple[int, str]:
+    """(a kprobe_multi link of `prog_fd` on the getpid and getppid handlers with cookies 1 and
+    2, "") or (-1, why not)."""
+    cookies = (c_uint64 * 2)(1, 2)
+    err = 0
+    for prefix in COOKIE_PROBE_PREFIXES:
+        names = [ctypes.create_string_buffer(f"{prefix}{call}".encode())
+                 for call, _ in COOKIE_PROBE_CALLS]
+        syms = (c_char_p * 2)(*(ctypes.cast(n, c_char_p) for n in names))
+        attr = LinkCreateKprobeMulti(prog_fd=prog_fd, attach_type=BPF_TRACE_KPROBE_MULTI,
+                                     cnt=2, syms=ctypes.addressof(syms),
+                                     cookies=ctypes.addressof(cookies))
+        fd = sys_bpf(bpf_syscall, BPF_LINK_CREATE, attr)
+        if fd >= 0:
+            return fd, ""
+        err = ctypes.get_errno()
+        if err not in (errno.ESRCH, errno.ENOENT):  # found, and refused
+            return -1, (f"the kernel refuses a kprobe_multi link on {prefix}getpid: "
+                        f"{os.strerror(err)}")
+    return -1, ("no getpid and getppid system call handlers found under the names "
+                f"{', '.join(p + 'getpid' for p in COOKIE_PROBE_PREFIXES)}")
+
+
+@cache
+def kprobe_multi_cookies(bpf_syscall: int) -> Availability:
+    """Whether this kernel's kprobe_multi links (kprobe.session links too: the same link)
+    hand each function's program its own cookie: a program on a link over the getpid and
+    getppid handlers, with cookies 1 and 2, notes the cookies it sees while both are called
+    from here. Debian's 7.2.13 ppc64el kernel hands it 0 in every function (the lookup by
+    address finds none; likely ppc64's two entry points a function), which a trace would read
+    as its first function's. What it cannot tell is the two cookies swapped
+    (other processes' calls of the two land in the same slots, so the slots are not read after
+    each call). Asked only where kprobe_multi links exist; a kernel where the check itself
+    cannot be made is not trusted either."""
+    why = "kprobe_multi links are not used here: their cookies could not be checked: "
+    attr = MapCreate(map_type=BPF_MAP_TYPE_ARRAY, key_size=4, value_size=8,
+                     max_entries=_COOKIE_SLOTS)
+    map_fd = sys_bpf(bpf_syscall, BPF_MAP_CREATE, attr)
+    if map_fd < 0:
+        return Availability(f"{why}no array map: {os.strerror(ctypes.get_errno())}")
+    try:
+        code = _cookie_program(map_fd)
+        insns = ctypes.create_string_buffer(code, len(code))
+        license_ = ctypes.create_string_buffer(b"GPL")
+        load = ProgLoad(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=len(code) // 8,
+                        insns=ctypes.addressof(insns), license=ctypes.addressof(license_),
+                        expected_attach_type=BPF_TRACE_KPROBE_MULTI)
+        prog_fd = sys_bpf(bpf_syscall, BPF_PROG_LOAD, load)
+        if prog_fd < 0:
+            return Availability(f"{why}the kernel refuses the program: "
+                                f"{os.strerror(ctypes.get_errno())}")
+        try:
+            link, refused = _cookie_link(bpf_syscall, prog_fd)
+        finally:
+            os.close(prog_fd)  # the link holds the program
+        if link < 0:
+            return Availability(why + refused)
+        try:
+            for _, call in COOKIE_PROBE_CALLS:
+                call()
+        finally:
+            os.close(link)
+        seen = []
+        for slot in range(_COOKIE_SLOTS):
+            key, value = ctypes.c_uint32(slot), c_uint64(0)
+            lookup = MapElem(map_fd=map_fd, key=ctypes.addressof(key),
+                             value=ctypes.addressof(value))
+            if sys_bpf(bpf_syscall, BPF_MAP_LOOKUP_ELEM, lookup) < 0:
+                return Availability(f"{why}{os.strerror(ctypes.get_errno())}")
+            if value.value:
+                seen.append(slot)
+    finally:
+        os.close(map_fd)
+    if seen == [1, 2]:
+        return AVAILABLE
+    said = {0: "0 (none)", 3: "another"}
+    return Availability("this kernel's kprobe_multi links hand their programs the wrong "
+                        "cookie (a link on getpid and getppid with cookies 1 and 2: its "
+                        f"program saw {', '.join(said.get(s, str(s)) for s in seen) or 'none'})"
+                        ": each call would be read as another function's")
 
 
 # Where the session kfuncs' prototypes changed: Linux 7.0 added the ctx argument.

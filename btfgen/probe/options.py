@@ -28,6 +28,7 @@ class Options:
     # the BPF trampoline), "session" (one kprobe.session/uprobe.session link), "multi"
     # (kprobe_multi/uprobe_multi pairs), "single" (one kprobe or uprobe each, with its cookie),
     # or "auto": an fsession.multi link, else the first of the kprobe modes the kernel has
+    # (kernel functions: with the right cookies, features.kprobe_multi_cookies)
     ring_mib: int | None = None  # the ring buffer's size; None: ring_size(functions)
     # user functions: sleepable uprobe programs where the kernel takes them (user memory not
     # yet paged in is read); False: the non-sleepable ones, which fault there

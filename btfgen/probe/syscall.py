@@ -17,6 +17,9 @@ libc.syscall.restype = c_long
 libc.syscall.argtypes = [c_long, c_long, c_void_p, c_long]
 
 BYTE_ORDER = sys.byteorder  # the kernel's info structs are in this machine's order
+BPF_MAP_CREATE = 0
+BPF_MAP_LOOKUP_ELEM = 1
+BPF_MAP_TYPE_ARRAY = 2
 BPF_PROG_LOAD = 5
 BPF_PROG_TYPE_KPROBE = 2
 # prog_flags: a program that may sleep (a page fault in bpf_copy_from_user); uprobes only
@@ -109,6 +112,19 @@ def info(number: int, fd: int, size: int) -> bytes | None:
     if sys_bpf(number, BPF_OBJ_GET_INFO_BY_FD, attr) < 0:
         return None
     return buf.raw
+
+
+class MapCreate(ctypes.Structure):
+    # union bpf_attr, the BPF_MAP_CREATE member up to map_flags
+    _fields_ = [("map_type", ctypes.c_uint32), ("key_size", ctypes.c_uint32),
+                ("value_size", ctypes.c_uint32), ("max_entries", ctypes.c_uint32),
+                ("map_flags", ctypes.c_uint32)]
+
+
+class MapElem(ctypes.Structure):
+    # union bpf_attr, the BPF_MAP_*_ELEM member: a map, pointers to a key and a value
+    _fields_ = [("map_fd", ctypes.c_uint32), ("_pad", ctypes.c_uint32), ("key", c_uint64),
+                ("value", c_uint64), ("flags", c_uint64)]
 
 
 class ProgLoad(ctypes.Structure):

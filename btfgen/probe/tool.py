@@ -74,9 +74,11 @@ def _parser() -> argparse.ArgumentParser:
                         "Linux 6.10+, 6.13+ for programs), a kprobe_multi (uprobe_multi) link "
                         "per direction (multi), one kprobe and kretprobe (uprobe and uretprobe) "
                         "each with a BPF cookie (single: Linux 5.15+, for kernels without "
-                        "kprobe_multi/uprobe_multi or with their cookies broken), or (auto, the "
-                        "default) one fsession.multi link where the kernel has it, else the first "
-                        "of session, multi and single it has; the one used is said")
+                        "kprobe_multi/uprobe_multi), or (auto, the default) one fsession.multi "
+                        "link where the kernel has it, else the first of session, multi and "
+                        "single it has (kernel functions: not session or multi where a probe "
+                        "finds their cookies wrong, as on Debian's 7.2.13 ppc64el); the one used "
+                        "is said")
     p.add_argument("--no-sleepable", dest="sleepable", action="store_false",
                    help="user functions: the non-sleepable uprobe programs, which cannot fault "
                         "in a page of user memory not yet mapped (a string there reads as a "

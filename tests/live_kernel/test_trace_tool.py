@@ -34,15 +34,18 @@ EMPTY_BUNDLE = b"BTFGBNDL" + bytes(16)
 JIT = "/proc/sys/net/core/bpf_jit_enable"
 # How the tool attaches on each target: one kprobe.session link where the kernel has them (the
 # unstable 7.2 kernels with fprobe), else kprobe_multi pairs, else one kprobe and kretprobe per
-# function with a cookie ("auto" finds out). ppc64el's kprobe_multi cookies are broken (found by
-# test_generated.py; its session links are kprobe_multi links too), which the tool cannot see:
-# single is asked for there.
+# function with a cookie ("auto" finds out). The targets where auto takes the single ones:
 SINGLE = {
-    "bookworm-amd64": "auto",  # Debian's 6.1 lacks CONFIG_FPROBE
-    "bookworm-i386": "auto",
-    "unstable-armhf": "auto",  # armmp-lpae: no FPROBE on 32-bit arm
-    "unstable-ppc64el": "single",  # str(TARGETS["unstable-ppc64el"].multi_broken)
+    "bookworm-amd64",  # Debian's 6.1 lacks CONFIG_FPROBE
+    "bookworm-i386",
+    "unstable-armhf",  # armmp-lpae: no FPROBE on 32-bit arm
+    "unstable-ppc64el",  # WRONG_COOKIES
 }
+# Where the kernel's kprobe_multi links hand their programs the wrong cookie (targets.py's
+# multi_broken; its session links are kprobe_multi links too): the tool's probe finds it, auto
+# says so and takes the single ones, and --attach multi is refused (exit 2).
+WRONG_COOKIES = {"unstable-ppc64el"}
+COOKIES_SAID = "this kernel's kprobe_multi links hand their programs the wrong cookie"
 # Where auto takes a session link, the pair is also run, asked for with --attach multi.
 SAID = {"session": "one kprobe.session link", "multi": "kprobe_multi links",
         "single": "one kprobe and kretprobe per function",
@@ -77,7 +80,7 @@ def test_trace_tool_in_guest(name, tmp_path):
     g.file("loader", build.loader(t).read_bytes(), 0o755)
     g.file("empty.bundle", EMPTY_BUNDLE)
     actions = " ".join(" ".join(a) for a in scenario.actions(psize))
-    attach = f"--attach {SINGLE.get(name, 'auto')}"
+    attach = "--attach auto"
     # The calls come from a child of the traced shell (`; true` keeps sh from exec'ing the
     # loader in its place): what the command forks is traced too.
     # Where the kernel boots with its BPF JIT off and refuses the program to the interpreter
@@ -108,7 +111,7 @@ def test_trace_tool_in_guest(name, tmp_path):
         g.step("fsession", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
                            f"{py.python} btfgen_trace.py --run /trace --attach fsession -- sh "
                            f"-c '/loader /empty.bundle {actions}; true' 2>&1")
-    if name not in SINGLE:
+    if name not in SINGLE or name in WRONG_COOKIES:
         g.step("multi", f"cd /trace && LD_LIBRARY_PATH={python_guest.library_path(t)} "
                         f"{py.python} btfgen_trace.py --run /trace --attach multi -- sh -c "
                         f"'/loader /empty.bundle {actions}; true' 2>&1")
@@ -162,7 +165,14 @@ def test_trace_tool_in_guest(name, tmp_path):
         assert "was refused" not in each, each[:2000]
         more, _, _ = _check(name, k, table, present, psize, each, "fsession")
         problems += [f"--attach fsession: {p}" for p in more]
-    if name not in SINGLE:
+    if name in WRONG_COOKIES:
+        said = re.search(rf"^btfgen_trace: attaching one kprobe and kretprobe per function "
+                         rf"\(.*{COOKIES_SAID}.*\)$", text, re.M)
+        assert said, f"{name}: auto did not say the cookies are wrong:\n{text[:2000]}"
+        pair, rc = boot.section("multi")
+        assert rc == 2, f"{name}: --attach multi not refused (exit {rc}):\n{pair[-3000:]}"
+        assert re.search(rf"^btfgen_trace: --attach multi: {COOKIES_SAID}", pair, re.M), pair
+    elif name not in SINGLE:
         pair, rc = boot.section("multi")
         assert rc == 0, f"{name}: the tool failed with --attach multi (exit {rc}):\n{pair[-3000:]}"
         more, _, _ = _check(name, k, table, present, psize, pair, "multi")

@@ -14,7 +14,13 @@ import pytest
 
 from btfgen.probe import features
 from btfgen.probe.features import AVAILABLE, Availability
-from btfgen.probe.syscall import BPF_LINK_CREATE, BPF_PROG_LOAD
+from btfgen.probe.syscall import (
+    BPF_LINK_CREATE,
+    BPF_MAP_CREATE,
+    BPF_MAP_LOOKUP_ELEM,
+    BPF_PROG_LOAD,
+    LinkCreateKprobeMulti,
+)
 
 # Every public function of features.py is a probe.
 PROBES = {name: f for name, f in sorted(vars(features).items())
@@ -56,8 +62,8 @@ def kernel(monkeypatch):
 
     def sys_bpf(number, cmd, attr):
         asked.append(f"bpf {cmd}")
-        if cmd == BPF_PROG_LOAD:
-            return os.open(os.devnull, os.O_RDONLY)  # a program's fd, closed by the probe
+        if cmd in (BPF_PROG_LOAD, BPF_MAP_CREATE):
+            return os.open(os.devnull, os.O_RDONLY)  # a program's or map's fd, closed by it
         assert cmd == BPF_LINK_CREATE
         ctypes.set_errno(errno.ENOENT)
         return -1
@@ -90,7 +96,7 @@ def _call(f):
 def test_the_probes_are_found():
     assert {"bpf_programs", "kprobe_multi_links", "uprobe_multi_links", "session_kfuncs",
             "session_links", "tracing_multi_links", "fsession_programs", "kprobes",
-            "missed_calls_counted", "sleepable_uprobes"} == set(PROBES)
+            "missed_calls_counted", "sleepable_uprobes", "kprobe_multi_cookies"} == set(PROBES)
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))
@@ -123,6 +129,67 @@ def test_what_the_faked_kernel_has_is_said(kernel):
     assert not counted and counted.why == "kernels before 6.7 do not count them all"
     # One BTF read for both attach-type probes, one for the kfuncs (both cached).
     assert kernel.count("vmlinux_btf") == 2
+
+
+def _cookie_kernel(monkeypatch, seen: dict[str, int], prefix: str) -> list:
+    """A faked kernel whose kprobe_multi link finds the handlers named with `prefix` and whose
+    program, for each one called, sees the cookie `seen` gives it; -> the links made, as
+    (names, cookies)."""
+    links, fired = [], set()
+    calls = {"getpid": lambda: fired.add("getpid"), "getppid": lambda: fired.add("getppid")}
+    monkeypatch.setattr(features, "COOKIE_PROBE_CALLS", tuple(calls.items()))
+
+    def sys_bpf(number, cmd, attr):
+        if cmd in (BPF_PROG_LOAD, BPF_MAP_CREATE):
+            return os.open(os.devnull, os.O_RDONLY)
+        if cmd == BPF_LINK_CREATE:
+            assert isinstance(attr, LinkCreateKprobeMulti) and attr.cnt == 2
+            syms = ctypes.cast(attr.syms, ctypes.POINTER(ctypes.c_char_p))
+            names = [syms[i].decode() for i in range(2)]
+            if not names[0].startswith(prefix):
+                ctypes.set_errno(errno.ENOENT)
+                return -1
+            cookies = ctypes.cast(attr.cookies, ctypes.POINTER(ctypes.c_uint64))
+            links.append((names, [cookies[0], cookies[1]]))
+            return os.open(os.devnull, os.O_RDONLY)
+        assert cmd == BPF_MAP_LOOKUP_ELEM
+        slot = ctypes.c_uint32.from_address(attr.key).value
+        ctypes.c_uint64.from_address(attr.value).value = any(
+            seen[call] == slot for call in fired)
+        return 0
+
+    monkeypatch.setattr(features, "sys_bpf", sys_bpf)
+    features.kprobe_multi_cookies.cache_clear()
+    return links
+
+
+def test_kprobe_multi_cookies_right(monkeypatch):
+    links = _cookie_kernel(monkeypatch, {"getpid": 1, "getppid": 2}, "__arm64_sys_")
+    assert features.kprobe_multi_cookies(321) is AVAILABLE
+    assert links == [(["__arm64_sys_getpid", "__arm64_sys_getppid"], [1, 2])]
+    features.kprobe_multi_cookies.cache_clear()
+
+
+def test_kprobe_multi_cookies_wrong_are_said(monkeypatch):
+    # Debian's 7.2.13 ppc64el kernel: the lookup finds neither function, the cookie is 0.
+    _cookie_kernel(monkeypatch, {"getpid": 0, "getppid": 0}, "sys_")
+    got = features.kprobe_multi_cookies(321)
+    assert got.why == ("this kernel's kprobe_multi links hand their programs the wrong cookie "
+                       "(a link on getpid and getppid with cookies 1 and 2: its program saw 0 "
+                       "(none)): each call would be read as another function's")
+    # One function's cookie for both, or one not seen: wrong too.
+    for seen in ({"getpid": 1, "getppid": 1}, {"getpid": 1, "getppid": 3}):
+        _cookie_kernel(monkeypatch, seen, "sys_")
+        assert not features.kprobe_multi_cookies(321)
+    features.kprobe_multi_cookies.cache_clear()
+
+
+def test_kprobe_multi_cookies_unchecked_where_no_handler_is_found(monkeypatch):
+    _cookie_kernel(monkeypatch, {"getpid": 1, "getppid": 2}, "__nowhere_")
+    got = features.kprobe_multi_cookies(321)
+    assert got.why.startswith("kprobe_multi links are not used here: their cookies could not "
+                              "be checked: no getpid and getppid system call handlers found")
+    features.kprobe_multi_cookies.cache_clear()
 
 
 def test_an_unprivileged_process_is_told_why(kernel, monkeypatch):

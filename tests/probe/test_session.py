@@ -296,11 +296,12 @@ MANIFEST = manifest(bpf_syscall=321, object="trace.bpf.o",
 def probes(monkeypatch):
     """Set what the fake kernel has: session links (with their variant), kprobe_multi."""
     state = {"session": Availability(variant="ctx"), "multi": AVAILABLE, "kprobes": AVAILABLE,
-             "umulti": AVAILABLE}
+             "umulti": AVAILABLE, "cookies": AVAILABLE}
     monkeypatch.setattr(features, "session_links", lambda _n, _k: state["session"])
     monkeypatch.setattr(features, "kprobe_multi_links", lambda _n: state["multi"])
     monkeypatch.setattr(features, "kprobes", lambda: state["kprobes"])
     monkeypatch.setattr(features, "uprobe_multi_links", lambda _n: state["umulti"])
+    monkeypatch.setattr(features, "kprobe_multi_cookies", lambda _n: state["cookies"])
     return state
 
 
@@ -359,6 +360,75 @@ def test_auto_for_a_program_without_uprobe_multi_takes_single_uprobes(probes, ca
     assert capsys.readouterr().err == (
         "btfgen trace: attaching one uprobe and uretprobe per function (this kernel has no "
         "uprobe_multi links (Linux 6.6+): Invalid argument)\n")
+
+
+WRONG_COOKIES = ("this kernel's kprobe_multi links hand their programs the wrong cookie (a "
+                 "link on getpid and getppid with cookies 1 and 2: its program saw 0 (none)): "
+                 "each call would be read as another function's")
+
+
+def test_auto_skips_kprobe_session_and_multi_where_their_cookies_are_wrong(probes, capsys):
+    # Debian's 7.2.13 ppc64el: both links made, every program handed cookie 0.
+    probes["cookies"] = Availability(WRONG_COOKIES)
+    modes = attach.attach_modes("auto", True, MANIFEST)
+    assert [m.kind for m in modes] == ["single"]
+    assert capsys.readouterr().err == (
+        f"btfgen trace: attaching one kprobe and kretprobe per function ({WRONG_COOKIES})\n")
+    # User functions: uprobe_multi's cookie is the probe's own, not looked up by address.
+    assert [m.kind for m in attach.attach_modes("auto", False, MANIFEST)] == ["session", "multi"]
+    # Without kprobes either, nothing is left: both reasons said.
+    probes["kprobes"] = Availability("this kernel has no kprobes either")
+    with pytest.raises(errors.RunError, match=r"wrong cookie.*; this kernel has no kprobes"):
+        attach.attach_modes("auto", True, MANIFEST)
+
+
+def test_session_or_multi_asked_where_their_cookies_are_wrong_is_refused(probes, capsys):
+    probes["cookies"] = Availability(WRONG_COOKIES)
+    for asked in ("session", "multi"):
+        with pytest.raises(errors.InputError, match=rf"^--attach {asked}: this kernel's "
+                                                    r"kprobe_multi links hand .* wrong cookie"):
+            attach.attach_modes(asked, True, MANIFEST)
+    assert [m.kind for m in attach.attach_modes("single", True, MANIFEST)] == ["single"]
+    assert [m.kind for m in attach.attach_modes("multi", False, MANIFEST)] == ["multi"]
+    assert capsys.readouterr().err.splitlines() == [
+        "btfgen trace: attaching one kprobe and kretprobe per function (as asked)",
+        "btfgen trace: attaching uprobe_multi links (as asked)"]
+
+
+def test_cookies_are_not_probed_where_there_are_no_kprobe_multi_links(probes, capsys,
+                                                                      monkeypatch):
+    def unasked(_n):
+        raise AssertionError("the cookie probe ran without kprobe_multi links")
+
+    monkeypatch.setattr(features, "kprobe_multi_cookies", unasked)
+    probes["session"] = Availability("this kernel has no bpf_session_cookie kfunc (Linux 6.10+)")
+    probes["multi"] = Availability("this kernel has no kprobe_multi links (built without "
+                                    "CONFIG_FPROBE)")
+    assert [m.kind for m in attach.attach_modes("auto", True, MANIFEST)] == ["single"]
+    assert [m.kind for m in attach.attach_modes("multi", True, MANIFEST)] == ["multi"]
+    assert "(this kernel has no kprobe_multi links (built without CONFIG_FPROBE))" in \
+        capsys.readouterr().err
+
+
+def test_the_cookie_probe_runs_here_and_answers_in_one_line():
+    """On this machine's kernel: its program loads (the instructions are right for this
+    machine's byte order), and the answer is one line: available, wrong cookies, or why the
+    link could not be made (a kernel without kprobe_multi links: EOPNOTSUPP)."""
+    if features.bpf_programs().why:
+        pytest.skip(f"BPF unavailable: {features.bpf_programs().why}")
+    features.kprobe_multi_cookies.cache_clear()
+    answer = features.kprobe_multi_cookies(host_bpf_syscall())
+    assert "\n" not in answer.why
+    assert "refuses the program" not in answer.why, answer.why
+    if answer and not features.kprobe_multi_links(host_bpf_syscall()):
+        pytest.fail("cookies said right on a kernel without kprobe_multi links")
+
+
+def test_bpf_instructions_put_dst_in_the_low_nibble_on_little_endian():
+    insn = features._insn(0xbf, dst=2, src=10, off=-4, imm=7)
+    regs = 0xa2 if sys.byteorder == "little" else 0x2a
+    assert insn == bytes([0xbf, regs]) + (-4).to_bytes(2, sys.byteorder, signed=True) + \
+        (7).to_bytes(4, sys.byteorder, signed=True)
 
 
 def test_session_kfuncs_match_this_kernels_version():

@@ -36,12 +36,13 @@ def kernel(monkeypatch):
     """What the fake kernel has: tracing_multi links (with their variant), fsession, session,
     and whether the trace directory was built for its BTF."""
     state = {"multi": FSESSION_MULTI, "fsession": AVAILABLE, "same_btf": True,
-             "session": Availability(variant="ctx")}
+             "session": Availability(variant="ctx"), "cookies": AVAILABLE}
     monkeypatch.setattr(features, "tracing_multi_links", lambda _n, _id, pair_only=False:
                         FENTRY_MULTI if pair_only and state["multi"] else state["multi"])
     monkeypatch.setattr(features, "fsession_programs", lambda: state["fsession"])
     monkeypatch.setattr(features, "session_links", lambda _n, _k: state["session"])
     monkeypatch.setattr(features, "kprobe_multi_links", lambda _n: AVAILABLE)
+    monkeypatch.setattr(features, "kprobe_multi_cookies", lambda _n: state["cookies"])
     monkeypatch.setattr(features, "kprobes", lambda: AVAILABLE)
     monkeypatch.setattr(attach, "_same_btf", lambda _m: state["same_btf"])
     return state
@@ -266,3 +267,16 @@ def test_the_kprobe_companion_shares_the_ring_and_takes_the_rest(objects, tmp_pa
     assert kprobe.calls[-1] == ("attach_kprobe_multi", "trace_session", ["make_kuid"], [8],
                                 ("retprobe", False), ("session", True))
     assert obj.links == kprobe.links == ["attach_kprobe_multi trace_session"]
+
+
+def test_what_the_trampoline_refuses_goes_to_single_kprobes_where_kprobe_multi_cookies_are_wrong(
+        kernel, capsys):
+    # The trampoline's own cookies are another mechanism (tracing_multi): it is still taken.
+    kernel["cookies"] = Availability("this kernel's kprobe_multi links hand their programs "
+                                     "the wrong cookie")
+    manifest = _manifest(refused={"1": "return value: a struct or union return value"})
+    modes = attach.attach_modes("auto", True, manifest)
+    assert [m.kind for m in modes] == ["tracing_multi", "single"]
+    assert modes[0].rest.kind == "single"
+    assert "cannot take (as return value: a struct or union return value) on one kprobe and " \
+        "kretprobe per function)" in capsys.readouterr().err
