@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import platform
 import shutil
+import subprocess
+from pathlib import Path
 
 from btfgen.probe import features
 
@@ -30,3 +32,13 @@ def why_not(*, linux: tuple[int, int] | None = MULTI, tools: tuple[str, ...] = (
     if not (shutil.which("clang-19") or shutil.which("clang")):
         return "no clang"
     return (more() if more else "") or features.bpf_programs().why
+
+
+def built(tmp_path_factory, name: str, source: str) -> Path:
+    """A test program as the stack tests build theirs: -O2 with its symbols and no frame
+    pointers (its stacks unwound from .eh_frame alone), threads linked in."""
+    d = tmp_path_factory.mktemp(name)
+    (d / "target.c").write_text(source)
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", str(d / "target.c"),
+                    "-o", str(d / "target")], check=True, capture_output=True)
+    return d / "target"

@@ -17,7 +17,6 @@ from pathlib import Path
 import live_needs
 import pytest
 
-
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, LC_ALL="C", PYTHONPATH=str(ROOT))
 TOOL = [sys.executable, "-m", "btfgen", "trace"]
@@ -62,11 +61,7 @@ pytestmark = pytest.mark.skipif(bool(_WHY_NOT), reason=f"live: {_WHY_NOT}")
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("stack")
-    (d / "target.c").write_text(TARGET)
-    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", str(d / "target.c"),
-                    "-o", str(d / "target")], check=True, capture_output=True)
-    return d / "target"
+    return live_needs.built(tmp_path_factory, "stack", TARGET)
 
 
 def _run(args, status: int = 0) -> subprocess.CompletedProcess:
