@@ -138,7 +138,9 @@ def test_request_and_response_as_text(server):
             continue
         n, shown = int(r.group(1)), r.group(2)
         if n <= 0:
-            assert shown == f"<nothing to read: retval={n}>"
+            # -1 named by the error of the last system call SSL_read made, where one failed
+            # (its non-blocking read's EAGAIN, when the response had not come yet): timing's
+            assert re.fullmatch(rf"<nothing to read: retval={n}>( E[A-Z0-9]+)?", shown), line
             continue
         text = json.loads(shown)
         assert len(text) == n
