@@ -90,15 +90,8 @@ def test_kernel_stacks_named_by_kallsyms(tmp_path):
                     f"cat /tmp/err; head -c 1500 /tmp/out; echo; {py.python} /digest.py; "
                     "exit $rc")
     boot = g.run(k, timeout=1200)
-    for run, said in RUNS.items():
-        text, rc = boot.section(run)
-        assert rc == 0, f"{run}: the tool failed (exit {rc}):\n{text[-3000:]}"
-        assert said in text, text[-3000:]
-        got = re.search(r"^digest (.+)$", text, re.M)
-        assert got, text[-3000:]
-        stacks = json.loads(got.group(1))
-        assert sum(stacks.values()) == LOOPS, f"{run}: {stacks}"
-        for names, n in stacks.items():
+    for run, stacks in _digests(boot, LOOPS).items():
+        for names in stacks:
             frames = names.split()
             # the system call's path, outermost last: lseek's functions (those not inlined)
             # under do_syscall_64
@@ -106,6 +99,21 @@ def test_kernel_stacks_named_by_kallsyms(tmp_path):
                      if f in ("vfs_llseek", "ksys_lseek", "__x64_sys_lseek")]
             assert lseek and "do_syscall_64" in frames, f"{run}: {names}"
             assert max(lseek) < frames.index("do_syscall_64"), f"{run}: {names}"
+
+
+def _digests(boot, calls: int) -> dict[str, dict]:
+    """Each RUNS step's digest (its stacks counted), after checking the step ran, attached as
+    said and saw `calls` calls."""
+    digests = {}
+    for run, said in RUNS.items():
+        text, rc = boot.section(run)
+        assert rc == 0, f"{run}: the tool failed (exit {rc}):\n{text[-3000:]}"
+        assert said in text, text[-3000:]
+        got = re.search(r"^digest (.+)$", text, re.M)
+        assert got, text[-3000:]
+        digests[run] = json.loads(got.group(1))
+        assert sum(digests[run].values()) == calls, f"{run}: {digests[run]}\n{text[-3000:]}"
+    return digests
 
 
 def _chain(target) -> bytes:
@@ -150,20 +158,13 @@ def test_kernel_calls_user_stack_unwound(tmp_path):
                      f"{_dump('recording', '/tmp/r.btfrec')}; exit $rc")
     boot = g.run(k, timeout=1200)
     _recorded_stacks_decoded_here(boot, tmp_path)
-    for run, said in RUNS.items():
-        text, rc = boot.section(run)
-        assert rc == 0, f"{run}: the tool failed (exit {rc}):\n{text[-3000:]}"
-        assert said in text, text[-3000:]
-        got = re.search(r"^digest (.+)$", text, re.M)
-        assert got, text[-3000:]
-        stacks = json.loads(got.group(1))
-        assert sum(stacks.values()) == CHAIN_CALLS, f"{run}: {stacks}\n{text[-3000:]}"
+    for run, stacks in _digests(boot, CHAIN_CALLS).items():
         for key in stacks:
             kernel, user, cut, none = json.loads(key)
             assert "do_syscall_64" in kernel, f"{run}: {key}"
             # the system call's user side, innermost first: the C library's lseek (whatever
             # its symbol's alias), then the chain, whole down to _start
-            assert none is None and cut is None, f"{run}: {key}\n{text[-3000:]}"
+            assert none is None and cut is None, f"{run}: {key}\n{boot.section(run)[0][-3000:]}"
             assert "lseek" in user[0], f"{run}: {key}"
             assert user[1:4] == ["b", "a", "main"], f"{run}: {key}"
             assert user[-1] == "_start", f"{run}: {key}"

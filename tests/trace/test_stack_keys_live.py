@@ -8,19 +8,12 @@ refusing what it cannot do at --run, in one line."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import live_needs
 import pytest
-from test_stack_live import FRAME, _calls_before
-
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, LC_ALL="C", PYTHONPATH=str(ROOT))
-TOOL = [sys.executable, "-m", "btfgen", "trace"]
+from test_stack_live import FRAME, TOOL, _calls_before, _run
 
 # leaf: 3 calls from caller_a on the main thread, 5 from caller_b, 2 from caller_a on a worker
 # thread; leaf(i) returns 3 * i, so `$retval >= 3` keeps 2, 5 and 1 of them.
@@ -68,12 +61,6 @@ pytestmark = pytest.mark.skipif(bool(_WHY_NOT), reason=f"live: {_WHY_NOT}")
 @pytest.fixture(scope="module")
 def target(tmp_path_factory) -> Path:
     return live_needs.built(tmp_path_factory, "stackkeys", TARGET)
-
-
-def _run(args, status: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=ENV, cwd=ROOT)
-    assert proc.returncode == status, proc.stderr
-    return proc
 
 
 def _counted(out: str) -> dict[tuple, int]:
