@@ -12,9 +12,11 @@ by its own pid filter. The recording is decoded on the host and every call both 
 value by value (fetcher.py): where the kernel's fetcher is right the two must agree, every one;
 elsewhere the cases are counted by kind.
 
-Registering and enabling a few hundred fprobe events still takes a minute or more under TCG, so
-only unstable-amd64 runs by default; BTFGEN_LIVE_FETCHER_ALL=1 adds the other guests with fprobe
-events.
+Registering and enabling a few hundred fprobe events still takes a minute or more under TCG, and
+test_kernel_module_fetcher.py finds the same called functions and sets up the same events: on
+unstable-amd64 its guest runs this test's steps too (SHARED: after the module is unloaded, the
+events still set up), and this test's checks run on their sections there. Here alone, the other
+guests with fprobe events, each under BTFGEN_LIVE_FETCHER_ALL=1.
 """
 
 from __future__ import annotations
@@ -42,8 +44,12 @@ HERE = Path(__file__).resolve().parent
 # The guests whose kernels have fprobe events. Not armhf (armmp-lpae has no FPROBE), not
 # bookworm (6.1 has none), not ppc64el (targets.py: while fprobe events are on a function, its
 # BPF kretprobes do not run).
-GUESTS = ["unstable-amd64", "unstable-arm64", "unstable-riscv64", "unstable-s390x"]
-DEFAULT = {"unstable-amd64"}
+GUESTS = ["unstable-arm64", "unstable-riscv64", "unstable-s390x"]
+# Where this test's steps and checks run in test_kernel_module_fetcher.py's guest (by default),
+# their sections' names prefixed (the module's own are `record`, `stats`, `dump`): `called`
+# and `setup` (35 s and 110 s under TCG) done once for both.
+SHARED = {"unstable-amd64"}
+SHARED_PREFIX = "fetcher-"
 # Where the workload is recorded twice, by default (the BPF trampoline: one fsession.multi
 # link) and through the kprobe path (--attach session), each run's values compared with the
 # kernel's. The trampoline's program is skipped by the kernel where it is already running on
@@ -60,7 +66,7 @@ MARK = "-----{} {}-----"
 
 def _guests():
     every = os.environ.get("BTFGEN_LIVE_FETCHER_ALL") == "1"
-    return [pytest.param(n, marks=() if every or n in DEFAULT else pytest.mark.skip(
+    return [pytest.param(n, marks=() if every else pytest.mark.skip(
         reason="BTFGEN_LIVE_FETCHER_ALL=1 runs it (minutes of fprobe registration under TCG)"))
         for n in GUESTS]
 
@@ -113,44 +119,59 @@ def test_every_value_against_the_kernels_fetcher(name, tmp_path):
                     "{ sleep 100000 & echo $! >> set_event_pid; } && "
                     f"{env} {py.python} /fetcher_probes.py {fetcher.GROUP} /functions.txt "
                     "/tmp/called")
+    add_steps(g, name, py, env)
+    boot = g.run(k, timeout=3000)
+    checked(name, k, boot, names, btf_path)
+
+
+def add_steps(g, name: str, py, env: str, prefix: str = "") -> None:
+    """This test's steps after `called` and `setup` (the functions' fprobe events set up): the
+    recorded runs and the printing runs, each step's name prefixed."""
     # The workload adds itself to set_event_pid (with `>>`: `>` would first empty the list and
     # let every process through), and what it forks follows. Where the trampoline is checked,
     # the same again through the kprobe.session link: each path's values against the kernel's.
-    runs = [""] + (["session"] if name in TRAMPOLINE else [])
-    for run in runs:
+    for run in _runs(name):
         tag = f"-{run}" if run else ""
         attach = f"--attach {run} " if run else ""
-        g.step(f"record{tag}", f"echo > {TRACING}/trace; echo 1 > {TRACING}/tracing_on; "
-                               f"cd /trace && {env} {py.python} btfgen_trace.py --run /trace "
-                               f"{attach}--record /tmp/r{tag}.btfrec -- sh -c 'echo $$ >> "
-                               f"{TRACING}/set_event_pid; exec {py.python} "
-                               f"/fetcher_workload.py {ROUNDS}' 2>&1")
-        g.step(f"stats{tag}", f"echo 0 > {TRACING}/tracing_on; "
-                              f"cat {TRACING}/per_cpu/cpu*/stats")
-        g.step(f"dump{tag}", f"{_dump('trace' + tag, TRACING + '/trace')}; "
-                             f"{_dump('recording' + tag, f'/tmp/r{tag}.btfrec')}")
+        g.step(f"{prefix}record{tag}", f"echo > {TRACING}/trace; echo 1 > {TRACING}/tracing_on; "
+                                       f"cd /trace && {env} {py.python} btfgen_trace.py --run "
+                                       f"/trace {attach}--record /tmp/r{tag}.btfrec -- sh -c "
+                                       f"'echo $$ >> {TRACING}/set_event_pid; exec {py.python} "
+                                       f"/fetcher_workload.py {ROUNDS}' 2>&1")
+        g.step(f"{prefix}stats{tag}", f"echo 0 > {TRACING}/tracing_on; "
+                                      f"cat {TRACING}/per_cpu/cpu*/stats")
+        g.step(f"{prefix}dump{tag}", f"{_dump('trace' + tag, TRACING + '/trace')}; "
+                                     f"{_dump('recording' + tag, f'/tmp/r{tag}.btfrec')}")
     # The printing paths at the same workload: they keep up, or say while running what they lose.
     for form, flag in PRINTING:
-        g.step(f"print-{form}", f"cd /trace && {env} {py.python} btfgen_trace.py --run /trace "
-                                f"{flag} -- {py.python} /fetcher_workload.py {ROUNDS} "
-                                f"2>/tmp/said >/tmp/printed; rc=$?; cat /tmp/said; "
-                                f"echo \"printed $(grep -c . /tmp/printed) lines\"; exit $rc")
-    boot = g.run(k, timeout=3000)
+        g.step(f"{prefix}print-{form}",
+               f"cd /trace && {env} {py.python} btfgen_trace.py --run /trace {flag} -- "
+               f"{py.python} /fetcher_workload.py {ROUNDS} 2>/tmp/said >/tmp/printed; rc=$?; "
+               "cat /tmp/said; echo \"printed $(grep -c . /tmp/printed) lines\"; exit $rc")
+
+
+def checked(name: str, k, boot, names: list[str], btf_path, prefix: str = "") -> None:
+    """This test's checks on a boot that ran `called`, `setup` and add_steps' steps."""
     called, rc = boot.section("called")
     assert rc == 0, f"{name}: btfgen trace over the workload failed:\n{called[-3000:]}"
     setup, rc = boot.section("setup")
     assert rc == 0, f"{name}: fprobe events could not be set up:\n{setup[-3000:]}"
-    for run in runs:
-        _compared(name, k, boot, names, btf_path, called, setup, run)
+    for run in _runs(name):
+        _compared(name, k, boot, names, btf_path, called, setup, run, prefix)
+
+
+def _runs(name: str) -> list[str]:
+    """The recorded runs' attach modes ("" for auto)."""
+    return [""] + (["session"] if name in TRAMPOLINE else [])
 
 
 def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup: str,
-              run: str) -> None:
+              run: str, prefix: str) -> None:
     """One recorded run's values against the kernel's fetcher on the same calls (`run`: the
     attach mode asked for, "" for auto), its summary kept in the results."""
     t = k.target
     tag = f"-{run}" if run else ""
-    said, rc = boot.section(f"record{tag}")
+    said, rc = boot.section(f"{prefix}record{tag}")
     assert rc == 0, f"{name}: btfgen trace --record{tag} failed (exit {rc}):\n{said[-3000:]}"
     if name in TRAMPOLINE:
         # The trampoline by default, said; the kprobe path as asked.
@@ -160,8 +181,8 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
         # ... and kept: a link the kernel refuses falls back to the kprobe modes, said after the
         # first line (a function the build did not know the trampoline cannot take).
         assert "was refused" not in said, said[:3000]
-    stats, _ = boot.section(f"stats{tag}")
-    dump, _ = boot.section(f"dump{tag}")
+    stats, _ = boot.section(f"{prefix}stats{tag}")
+    dump, _ = boot.section(f"{prefix}dump{tag}")
     # Kept for reading, beside the summary.
     recording = cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}{tag}.btfrec",
                                    _undump(dump, "recording" + tag))
@@ -209,7 +230,7 @@ def _compared(name: str, k, boot, names: list[str], btf_path, called: str, setup
         "no_entry": int(no_entry[1]) if no_entry else None, "compared": result.compared,
         "kinds": {kind: vars(tally) for kind, tally in sorted(result.kinds.items())},
         "failures": result.failures[:50],
-        "printing": {form: _printing(boot, form) for form, _ in PRINTING},
+        "printing": {form: _printing(boot, prefix, form) for form, _ in PRINTING},
     }
     cache.write_atomic(cache.ROOT / "results" / f"fetcher-{name}{tag}.json",
                        json.dumps(summary, indent=1, default=str).encode())
@@ -246,10 +267,10 @@ def _called(said: str) -> int:
     return int(re.search(r"^(\d+) called$", said, re.M)[1])
 
 
-def _printing(boot, form: str) -> tuple[int, int, bool]:
+def _printing(boot, prefix: str, form: str) -> tuple[int, int, bool]:
     """(lines printed, records lost, whether the loss was said while running) of a printing run
     of the workload."""
-    said, rc = boot.section(f"print-{form}")
+    said, rc = boot.section(f"{prefix}print-{form}")
     assert rc == 0, f"printing {form} failed (exit {rc}):\n{said[-3000:]}"
     printed = int(re.search(r"^printed (\d+) lines$", said, re.M)[1])
     lost = int(re.search(r"^btfgen_trace: (\d+) records lost \(", said, re.M)[1])

@@ -15,6 +15,10 @@ value both hold must be equal (arguments and return values, stack arguments and 
 Only amd64 and arm64 by default (minutes of fprobe registration under TCG);
 BTFGEN_LIVE_FETCHER_ALL=1 adds riscv64, s390x and ppc64el (there `btfgen trace` on the BPF
 trampoline, one fsession program a function, on a few of the functions: see FSESSION).
+
+The amd64 guest runs test_fetcher.py's steps too once the module is unloaded (test_fetcher.SHARED:
+its recorded and printing runs, on the same called functions' events, set up once for both), and
+test_fetcher's checks on them: each test's failures are reported, neither hiding the other's.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import pytest
 import btfgen
 from btfgen.btf.reader import open_btf
 
-from . import cache, fetcher, kbuild, modules, python_guest
+from . import cache, fetcher, kbuild, modules, python_guest, test_fetcher
 from .conftest import btf_for, kernel_for, unavailable
 from .test_fetcher import JIT, TRACING, _dump, _undump
 
@@ -205,7 +209,30 @@ def test_module_against_the_kernels_fetcher_and_btfgen_trace(name, tmp_path):
     g.step("dump", f"{_dump('trace', TRACING + '/trace')}; {_dump('module', '/tmp/m.btfrec')}; "
                    f"{_dump('btfgen', '/tmp/b.btfrec')}")
     g.step("unload", "rmmod btfgen_fprobe && ! grep -q btfgen_fprobe /proc/modules")
+    shared = events and name in test_fetcher.SHARED
+    if shared:
+        test_fetcher.add_steps(g, name, py, env, test_fetcher.SHARED_PREFIX)
     boot = g.run(k, timeout=3000)
+    checks = [("the module's checks",
+               lambda: _checked(name, k, boot, names, btf_path, tmp_path, events))]
+    if shared:
+        checks.append(("test_fetcher.py's checks (in this guest: test_fetcher.SHARED)",
+                       lambda: test_fetcher.checked(name, k, boot, names, btf_path,
+                                                    test_fetcher.SHARED_PREFIX)))
+    failures = []
+    for what, check in checks:
+        try:
+            check()
+        except AssertionError as e:
+            failures.append(f"{what} failed: {e}")
+    assert not failures, "\n\n".join(failures)
+
+
+def _checked(name: str, k, boot, names: list[str], btf_path: Path, tmp_path: Path,
+             events: bool) -> None:
+    """The module's values against the kernel's fetcher (where its events are on) and against
+    btfgen trace, on a boot that ran this test's steps."""
+    t = k.target
     for step in ("prepare", *(("called", "setup") if events else ()), "load", "record", "unload"):
         out, rc = boot.section(step)
         assert rc == 0, f"{name}: step {step} failed (exit {rc}):\n{out[-3000:]}"
