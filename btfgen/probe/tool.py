@@ -354,8 +354,8 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
         p.error(str(e))
     if (args.count or args.latency) and not args.stack_key:
         p.error("--stack shows each call's stack; --count and --latency sum calls: key them "
-                "by the stack with --by kstack (kernel functions) or --by ustack (user "
-                "functions)")
+                "by the stack with --by kstack (a kernel function's kernel stack) or --by "
+                "ustack (the user stack)")
     if "kernel" in asked and not args.kernel:
         p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
                 "uprobe's); give --stack or --stack=user")
