@@ -41,9 +41,9 @@ def _event(kind: int, ns: int, tid: int = 5, flags: int = 0, kernel=None) -> byt
     return raw
 
 
-def _summary(tmp_path, count=True, latency=False, at_exit=False, interval=None):
+def _summary(tmp_path, count=True, latency=False, at_exit=False, interval=None, by="kstack"):
     (tmp_path / "kallsyms").write_text(KALLSYMS)
-    manifest = SimpleNamespace(stack_keys=StackKeys(count=count, latency=latency, by="kstack"),
+    manifest = SimpleNamespace(stack_keys=StackKeys(count=count, latency=latency, by=by),
                                btf_ids=[BTF_ID], retval_filtered=[0] if at_exit else None)
     out = io.StringIO()
     s = stack_summary.StackSummary(manifest, {BTF_ID: _fn()},
@@ -148,8 +148,7 @@ def test_a_kernel_functions_calls_keyed_by_their_tasks_user_stack(tmp_path):
     libc = ctypes.CDLL(None)
     lseek = ctypes.cast(libc.lseek, ctypes.c_void_p).value
     getpid = ctypes.cast(libc.getpid, ctypes.c_void_p).value
-    s, out = _summary(tmp_path)
-    s.by, s.which = "ustack", "user"
+    s, out = _summary(tmp_path, by="ustack")
     me = os.getpid()
     at_entry = stack_summary.stack_wire.AT_KERNEL_ENTRY
     kthread = stack_summary.stack_wire.NO_USER
