@@ -1,5 +1,6 @@
 """`--by kstack` / `--by ustack`, as given: `--count` and `--latency` keyed by each call's
-stack (bpftrace's `@[kstack] = count()`, bcc's stackcount). Parsed here, apart from the
+stack (bpftrace's `@[kstack] = count()`, bcc's stackcount): a kernel function's by its kernel
+stack or its task's user stack, a user function's by its user stack. Parsed here, apart from the
 kernel's keys (btfgen.trace.summary): a stack key is counted by the tracer from each call's
 event (stack_summary.py), not in the kernel's maps, so it keys every traced function and is
 not one of a combined key's parts. Standard library only."""
@@ -20,7 +21,8 @@ def split(bys: list[str], kernel: bool) -> tuple[str | None, list[str]]:
             if key is not None:
                 raise ValueError(f"--by {text!r}: column 1: " + (
                     f"--by {word} is given already" if word == key else
-                    "one stack key: kstack for kernel functions, ustack for user functions"))
+                    "one stack key: kstack or ustack for kernel functions, ustack for user "
+                    "functions"))
             key = word
             continue
         _check_not_a_part(text)
@@ -31,9 +33,6 @@ def split(bys: list[str], kernel: bool) -> tuple[str | None, list[str]]:
         raise ValueError(f"--by {rest[0]!r}: column 1: --by {key} keys every function by its "
                          "stack, counted by the tracer from each call's event; other keys are "
                          "counted in the kernel, and the two are not combined")
-    if key == "ustack" and kernel:
-        raise ValueError("--by ustack: column 1: a kernel function's user stack is not built "
-                         "yet; give --by kstack")
     if key == "kstack" and not kernel:
         raise ValueError("--by kstack: column 1: a user function's call has no kernel stack "
                          "of its own (the uprobe's); give --by ustack")

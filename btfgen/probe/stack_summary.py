@@ -5,7 +5,9 @@ Debian's code keeps no frame pointers: it is cut after a frame or two, and cut s
 different callers would be one key). So each call's entry is sent through the ring buffer with
 its stack as `--stack` sends it, and counted here by its symbolized frames; the exit too, for
 --latency (paired per thread as the printer pairs them). A kernel stack is keyed the same
-way, so both keys count alike.
+way, so both keys count alike; so is a kernel function's user stack (its task's user registers
+and a copy of its user stack, unwound as a user function's), where a kernel thread's call has
+its own key saying it has no user side.
 
 A key is the function and the frames as shown (function+offset and object; a frame that
 could not be named keeps its address and why), so the same call site in every process is
@@ -140,8 +142,10 @@ class StackSummary:
             return StackKey(fn.name, (), None, f"its stack part could not be read ({e})")
         frames = described.get(self.which)
         if not frames:
+            # a kernel function's call in a kernel thread says so (symbolize.NO_USER_SIDE)
             return StackKey(fn.name, (), None, "the kernel gave no kernel frames"
-                            if self.which == "kernel" else "no user registers or frames")
+                            if self.which == "kernel" else
+                            described.get("user_none") or "no user registers or frames")
         return StackKey(fn.name, tuple(f._replace(ip=0) if f.symbol is not None else f
                                        for f in frames),
                         described.get("user_cut") if self.which == "user" else None)

@@ -191,8 +191,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="key --count and --latency by `comm`, or 'FUNC: ARG' (an argument: "
                         "an enum by name), or 'FUNC: PATH' (a capture path: 'vfs_read: "
                         "file->f_path.dentry->d_name.name'); one a function (repeatable); or "
-                        "by each call's stack, `kstack` (kernel functions) or `ustack` (user "
-                        "functions), counted by the tracer from each call's event")
+                        "by each call's stack, `kstack` (kernel functions) or `ustack` (the "
+                        "user stack: a user function's, or a kernel function's task's), "
+                        "counted by the tracer from each call's event")
     p.add_argument("--interval", type=float, metavar="S",
                    help="with --count or --latency: print what came in each S seconds")
     p.add_argument("--map-size", type=int, metavar="KEYS", dest="map_size",
@@ -354,8 +355,8 @@ def _check_stack(p: argparse.ArgumentParser, args) -> None:
         p.error(str(e))
     if (args.count or args.latency) and not args.stack_key:
         p.error("--stack shows each call's stack; --count and --latency sum calls: key them "
-                "by the stack with --by kstack (kernel functions) or --by ustack (user "
-                "functions)")
+                "by the stack with --by kstack (a kernel function's kernel stack) or --by "
+                "ustack (the user stack)")
     if "kernel" in asked and not args.kernel:
         p.error("--stack=kernel: a user function's call has no kernel stack of its own (the "
                 "uprobe's); give --stack or --stack=user")

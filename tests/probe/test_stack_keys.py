@@ -14,6 +14,7 @@ from btfgen.trace import command
     (["ustack"], False, ("ustack", [])),
     ([" ustack "], False, ("ustack", [])),
     (["kstack"], True, ("kstack", [])),
+    (["ustack"], True, ("ustack", [])),  # a kernel function's task's user stack
     (["comm"], False, (None, ["comm"])),
     (["leaf: i"], False, (None, ["leaf: i"])),
     ([], True, (None, [])),
@@ -25,11 +26,11 @@ def test_split(bys, kernel, want):
 @pytest.mark.parametrize("bys, kernel, said", [
     (["kstack"], False, "--by kstack: column 1: a user function's call has no kernel stack of "
                         "its own (the uprobe's); give --by ustack"),
-    (["ustack"], True, "--by ustack: column 1: a kernel function's user stack is not built "
-                       "yet; give --by kstack"),
     (["ustack", "ustack"], False, "--by 'ustack': column 1: --by ustack is given already"),
-    (["ustack", "kstack"], False, "--by 'kstack': column 1: one stack key: kstack for kernel "
-                                  "functions, ustack for user functions"),
+    (["ustack", "kstack"], False, "--by 'kstack': column 1: one stack key: kstack or ustack "
+                                  "for kernel functions, ustack for user functions"),
+    (["kstack", "ustack"], True, "--by 'ustack': column 1: one stack key: kstack or ustack "
+                                 "for kernel functions"),
     (["ustack", "comm"], False, "--by 'comm': column 1: --by ustack keys every function by its "
                                 "stack, counted by the tracer from each call's event; other "
                                 "keys are counted in the kernel, and the two are not combined"),
@@ -57,7 +58,8 @@ def _said(capsys, argv: list[str]) -> str:
 
 @pytest.mark.parametrize("argv, said", [
     (["--count", "--by", "kstack", "prog", "leaf"], "a user function's call has no kernel"),
-    (["--kernel", "--latency", "--by", "ustack", "vfs_read"], "a kernel function's user stack"),
+    (["--kernel", "--latency", "--by", "ustack", "--stack=kernel", "vfs_read"],
+     "--by ustack keys calls by their user stack: --stack=kernel does not take it"),
     (["--by", "ustack", "prog", "leaf"], "--by keys a summary: give --count or --latency"),
     (["--count", "--by", "ustack", "--by", "comm", "prog", "leaf"], "not combined"),
     (["--count", "--by", "ustack", "--stack=kernel", "prog", "leaf"],
@@ -76,8 +78,11 @@ def test_a_stack_key_takes_its_stack_for_the_build():
     p = tool._parser()
     for argv, stack in ((["--count", "--by", "ustack", "prog", "leaf"], ("user",)),
                         (["--latency", "--by", "ustack", "--stack", "prog", "leaf"], ("user",)),
-                        (["--kernel", "--count", "--by", "kstack", "vfs_read"], ("kernel",))):
-        args = p.parse_args(argv)
+                        (["--kernel", "--count", "--by", "kstack", "vfs_read"], ("kernel",)),
+                        (["--kernel", "--count", "--by", "ustack", "vfs_read"], ("user",)),
+                        (["--kernel", "--latency", "--by", "ustack", "--stack=user,kernel",
+                          "vfs_read"], ("kernel", "user"))):
+        args = p.parse_args(tool.stack_value(argv))
         tool._check(p, args, [])
         assert tool.stacks_asked(args) == stack
         assert args.by == [] and args.stack_key == argv[argv.index("--by") + 1]

@@ -41,9 +41,9 @@ def _event(kind: int, ns: int, tid: int = 5, flags: int = 0, kernel=None) -> byt
     return raw
 
 
-def _summary(tmp_path, count=True, latency=False, at_exit=False, interval=None):
+def _summary(tmp_path, count=True, latency=False, at_exit=False, interval=None, by="kstack"):
     (tmp_path / "kallsyms").write_text(KALLSYMS)
-    manifest = SimpleNamespace(stack_keys=StackKeys(count=count, latency=latency, by="kstack"),
+    manifest = SimpleNamespace(stack_keys=StackKeys(count=count, latency=latency, by=by),
                                btf_ids=[BTF_ID], retval_filtered=[0] if at_exit else None)
     out = io.StringIO()
     s = stack_summary.StackSummary(manifest, {BTF_ID: _fn()},
@@ -128,3 +128,42 @@ def test_each_print_the_calls_since_the_last(tmp_path):
     assert "vfs_llseek  1" in first and "vfs_llseek" not in second.split("\n", 1)[1]
     assert "4 calls missed by the kernel" in first and "missed" not in second
     assert "2 records lost before they were read" in first and "lost" not in second
+
+
+def _user_event(tgid: int, flags: int, user=(), ns: int = 1) -> bytes:
+    """A kernel function's entry with its task's user side: the frames the kernel walked by
+    frame pointers (no stack copied), or none at all (stack_wire.NO_USER: a kernel thread)."""
+    head = struct.pack("<" + event.HEAD_FORMAT, tgid, tgid, b"t", ns, 0, STACK, BTF_ID, 0, 0)
+    part = struct.pack("<HHHHQQQQ", 0, len(user), 0, flags, user[0] if user else 0, 0, 0, 0)
+    return head + bytes(DATA) + part + struct.pack(f"<{len(user)}Q", *user)
+
+
+def test_a_kernel_functions_calls_keyed_by_their_tasks_user_stack(tmp_path):
+    """--kernel --by ustack: each call keyed by its task's user frames, named from this
+    process's own libc (its lseek at the leaf, as a system call's user side has it); a kernel
+    thread's calls under their own key saying so, never merged with a user stack."""
+    import ctypes
+    import os
+
+    libc = ctypes.CDLL(None)
+    lseek = ctypes.cast(libc.lseek, ctypes.c_void_p).value
+    getpid = ctypes.cast(libc.getpid, ctypes.c_void_p).value
+    s, out = _summary(tmp_path, by="ustack")
+    me = os.getpid()
+    at_entry = stack_summary.stack_wire.AT_KERNEL_ENTRY
+    kthread = stack_summary.stack_wire.NO_USER
+    s.records([_user_event(me, at_entry, (lseek, getpid + 4)) for _ in range(3)]
+              + [_user_event(me, at_entry, (getpid, getpid + 4))]
+              + [_user_event(2, kthread) for _ in range(2)])
+    s.as_json = True
+    s.print()
+    rows = json.loads(out.getvalue())["counts"]
+    assert [r["count"] for r in rows] == [1, 2, 3]
+    assert rows[1]["key"] == {"ustack": None, "no_stack": symbolize.NO_USER_SIDE}
+    leaf, caller = rows[2]["key"]["ustack"]
+    assert "lseek" in leaf["symbol"] and leaf["offset"] == 0, leaf
+    assert "libc" in os.path.basename(leaf["object"]), leaf
+    assert "pid" in caller["symbol"] and caller["offset"] == 4, caller
+    # the kernel's frame-pointer walk (no stack copied): the key says it is likely cut
+    assert rows[2]["key"]["ustack_cut"].startswith("no user stack could be copied")
+    assert "pid" in rows[0]["key"]["ustack"][0]["symbol"]
