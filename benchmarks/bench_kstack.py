@@ -2,14 +2,18 @@
 """`btfgen trace --kernel --stack kernel` and `--count --by kstack` beside bpftrace's `kstack`:
 what each adds to a call of a kernel function, in Debian's amd64 guest under QEMU (TCG).
 
-  python3 benchmarks/bench_kstack.py [--calls N] [--rounds R] [--no-bpftrace] [--json FILE]
+  python3 benchmarks/bench_kstack.py [--calls N] [--rounds R] [--no-bpftrace | --only-bpftrace]
+      [--json FILE]
 
 The function is shmem_file_llseek, called by a Python loop of N `os.lseek` on a tmpfs file in
 the guest (the live tests' loop: tests/live_kernel/test_trace_stack.py), which prints its own
-loop's time, so no tracer's start-up or exit is counted. Each row runs that loop under one
-tracer, which takes only the loop's calls (a filter on the offset it seeks to: Python's
-start-up seeks too; btfgen follows the process it runs besides); the figure is the loop's time
-over N, the median of the rounds, and what it adds over the loop alone:
+loop's time and its process's CPU time, so no tracer's start-up or exit is counted. Each row
+runs that loop under one tracer, which takes only the loop's calls (a filter on the offset it
+seeks to: Python's start-up seeks too; btfgen follows the process it runs besides); the figure
+is the loop's CPU time over N, the median of the rounds, and what it adds over the loop alone:
+the guest has one vCPU, which the tracer's reader shares with the loop, so the loop's wall time
+(given too) counts whatever the reader did meanwhile, while its CPU time is its own and its
+system calls' (the BPF program runs in the calling task, charged to it as system time):
 
 - `btfgen trace --kernel` printing each call's entry (text, to a file), without a stack and with
   `--stack kernel` (each entry's kernel stack by bpf_get_stack, named by /proc/kallsyms), on one
@@ -76,16 +80,17 @@ _BPFTRACE_WANTED = r"^\./(usr/bin/bpftrace$|(usr/)?lib(64)?/)"
 LOOP = f"""import os, sys, time
 n = int(sys.argv[1])
 fd = os.open('/tmp/seek', os.O_RDWR | os.O_CREAT)
-t = time.perf_counter_ns()
+t, cpu = time.perf_counter_ns(), time.process_time_ns()
 for _ in range(n):
     os.lseek(fd, {scenario.SEEK_TO}, os.SEEK_SET)
-print('loop', n, time.perf_counter_ns() - t, file=sys.stderr, flush=True)
+print('loop', n, time.perf_counter_ns() - t, time.process_time_ns() - cpu, file=sys.stderr,
+      flush=True)
 """
 # bpftrace's command: the loop, then time for bpftrace to print what its ring still holds
 # (with `-c` the loop itself, 0.27 stopped with a fifth of print(kstack)'s events unprinted,
 # none said lost)
 LOOP_THEN_WAIT = "#!/bin/sh\n{python} /loop.py $1\nsleep 10\n"
-LOOP_LINE = re.compile(r"^loop (\d+) (\d+)$", re.M)
+LOOP_LINE = re.compile(r"^loop (\d+) (\d+) (\d+)$", re.M)
 
 # Run in the guest on a btfgen --json summary: the function's calls counted.
 COUNTED = f"""import json
@@ -105,7 +110,7 @@ class Row:
     check: str = "stacks"  # "stacks": do_syscall_64 lines; "entries"; "counted"
 
 
-def rows(bpftrace: bool) -> list[Row]:
+def rows(bpftrace: bool, btfgen: bool = True) -> list[Row]:
     ring = "--ring-size 64"
     out = [
         Row("btfgen, entry printed, --attach single", "btfgen", "plain",
@@ -119,6 +124,8 @@ def rows(bpftrace: bool) -> list[Row]:
         Row("btfgen --count --by kstack, --attach single", "btfgen", "kstack",
             f"--json --attach single {ring}", check="counted"),
     ]
+    if not btfgen:
+        out = []
     if bpftrace:
         # the loop's calls only (no other process seeks there); bpftrace's cpid is the shell
         probe = f"kprobe:{FUNCTION} /arg1 == {scenario.SEEK_TO}/"
@@ -175,7 +182,7 @@ def step_command(row: Row, python: str, libs: str, calls: int) -> str:
         run = (f"{python} /{row.directory}/btfgen_trace.py --run /{row.directory} "
                f"{row.options} -- {loop}")
     else:
-        run = f"bpftrace -e '{row.program}' -c '/loop-then-wait.sh {calls}'"
+        run = f"bpftrace -e '{row.program}' -c '/bin/busybox sh /loop-then-wait.sh {calls}'"
     tail = "cat /tmp/err | tail -n 5"
     if row.check == "counted" and row.tool == "btfgen":
         tail += f"; {python} /counted.py"
@@ -198,7 +205,8 @@ def lost(text: str) -> int:
         int(m) for m in re.findall(r"^lost (\d+)$", text, re.M))
 
 
-def measure(calls: int, rounds: int, with_bpftrace: bool, work: Path) -> dict:
+def measure(calls: int, rounds: int, with_bpftrace: bool, work: Path,
+            with_btfgen: bool = True) -> dict:
     target = TARGETS[TARGET]
     k = kernels.fetch(target)
     kernels.busybox(target)
@@ -218,13 +226,13 @@ def measure(calls: int, rounds: int, with_bpftrace: bool, work: Path) -> dict:
         memory = tuple(MEMORY_MIB if a == "1024" else a for a in target.qemu)
         k = dataclasses.replace(k, target=dataclasses.replace(target, qemu=memory))
     libs = f"export LD_LIBRARY_PATH={python_guest.library_path(target)}"
-    asked = rows(with_bpftrace)
+    asked = rows(with_bpftrace, with_btfgen)
     for r in range(rounds):
         g.step(f"alone-{r}", f"cd / && {py.python} /loop.py {calls}")
         for i, row in enumerate(asked):
             g.step(f"row{i}-{r}", step_command(row, py.python, libs, calls))
     boot = g.run(k, timeout=600 + rounds * len(asked) * (120 + calls / 100))
-    times: dict[str, list[float]] = {"loop alone": []}
+    times: dict[str, list[tuple[int, int]]] = {"loop alone": []}
     said: dict[str, list[int]] = {}
     failed: dict[str, str] = {}
     for r in range(rounds):
@@ -242,22 +250,27 @@ def measure(calls: int, rounds: int, with_bpftrace: bool, work: Path) -> dict:
                 continue
             times.setdefault(row.label, []).append(_loop_ns(text, calls, row.label))
             said.setdefault(row.label, []).append(lost(text))
-    alone = statistics.median(times["loop alone"]) / calls
+    def per_call(label: str, which: int) -> float:
+        return statistics.median(t[which] for t in times[label]) / calls
+
     out = []
-    for label, ns in times.items():
-        per_call = statistics.median(ns) / calls
-        out.append({"row": label, "ns_per_call": per_call, "added_ns": per_call - alone,
-                    "ratio": per_call / alone, "lost": max(said.get(label, [0]))})
+    for label in times:
+        wall, cpu = per_call(label, 0), per_call(label, 1)
+        alone_wall, alone_cpu = per_call("loop alone", 0), per_call("loop alone", 1)
+        out.append({"row": label, "ns_per_call": wall, "added_ns": wall - alone_wall,
+                    "cpu_ns_per_call": cpu, "added_cpu_ns": cpu - alone_cpu,
+                    "cpu_ratio": cpu / alone_cpu, "lost": max(said.get(label, [0]))})
     out += [{"row": label, "failed": why} for label, why in failed.items()]
     return {"kernel": k.release, "calls": calls, "rounds": rounds, "rows": out,
             "bpftrace": _version(boot) if with_bpftrace else None}
 
 
-def _loop_ns(text: str, calls: int, what: str) -> int:
+def _loop_ns(text: str, calls: int, what: str) -> tuple[int, int]:
+    """The loop's wall time and its process's CPU time (user and system), ns."""
     m = LOOP_LINE.search(text)
     if not m or int(m.group(1)) != calls:
         raise SystemExit(f"bench_kstack: {what}: no loop line in:\n{text[-3000:]}")
-    return int(m.group(2))
+    return int(m.group(2)), int(m.group(3))
 
 
 def _version(boot) -> str:
@@ -267,15 +280,18 @@ def _version(boot) -> str:
 
 
 def table(result: dict) -> str:
-    lines = [f"| {result['calls']:,} calls of {FUNCTION}, {result['rounds']} round(s) | "
-             "µs a call | added a call, µs | × the loop alone | lost |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [f"| {result['calls']:,} calls of {FUNCTION}, {result['rounds']} round(s), "
+             "medians | loop's CPU a call, µs | added | × the loop alone | wall a call, µs | "
+             "added | lost |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for row in result["rows"]:
         if "failed" in row:
-            lines.append(f"| {row['row']} | failed: {row['failed']} | | | |")
+            lines.append(f"| {row['row']} | failed: {row['failed']} | | | | | |")
             continue
-        lines.append(f"| {row['row']} | {row['ns_per_call'] / 1000:,.1f} | "
-                     f"{row['added_ns'] / 1000:,.1f} | {row['ratio']:.2f} | {row['lost']:,} |")
+        lines.append(f"| {row['row']} | {row['cpu_ns_per_call'] / 1000:,.1f} | "
+                     f"{row['added_cpu_ns'] / 1000:,.1f} | {row['cpu_ratio']:.2f} | "
+                     f"{row['ns_per_call'] / 1000:,.1f} | {row['added_ns'] / 1000:,.1f} | "
+                     f"{row['lost']:,} |")
     return "\n".join(lines)
 
 
@@ -284,6 +300,8 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=DEFAULT_CALLS)
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     p.add_argument("--no-bpftrace", action="store_true")
+    p.add_argument("--only-bpftrace", action="store_true",
+                   help="bpftrace's rows and the loop alone, not btfgen's")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
     if args.calls < 1 or args.rounds < 1:
@@ -294,7 +312,8 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-kstack-") as tmp:
         try:
-            result = measure(args.calls, args.rounds, not args.no_bpftrace, Path(tmp))
+            result = measure(args.calls, args.rounds, not args.no_bpftrace, Path(tmp),
+                             not args.only_bpftrace)
         except debian.PackageError as e:
             print(f"bench_kstack: Debian's packages cannot be had: {e}", file=sys.stderr)
             return 2
