@@ -299,9 +299,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=DEFAULT_CALLS)
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
-    p.add_argument("--no-bpftrace", action="store_true")
-    p.add_argument("--only-bpftrace", action="store_true",
-                   help="bpftrace's rows and the loop alone, not btfgen's")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--no-bpftrace", action="store_true")
+    which.add_argument("--only-bpftrace", action="store_true",
+                       help="bpftrace's rows and the loop alone, not btfgen's")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
     if args.calls < 1 or args.rounds < 1:
