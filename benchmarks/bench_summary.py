@@ -24,7 +24,11 @@ tracer adds to a call (the loop traced minus the loop alone, over N), the median
   run with a ring of 256 MiB (`--ring-size`), room for every event of `--calls 20000`: the
   figure is then the traced call's own cost, and the tracer's CPU (user and system, start-up
   included) is given over the calls. The counts, plus the records said lost, are checked
-  against N. `--rows stack` runs only these, `--count` without a key, and the empty programs.
+  against N. `--rows stack` runs only these, `--count` without a key, the empty programs and
+  bpftrace's.
+- bpftrace (where installed) on the same function, `-c` the program, `/pid == cpid/`:
+  `@[ustack] = count()` (its stack id made in the kernel, the frames named at the end) beside
+  `@ = count()`; the counts are checked against N.
 
 The whole-kernel row is tests/live_kernel/test_summary_kernel.py's unstable-amd64 run, read
 from the live cache when it is there (that test writes it): calls counted over the tracing
@@ -49,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_tracers import TRACEE, TRACEE_LINE, missing_tools  # noqa: E402
+from bench_tracers import TRACEE, TRACEE_LINE, bpftrace_version, missing_tools  # noqa: E402
 
 from btfgen.probe import bpf_object, features, tracefs  # noqa: E402
 from btfgen.trace import symbols  # noqa: E402
@@ -71,6 +75,11 @@ ROWS = {
     "latency, --attach single": (["--latency"], ["--attach", "single"]),
     "count by ustack": (["--count", "--by", "ustack"], ["--ring-size", "256"]),
     "latency by ustack": (["--latency", "--by", "ustack"], ["--ring-size", "256"]),
+}
+# label: bpftrace's action on `traced`'s entry
+BPFTRACE_ROWS = {
+    "bpftrace, @ = count()": "@ = count();",
+    "bpftrace, @[ustack] = count()": "@[ustack] = count();",
 }
 CLANG = shutil.which("clang-19") or shutil.which("clang") or "clang"
 DEFAULT_CALLS = 200_000
@@ -113,6 +122,21 @@ def traced(exe: Path, directory: Path, args: list[str], calls: int) -> tuple[int
     return loop_ns(proc.stderr, calls), proc.stdout, proc.stderr, cpu
 
 
+def bpftrace_counted(exe: Path, action: str, calls: int) -> tuple[int, str, float]:
+    """The loop's ns under bpftrace, its printed maps, and its CPU seconds (user and system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(["bpftrace", "-e", f"uprobe:{exe}:traced /pid == cpid/ {{ {action} }}",
+                           "-c", f"{exe} {calls}"], capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return loop_ns(proc.stderr, calls), proc.stdout, cpu
+
+
+def map_counted(out: str) -> int:
+    """A bpftrace count map's calls: `@: N`, or each key's `]: N`."""
+    return sum(int(n) for n in re.findall(r"^(?:@|\]): (\d+)$", out, re.M))
+
+
 def stack_counted(out: str, err: str) -> int:
     """--by ustack's calls: its rows' counts (COUNT under FUNC) or histograms' counts, and the
     records said lost."""
@@ -150,6 +174,7 @@ def main() -> int:
     rows_asked = {k: v for k, v in ROWS.items()
                   if args.rows == "all" or (args.rows == "multi" and "--attach" in k)
                   or (args.rows == "stack" and ("ustack" in k or k == "count"))}
+    bpftrace = {} if args.rows == "multi" or not bpftrace_version() else BPFTRACE_ROWS
     if missing := missing_tools():
         print(f"bench_summary: not installed: {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -190,6 +215,12 @@ def main() -> int:
                         raise SystemExit(f"bench_summary: {label}: not {calls} calls:\n{out}"
                                          f"{err}")
                 elif label.startswith("count") and not re.search(rf"\b{calls}$", out, re.M):
+                    raise SystemExit(f"bench_summary: {label}: not {calls} calls:\n{out}")
+                runs.setdefault(label, []).append(took)
+                cpus.setdefault(label, []).append(cpu)
+            for label, action in bpftrace.items():
+                took, out, cpu = bpftrace_counted(exe, action, calls)
+                if map_counted(out) != calls:
                     raise SystemExit(f"bench_summary: {label}: not {calls} calls:\n{out}")
                 runs.setdefault(label, []).append(took)
                 cpus.setdefault(label, []).append(cpu)
