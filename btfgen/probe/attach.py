@@ -64,21 +64,59 @@ class AttachMode(NamedTuple):
 def attach_modes(asked: str, kernel: bool, manifest: Manifest,
                  keep: list[int] | None = None, adjust=None,
                  sleepable: bool = True) -> list[AttachMode]:
-    """The ways to attach, best first (a refused one falls back to the next), saying which
-    one is tried and why. `auto` takes one fsession.multi link where the kernel and the trace
-    directory have it, else the kprobe modes; not the fentry.multi / fexit.multi pair, whose
-    exits cannot be paired with their entries (FENTRY_PAIR_UNPAIRED). User functions: each
-    mode's sleepable programs first where the kernel takes them (`sleepable`: unless asked not
-    to). `adjust(mode)`: each kprobe mode as the run needs it (a summary's entry alone:
-    summary.entry_only), before it is said."""
+    """plan_modes' modes, what it has to say said (which one is tried and why)."""
+    modes, said = plan_modes(asked, kernel, manifest, keep, adjust, sleepable)
+    held(modes[0], manifest)  # before saying it is attached
+    for line in said:
+        prog.say(line)
+    return modes
+
+
+def held(mode: AttachMode, manifest: Manifest) -> None:
+    """`mode`'s object is in the trace directory, else an InputError of one line: a directory
+    built for a run on the machine that built it (one command) holds only the objects that run
+    loads (objects_loaded), and a run with other options, or another kernel, may want
+    another."""
+    if not manifest.holds(mode.object):
+        raise InputError(f"the trace directory holds no {mode.object} for the {mode.what} (it "
+                         f"has {', '.join(manifest.objects) or 'none'}: built for another run's "
+                         "attach mode); build it with --build DIR to have every one")
+
+
+def objects_loaded(asked: str, manifest: Manifest,
+                   sleepable: bool = True) -> list[str] | None:
+    """A user trace directory's objects a run here with `--attach asked` (and --no-sleepable
+    where not `sleepable`) may load, in the order it may: its first mode's, then each one it
+    falls back to should the kernel refuse a load (Run.attach). The one decision both sides
+    take: the run picks its object from plan_modes, and a build for a run on this machine (one
+    command) compiles these and no other. A run that cannot be made here (an InputError or
+    RunError) is plan_modes' to raise. None for a kernel trace: what its run loads depends on
+    which functions are traceable here and which the trampoline refuses while attaching, so
+    its build compiles every object."""
+    if manifest.kernel:
+        return None
+    modes, _ = plan_modes(asked, False, manifest, sleepable=sleepable)
+    return list(dict.fromkeys(mode.object for mode in modes))
+
+
+def plan_modes(asked: str, kernel: bool, manifest: Manifest,
+               keep: list[int] | None = None, adjust=None,
+               sleepable: bool = True) -> tuple[list[AttachMode], list[str]]:
+    """(the ways to attach, best first (a refused one falls back to the next); the lines that
+    say which one is tried and why). `auto` takes one fsession.multi link where the kernel and
+    the trace directory have it, else the kprobe modes; not the fentry.multi / fexit.multi
+    pair, whose exits cannot be paired with their entries (FENTRY_PAIR_UNPAIRED). User
+    functions: each mode's sleepable programs first where the kernel takes them (`sleepable`:
+    unless asked not to). `adjust(mode)`: each kprobe mode as the run needs it (a summary's
+    entry alone: summary.entry_only), before it is said."""
     if asked in TRAMPOLINE_ASKED:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is None:
             raise InputError(f"--attach {asked}: {why}")
-        prog.say(f"{tramp.announce()}")
+        said = [tramp.announce()]
         if tramp.programs != ("trace_session",):
-            prog.say(FENTRY_PAIR_UNPAIRED)
-        return [tramp]
+            said.append(FENTRY_PAIR_UNPAIRED)
+        return [tramp], said
     if asked == "auto" and kernel and manifest.trampoline:
         tramp, why = _trampoline_mode(asked, kernel, manifest, keep)
         if tramp is not None:
@@ -90,8 +128,7 @@ def attach_modes(asked: str, kernel: bool, manifest: Manifest,
                 rest = []
             if adjust:
                 rest = [adjust(m) for m in rest]
-            prog.say(f"{tramp.announce()}")
-            return [tramp, *rest]
+            return [tramp, *rest], [tramp.announce()]
         modes = _kprobe_modes(asked, kernel, manifest)
         modes[0] = modes[0]._replace(why="; ".join(
             w for w in (modes[0].why, f"not the BPF trampoline: {why}") if w))
@@ -101,8 +138,7 @@ def attach_modes(asked: str, kernel: bool, manifest: Manifest,
         modes = _sleepable_first(modes, manifest)
     if adjust:
         modes = [adjust(m) for m in modes]
-    prog.say(f"{modes[0].announce()}")
-    return modes
+    return modes, [modes[0].announce()]
 
 
 def _sleepable_first(modes: list[AttachMode], manifest: Manifest) -> list[AttachMode]:

@@ -94,6 +94,10 @@ class Manifest:
     # a user trace's sleepable programs' objects: "pair" (single or multi), and the session's
     # by the kfuncs' prototype (None: a kernel trace, or an older build)
     sleepable_objects: dict | None = None
+    # the BPF objects the directory holds: every one its other fields name where built for a
+    # run anywhere (--build), only those the run would load where built for a run on the
+    # machine it was built on (one command: attach.objects_loaded); None: an older build, all
+    objects: list | None = None
     functions: list  # index = attach cookie = key in the specs map
     btf_ids: list  # what each one's records carry
     specs: str  # the spec table's file
@@ -117,6 +121,10 @@ class Manifest:
     @property
     def kernel(self) -> bool:
         return self.kind == "kernel"
+
+    def holds(self, obj: str) -> bool:
+        """Whether the directory has the BPF object `obj` (a name its other fields give)."""
+        return self.objects is None or obj in self.objects
 
     def to_json(self) -> str:
         """trace.json's text: `format` first, then the fields in their order, those that are

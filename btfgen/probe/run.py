@@ -253,6 +253,7 @@ class Run:
         and the next tried)."""
         modes = self.modes
         for n, mode in enumerate(modes):
+            attach.held(mode, self.manifest)  # a fallback's: one line, as the first's
             obj = BpfObject(str(self.directory / mode.object),
                             bpf_syscall=self.manifest.bpf_syscall)
             try:

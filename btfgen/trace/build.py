@@ -113,6 +113,10 @@ class Request:
     stack: tuple = ()
     # --by kstack / ustack: --count / --latency summed by the tracer from the stacked events
     stack_keys: dict | None = None
+    # One command (build and run here): the run's --attach and whether it takes sleepable
+    # programs (not --no-sleepable); a user trace's build then compiles only the objects that
+    # run loads (_loaded_here). None (--build): every object, for a run anywhere.
+    run_here: tuple[str, bool] | None = None
 
 
 # --stack user: where the user registers an offline unwind starts from sit in the uprobe's
@@ -218,9 +222,9 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
                        at_exit | _exit_keyed(bys, layout))
     summary_flags = summary.pop("flags", []) + stack_flags(req.stack, layout.arch)
     with timings.stage("build: compile"):
-        _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
-                 wanted=plan.filtered_names(), wide=conv.pointer_size == 8,
-                 extra=summary_flags)
+        objects = _compile(out, conv.target_arch, conv.byte_order, user=not req.kernel,
+                           wanted=plan.filtered_names(), wide=conv.pointer_size == 8,
+                           extra=summary_flags, only=_loaded_here(req, conv, layout.arch))
     _copy_run_side(out)
     names = [f.name for f in layout.functions]
     with timings.stage("build: spec table"):
@@ -262,6 +266,7 @@ def build(req: Request, out: Path) -> trace_manifest.Manifest:
         trampoline=trace_manifest.Trampoline(**trampoline) if trampoline else None,
         stack=list(req.stack) or None,
         stack_keys=trace_manifest.StackKeys(**req.stack_keys) if req.stack_keys else None,
+        objects=objects + (sorted(set(trampoline["objects"].values())) if trampoline else []),
         **where)
     (out / trace_manifest.MANIFEST).write_text(manifest.to_json())
     if req.timings:
@@ -521,12 +526,35 @@ def _wanted_flags(out: Path, wanted: list[str]) -> list[str]:
     return ["-include", str(path)]
 
 
+def _loaded_here(req: Request, conv, arch: str) -> list[str] | None:
+    """The objects the run that follows this build on this machine loads (Request.run_here),
+    by the run side's own decision (attach.objects_loaded, on the manifest-to-be's object
+    names and bpf() number); None: every object (--build; a kernel trace; a run that will
+    refuse its --attach here, and say so, as it did before)."""
+    if req.run_here is None or req.kernel:
+        return None
+    from btfgen.probe import attach
+    from btfgen.probe.errors import BpfLoadError, InputError, RunError
+
+    asked, sleepable = req.run_here
+    names = trace_manifest.Manifest(
+        kind="user", arch=arch, **run_side_facts(conv), module="", object=OBJECT,
+        session_objects=SESSION_OBJECTS, sleepable_objects=SLEEPABLE_OBJECTS, functions=[],
+        btf_ids=[], specs=SPECS, btf="", filters=[])
+    try:
+        return attach.objects_loaded(asked, names, sleepable)
+    except (InputError, RunError, BpfLoadError, OSError):
+        return None
+
+
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
              wanted: list[str], wide: bool = True, extra: list[str] = (),
-             variants: dict[str, list[str]] | None = None, headers: Path | None = None) -> None:
+             variants: dict[str, list[str]] | None = None, headers: Path | None = None,
+             only: list[str] | None = None) -> list[str]:
     """The pair-of-links object and the two session objects, and for a user trace their
-    sleepable twins (or `variants`: object name ->
-    its flags), compiled side by side, with the generated header of `headers` (default: `out`).
+    sleepable twins (or `variants`: object name -> its flags; of either, those `only` names
+    where given), compiled side by side, with the generated header of `headers` (default:
+    `out`); -> the objects' names.
     Of the header's per-function decoders only those of `wanted` (the filtered functions', by C
     name) are compiled: for a whole kernel the others are a million lines and 35 s of
     compile. `wide`: a 64-bit target, whose JITs all make BPF's atomic add (trace.bpf.c's
@@ -548,12 +576,15 @@ def _compile(out: Path, target_arch: str, byte_order: str, user: bool,
             variants |= {SLEEPABLE_OBJECTS[k]: [*variants[o], "-DBTFGEN_SLEEPABLE"]
                          for k, o in (("pair", OBJECT), ("no_ctx", SESSION_OBJECTS["no_ctx"]),
                                       ("ctx", SESSION_OBJECTS["ctx"]))}
+    if only is not None:
+        variants = {name: flags for name, flags in variants.items() if name in only}
     procs = [subprocess.Popen([*base, *flags, "-o", str(out / name)], stderr=subprocess.PIPE,
                               text=True) for name, flags in variants.items()]
     errors = [proc.communicate()[1] for proc in procs]
     for proc, err in zip(procs, errors):
         if proc.returncode:
             raise BuildError(f"compiling trace.bpf.c failed: {err.strip()}", status=1)
+    return list(variants)
 
 
 # ---- --count / --latency (summary.py) --------------------------------------------------------

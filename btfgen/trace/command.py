@@ -32,7 +32,9 @@ def _build(args, out: Path) -> None:
         headers=args.header, include=args.include, define=args.define, filters=args.filter,
         captures=args.capture, strings=args.strings, string_size=args.string_size,
         capture_budget=args.capture_budget,
-        deny=not args.no_deny, timings=args.timings, stack=tool.stacks_asked(args))
+        deny=not args.no_deny, timings=args.timings, stack=tool.stacks_asked(args),
+        # one command: the run follows here, and the build compiles only what it loads
+        run_here=None if args.build else (args.attach, args.sleepable))
     req = trace_build.Request(**{**fields, **_summary_request(args)})
     try:
         trace_build.build(req, out)

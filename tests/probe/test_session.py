@@ -478,3 +478,48 @@ def test_user_modes_take_their_sleepable_programs_first(probes, capsys, monkeypa
         "program (Linux 6.0+): Invalid argument)\n")
     # kernel functions never: their programs are not uprobes
     assert not any(m.sleepable for m in attach.attach_modes("auto", True, SLEEPABLE))
+
+
+# a user trace's: what its build names, as the one above
+USER = manifest(kind="user", bpf_syscall=321, object="trace.bpf.o",
+                session_objects={"no_ctx": "s.o", "ctx": "s-ctx.o"},
+                sleepable_objects={"pair": "p.s.o", "no_ctx": "s.s.o", "ctx": "s-ctx.s.o"})
+
+
+def test_the_objects_a_run_may_load_are_its_modes_objects_first_to_last(probes, capsys,
+                                                                          monkeypatch):
+    # What a one-step build compiles (btfgen.trace.build._loaded_here): each object the run's
+    # plan may load, the first one first, nothing said; the run's own pick is the first.
+    refused: dict[str, str] = {}
+    monkeypatch.setattr(features, "sleepable_uprobes",
+                        lambda _n, kind: features.Availability(refused.get(kind, "")))
+    assert attach.objects_loaded("auto", USER) == ["s-ctx.s.o", "s-ctx.o", "p.s.o",
+                                                        "trace.bpf.o"]
+    assert attach.objects_loaded("auto", USER, sleepable=False) == ["s-ctx.o",
+                                                                         "trace.bpf.o"]
+    assert attach.objects_loaded("single", USER) == ["p.s.o", "trace.bpf.o"]
+    probes["session"] = Availability(variant="no_ctx")
+    assert attach.objects_loaded("session", USER) == ["s.s.o", "s.o"]
+    probes["session"] = Availability("no uprobe.session links here")
+    refused["multi"] = "refused"
+    assert attach.objects_loaded("auto", USER) == ["trace.bpf.o"]
+    assert capsys.readouterr().err == ""
+    with pytest.raises(errors.RunError):  # the run's refusal, raised as the run raises it
+        attach.objects_loaded("session", USER)
+    assert attach.objects_loaded("auto", MANIFEST) is None  # a kernel trace: every object
+    for asked in ("auto", "multi", "single"):
+        first = attach.attach_modes(asked, False, USER)[0].object
+        assert first == attach.objects_loaded(asked, USER)[0]
+
+
+def test_a_directory_without_the_object_the_run_wants_is_one_line(probes, capsys):
+    held = manifest(kind="user", bpf_syscall=321, object="trace.bpf.o",
+                    session_objects={"no_ctx": "s.o", "ctx": "s-ctx.o"}, objects=["s-ctx.o"])
+    assert attach.attach_modes("auto", False, held, sleepable=False)[0].object == "s-ctx.o"
+    capsys.readouterr()
+    with pytest.raises(errors.InputError) as e:
+        attach.attach_modes("multi", False, held)
+    assert str(e.value) == ("the trace directory holds no trace.bpf.o for the uprobe_multi "
+                            "links (it has s-ctx.o: built for another run's attach mode); build "
+                            "it with --build DIR to have every one")
+    assert capsys.readouterr().err == ""  # not said to be attached
