@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import refusals
 from manifests import manifest
 
 from btfgen.abi.arches import host_bpf_syscall
@@ -168,14 +169,7 @@ def test_multi_pair_when_asked(live, program, links, capfd):
 def test_refused_session_link_falls_back_to_the_pair(live, program, links, capfd, monkeypatch):
     # A kernel whose probe said yes but which refuses the real link (one function it cannot
     # put a return probe on, say): auto goes on with the pair instead of failing.
-    multi = bpf_object.BpfObject.attach_uprobe_multi
-
-    def refuse_sessions(self, prog, *args, session=False, **kw):
-        if session:
-            raise errors.BpfLoadError("uprobe_session link for trace_session: refused here")
-        return multi(self, prog, *args, session=session, **kw)
-
-    monkeypatch.setattr(bpf_object.BpfObject, "attach_uprobe_multi", refuse_sessions)
+    refusals.refuse_session_links(monkeypatch)
     status, out, err = _trace(capfd, program)
     assert status == 0, err
     # (each session link refused: the sleepable one's, then the other's, where both are tried)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import live_needs
 import pytest
+import refusals
 
 from btfgen.abi.arches import host_bpf_syscall
-from btfgen.probe import attach, bpf_object, errors, features, run
+from btfgen.probe import attach, bpf_object, features, run
 from btfgen.probe.manifest import Manifest
 from btfgen.trace import build, command
 
@@ -107,14 +108,7 @@ def test_one_command_keeps_the_fallback_of_a_refused_session(program, counted, c
     if why := features.session_links(host_bpf_syscall(), kernel=False).why:
         pytest.skip(why)
     written, opened, printed = counted
-    multi = bpf_object.BpfObject.attach_uprobe_multi
-
-    def refuse_sessions(self, prog, *args, session=False, **kw):
-        if session:
-            raise errors.BpfLoadError("uprobe_session link for trace_session: refused here")
-        return multi(self, prog, *args, session=session, **kw)
-
-    monkeypatch.setattr(bpf_object.BpfObject, "attach_uprobe_multi", refuse_sessions)
+    refusals.refuse_session_links(monkeypatch)
     assert command.main([str(program), "f"]) == 0, capfd.readouterr().err
     err = capfd.readouterr().err
     assert "f(a=41)" in printed.getvalue() and "was refused" in err, err
