@@ -88,7 +88,7 @@ keys = [[r['count'], [[f['symbol'], os.path.basename(f['object'] or '?')]
         for r in rows]
 print('ustack-keys', json.dumps(keys))
 """
-# the amd64 guest's alone: a kernel function's user stack is not run on arm64 yet (trace.md)
+# the amd64 guest's alone (arm64's kernel user stacks are test_trace_stack's)
 USTACK_GUESTS = ("unstable-amd64",)
 # keyed by its file's name and its return value (the new offset) together, the $retval part
 # made at the exit (no errno name: the offset is positive)

@@ -9,9 +9,10 @@ With `--stack kernel,user`, the same function called from a static program whose
 known (guest/stack_chain.c: main -> a -> b -> lseek) has also the user stack of its task, from
 its registers where the system call entered the kernel (bpf_task_pt_regs) and its user stack
 copied, unwound offline from the program's .eh_frame: lseek's wrapper, b, a, main, down to
-_start, whole, through each attach mode. Recorded (`--record`) and decoded here, where the
-guest's /chain is not: the kernel frames named from the recording's notes, the user stack's
-first frame said to be in an object not found here, never named otherwise."""
+_start, whole, through each attach mode, in the amd64 and arm64 guests. Recorded (`--record`)
+and decoded here, where the guest's /chain is not: the kernel frames named from the
+recording's notes, the user stack's first frame said to be in an object not found here, never
+named otherwise."""
 
 from __future__ import annotations
 
@@ -70,6 +71,14 @@ CHAIN_RUN = "/chain /tmp/seek /tmp/out shmem_file_llseek"
 RUNS = {"session": "attaching one kprobe.session link (as asked",
         "multi": "attaching kprobe_multi links",
         "tracing-multi": "attaching one fsession.multi link (as asked"}
+# A kernel function's user stack on arm64 too, its system calls entered through el0_svc; its
+# kprobe paths (7.2's arm64 refuses tracing_multi: "Operation not supported").
+USER_STACK_GUESTS = {"unstable-amd64": RUNS,
+                     "unstable-arm64": {r: RUNS[r] for r in ("session", "multi")}}
+# lseek's own functions in its kernel stack (those its arch does not inline)
+LSEEK_FRAMES = {"vfs_llseek", "ksys_lseek", "__x64_sys_lseek", "__arm64_sys_lseek"}
+# the frame every system call's kernel stack passes through, by btfgen's arch name
+SYSCALL_ENTRY = {"x86_64": "do_syscall_64", "arm64": "el0_svc"}
 
 
 def test_kernel_stacks_named_by_kallsyms(tmp_path):
@@ -95,17 +104,16 @@ def test_kernel_stacks_named_by_kallsyms(tmp_path):
             frames = names.split()
             # the system call's path, outermost last: lseek's functions (those not inlined)
             # under do_syscall_64
-            lseek = [i for i, f in enumerate(frames)
-                     if f in ("vfs_llseek", "ksys_lseek", "__x64_sys_lseek")]
+            lseek = [i for i, f in enumerate(frames) if f in LSEEK_FRAMES]
             assert lseek and "do_syscall_64" in frames, f"{run}: {names}"
             assert max(lseek) < frames.index("do_syscall_64"), f"{run}: {names}"
 
 
-def _digests(boot, calls: int) -> dict[str, dict]:
-    """Each RUNS step's digest (its stacks counted), after checking the step ran, attached as
-    said and saw `calls` calls."""
+def _digests(boot, calls: int, runs: dict = RUNS) -> dict[str, dict]:
+    """Each `runs` step's digest (its stacks counted), after checking the step ran, attached
+    as said and saw `calls` calls."""
     digests = {}
-    for run, said in RUNS.items():
+    for run, said in runs.items():
         text, rc = boot.section(run)
         assert rc == 0, f"{run}: the tool failed (exit {rc}):\n{text[-3000:]}"
         assert said in text, text[-3000:]
@@ -129,9 +137,10 @@ def _chain(target) -> bytes:
     return dest.read_bytes()
 
 
-def test_kernel_calls_user_stack_unwound(tmp_path):
-    name = "unstable-amd64"
+@pytest.mark.parametrize("name", sorted(USER_STACK_GUESTS))
+def test_kernel_calls_user_stack_unwound(tmp_path, name):
     k, btf = kernel_with_python(name)
+    runs, entry = USER_STACK_GUESTS[name], SYSCALL_ENTRY[k.target.arch]
     req = trace_build.Request(functions=["shmem_file_llseek"], kernel=True, btf=str(btf),
                               arch=k.target.arch, strings=False, stack=("kernel", "user"))
     manifest = trace_build.build(req, tmp_path / "trace")
@@ -141,7 +150,7 @@ def test_kernel_calls_user_stack_unwound(tmp_path):
     g.file("chain", _chain(k.target), 0o755)
     g.file("digest.py", DIGEST_USER.encode())
     libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
-    for run in RUNS:
+    for run in runs:
         g.step(run, f"cd / && {libs}; {py.python} /trace/btfgen_trace.py --run /trace --json "
                     f"--attach {run} -- {CHAIN_RUN} >/tmp/out 2>/tmp/err; rc=$?; "
                     f"cat /tmp/err; head -c 3000 /tmp/out; echo; {py.python} /digest.py; "
@@ -157,11 +166,11 @@ def test_kernel_calls_user_stack_unwound(tmp_path):
                      f">/tmp/out 2>/tmp/err; rc=$?; cat /tmp/err; "
                      f"{_dump('recording', '/tmp/r.btfrec')}; exit $rc")
     boot = g.run(k, timeout=1200)
-    _recorded_stacks_decoded_here(boot, tmp_path)
-    for run, stacks in _digests(boot, CHAIN_CALLS).items():
+    _recorded_stacks_decoded_here(boot, tmp_path, entry)
+    for run, stacks in _digests(boot, CHAIN_CALLS, runs).items():
         for key in stacks:
             kernel, user, cut, none = json.loads(key)
-            assert "do_syscall_64" in kernel, f"{run}: {key}"
+            assert entry in kernel, f"{run}: {key}"
             # the system call's user side, innermost first: the C library's lseek (whatever
             # its symbol's alias), then the chain, whole down to _start
             assert none is None and cut is None, f"{run}: {key}\n{boot.section(run)[0][-3000:]}"
@@ -173,21 +182,21 @@ def test_kernel_calls_user_stack_unwound(tmp_path):
     print(text)  # seen with -rP: docs/trace.md's example is such a run's
     lines = text.splitlines()
     # the chain's only calls of it are its lseeks (the tracer follows the command alone)
-    entry = next((i for i, line in enumerate(lines) if line.startswith("shmem_file_llseek(")),
+    first = next((i for i, line in enumerate(lines) if line.startswith("shmem_file_llseek(")),
                  None)
-    assert entry is not None, text[-3000:]
+    assert first is not None, text[-3000:]
     frames = []
-    for line in lines[entry + 1:]:
+    for line in lines[first + 1:]:
         if not line.startswith("    "):
             break
         frames.append(line.strip())
     names = [f.split("+")[0] for f in frames]
-    assert names.index("do_syscall_64") < names.index("b"), frames
+    assert names.index(entry) < names.index("b"), frames
     assert names[names.index("b"):names.index("b") + 3] == ["b", "a", "main"], frames
     assert all(f.endswith("(chain)") for f in frames[names.index("b"):]), frames
 
 
-def _recorded_stacks_decoded_here(boot, tmp_path) -> None:
+def _recorded_stacks_decoded_here(boot, tmp_path, entry: str) -> None:
     text, rc = boot.section("record")
     assert rc == 0, f"record: the tool failed (exit {rc}):\n{text[-3000:]}"
     rec = tmp_path / "r.btfrec"
@@ -201,7 +210,8 @@ def _recorded_stacks_decoded_here(boot, tmp_path) -> None:
     assert len(entries) == CHAIN_CALLS, p.stdout[-3000:]
     for e in entries:
         kernel = [f["symbol"] for f in e["stack"]["kstack"]]
-        assert "do_syscall_64" in kernel and "ksys_lseek" in kernel, e["stack"]
+        # lseek's own functions, those not inlined (arm64's ksys_lseek is)
+        assert entry in kernel and set(kernel) & LSEEK_FRAMES, e["stack"]
         first = e["stack"]["ustack"][0]
         # /chain is the guest's: its frames cannot be named here, and say so
         assert first["symbol"] is None and "/chain: not found here" in first["why"], e["stack"]
