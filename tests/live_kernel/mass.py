@@ -10,8 +10,8 @@ import contextlib
 import io
 import re
 import shutil
-from collections import Counter
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from btfgen.btf.reader import open_btf

@@ -44,7 +44,7 @@ def available() -> bool:
     return platform.machine() == "x86_64"
 
 
-def compiled(interpreter: "Interpreter", sources: dict[str, bytes]) -> dict[str, bytes]:
+def compiled(interpreter: Interpreter, sources: dict[str, bytes]) -> dict[str, bytes]:
     """The .pyc files (guest path -> bytes) of `sources` (guest path -> a .py file's bytes);
     cached by what they are made from (a standard library takes ten seconds here)."""
     key = cache.digest(str(interpreter.root), COMPILE, *(x for path in sorted(sources)

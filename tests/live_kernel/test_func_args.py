@@ -215,7 +215,7 @@ def compare(pairs, layouts) -> Tally:
             kind = ("struct returned" if isinstance(strip(fn.ret.type), (T.Struct, T.Union))
                     else "return value")
             t.only_btfgen[kind] = t.only_btfgen.get(kind, 0) + 1
-        for name in c.args.get("__captures__", {}):
+        for _capture in c.args.get("__captures__", {}):
             t.only_btfgen["string"] = t.only_btfgen.get("string", 0) + 1
     return t
 

@@ -77,8 +77,8 @@ def test_whole_kernel_attached_with_the_generic_decoder(tmp_path):
                        f"{text}".encode())
     assert rc == 0, f"the tool failed (exit {rc}):\n{text[-3000:]}"
     # 7.2 has tracing_multi: auto puts the whole kernel on one fsession.multi link, what the
-    # build knows the trampoline cannot take (a struct returned, btf_id_deny, noreturn_deny, ...) on one
-    # kprobe.session link beside it, and the kernel refusing neither link.
+    # build knows the trampoline cannot take (a struct returned, btf_id_deny, noreturn_deny,
+    # ...) on one kprobe.session link beside it, and the kernel refusing neither link.
     manifest = json.loads((tmp_path / "trace" / "trace.json").read_text())
     refused = manifest["trampoline"]["refused"]
     names = manifest["functions"]

@@ -50,9 +50,9 @@ print('do-exit', sum(r['count'] for r in counts if r['function'] == 'do_exit'))
 """
 # shmem_file_llseek's keys: its offset argument on the whole kernel, its file's name (a capture
 # path, read through three pointers) on the one function.
-BY_OFFSET = "'{\"offset\": %d}'" % scenario.SEEK_TO
+BY_OFFSET = "'" + json.dumps({"offset": scenario.SEEK_TO}) + "'"
 NAME = "file->f_path.dentry->d_name.name"
-BY_NAME = "'{\"%s\": \"seek\"}'" % NAME
+BY_NAME = "'" + json.dumps({NAME: "seek"}) + "'"
 # --by kstack (counted by the tracer from each call's event): the loop's seeks, picked out by a
 # filter on the offset, counted and timed by their kernel stack
 DIGEST_KSTACK = r"""import json

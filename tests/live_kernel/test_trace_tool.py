@@ -126,7 +126,8 @@ def test_trace_tool_in_guest(name, tmp_path):
     g.step("everyone", f"cd /trace && export LD_LIBRARY_PATH={python_guest.library_path(t)}; "
                        f"{py.python} btfgen_trace.py --run /trace {attach} 2>/tmp/err "
                        ">/tmp/out & "
-                       "until grep -q ': tracing ' /tmp/err || ! kill -0 $! 2>/dev/null; do sleep 0.2; done; "
+                       "until grep -q ': tracing ' /tmp/err || ! kill -0 $! 2>/dev/null; "
+                       "do sleep 0.2; done; "
                        f"/loader /empty.bundle lseek {scenario.SEEK_TO:#x} >/dev/null; "
                        "kill -INT $!; wait $!; rc=$?; cat /tmp/err /tmp/out; exit $rc")
     boot = g.run(k, timeout=900)  # up to nine runs of the scenario, under TCG
