@@ -537,14 +537,19 @@ def _loaded_here(req: Request, conv, arch: str) -> list[str] | None:
     from btfgen.probe.errors import BpfLoadError, InputError, RunError
 
     asked, sleepable = req.run_here
-    names = trace_manifest.Manifest(
+    try:
+        return attach.objects_loaded(asked, user_objects(arch, conv), sleepable)
+    except (InputError, RunError, BpfLoadError, OSError):
+        return None
+
+
+def user_objects(arch: str, conv) -> trace_manifest.Manifest:
+    """A user trace directory's object names and run-side facts for `arch`, the rest empty:
+    what attach.objects_loaded reads, before the directory's own manifest is made."""
+    return trace_manifest.Manifest(
         kind="user", arch=arch, **run_side_facts(conv), module="", object=OBJECT,
         session_objects=SESSION_OBJECTS, sleepable_objects=SLEEPABLE_OBJECTS, functions=[],
         btf_ids=[], specs=SPECS, btf="", filters=[])
-    try:
-        return attach.objects_loaded(asked, names, sleepable)
-    except (InputError, RunError, BpfLoadError, OSError):
-        return None
 
 
 def _compile(out: Path, target_arch: str, byte_order: str, user: bool,

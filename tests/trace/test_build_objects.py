@@ -15,7 +15,7 @@ import live_needs
 import pytest
 import refusals
 
-from btfgen.abi.arches import host_bpf_syscall
+from btfgen.abi.arches import host_bpf_syscall, load_arch
 from btfgen.probe import attach, bpf_object, features, run
 from btfgen.probe.manifest import Manifest
 from btfgen.trace import build, command
@@ -43,11 +43,7 @@ def program(tmp_path_factory) -> Path:
 
 def _names() -> Manifest:
     """The object names a user trace directory of this machine's arch gives."""
-    return Manifest(kind="user", arch="x86_64", uname=[], byte_order="little",
-                    bpf_syscall=host_bpf_syscall(), module="", object=build.OBJECT,
-                    session_objects=build.SESSION_OBJECTS,
-                    sleepable_objects=build.SLEEPABLE_OBJECTS, functions=[], btf_ids=[],
-                    specs=build.SPECS, btf="", filters=[])
+    return build.user_objects("x86_64", load_arch("x86_64"))
 
 
 def test_build_writes_every_object(program, tmp_path, capsys):
