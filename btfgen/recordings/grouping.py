@@ -1,9 +1,11 @@
-"""A span's records gathered per function and kind: its sections, as a version 1 recording's
-batch held them (each function and kind's events, an array of its stride, in arrival order).
-What the reader (reader.py's SpanBatch.sections) gives replay, columnar and dataset.
+"""A span's records found from its runs and gathered per function and kind: its records in
+arrival order (reader.py's SpanBatch.events, what replay and the exports walk) and its
+sections, as a version 1 recording's batch held them (each function and kind's events, an
+array of its stride, in arrival order: SpanBatch.sections, for columnar and dataset).
 
 A grouping is made once a reader (from its header: byte order, BTF ids, strides: a Recording)
-and asked for each span's sections (a Span: its bytes, its runs, its records):
+and asked for each span's run table read and checked (run_table), its records (records) and
+its sections (a Span: its bytes, its runs, its records):
 
     Grouping        the standard library's: record by record
     NumpyGrouping   numpy's: the records found from the span's runs (no Python call a record),
@@ -18,11 +20,12 @@ payload whichever grouping (or version 1's batch) made it.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 from btfgen.probe import event, ringspan
-from btfgen.probe.recording import RecordError
+from btfgen.probe.recording import RUN, RecordError
 
 
 class Recording(Protocol):
@@ -41,6 +44,8 @@ class Span(Protocol):
 
     data: memoryview
     runs: list[tuple[int, tuple[int, ...]]]
+    table: Any  # the grouping's run table (run_table's), or None (runs found otherwise)
+    trusted: bool  # its headers were checked against its runs before (a first pass)
 
     def events(self) -> Iterator[memoryview]: ...
 
@@ -55,8 +60,30 @@ SHORT_RUN = 16
 # A long run mixing up to this many functions and kinds (records of one length: today's fixed
 # size) is split by a mask each, more by one sort.
 MASKS = 16
+# Distinct run shapes (a run's header words) the standard library's grouping keeps: calls make
+# a few; a crafted file many, and the memo starts again.
+MAX_RUN_SHAPES = 4096
 # BTF ids at or past this are looked up by no array (a crafted header: refused).
 MAX_BTF_ID = 1 << 24
+
+
+class _RunShape:
+    """What a run's header words make of each period: its bytes, each record's header (offset
+    in the period, its bytes in the file's order) and the (start, end) in the period of each
+    record not discarded."""
+
+    __slots__ = ("period", "heads", "cuts", "kept")
+
+    def __init__(self, words: tuple, order: str) -> None:
+        pack = struct.Struct("<I" if order == "little" else ">I").pack
+        self.heads, self.cuts, at = [], [], 0
+        for w in words:
+            self.heads.append((at, pack(w)))
+            if not w & ringspan.DISCARD:
+                self.cuts.append((at + ringspan.HEADER, at + ringspan.HEADER
+                                  + (w & ringspan.LENGTH)))
+            at += ringspan.record_size(w)
+        self.period, self.kept = at, len(self.cuts)
 
 
 class Grouping:
@@ -66,6 +93,70 @@ class Grouping:
     def __init__(self, reader: Recording) -> None:
         self.path, self.order = reader.path, reader.order
         self.index, self.strides = reader.index, reader.strides  # BTF id -> function
+        self.shapes: dict[tuple, _RunShape] = {}  # a run's header words -> its shape
+
+    def _shape(self, words: tuple) -> _RunShape:
+        shape = self.shapes.get(words)
+        if shape is None:
+            if len(self.shapes) >= MAX_RUN_SHAPES:
+                self.shapes.clear()
+            shape = self.shapes[words] = _RunShape(words, self.order)
+        return shape
+
+    def run_table(self, table: bytes, nbytes: int) -> tuple[Any, int, int]:
+        """A span's table of runs (recording.RUN each) read: (its runs, the bytes their
+        records take, their records not discarded). Raises ValueError (what is wrong) where a
+        run is malformed. `nbytes`: the span's bytes (numpy's bound)."""
+        runs, total, count = [], 0, 0
+        shape_of = self._shape
+        for n, period, *words in RUN.iter_unpack(table):
+            if not (n and 1 <= period <= 4):
+                raise ValueError("a run")
+            words = tuple(words[:period])
+            if any(w & ringspan.BUSY for w in words):
+                raise ValueError("a run")
+            shape = shape_of(words)
+            runs.append((n, words))
+            total += n * shape.period
+            count += n * shape.kept
+        return runs, total, count
+
+    def records(self, span: Span) -> list:
+        """The span's records not discarded, in arrival order, each as its bytes; unless the
+        span is trusted, each record's header is first checked against the one its run
+        says."""
+        data, out, at = span.data, [], 0
+        extend, shape_of = out.extend, self._shape
+        check = not span.trusted
+        for count, words in span.runs:
+            shape = shape_of(words)
+            period, heads, cuts = shape.period, shape.heads, shape.cuts
+            if check:
+                if count == 1:
+                    for rel, said in heads:
+                        if data[at + rel:at + rel + 4] != said:
+                            raise self._wrong_header()
+                else:
+                    # each byte of a phase's headers, every period: compares at C speed
+                    end = at + count * period
+                    for rel, said in heads:
+                        for k in range(4):
+                            if data[at + rel + k:end:period] != said[k:k + 1] * count:
+                                raise self._wrong_header()
+            if count == 1:
+                extend([data[at + a:at + b] for a, b in cuts])
+            elif len(cuts) == 1:
+                a, b = cuts[0]
+                extend([data[o + a:o + b] for o in range(at, at + count * period, period)])
+            else:
+                extend([data[o + a:o + b] for o in range(at, at + count * period, period)
+                        for a, b in cuts])
+            at += count * period
+        return out
+
+    def _wrong_header(self) -> RecordError:
+        return RecordError(f"{self.path}: corrupt span (a record header is not the one its "
+                           f"runs say)")
 
     def sections(self, span: Span) -> list[Section]:
         out: dict[tuple[int, int], bytearray] = {}
@@ -126,6 +217,54 @@ class NumpyGrouping(Grouping):
         if g_at:
             self._gathered(data, parts, g_at, g_word, g_arrival)
         return self._merged(data, parts)
+
+    def run_table(self, table: bytes, nbytes: int) -> tuple[Any, int, int]:
+        np = self.np
+        rows = np.frombuffer(table, dtype="<u4").reshape(-1, RUN.size // 4).astype(np.int64)
+        n, period, words = rows[:, 0], rows[:, 1], rows[:, 2:]
+        if not ((n > 0) & (period >= 1) & (period <= 4)).all():
+            raise ValueError("a run")
+        valid = np.arange(words.shape[1]) < period[:, None]
+        if (words[valid] & ringspan.BUSY).any():
+            raise ValueError("a run")
+        sizes = np.where(valid, ((words & ringspan.LENGTH) + ringspan.HEADER + 7) & ~7, 0)
+        kept = (valid & (words & ringspan.DISCARD == 0)).sum(axis=1)
+        # A record takes 8 bytes at least: a run repeating more than that fits is refused
+        # before the products, which stay below 2**57 then (a period < 2**32 bytes), and
+        # their sum, with each at most the span's bytes, cannot wrap either.
+        if (n > nbytes // 8).any():
+            raise ValueError("its runs do not add up")
+        each = n * sizes.sum(axis=1)
+        if (each > nbytes).any():
+            raise ValueError("its runs do not add up")
+        return _Table(n, period, words), int(each.sum()), int((n * kept).sum())
+
+    def records(self, span: Span) -> list:
+        np = self.np
+        table = span.table
+        if table is None:  # runs found otherwise (a raw span's, from its headers)
+            runs = span.runs
+            if not runs:
+                return []
+            table = _Table.of(runs, np)
+        n, period, words = table.n, table.period, table.words
+        # each record's run, its place in its run's period, its header word, its offset
+        reps = n * period
+        run = np.repeat(np.arange(len(n)), reps)
+        first = np.cumsum(reps) - reps
+        word = words[run, (np.arange(len(run)) - first[run]) % period[run]]
+        size = ((word & ringspan.LENGTH) + ringspan.HEADER + 7) & ~7
+        at = np.cumsum(size) - size
+        data = span.data
+        if not span.trusted:
+            heads = np.frombuffer(data, dtype=np.uint8)
+            heads = heads[:len(heads) - len(heads) % 4].view(self.u4)
+            if not (heads[at // 4] == word).all():  # records are 8-aligned
+                raise self._wrong_header()
+        keep = (word & ringspan.DISCARD) == 0
+        start = at[keep] + ringspan.HEADER
+        end = start + (word[keep] & ringspan.LENGTH)
+        return [data[a:b] for a, b in zip(start.tolist(), end.tolist())]
 
     def _lookup(self):
         """BTF id -> function, as an array indexed by id (-1: none), once a reader."""
@@ -292,6 +431,29 @@ class NumpyGrouping(Grouping):
             out.append((first, fn, kind, len(arrivals), payload.view(void).reshape(-1)))
         out.sort(key=lambda s: s[0])
         return [s[1:] for s in out]
+
+
+class _Table:
+    """numpy's run table: each run's repeats, period and header words (int64 arrays; a row
+    of 4 words, those past its period unused)."""
+
+    __slots__ = ("n", "period", "words")
+
+    def __init__(self, n, period, words) -> None:
+        self.n, self.period, self.words = n, period, words
+
+    @classmethod
+    def of(cls, runs: list, np) -> _Table:
+        words = np.zeros((len(runs), 4), dtype=np.int64)
+        for i, (_, w) in enumerate(runs):
+            words[i, :len(w)] = w
+        return cls(np.array([r[0] for r in runs], dtype=np.int64),
+                   np.array([len(r[1]) for r in runs], dtype=np.int64), words)
+
+    def runs(self) -> list:
+        """As the standard library's grouping has them: (repeats, header words) each."""
+        return [(n, tuple(w[:p])) for n, p, w in zip(self.n.tolist(), self.period.tolist(),
+                                                     self.words.tolist())]
 
 
 def fastest() -> type[Grouping]:

@@ -131,16 +131,25 @@ class SpanBatch:
     and kind's events as an array of its stride, in arrival order), built on first use by the
     reader's grouping (grouping.py); events() in arrival order, each as its record's bytes."""
 
-    __slots__ = ("data", "runs", "count", "_reader", "_sections", "_trusted", "notes")
+    __slots__ = ("data", "_runs", "table", "count", "_reader", "_sections", "trusted", "notes")
 
     def __init__(self, data, runs, count: int, reader, trusted: bool = False) -> None:
-        self.data, self.runs, self.count, self._reader = data, runs, count, reader
+        # `runs`: a list of (repeats, header words), or the grouping's table of them
+        # (Grouping.run_table's), made a list where asked
+        self.data, self.count, self._reader = data, count, reader
+        self._runs, self.table = (runs, None) if isinstance(runs, list) else (None, runs)
         self._sections = None
         # the notes before the span (version 5: what its stacks are named by), in file order
         self.notes: tuple = ()
         # Checked whole by an earlier pass (the reader's `trust`): its headers were found to be
         # the ones its runs say, so events() finds the records from the runs alone.
-        self._trusted = trusted
+        self.trusted = trusted
+
+    @property
+    def runs(self) -> list:
+        if self._runs is None:
+            self._runs = self.table.runs()
+        return self._runs
 
     @property
     def sections(self):
@@ -148,48 +157,11 @@ class SpanBatch:
             self._sections = self._reader.grouping.sections(self)
         return self._sections
 
-    def walk(self):
-        """(offset, header word) of each record, discarded ones included, each checked
-        against the header in the bytes."""
-        data, at = self.data, 0
-        head = struct.Struct("<I" if self._reader.order == "little" else ">I")
-        for count, words in self.runs:
-            sizes = [(w, ringspan.record_size(w)) for w in words]
-            for _ in range(count):
-                for w, size in sizes:
-                    if head.unpack_from(data, at)[0] != w:
-                        raise RecordError(f"{self._reader.path}: corrupt span (a record "
-                                          f"header is not the one its runs say)")
-                    yield at, w
-                    at += size
-
-    def events(self, strides=None):
-        """The records not discarded, in arrival order, each as its bytes."""
-        data = self.data
-        if not self._trusted:
-            for at, w in self.walk():
-                if not w & ringspan.DISCARD:
-                    yield data[at + ringspan.HEADER:at + ringspan.HEADER + (w & ringspan.LENGTH)]
-            return
-        at, head = 0, ringspan.HEADER
-        for count, words in self.runs:
-            sizes = [ringspan.record_size(w) for w in words]
-            period = sum(sizes)
-            if len(words) == 1:
-                if not words[0] & ringspan.DISCARD:
-                    n = words[0] & ringspan.LENGTH
-                    yield from [data[o:o + n] for o in range(at + head, at + head + count *
-                                                                period, period)]
-            else:
-                cuts = []
-                for w, size in zip(words, sizes):
-                    if not w & ringspan.DISCARD:
-                        cuts.append((at + head, w & ringspan.LENGTH))
-                    at += size
-                at -= period
-                yield from [data[o + first:o + first + n] for o in range(0, count * period, period)
-                            for first, n in cuts]
-            at += count * period
+    def events(self, strides=None) -> list:
+        """The records not discarded, in arrival order, each as its bytes (each record's
+        header checked against the one its run says, unless the span is trusted): the
+        grouping's records()."""
+        return self._reader.grouping.records(self)
 
 
 class Reader:
@@ -476,14 +448,10 @@ class Reader:
                 self._corrupt(at, f"{count} records, its head says {records}")
             self.checked = end
             return SpanBatch(memoryview(data), runs, records, self, trusted=True)
-        runs, total, count = [], 0, 0
-        for n, period, *words in RUN.iter_unpack(table):
-            words = tuple(words[:period])
-            if not (n and 1 <= period <= 4) or any(w & ringspan.BUSY for w in words):
-                self._corrupt(at, "a run")
-            runs.append((n, words))
-            total += n * sum(ringspan.record_size(w) for w in words)
-            count += n * sum(1 for w in words if not w & ringspan.DISCARD)
+        try:
+            runs, total, count = self.grouping.run_table(table, nbytes)
+        except ValueError as e:
+            self._corrupt(at, str(e))
         if total != nbytes or count != records:
             self._corrupt(at, "its runs do not add up")
         self.checked = end

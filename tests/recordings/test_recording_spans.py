@@ -1,7 +1,8 @@
 """Recording format 2's spans read back: numpy's grouping (views of the span where a run lays
 a function's records evenly, gathers elsewhere) gives what the standard library's record by
-record gives, for any mix of functions, lengths (shorter or longer than a function's stride),
-discarded records and runs of periods 1 to 4."""
+record gives, sections and records in arrival order alike, for any mix of functions, lengths
+(shorter or longer than a function's stride), discarded records and runs of periods 1 to 4;
+runs that say other headers than the bytes hold, or cannot be, are refused by both."""
 
 from __future__ import annotations
 
@@ -104,9 +105,10 @@ def test_numpy_groups_as_the_standard_library_does(tmp_path_factory, arch, seed,
         m.setattr(grouping, "MASKS", masks)  # 0: a long run's functions split by sorting
         fast = _sections(r, grouping.NumpyGrouping)
     assert fast == plain
-    with Reader(str(path)) as r:
-        events = [bytes(e) for b in r.batches() for e in b.events()]
-    assert events == kept
+    for by in (grouping.Grouping, grouping.NumpyGrouping):
+        with Reader(str(path), grouping=by) as r:
+            events = [bytes(e) for b in r.batches() for e in b.events()]
+        assert events == kept, by
     # What the standard library grouped: each event cut or zero-padded to its stride.
     with Reader(str(path)) as r:
         index, strides = r.index, r.strides
@@ -221,7 +223,51 @@ def test_a_trusted_span_gives_the_records_a_walk_gives(tmp_path_factory, seed, n
     w.span(span_of(evs, gone, "little"))
     w.close(0)
     got = {}
-    for trust in (0, path.stat().st_size):
-        with Reader(str(path), trust=trust) as r:
-            got[trust] = [bytes(e) for b in r.batches() for e in b.events()]
-    assert got[0] == got[path.stat().st_size] == [e for e, g in zip(evs, gone) if not g]
+    for by in (grouping.Grouping, grouping.NumpyGrouping):
+        for trust in (0, path.stat().st_size):
+            with Reader(str(path), trust=trust, grouping=by) as r:
+                got[by, trust] = [bytes(e) for b in r.batches() for e in b.events()]
+    assert list(got.values()) == [[e for e, g in zip(evs, gone) if not g]] * 4
+
+
+def _lying(tmp_path, runs, records=None):
+    """A recording of one span of x86_64 events whose run table is `runs` (its checksums
+    right): each grouping's error reading its records, or None."""
+    mod = MODULES["x86_64"]
+    descs = synth.descriptors(mod)
+    evs = [e[:56 + 8 * (i % 3)] for i, e in enumerate(synth.events(descs, 6, 3, "little"))]
+    honest = span_of(evs, [False] * len(evs), "little")
+    path = tmp_path / "r.btfrec"
+    w = recording.Writer(str(path), synth.header(mod), descs, "little")
+    w.span(ringspan.Span(honest.data, runs(honest.runs, [len(e) for e in evs]),
+                         len(evs) if records is None else records))
+    w.close(0)
+    said = {}
+    for by in (grouping.Grouping, grouping.NumpyGrouping):
+        try:
+            with Reader(str(path), grouping=by) as r:
+                for b in r.batches():
+                    b.events()
+            said[by] = None
+        except recording.RecordError as e:
+            said[by] = str(e).split(": ", 1)[1]
+    return said
+
+
+@pytest.mark.parametrize("lie, error", [
+    # the same lengths in another order: the bytes add up, the headers are not the runs'
+    (lambda runs, lengths: [(1, (n,)) for n in lengths[::-1]],
+     "a record header is not the one its runs say"),
+    (lambda runs, lengths: [(0, (lengths[0],))] + runs, "a run"),
+    (lambda runs, lengths: [(1, (lengths[0] | ringspan.BUSY,))] + runs, "a run"),
+    (lambda runs, lengths: runs + [(1, (56,))], "its runs do not add up"),
+    # discarded records of 2**30 bytes, 2**31 times 4 twice: 2**64 bytes more, which a
+    # 64-bit sum wraps back to the span's bytes (the records as many as said)
+    (lambda runs, lengths: runs + [(2**31, ((2**30 - 8) | ringspan.DISCARD,) * 4)] * 2,
+     "its runs do not add up"),
+])
+def test_runs_that_lie_are_refused_by_both_groupings(tmp_path, lie, error):
+    said = _lying(tmp_path, lie)
+    assert set(said) == {grouping.Grouping, grouping.NumpyGrouping}
+    for by, text in said.items():
+        assert text is not None and text.endswith(f"({error})"), (by, text)
