@@ -22,6 +22,7 @@ Standard library only: part of the run side, copied into every trace directory.
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 from .event import (CAPTURE_HEADER, CAPTURE_LEN, CAPTURE_STATUS, DATA, HEAD_FORMAT, HEAD_ITEMS,
@@ -30,6 +31,9 @@ from .event import (CAPTURE_HEADER, CAPTURE_LEN, CAPTURE_STATUS, DATA, HEAD_FORM
 CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decoder's CAPTURE_OK)
 TGID, TID, COMM, NS, CPU = (HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
 FAILED = HEAD_ITEMS.index("failed")
+# A bare handler's heads: their `failed` alone (item 0), the rest skipped.
+_BARE_HEAD = "".join(code if name == "failed" else f"{struct.calcsize('<' + code)}x"
+                     for name, code in zip(HEAD_ITEMS, re.findall(r"\d*[a-zA-Z]", HEAD_FORMAT)))
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 # Distinct strings a capture keeps its line text of (a path, a name: most repeat); past this
 # many the memo starts again, so that a stream of distinct strings costs no more memory.
@@ -54,13 +58,16 @@ class _Field:
 
 
 def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool, who: bool,
-                    comm, comms: dict, open_calls, **_):
+                    comm, comms: dict, open_calls, bare: bool = False, **_):
     """A function (event bytes) -> its line, for events of `fn` of `kind` (0 entry, 1 exit);
     None where this function's events all go the general way (a value that is not a whole
     integer, pointer, bool or enum in the record, a capture that is not a string, names that
     repeat). `shape`: output's _Shape of `fn`; `general(raw)`: the line the general path makes;
     `comm(bytes)`: a comm's (text, JSON text), kept in `comms`; `open_calls`: the printer's
-    calls.OpenCalls."""
+    calls.OpenCalls. `bare`: the line without its head (JSON: the object's members past
+    "kind", its braces left out; text: without who made the call) and no call opened or
+    closed (an exit's line without a duration): what an export of paired calls puts in its own
+    (recordings/callwalk.py), `general` giving the same."""
     desc = _desc(fn)
     if desc is None:
         return None
@@ -99,19 +106,21 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         strings.append((c, status, length))
         mask |= c.root_mask
     # One struct over the event: its heads, then the fields by offset (none may overlap).
-    fmt, at, item = [("<" if order == "little" else ">") + HEAD_FORMAT], DATA, {}
+    fmt, at, item = [("<" if order == "little" else ">")
+                     + (_BARE_HEAD if bare else HEAD_FORMAT)], DATA, {}
+    heads = 1 if bare else len(HEAD_ITEMS)  # the items the heads make
     for f in sorted(fields, key=lambda f: f.offset):
         if f.offset < at:
             return None
         fmt.append(f"{f.offset - at}x{f.code}" if f.offset > at else f.code)
         at = f.offset + f.size
-        item[id(f)] = len(HEAD_ITEMS) + len(item)
+        item[id(f)] = heads + len(item)
     env["unpack"] = struct.Struct("".join(fmt)).unpack_from
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
     # What the struct reads is within what the decoder needs (the plans' and captures' ends).
     need = max(at, DATA + fn._needs[kind])
     return _source(fn, kind, shape, names, values, strings, item, mask, need, env,
-                   as_json=as_json, who=who)
+                   as_json=as_json, who=who and not bare, bare=bare)
 
 
 def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls,
@@ -228,13 +237,15 @@ class _Enum(dict):
         return text
 
 
-def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, as_json, who):
+def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, as_json, who,
+            bare):
     """The handler as Python source: only integers (indexes, offsets, masks) and constants of
     this module are written into it; every text of the function (names, which a recording
     brings and could make anything) is in the format strings, passed to it as values, each %
     of them doubled."""
     body = [f"    if len(raw) < {need}:", "        return general(raw)",
-            "    t = unpack(raw)", f"    if t[{FAILED}] & {mask}:", "        return general(raw)"]
+            "    t = unpack(raw)", f"    if t[{0 if bare else FAILED}] & {mask}:",
+            "        return general(raw)"]
     caps = []  # the line's capture texts, by variable
     for n, (c, status, length) in enumerate(strings):
         first = DATA + c.head + CAPTURE_HEADER
@@ -244,20 +255,24 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
                  f"    s{n} = memo{n}_get(b)", f"    if s{n} is None:",
                  f"        s{n} = string{n}(b)"]
         caps.append((c.name, f"s{n}"))
-    if as_json or who:
+    if (as_json or who) and not bare:
         body += [f"    c = comms_get(t[{COMM}])", "    if c is None:",
                  f"        c = comm(t[{COMM}])"]
     if kind == 0:
-        body.append(f"    enter(t[{TID}], fn, t[{NS}])")
-        template, args = _entry(fn, shape, names, caps, values, as_json, who)
+        if not bare:
+            body.append(f"    enter(t[{TID}], fn, t[{NS}])")
+        template, args = _entry(fn, shape, names, caps, values, as_json, who, bare)
         body.append(f"    return {_const(env, template)} % ({_items(args)})")
     else:
+        plain, timed, args = _exit(fn, shape, caps, values, as_json, who, bare)
+        if bare:
+            body.append(f"    return {_const(env, plain)} % ({_items(args)})")
+            return _compiled(body, env, "bare exit")
         body.append(f"    e = exit_(t[{TID}], fn)")
-        plain, timed, args = _exit(fn, shape, caps, values, as_json, who)
         took = f"(t[{NS}] - e)" + ("" if as_json else " / 1000")
         body += ["    if e is None:", f"        return {_const(env, plain)} % ({_items(args)})",
                  f"    return {_const(env, timed)} % ({_items(args + [took])})"]
-    return _compiled(body, env, "entry" if kind == 0 else "exit")
+    return _compiled(body, env, ("bare " if bare else "") + ("entry" if kind == 0 else "exit"))
 
 
 def _items(exprs: list) -> str:
@@ -289,18 +304,18 @@ def _who(who: bool) -> tuple[str, list]:
     return ("%s[%d] ", ["c[0]", f"t[{TGID}]"]) if who else ("", [])
 
 
-def _entry(fn, shape, names, caps, values, as_json, who):
+def _entry(fn, shape, names, caps, values, as_json, who, bare):
     captured = dict(caps)
     if as_json:
-        text, head = _json_head(shape, "entry")
-        text += ', "args": {' + ", ".join(_lit(k) + spec for k, (spec, _) in
-                                          zip(shape.json_keys, values)) + "}"
-        args = [head] + [expr for _, expr in values]
+        text, head = ("", None) if bare else _json_head(shape, "entry")
+        text += (", " if text else "") + '"args": {' + ", ".join(
+            _lit(k) + spec for k, (spec, _) in zip(shape.json_keys, values)) + "}"
+        args = ([] if bare else [head]) + [expr for _, expr in values]
         if caps:
             text += ', "captures": {' + ", ".join(_lit(_STRING(p)) + ": %s" for p, _ in caps) \
                 + "}"
             args += [v for _, v in caps]
-        return text + "}", args
+        return text + ("" if bare else "}"), args
     text, args = _who(who)
     # output._Shape.shown: a captured argument shows its capture, the other captures follow.
     shown = []
@@ -318,21 +333,22 @@ def _entry(fn, shape, names, caps, values, as_json, who):
     return text + _lit(fn.name) + "(" + ", ".join(shown) + ")", args
 
 
-def _exit(fn, shape, caps, values, as_json, who):
+def _exit(fn, shape, caps, values, as_json, who, bare):
     """(the format without a duration, the one with, their arguments but the duration)."""
     if values:
         spec, args = values[0][0], [values[0][1]]
     else:  # void: the decoder's None
         spec, args = ("null" if as_json else "None"), []
     if as_json:
-        text, head = _json_head(shape, "exit")
-        text += ', "return": ' + spec
-        args = [head] + args
+        text, head = ("", None) if bare else _json_head(shape, "exit")
+        text += (", " if text else "") + '"return": ' + spec
+        args = args if bare else [head] + args
         if caps:
             text += ', "captures": {' + ", ".join(_lit(_STRING(p)) + ": %s" for p, _ in caps) \
                 + "}"
             args += [v for _, v in caps]
-        return text + "}", text + ', "duration_ns": %d}', args
+        end = "" if bare else "}"
+        return text + end, text + ', "duration_ns": %d}', args
     text, prefix = _who(who)
     text += _lit(fn.name) + " -> " + spec
     args = prefix + args

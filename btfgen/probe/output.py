@@ -111,6 +111,8 @@ class Printer:
         self._handlers: dict = {}  # _key of an event -> the function making its line
         self._handler_of = self._handlers.get
         self._kept = self._lines if batch else None  # where event() puts a line
+        # lines.compile_handler's `bare` (callwalk's, whose general path says the same)
+        self.bare = False
 
     def records(self, batch) -> bool:
         """Print a batch of records (an iterable of each one's bytes: a span of the ring buffer),
@@ -233,7 +235,7 @@ class Printer:
         handler = make(fn, kind, self.order, self._shape(fn), general, as_json=self.as_json,
                        who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open,
                        errors_are=None if fn.btf_id in self.decided else self.errors_are,
-                       every=fn.btf_id in self.decided)
+                       every=fn.btf_id in self.decided, bare=self.bare)
         handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or general
         return handler
 

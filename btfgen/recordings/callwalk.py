@@ -20,11 +20,16 @@ import struct
 
 from btfgen.probe import output, recording, spec_format, stack_wire
 from btfgen.probe.calls import MAX_DEPTH
-from btfgen.probe.event import DATA, FLAGS_AT, HEAD_FORMAT
+from btfgen.probe.event import DATA, FLAGS_AT
 from btfgen.recordings import grouping, replay
 from btfgen.recordings.reader import Reader
 
 MAX_OPEN = MAX_DEPTH  # open calls a thread keeps, as the printer keeps them
+WALKED = ("tgid", "pid", "ns", "flags", "btf_id", "kind")  # the heads' fields the walk reads
+COMM_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "comm")
+COMM_SIZE = struct.calcsize("<" + spec_format.EVENT_HEAD[
+    [f.name for f in spec_format.EVENT_HEAD].index("comm")].code)
+_KIND = ', "kind": "'  # where a JSON line's head says which kind of event it is
 
 # Why a call has no exit, as each export says it.
 RUNNING = "running at the end"
@@ -45,10 +50,10 @@ class Call:
     __slots__ = ("name", "tgid", "tid", "ns", "depth", "path", "text", "inner", "btf_id",
                  "stack")
 
-    def __init__(self, name, tgid, tid, ns, depth, btf_id) -> None:
+    def __init__(self, name, tgid, tid, ns, depth, btf_id, text=None) -> None:
         self.name, self.tgid, self.tid, self.ns, self.depth = name, tgid, tid, ns, depth
-        self.btf_id = btf_id
-        self.path = self.text = self.stack = None
+        self.btf_id, self.text = btf_id, text
+        self.path = self.stack = None
         self.inner = 0
 
 
@@ -56,7 +61,7 @@ class Export:
     """What an export does with the walk; every method may be left as it is."""
 
     # "json", "text" or None: what Call.text and exit texts are (output.Printer's line of the
-    # event, without its pairing), or no text (the walk's fastest).
+    # event, bare: _Lines), or no text (the walk's fastest).
     texts: str | None = None
     bytes_as = "auto"  # a captured buffer in text: output.show_bytes' `how`
     stacks = False  # whether each call's recorded stack (--stack) is named, as Call.stack
@@ -101,12 +106,29 @@ class _NoPairing:
 
 
 class _Lines(output.Printer):
-    """output.Printer's line of one event, made by its compiled handlers, kept nowhere."""
+    """output.Printer's line of one event, bare (lines.compile_handler's: in JSON the members
+    past the head, without braces; in text without who), made by its compiled handlers or its
+    general path alike, kept nowhere."""
 
     def __init__(self, functions, order: str, as_json: bool, bytes_as: str) -> None:
         super().__init__(functions, order, None, as_json=as_json, flush=False, batch=True,
                          bytes_as=bytes_as)
         self.open = _NoPairing()
+        self.bare = True
+
+    def _bared(self, line):
+        """A whole line of the general path made bare."""
+        if line is None or not self.as_json:
+            return line
+        # The head's strings are JSON-escaped, so `, "kind": "` first occurs where the head
+        # puts it, followed by the kind (entry or exit) and `", `.
+        return line[line.index('", ', line.index(_KIND) + len(_KIND)) + 3:-1]
+
+    def _general(self, raw, fn):
+        return self._bared(super()._general(raw, fn))
+
+    def _unpaired(self, raw, flags: int):
+        return self._bared(super()._unpaired(raw, flags))
 
     def handler(self, raw):
         """The function making the line of events of raw's function and kind."""
@@ -132,7 +154,11 @@ class Walk:
         self.stack_at = {f.btf_id: spec_format.event_size(f.desc, 0) for f in functions}
         self.by_id = {f.btf_id: f for f in functions}
         self.names = {f.btf_id: f.name for f in functions}
-        self.heads = struct.Struct(("<" if order == "little" else ">") + HEAD_FORMAT).unpack_from
+        # What the walk reads of every event's heads (tgid, tid, ns, flags, BTF id, kind): the
+        # comm, read at a thread's first event, and the rest skipped
+        self.walk_heads = struct.Struct(("<" if order == "little" else ">") + "".join(
+            f.code if f.name in WALKED else f"{struct.calcsize('<' + f.code)}x"
+            for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)).unpack_from
         self.lines = (_Lines(functions, order, export.texts == "json", export.bytes_as)
                       if export.texts else None)
         self.threads: dict[int, list[Call]] = {}  # tid -> its open calls, outermost first
@@ -145,31 +171,33 @@ class Walk:
     def events(self, batch) -> None:
         # The common events (no flags, an entry, or the exit of the thread's innermost call)
         # are taken here; the rest by _odd.
-        heads, threads, export, names = self.heads, self.threads, self.export, self.names
+        heads, threads, export, names = self.walk_heads, self.threads, self.export, self.names
         texts = self.texts
         text_of = texts.get if texts is not None else None
-        entered, exited = export.entered, export.exited
+        # an export that does nothing at an entry is not called there
+        entered = None if type(export).entered is Export.entered else export.entered
+        exited = export.exited
         text = None
         for raw in batch:
             if len(raw) < DATA:
                 raise output.BadEvent(f"an event of {len(raw)} bytes")
-            tgid, tid, comm, ns, _cpu, flags, btf_id, kind, _failed = heads(raw)
+            tgid, tid, ns, flags, btf_id, kind = heads(raw)
             stack = threads.get(tid)
             if stack is None:
-                stack = self._thread(tgid, tid, comm)
+                stack = self._thread(tgid, tid, bytes(raw[COMM_AT:COMM_AT + COMM_SIZE]))
             if flags:
                 self._odd(raw, tgid, tid, ns, flags, btf_id, kind, stack)
                 continue
-            if texts is not None:
+            if text_of is not None:
                 handler = text_of(btf_id << 1 | kind)
                 text = handler(raw) if handler is not None else self._text(raw, btf_id, kind, 0)
             if kind == 0:
                 name = names.get(btf_id)
                 if name is None:
                     raise output.BadEvent(f"no traced function has BTF id {btf_id}")
-                call = Call(name, tgid, tid, ns, len(stack), btf_id)
-                call.text = text
-                entered(call, stack[-1] if stack else None)
+                call = Call(name, tgid, tid, ns, len(stack), btf_id, text)
+                if entered is not None:
+                    entered(call, stack[-1] if stack else None)
                 stack.append(call)
                 if len(stack) > MAX_OPEN:
                     self._too_deep(stack)
@@ -209,8 +237,7 @@ class Walk:
         if name is None or kind > 1:
             raise output.BadEvent(f"no traced function has BTF id {btf_id} (kind {kind})")
         if kind == 0:
-            call = Call(name, tgid, tid, ns, len(stack), btf_id)
-            call.text = text
+            call = Call(name, tgid, tid, ns, len(stack), btf_id, text)
             if flags & stack_wire.EVENT_STACK and self.stacks is not None:
                 try:
                     call.stack = self.stacks.describe(raw, self.stack_at[btf_id], tgid, tid)

@@ -26,20 +26,14 @@ import json
 from btfgen.recordings.callwalk import RUNNING, Call, Export
 
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
-_KIND = ', "kind": "'  # where an event's JSON line has said who made it
+
+
+_THOUSANDTHS = [f"{n:03d}" for n in range(1000)]  # a microsecond's decimals, made once
 
 
 def us(ns: int) -> str:
     """ns as the format's microseconds, exactly (three decimals)."""
-    whole, part = divmod(ns, 1000)
-    return f"{whole}.{part:03d}"
-
-
-def _rest(line: str, kind: str) -> str:
-    """A jsonl line's object past its head (time, thread, function, kind): `"args": ...}` or
-    `"return": ...}`. The head's strings are JSON-escaped, so `, "kind": "` first occurs where
-    the head puts it; `kind` is what follows it."""
-    return line[line.index(_KIND) + len(_KIND) + len(kind) + 3:]
+    return f"{ns // 1000}.{_THOUSANDTHS[ns % 1000]}"
 
 
 class Chrome(Export):
@@ -50,6 +44,7 @@ class Chrome(Export):
         self.texts = "json" if args else None
         self.with_args = args
         self.names: dict[str, str] = {}  # a function's name -> its JSON string
+        self.complete: dict[str, str] = {}  # a function's name -> its complete events' start
         self.processes: set[int] = set()
         self.first = True
         self.pending: list[str] = []
@@ -86,17 +81,24 @@ class Chrome(Export):
         self._emit(f'{{"name": "thread_name", "ph": "M", "pid": {tgid}, "tid": {tid}, "args": '
                    f'{{"name": {_ENCODE(f"{comm} [{tid}]")}}}}}')
 
-    def entered(self, call: Call, parent) -> None:
-        if call.text is not None:
-            call.text = _rest(call.text, "entry")
+    # The walk's texts are bare (callwalk._Lines): an entry's `"args": {...}` (and its
+    # `"captures": {...}`), an exit's `"return": ...` (and its captures).
 
     def exited(self, call: Call, ns: int, text) -> None:
-        head = (f'{{"name": {self._name(call.name)}, "ph": "X", "ts": {us(call.ns)}, '
-                f'"dur": {us(ns - call.ns)}, "pid": {call.tgid}, "tid": {call.tid}')
+        t, took = call.ns, ns - call.ns
+        named = self.complete.get(call.name)
+        if named is None:
+            named = self.complete[call.name] = f'{{"name": {self._name(call.name)}, "ph": "X"'
+        pending, milli = self.pending, _THOUSANDTHS
         if self.with_args:
-            self._emit(f'{head}, "args": {{{call.text[:-1]}, "exit": {{{_rest(text, "exit")}}}}}')
+            pending.append(f'{named}, "ts": {t // 1000}.{milli[t % 1000]}, "dur": {took // 1000}.'
+                           f'{milli[took % 1000]}, "pid": {call.tgid}, "tid": {call.tid}, '
+                           f'"args": {{{call.text}, "exit": {{{text}}}}}}}')
         else:
-            self._emit(head + "}")
+            pending.append(f'{named}, "ts": {t // 1000}.{milli[t % 1000]}, "dur": {took // 1000}.'
+                           f'{milli[took % 1000]}, "pid": {call.tgid}, "tid": {call.tid}}}')
+        if len(pending) >= 4096:
+            self.flush()
 
     def unended(self, call: Call, why: str) -> None:
         name = self._name(f"{call.name} [no exit: {why}]")
@@ -107,7 +109,7 @@ class Chrome(Export):
             head = (f'{{"name": {name}, "ph": "i", "s": "t", "ts": {us(call.ns)}, '
                     f'"pid": {call.tgid}, "tid": {call.tid}')
         if self.with_args:
-            self._emit(head + ', "args": {' + call.text + "}")
+            self._emit(head + ', "args": {' + call.text + "}}")
         else:
             self._emit(head + "}")
 
@@ -115,6 +117,6 @@ class Chrome(Export):
         head = (f'{{"name": {self._name(f"{name} [exit without its entry]")}, "ph": "i", '
                 f'"s": "t", "ts": {us(ns)}, "pid": {tgid}, "tid": {tid}')
         if self.with_args:
-            self._emit(head + ', "args": {"exit": {' + _rest(text, "exit") + "}}")
+            self._emit(head + ', "args": {"exit": {' + text + "}}}")
         else:
             self._emit(head + "}")

@@ -20,10 +20,11 @@ from btfgen.recordings.callwalk import Call, Export
 
 WIDTH = 14  # the duration column
 INDENT = "  "
-
-
-def _took(ns: int) -> str:
-    return f"{ns / 1000:{WIDTH - 3}.3f} us"
+# A line: its duration (microseconds to three decimals; or a word) right-aligned in WIDTH
+# columns, the thread's id, the call's indent and text. As % formats (faster than f-strings
+# with computed widths), WIDTH written out.
+_TIMED = "%11.3f us  [%7d] | %s%s"
+_SAID = "%14s  [%7d] | %s%s"
 
 
 class Tree(Export):
@@ -34,6 +35,7 @@ class Tree(Export):
         self.bytes_as = bytes_as
         self.lines: list[str] = []
         self.waiting: dict[int, Call] = {}  # tid -> the call entered last, its line unwritten
+        self.indents: list[str] = []  # depth -> its indent
 
     def begin(self) -> None:
         self.out.write(f"{'DURATION':>{WIDTH}}  {'TID':>9}   CALL\n")
@@ -47,32 +49,42 @@ class Tree(Export):
             self.out.write("\n".join(self.lines))
             self.lines.clear()
 
-    def _line(self, took: str, tid: int, depth: int, text: str) -> None:
-        self.lines.append(f"{took:>{WIDTH}}  [{tid:>7}] | {INDENT * depth}{text}")
+    def _indent(self, depth: int) -> str:
+        indents = self.indents
+        while len(indents) <= depth:
+            indents.append(INDENT * len(indents))
+        return indents[depth]
+
+    def _line(self, said: str, tid: int, depth: int, text: str) -> None:
+        self.lines.append(_SAID % (said, tid, self._indent(depth), text))
         if len(self.lines) >= 4096:
             self.flush()
-
-    def _opened(self, tid: int) -> None:
-        """The thread's waiting call has callees: its line opens a block."""
-        call = self.waiting.pop(tid, None)
-        if call is not None:
-            self._line("", tid, call.depth, call.text + " {")
 
     def thread(self, tgid: int, tid: int, comm: str) -> None:
         self.flush()
         self.out.write(f"# thread {tid} ({comm}) of process {tgid}\n")
 
     def entered(self, call: Call, parent) -> None:
-        self._opened(call.tid)
-        self.waiting[call.tid] = call
+        waiting = self.waiting
+        opened = waiting.get(call.tid)
+        if opened is not None:  # it has callees: its line opens a block
+            self._line("", opened.tid, opened.depth, opened.text + " {")
+        waiting[call.tid] = call
 
     def exited(self, call: Call, ns: int, text) -> None:
         ret = text[len(call.name):]  # " -> RETURN"
-        if self.waiting.get(call.tid) is call:
-            del self.waiting[call.tid]
-            self._line(_took(ns - call.ns), call.tid, call.depth, call.text + ret)
+        waiting = self.waiting
+        if waiting.get(call.tid) is call:
+            del waiting[call.tid]
+            line = call.text + ret
         else:
-            self._line(_took(ns - call.ns), call.tid, call.depth, "} " + call.name + ret)
+            line = "} " + call.name + ret
+        depth = call.depth
+        lines = self.lines
+        lines.append(_TIMED % ((ns - call.ns) / 1000, call.tid, self.indents[depth]
+                               if depth < len(self.indents) else self._indent(depth), line))
+        if len(lines) >= 4096:
+            self.flush()
 
     def unended(self, call: Call, why: str) -> None:
         if self.waiting.get(call.tid) is call:
@@ -82,5 +94,7 @@ class Tree(Export):
             self._line("no exit", call.tid, call.depth, f"}} {call.name} [no exit: {why}]")
 
     def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text) -> None:
-        self._opened(tid)
+        opened = self.waiting.pop(tid, None)
+        if opened is not None:
+            self._line("", tid, opened.depth, opened.text + " {")
         self._line("no entry", tid, depth, f"{text} [exit without its entry]")

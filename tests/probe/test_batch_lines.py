@@ -238,3 +238,35 @@ def test_a_reader_gone_ends_the_batches():
     p = output.Printer([Function(d) for d in descs], order, Gone(), batch=True, flush=False)
     assert p.records(evs) is False and p.gone
     assert p.records(evs) is False and not p._lines
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_bare_lines_are_the_general_paths_made_bare(order, as_json, monkeypatch):
+    """An export's texts (recordings/callwalk.py: lines.compile_handler's `bare`, no head, no
+    pairing) are the general path's lines with their head taken off, event by event."""
+    from btfgen.recordings.callwalk import _Lines
+
+    descs = [FunctionDesc.check(d) for d in descriptors(order)]
+    evs = [e for e in events(descs, 1500, 7, order) if len(e) >= DATA]
+    flags_of = struct.Struct(("<" if order == "little" else ">") + "I").unpack_from
+
+    def lines_of(printer):
+        out = []
+        for e in evs:
+            try:
+                out.append(printer.line(e, flags_of(e, event.FLAGS_AT)[0]))
+            except Exception as x:  # a record too short: refused alike
+                out.append(type(x))
+        return out
+
+    compiled = _Lines([Function(d) for d in descs], order, as_json, "auto")
+    got = lines_of(compiled)
+    with monkeypatch.context() as m:
+        m.setattr(lines, "compile_handler", lambda *a, **k: None)
+        want = lines_of(_Lines([Function(d) for d in descs], order, as_json, "auto"))
+    assert got == want
+    assert any(getattr(h, "__name__", "") == "handler" for h in compiled._handlers.values())
+    texts = [x for x in got if isinstance(x, str)]
+    head = '"timestamp"' if as_json else "tracee["
+    assert texts and not any(head in x for x in texts)
