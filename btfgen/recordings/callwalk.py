@@ -26,9 +26,9 @@ from btfgen.recordings.reader import Reader
 
 MAX_OPEN = MAX_DEPTH  # open calls a thread keeps, as the printer keeps them
 WALKED = ("tgid", "pid", "ns", "flags", "btf_id", "kind")  # the heads' fields the walk reads
+# where a thread's comm is (read at its first event alone)
 COMM_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "comm")
-COMM_SIZE = struct.calcsize("<" + spec_format.EVENT_HEAD[
-    [f.name for f in spec_format.EVENT_HEAD].index("comm")].code)
+COMM_SIZE = spec_format.size_of(tuple(f for f in spec_format.EVENT_HEAD if f.name == "comm"))
 _KIND = ', "kind": "'  # where a JSON line's head says which kind of event it is
 
 # Why a call has no exit, as each export says it.
