@@ -17,7 +17,7 @@ import toolchains
 
 from btfgen import progress as P
 
-TRACE_TESTS = Path(__file__).resolve().parent / "trace"
+RECORDING_TESTS = Path(__file__).resolve().parent / "recordings"  # datasets.py
 
 
 class Terminal(io.StringIO):
@@ -92,11 +92,11 @@ def _on_a_terminal(args, cwd=None) -> tuple[int, str]:
 
 @pytest.fixture
 def recordings(tmp_path):
-    sys.path.insert(0, str(TRACE_TESTS))
+    sys.path.insert(0, str(RECORDING_TESTS))
     try:
         import datasets
     finally:
-        sys.path.remove(str(TRACE_TESTS))
+        sys.path.remove(str(RECORDING_TESTS))
     paths = []
     for i, arch in enumerate(("x86_64", "arm64", "s390x")):
         paths.append(tmp_path / f"{arch}.btfrec")
