@@ -60,6 +60,8 @@ SHORT_RUN = 16
 # A long run mixing up to this many functions and kinds (records of one length: today's fixed
 # size) is split by a mask each, more by one sort.
 MASKS = 16
+# Records a span hands on at a time (records()): views of its bytes, made a list at a time.
+RECORDS_AT_ONCE = 16384
 # Distinct run shapes (a run's header words) the standard library's grouping keeps: calls make
 # a few; a crafted file many, and the memo starts again.
 MAX_RUN_SHAPES = 4096
@@ -121,14 +123,19 @@ class Grouping:
             count += n * shape.kept
         return runs, total, count
 
-    def records(self, span: Span) -> list:
-        """The span's records not discarded, in arrival order, each as its bytes; unless the
-        span is trusted, each record's header is first checked against the one its run
-        says."""
+    def records(self, span: Span) -> Iterator[memoryview]:
+        """The span's records not discarded, in arrival order, each as its bytes, a list of up
+        to RECORDS_AT_ONCE at a time (a span of the whole ring holds millions: their views
+        at once would take several times its bytes); unless the span is trusted, each record's
+        header is first checked against the one its run says."""
         data, out, at = span.data, [], 0
         extend, shape_of = out.extend, self._shape
         check = not span.trusted
         for count, words in span.runs:
+            if len(out) >= RECORDS_AT_ONCE:
+                yield from out
+                out = []
+                extend = out.extend
             shape = shape_of(words)
             period, heads, cuts = shape.period, shape.heads, shape.cuts
             if check:
@@ -152,7 +159,7 @@ class Grouping:
                 extend([data[o + a:o + b] for o in range(at, at + count * period, period)
                         for a, b in cuts])
             at += count * period
-        return out
+        yield from out
 
     def _wrong_header(self) -> RecordError:
         return RecordError(f"{self.path}: corrupt span (a record header is not the one its "
@@ -239,7 +246,7 @@ class NumpyGrouping(Grouping):
             raise ValueError("its runs do not add up")
         return _Table(n, period, words), int(each.sum()), int((n * kept).sum())
 
-    def records(self, span: Span) -> list:
+    def records(self, span: Span) -> Iterator[memoryview]:
         np = self.np
         table = span.table
         if table is None:  # runs found otherwise (a raw span's, from its headers)
@@ -264,7 +271,10 @@ class NumpyGrouping(Grouping):
         keep = (word & ringspan.DISCARD) == 0
         start = at[keep] + ringspan.HEADER
         end = start + (word[keep] & ringspan.LENGTH)
-        return [data[a:b] for a, b in zip(start.tolist(), end.tolist())]
+        del run, first, word, size, at, keep
+        for i in range(0, len(start), RECORDS_AT_ONCE):
+            yield from [data[a:b] for a, b in zip(start[i:i + RECORDS_AT_ONCE].tolist(),
+                                                  end[i:i + RECORDS_AT_ONCE].tolist())]
 
     def _lookup(self):
         """BTF id -> function, as an array indexed by id (-1: none), once a reader."""

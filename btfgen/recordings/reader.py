@@ -157,10 +157,10 @@ class SpanBatch:
             self._sections = self._reader.grouping.sections(self)
         return self._sections
 
-    def events(self, strides=None) -> list:
+    def events(self, strides=None):
         """The records not discarded, in arrival order, each as its bytes (each record's
-        header checked against the one its run says, unless the span is trusted): the
-        grouping's records()."""
+        header checked against the one its run says, unless the span is trusted, before its
+        list is handed on): the grouping's records()."""
         return self._reader.grouping.records(self)
 
 

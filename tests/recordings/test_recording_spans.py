@@ -225,9 +225,12 @@ def test_a_trusted_span_gives_the_records_a_walk_gives(tmp_path_factory, seed, n
     got = {}
     for by in (grouping.Grouping, grouping.NumpyGrouping):
         for trust in (0, path.stat().st_size):
-            with Reader(str(path), trust=trust, grouping=by) as r:
-                got[by, trust] = [bytes(e) for b in r.batches() for e in b.events()]
-    assert list(got.values()) == [[e for e, g in zip(evs, gone) if not g]] * 4
+            for at_once in (3, grouping.RECORDS_AT_ONCE):  # handed on a few at a time, or all
+                with Reader(str(path), trust=trust, grouping=by) as r, \
+                        pytest.MonkeyPatch.context() as m:
+                    m.setattr(grouping, "RECORDS_AT_ONCE", at_once)
+                    got[by, trust, at_once] = [bytes(e) for b in r.batches() for e in b.events()]
+    assert list(got.values()) == [[e for e, g in zip(evs, gone) if not g]] * 8
 
 
 def _lying(tmp_path, runs, records=None):
@@ -247,7 +250,7 @@ def _lying(tmp_path, runs, records=None):
         try:
             with Reader(str(path), grouping=by) as r:
                 for b in r.batches():
-                    b.events()
+                    list(b.events())
             said[by] = None
         except recording.RecordError as e:
             said[by] = str(e).split(": ", 1)[1]
