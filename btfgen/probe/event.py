@@ -23,6 +23,15 @@ RECORD_HEADS = spec_format.structs(spec_format.RECORD_HEAD)
 # RECORD_HEAD's, in field order (HEAD_ITEMS).
 HEAD_FORMAT = spec_format.struct_format(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
 HEAD_ITEMS = [f.name for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD]
+
+
+def head_format(items) -> str:
+    """HEAD_FORMAT reading only `items` (in field order), the other fields skipped as pad bytes:
+    a reader of both heads that needs a few of them makes no object for the rest."""
+    return "".join(f.code if f.name in items else f"{spec_format.size_of((f,))}x"
+                   for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
+
+
 FLAGS_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "flags")
 TID_AT = spec_format.offset_of(spec_format.EVENT_HEAD, "pid")
 CAPTURE_STATUS = spec_format.offset_of(spec_format.CAPTURE_HEAD, "status")

@@ -22,18 +22,15 @@ Standard library only: part of the run side, copied into every trace directory.
 from __future__ import annotations
 
 import json
-import re
 import struct
 
 from .event import (CAPTURE_HEADER, CAPTURE_LEN, CAPTURE_STATUS, DATA, HEAD_FORMAT, HEAD_ITEMS,
-                    MAX_ERRNO)
+                    MAX_ERRNO, head_format)
 
 CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decoder's CAPTURE_OK)
 TGID, TID, COMM, NS, CPU = (HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
 FAILED = HEAD_ITEMS.index("failed")
-# A bare handler's heads: their `failed` alone (item 0), the rest skipped.
-_BARE_HEAD = "".join(code if name == "failed" else f"{struct.calcsize('<' + code)}x"
-                     for name, code in zip(HEAD_ITEMS, re.findall(r"\d*[a-zA-Z]", HEAD_FORMAT)))
+_BARE_HEAD = head_format(("failed",))  # a bare handler's heads: `failed` alone (item 0)
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 # Distinct strings a capture keeps its line text of (a path, a name: most repeat); past this
 # many the memo starts again, so that a stream of distinct strings costs no more memory.

@@ -20,7 +20,7 @@ import struct
 
 from btfgen.probe import output, recording, spec_format, stack_wire
 from btfgen.probe.calls import MAX_DEPTH
-from btfgen.probe.event import DATA, FLAGS_AT
+from btfgen.probe.event import DATA, FLAGS_AT, head_format
 from btfgen.recordings import grouping, replay
 from btfgen.recordings.reader import Reader
 
@@ -156,9 +156,8 @@ class Walk:
         self.names = {f.btf_id: f.name for f in functions}
         # What the walk reads of every event's heads (tgid, tid, ns, flags, BTF id, kind): the
         # comm, read at a thread's first event, and the rest skipped
-        self.walk_heads = struct.Struct(("<" if order == "little" else ">") + "".join(
-            f.code if f.name in WALKED else f"{struct.calcsize('<' + f.code)}x"
-            for f in spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)).unpack_from
+        self.walk_heads = struct.Struct(("<" if order == "little" else ">")
+                                        + head_format(WALKED)).unpack_from
         self.lines = (_Lines(functions, order, export.texts == "json", export.bytes_as)
                       if export.texts else None)
         self.threads: dict[int, list[Call]] = {}  # tid -> its open calls, outermost first

@@ -89,6 +89,7 @@ class Chrome(Export):
         named = self.complete.get(call.name)
         if named is None:
             named = self.complete[call.name] = f'{{"name": {self._name(call.name)}, "ph": "X"'
+        # us() written out (a call each for ts and dur was a tenth of the export's time)
         pending, milli = self.pending, _THOUSANDTHS
         if self.with_args:
             pending.append(f'{named}, "ts": {t // 1000}.{milli[t % 1000]}, "dur": {took // 1000}.'
