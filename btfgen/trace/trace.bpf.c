@@ -443,20 +443,37 @@ static __always_inline const void *task_user_regs(void *into)
 }
 #endif
 
+/* Where in the record's data the stack part writes its next `size` bytes, at `off`: the check
+ * below never fails (trace_stack's first check leaves room for the whole part), but Linux 6.1's
+ * verifier loses that bound through the compiler's copies of `at` and refuses the helper's
+ * buffer ("R2 max value is outside of the allowed memory range"), so the offset is checked
+ * again in the register the buffer is made from (the asm keeps the compiler from dropping a
+ * check it knows to hold). */
+#define STACK_ROOM(into, off, size)                                                \
+	do {                                                                           \
+		__u32 __off = (off);                                                   \
+		asm volatile("" : "+r"(__off));                                        \
+		if (__off > BTFGEN_DATA_SIZE - (size))                                 \
+			return used;                                                   \
+		into = &e->rec.data[__off];                                            \
+	} while (0)
+
 /* The stack part's bytes, written at `at` in the record's data (0: no room). */
 static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32 at)
 {
 	struct trace_stack *s;
-	__u32 used = sizeof(*s);
+	__u32 used = 0;
+	char *into;
 	long got;
 
-	if (at > BTFGEN_DATA_SIZE - TRACE_STACK_MOST)
-		return 0;
-	s = (struct trace_stack *)&e->rec.data[at];
+	STACK_ROOM(into, at, TRACE_STACK_MOST); /* no room for it after the data: 0 */
+	s = (struct trace_stack *)into;
+	used = sizeof(*s);
 	s->kernel_frames = s->user_frames = s->slice = s->flags = 0;
 	s->ip = s->sp = s->fp = s->lr = 0; /* a kernel stack alone: no user registers */
 #ifdef BTFGEN_STACK_KERNEL
-	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8, 0);
+	STACK_ROOM(into, at + used, TRACE_STACK_FRAMES * 8);
+	got = bpf_get_stack(ctx, into, TRACE_STACK_FRAMES * 8, 0);
 	if (got > 0) {
 		s->kernel_frames = got / 8;
 		used += got & ~7;
@@ -467,7 +484,8 @@ static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32
 	const void *uregs = ctx; /* a uprobe's: the user registers at the call */
 #else
 	/* read where the frames go next, before they do */
-	const void *uregs = task_user_regs(&e->rec.data[at + used]);
+	STACK_ROOM(into, at + used, TRACE_REGS_TO - TRACE_REGS_FROM);
+	const void *uregs = task_user_regs(into);
 
 	if (!uregs) {
 		s->flags = STACK_NO_USER;
@@ -487,19 +505,20 @@ static __always_inline __u32 trace_stack(void *ctx, struct trace_event *e, __u32
 #endif
 	/* the kernel's walk starts from the same registers (a kernel function's: its task's */
 	/* pt_regs, as task_user_regs reads them) */
-	got = bpf_get_stack(ctx, &e->rec.data[at + used], TRACE_STACK_FRAMES * 8,
-			    1 << 8 /* BPF_F_USER_STACK */);
+	STACK_ROOM(into, at + used, TRACE_STACK_FRAMES * 8);
+	got = bpf_get_stack(ctx, into, TRACE_STACK_FRAMES * 8, 1 << 8 /* BPF_F_USER_STACK */);
 	if (got > 0) {
 		s->user_frames = got / 8;
 		used += got & ~7;
 	}
 	/* the whole slice; failing that (the stack's top is near: one read faulting fails */
 	/* whole), up to the end of sp's page */
-	if (!bpf_probe_read_user(&e->rec.data[at + used], TRACE_STACK_SLICE, (const void *)sp)) {
+	STACK_ROOM(into, at + used, TRACE_STACK_SLICE);
+	if (!bpf_probe_read_user(into, TRACE_STACK_SLICE, (const void *)sp)) {
 		s->slice = TRACE_STACK_SLICE;
 	} else {
 		first = (TRACE_PAGE - (sp & (TRACE_PAGE - 1))) & (TRACE_STACK_SLICE - 8);
-		if (first && !bpf_probe_read_user(&e->rec.data[at + used], first, (const void *)sp))
+		if (first && !bpf_probe_read_user(into, first, (const void *)sp))
 			s->slice = first;
 	}
 	used += s->slice;
