@@ -204,25 +204,22 @@ class NumpyGrouping(Grouping):
         # key (function * 2 + kind) -> [(arrivals or (first, step, count), items of the span
         # or the byte of each record's bytes, records' lengths or their one length)]
         parts: dict[int, list] = {}
-        g_at, g_word, g_arrival = [], [], []  # short runs' records, one by one
-        arrival = at = 0
-        for count, pattern in span.runs:
-            sizes = [ringspan.record_size(w) for w in pattern]
-            period = sum(sizes)
-            if count < SHORT_RUN:
-                for i in range(count):
-                    for j, (w, size) in enumerate(zip(pattern, sizes)):
-                        g_at.append(at)
-                        g_word.append(w)
-                        g_arrival.append(arrival + i * len(pattern) + j)
-                        at += size
-                arrival += count * len(pattern)
-                continue
-            self._long_run(data, parts, count, pattern, sizes, at, arrival)
-            at += count * period
-            arrival += count * len(pattern)
-        if g_at:
-            self._gathered(data, parts, g_at, g_word, g_arrival)
+        table = self._table(span)
+        if table is not None:
+            n = table.n
+            run, word, at = self._layout(table)
+            # the short runs' records, gathered by their offsets (their arrival: their place
+            # among the span's records); each long run's phases through strided views
+            short = n < SHORT_RUN
+            if short.any():
+                mine = np.flatnonzero(short[run])
+                self._gathered(data, parts, at[mine], word[mine], mine)
+            firsts = np.cumsum(n * table.period) - n * table.period
+            for r in np.flatnonzero(~short).tolist():
+                first = int(firsts[r])
+                pattern = tuple(table.words[r, :table.period[r]].tolist())
+                sizes = [ringspan.record_size(w) for w in pattern]
+                self._long_run(data, parts, int(n[r]), pattern, sizes, int(at[first]), first)
         return self._merged(data, parts)
 
     def run_table(self, table: bytes, nbytes: int) -> tuple[Any, int, int]:
@@ -246,22 +243,32 @@ class NumpyGrouping(Grouping):
             raise ValueError("its runs do not add up")
         return _Table(n, period, words), int(each.sum()), int((n * kept).sum())
 
-    def records(self, span: Span) -> Iterator[memoryview]:
+    def _table(self, span: Span):
+        """The span's run table (_Table), or None where it has no runs."""
+        table = getattr(span, "table", None)  # a version 1 span has none
+        if table is not None:
+            return table
+        runs = span.runs  # found otherwise (a raw span's, from its headers)
+        return _Table.of(runs, self.np) if runs else None
+
+    def _layout(self, table: _Table) -> tuple:
+        """Each record's run, header word and offset in the span (int64 arrays, in arrival
+        order)."""
         np = self.np
-        table = span.table
-        if table is None:  # runs found otherwise (a raw span's, from its headers)
-            runs = span.runs
-            if not runs:
-                return []
-            table = _Table.of(runs, np)
         n, period, words = table.n, table.period, table.words
-        # each record's run, its place in its run's period, its header word, its offset
         reps = n * period
         run = np.repeat(np.arange(len(n)), reps)
         first = np.cumsum(reps) - reps
         word = words[run, (np.arange(len(run)) - first[run]) % period[run]]
         size = ((word & ringspan.LENGTH) + ringspan.HEADER + 7) & ~7
-        at = np.cumsum(size) - size
+        return run, word, np.cumsum(size) - size
+
+    def records(self, span: Span) -> Iterator[memoryview]:
+        np = self.np
+        table = self._table(span)
+        if table is None:
+            return []
+        _, word, at = self._layout(table)
         data = span.data
         if not span.trusted:
             heads = np.frombuffer(data, dtype=np.uint8)
@@ -271,7 +278,7 @@ class NumpyGrouping(Grouping):
         keep = (word & ringspan.DISCARD) == 0
         start = at[keep] + ringspan.HEADER
         end = start + (word[keep] & ringspan.LENGTH)
-        del run, first, word, size, at, keep
+        del word, at, keep
         for i in range(0, len(start), RECORDS_AT_ONCE):
             yield from [data[a:b] for a, b in zip(start[i:i + RECORDS_AT_ONCE].tolist(),
                                                   end[i:i + RECORDS_AT_ONCE].tolist())]
@@ -357,13 +364,10 @@ class NumpyGrouping(Grouping):
                              self._strided(data, first, period, count, void)[mine], length))
             phase += size
 
-    def _gathered(self, data, parts: dict, g_at: list, g_word: list, g_arrival: list) -> None:
-        """The short runs' records (each one's offset, header word and arrival), into `parts`
-        by their offsets in the span."""
+    def _gathered(self, data, parts: dict, starts, words, arrivals) -> None:
+        """The short runs' records (each one's offset, header word and arrival: int64
+        arrays), into `parts` by their offsets in the span."""
         np = self.np
-        starts = np.array(g_at, dtype=np.int64)
-        words = np.array(g_word, dtype=np.uint32)
-        arrivals = np.array(g_arrival, dtype=np.int64)
         heads = data[:len(data) - len(data) % 4].view(self.u4)
         if not (heads[starts // 4] == words).all():
             raise self._corrupt("a record header is not the one its runs say")
