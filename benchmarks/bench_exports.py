@@ -2,8 +2,9 @@
 """`btfgen decode --format chrome|folded` and `--tree` over a recording of nested calls:
 events/s of each export in this process (CPU time, the walk and the text made, written to
 nowhere), beside `--format jsonl` (replay.print_recording, its checks included) over the same
-file; then the peak memory (VmHWM) of `btfgen decode --format chrome` over files of growing
-size: bounded by a span and the open calls, not by the file.
+file, and numpy's grouping into sections (the columnar path's) over it; then the peak memory
+(VmHWM) of `btfgen decode --format chrome` over files of growing size: bounded by a span and
+the open calls, not by the file.
 
 The recording is synthetic (no BPF needed), as bench_columnar makes it: the x86_64 golden
 module's `scalars` (nine whole-scalar arguments, random values) called nested on three threads
@@ -102,6 +103,19 @@ def jsonl_rate(path: Path, events: int) -> float:
     return events / (time.process_time() - cpu)
 
 
+def sections_rate(path: Path) -> float:
+    """Records/s through numpy's grouping into sections (each function and kind's records as
+    one array: the columnar path's, `btfgen decode --format parquet`), over the same file."""
+    from btfgen.recordings import grouping, replay
+    from btfgen.recordings.reader import Reader
+
+    with Reader(str(path), replay.word_sum(), grouping=grouping.NumpyGrouping) as r:
+        cpu, n = time.process_time(), 0
+        for batch in r.batches():
+            n += sum(section[2] for section in batch.sections)
+        return n / (time.process_time() - cpu)
+
+
 def peak(path: Path, *options: str) -> int:
     """VmHWM (kB) of `btfgen decode` over `path`, its output to /dev/null (VmHWM, not
     ru_maxrss: Linux carries ru_maxrss over exec from the forking parent)."""
@@ -130,6 +144,8 @@ def main() -> int:
             best = max(rate(path, make_export) for _ in range(ROUNDS))
             print(f"{name:32s} {best:10,.0f} events/s  (x{best / jsonl:.2f} jsonl; target "
                   f">= 300,000)")
+        best = max(sections_rate(path) for _ in range(ROUNDS))
+        print(f"{'sections (the columnar path)':32s} {best:10,.0f} records/s")
         for times in (1, 4):
             big = Path(tmp) / f"x{times}.btfrec"
             n = make(big, EVENTS * times)
