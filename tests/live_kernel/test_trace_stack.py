@@ -29,6 +29,7 @@ import pytest
 from btfgen.trace import build as trace_build
 
 from . import cache, mass, python_guest, scenario
+from . import test_summary_kernel as summary
 from .conftest import kernel_with_python
 from .test_fetcher import _dump, _undump
 
@@ -81,6 +82,10 @@ USER_STACK_GUESTS = {"unstable-amd64": RUNS,
                      "unstable-arm64": {r: RUNS[r] for r in ("session", "multi")},
                      "bookworm-amd64": {"single": "attaching one kprobe and kretprobe per "
                                                   "function (as asked"}}
+# Guests where the same boot also counts and times the seeks by their kernel and by their user
+# stack (--count --latency --by kstack / ustack: test_summary_kernel's steps and checks, which
+# run in the 7.2 guests there): Debian 12's 6.1, through its one attach mode.
+SUMMARY_STACK_GUESTS = {"bookworm-amd64": "single"}
 # lseek's own functions in its kernel stack (those its arch does not inline)
 LSEEK_FRAMES = {"vfs_llseek", "ksys_lseek", "__x64_sys_lseek", "__arm64_sys_lseek"}
 # the frame every system call's kernel stack passes through, by btfgen's arch name
@@ -154,7 +159,11 @@ def test_kernel_calls_user_stack_unwound(tmp_path, name):
     assert manifest.stack == ["kernel", "user"]
     assert manifest.trampoline or "tracing-multi" not in runs
 
-    g, py = mass.guest_with(k, {"trace": tmp_path / "trace"})
+    summary_mode = SUMMARY_STACK_GUESTS.get(name)
+    dirs = {"trace": tmp_path / "trace"}
+    if summary_mode:
+        dirs.update(_summary_dirs(k, btf, tmp_path))
+    g, py = mass.guest_with(k, dirs)
     g.file("chain", _chain(k.target), 0o755)
     g.file("digest.py", DIGEST_USER.encode())
     libs = f"export LD_LIBRARY_PATH={python_guest.library_path(k.target)}"
@@ -175,7 +184,11 @@ def test_kernel_calls_user_stack_unwound(tmp_path, name):
                      "-- /chain /tmp/seek /tmp/none x "
                      f">/tmp/out 2>/tmp/err; rc=$?; cat /tmp/err; "
                      f"{_dump('recording', '/tmp/r.btfrec')}; exit $rc")
+    if summary_mode:
+        _summary_steps(g, py, libs, summary_mode)
     boot = g.run(k, timeout=1200)
+    if summary_mode:
+        _summary_checked(boot, py.python, summary_mode)
     _recorded_stacks_decoded_here(boot, tmp_path, entry)
     for run, stacks in _digests(boot, CHAIN_CALLS, runs).items():
         for key in stacks:
@@ -204,6 +217,51 @@ def test_kernel_calls_user_stack_unwound(tmp_path, name):
     assert names.index(entry) < names.index("b"), frames
     assert names[names.index("b"):names.index("b") + 3] == ["b", "a", "main"], frames
     assert all(f.endswith("(chain)") for f in frames[names.index("b"):]), frames
+
+
+def _summary_dirs(k, btf, tmp_path) -> dict:
+    """The trace directories counting and timing the loop's seeks (picked out by a filter on
+    the offset) by their kernel stack and by their user stack."""
+    dirs = {}
+    for by, stack in (("kstack", "kernel"), ("ustack", "user")):
+        req = trace_build.Request(
+            functions=["shmem_file_llseek"], kernel=True, btf=str(btf), arch=k.target.arch,
+            strings=False, stack=(stack,),
+            filters=[f"shmem_file_llseek: offset == {scenario.SEEK_TO}"],
+            stack_keys={"count": True, "latency": True, "by": by})
+        trace_build.build(req, tmp_path / by)
+        dirs[by] = tmp_path / by
+    return dirs
+
+
+def _summary_steps(g, py, libs: str, mode: str) -> None:
+    """The steps of _summary_dirs' directories, each through `mode`."""
+    g.file("loop.py", summary.LOOP.encode())
+    g.file("loop_ustack.py", summary.LOOP_USTACK.encode())
+    g.file("digest_kstack.py", summary.DIGEST_KSTACK.encode())
+    g.file("digest_ustack.py", summary.DIGEST_USTACK.encode())
+    g.step("kstack", f"cd / && {libs}; {py.python} /kstack/btfgen_trace.py --run /kstack "
+                     f"--json --attach {mode} -- {py.python} /loop.py >/tmp/out 2>/tmp/err; "
+                     f"rc=$?; cat /tmp/err; {py.python} /digest_kstack.py; exit $rc")
+    g.step("ustack", f"cd / && {libs}; {py.python} /ustack/btfgen_trace.py --run /ustack "
+                     f"--json --interval 1 --attach {mode} -- {py.python} /loop_ustack.py "
+                     f">/tmp/out 2>/tmp/err; rc=$?; cat /tmp/err; "
+                     f"{py.python} /digest_ustack.py; exit $rc")
+
+
+def _summary_checked(boot, python: str, mode: str) -> None:
+    """test_summary_kernel's checks of the kstack and ustack steps: every seek counted and
+    timed, each under a stack through lseek."""
+    text, rc = boot.section("kstack")
+    assert rc == 0, f"kstack: the tool failed (exit {rc}):\n{text[-3000:]}"
+    assert mode != "single" or "attaching one kprobe and kretprobe per function" in text, \
+        text[-3000:]
+    got = dict(re.findall(r"^([a-z-]+) (.+)$", text, re.M))
+    loops = str(summary.LOOPS)
+    assert (got["kstack-count"], got["kstack-timed"]) == (loops, loops), text
+    assert (got["kstack-unstacked"], got["kstack-lost"]) == ("0", "0"), text
+    assert any("lseek" in f for f in json.loads(got["kstack-callers"])), text
+    summary._ustack_counted(boot, python)
 
 
 def _recorded_stacks_decoded_here(boot, tmp_path, entry: str) -> None:
