@@ -5,7 +5,8 @@ of several shapes: no argument and a void return, six arguments, a struct by val
 returned through memory (on arm64 through x8, which the callee does not hand back: the exit
 carries the entry's pointer, in the session cookie or in the saved-args maps), two string
 captures; from the main thread and from a second one. The program is tests/probe's
-test_event_sizes.PROGRAM, built static with the target's cross gcc."""
+test_event_sizes.PROGRAM, built static with the target's cross gcc. In the 6.1 guest, the same
+calls under `--stack=user` too (STACK_GUESTS)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ from test_event_sizes import FUNCTIONS, PROGRAM  # noqa: E402
 MODES = {"bookworm-amd64": ("single",), "bookworm-i386": ("single",),
          "unstable-amd64": ("session", "multi"),
          "unstable-arm64": ("session", "multi"), "unstable-armhf": ("single",)}
+# Guests whose boot also runs the program under `--stack=user` (the user build's stack part:
+# 6.1's verifier refused it until trace.bpf.c's STACK_ROOM): each call's frames named down
+# through calls and main (or the second thread's start) to the program's entry.
+STACK_GUESTS = {"bookworm-amd64"}
 # armhf's gcc makes Thumb-2 code by default, where the uprobe refuses the functions' addresses
 # (EINVAL, a matter of attaching, not of this test): ARM code.
 FLAGS = {"unstable-armhf": ["-marm"]}
@@ -58,6 +63,17 @@ def test_user_build_sends_what_python_says(name, tmp_path):
     manifest = json.loads((out / "trace.json").read_text())
     (out / "trace.json").write_text(json.dumps(dict(manifest, program="/shapes")))
     g, py = python_guest.trace_guest(t, out)
+    if name in STACK_GUESTS:
+        stacked = tmp_path / "stacked"
+        proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--stack=user",
+                               "--build", str(stacked), str(exe), *FUNCTIONS],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        manifest = json.loads((stacked / "trace.json").read_text())
+        (stacked / "trace.json").write_text(json.dumps(dict(manifest, program="/shapes")))
+        python_guest.add_directory(g, t, stacked, "stacked")
+        g.step("stack", f"cd /stacked && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                        f"{py.python} /stacked/btfgen_trace.py --run /stacked -- /shapes 2>&1")
     g.file("shapes", exe.read_bytes(), 0o755)
     g.file("event_sizes.py", (HERE / "guest" / "event_sizes.py").read_bytes(), 0o755)
     for mode in MODES[name]:
@@ -72,3 +88,26 @@ def test_user_build_sends_what_python_says(name, tmp_path):
         # Every function's entry and exit, from two threads.
         assert int(said.group(1)) == 4 * len(FUNCTIONS), text[-3000:]
         assert "0 records lost (ring buffer full)" in text, text[-3000:]
+    if name in STACK_GUESTS:
+        _stacks_named(boot.section("stack"), name)
+
+
+def _stacks_named(section, name: str) -> None:
+    """Every entry line has its user stack under it: the function itself, its caller
+    `calls`, then main's or the second thread's frames, ending at the program's start."""
+    text, rc = section
+    assert rc == 0, f"{name} --stack=user (exit {rc}):\n{text[-3000:]}"
+    lines = text.splitlines()
+    entries = [i for i, line in enumerate(lines) if line.split("(")[0] in FUNCTIONS
+               and "->" not in line]
+    assert len(entries) == 2 * len(FUNCTIONS), text[-3000:]
+    for i in entries:
+        frames = []
+        for line in lines[i + 1:]:
+            if not line.startswith("    "):
+                break
+            frames.append(line.split("+")[0].strip())
+        function = lines[i].split("(")[0]
+        assert frames[:2] == [function, "calls"], (lines[i], frames)
+        assert frames[-1] in ("_start", "clone3", "clone"), (lines[i], frames)
+        assert "main" in frames or "start_thread" in frames, (lines[i], frames)
