@@ -207,19 +207,18 @@ class NumpyGrouping(Grouping):
         table = self._table(span)
         if table is not None:
             n = table.n
-            run, word, at = self._layout(table)
+            run, first, word, at = self._layout(table)
             # the short runs' records, gathered by their offsets (their arrival: their place
             # among the span's records); each long run's phases through strided views
             short = n < SHORT_RUN
             if short.any():
                 mine = np.flatnonzero(short[run])
                 self._gathered(data, parts, at[mine], word[mine], mine)
-            firsts = np.cumsum(n * table.period) - n * table.period
             for r in np.flatnonzero(~short).tolist():
-                first = int(firsts[r])
+                start = int(first[r])  # the run's first record
                 pattern = tuple(table.words[r, :table.period[r]].tolist())
                 sizes = [ringspan.record_size(w) for w in pattern]
-                self._long_run(data, parts, int(n[r]), pattern, sizes, int(at[first]), first)
+                self._long_run(data, parts, int(n[r]), pattern, sizes, int(at[start]), start)
         return self._merged(data, parts)
 
     def run_table(self, table: bytes, nbytes: int) -> tuple[Any, int, int]:
@@ -252,8 +251,8 @@ class NumpyGrouping(Grouping):
         return _Table.of(runs, self.np) if runs else None
 
     def _layout(self, table: _Table) -> tuple:
-        """Each record's run, header word and offset in the span (int64 arrays, in arrival
-        order)."""
+        """Each record's run, each run's first record, and each record's header word and
+        offset in the span (int64 arrays, records in arrival order)."""
         np = self.np
         n, period, words = table.n, table.period, table.words
         reps = n * period
@@ -261,14 +260,14 @@ class NumpyGrouping(Grouping):
         first = np.cumsum(reps) - reps
         word = words[run, (np.arange(len(run)) - first[run]) % period[run]]
         size = ((word & ringspan.LENGTH) + ringspan.HEADER + 7) & ~7
-        return run, word, np.cumsum(size) - size
+        return run, first, word, np.cumsum(size) - size
 
     def records(self, span: Span) -> Iterator[memoryview]:
         np = self.np
         table = self._table(span)
         if table is None:
             return []
-        _, word, at = self._layout(table)
+        _, _, word, at = self._layout(table)
         data = span.data
         if not span.trusted:
             heads = np.frombuffer(data, dtype=np.uint8)

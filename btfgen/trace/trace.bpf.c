@@ -443,12 +443,13 @@ static __always_inline const void *task_user_regs(void *into)
 }
 #endif
 
-/* Where in the record's data the stack part writes its next `size` bytes, at `off`: the check
- * below never fails (trace_stack's first check leaves room for the whole part), but Linux 6.1's
- * verifier loses that bound through the compiler's copies of `at` and refuses the helper's
- * buffer ("R2 max value is outside of the allowed memory range"), so the offset is checked
- * again in the register the buffer is made from (the asm keeps the compiler from dropping a
- * check it knows to hold). */
+/* Where in the record's data the stack part writes its next `size` bytes, at `off`; where they
+ * do not fit, trace_stack returns what it has written so far. Only its first use can fail (no
+ * room for the whole part after the data: 0); the later ones hold once that one has, but Linux
+ * 6.1's verifier loses the bound through the compiler's copies of `at` and refuses the helper's
+ * buffer ("R2 max value is outside of the allowed memory range"), so each offset is checked in
+ * the register the buffer is made from (the asm keeps the compiler from dropping a check it
+ * knows to hold). */
 #define STACK_ROOM(into, off, size)                                                \
 	do {                                                                           \
 		__u32 __off = (off);                                                   \
