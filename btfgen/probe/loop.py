@@ -12,7 +12,8 @@ from .options import Options
 
 
 # The BPF side wakes the reader only once the ring is a quarter full (a wakeup per event cost
-# the traced program as much as the event): between wakeups, the reader drains on this clock.
+# the traced program as much as the event): between wakeups, the reader drains on this clock
+# (a poll waits for the wakeup, not for a record: ringspan.wakeups).
 DRAIN_MS = 10
 
 
@@ -55,8 +56,7 @@ def follow(rb, child, opts: Options, losses, drained=None, begin=None,
     status = None
     said, said_at = Losses(0, 0, 0.0), time.monotonic()
     while not stop:
-        rb.poll(DRAIN_MS)
-        rb.drain()
+        rb.poll(DRAIN_MS)  # what the ring holds, once it wakes the reader or on this clock
         if drained() is False:  # the lines' reader went away (`| head`): as SIGPIPE would
             stop.append(signal.SIGPIPE)
         now = time.monotonic()

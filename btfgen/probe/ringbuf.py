@@ -8,7 +8,7 @@ import errno
 from collections.abc import Callable
 
 from .libbpf import SAMPLE_FN, fail, libbpf
-from .ringspan import Span
+from .ringspan import Span, wait_for_wakeup, wakeups
 
 
 class RingBuffer:
@@ -39,16 +39,21 @@ class RingBuffer:
         self._rb = libbpf().ring_buffer__new(map_fd, self._cb, None, None)
         if not self._rb:
             raise fail("ring_buffer__new")
+        # libbpf's own poll waits level-triggered, returning at once while the ring holds a
+        # record: the wait is ringspan's, on the ring's wakeups, then libbpf consumes.
+        self._epoll = wakeups(map_fd)
+        self._behind = False
 
     def poll(self, timeout_ms: int) -> int:
-        """Records handed over (at most BATCH), waiting up to `timeout_ms` for the first."""
-        self._taken = 0
-        n = libbpf().ring_buffer__poll(self._rb, timeout_ms)
-        self._hand_on()
-        if n < 0 and self._taken >= self.BATCH:
+        """Records handed over (at most BATCH): at once where the last hand-over left some
+        behind, else after the BPF side's wakeup or `timeout_ms`, whichever comes first."""
+        if not self._behind:
+            wait_for_wakeup(self._epoll, timeout_ms)
+        n = self._consume()
+        if n < 0 and self._behind:
             return self._taken
         if n < 0 and -n != errno.EINTR:
-            raise fail("ring_buffer__poll", n)
+            raise fail("ring_buffer__consume", n)
         return max(n, 0)
 
     def _hand_on(self) -> None:
@@ -58,15 +63,21 @@ class RingBuffer:
 
     def drain(self) -> int:
         """Records handed over (at most BATCH) of those there now, without waiting."""
+        n = self._consume()
+        return self._taken if n < 0 and self._behind else n
+
+    def _consume(self) -> int:
         self._taken = 0
         n = libbpf().ring_buffer__consume(self._rb)
         self._hand_on()
-        return self._taken if n < 0 and self._taken >= self.BATCH else n
+        self._behind = self._taken >= self.BATCH
+        return n
 
     def close(self) -> None:
         if self._rb:
             libbpf().ring_buffer__free(self._rb)
             self._rb = None
+            self._epoll.close()
 
     def __enter__(self) -> RingBuffer:
         return self

@@ -288,10 +288,7 @@ class Run:
             # is, drained to the end (a traced process that goes on calling, after a signal
             # stopped the tracing, cannot keep the drain going).
             self.detach()
-            while rb.poll(50) > 0:
-                pass
-            # The BPF side wakes the reader only at a quarter full: a poll that times out has
-            # not consumed what no wakeup announced.
+            rb.poll(50)  # a program still running at the detach: its record, 50 ms on
             while rb.drain() > 0:
                 pass
             if drained:

@@ -44,6 +44,7 @@ class Span(Protocol):
 
     data: memoryview
     runs: list[tuple[int, tuple[int, ...]]]
+    count: int  # its records not discarded
     table: Any  # the grouping's run table (run_table's), or None (runs found otherwise)
     trusted: bool  # its headers were checked against its runs before (a first pass)
 
@@ -62,6 +63,10 @@ SHORT_RUN = 16
 MASKS = 16
 # Records a span hands on at a time (records()): views of its bytes, made a list at a time.
 RECORDS_AT_ONCE = 16384
+# Spans of fewer records than this numpy's grouping hands to the standard library's: its
+# arrays cost some tens of microseconds a span whatever the span holds, and a tracer whose
+# reader keeps up writes a span of a few records at each poll (bench_tracers' recording: ~8).
+SMALL_SPAN = 64
 # Distinct run shapes (a run's header words) the standard library's grouping keeps: calls make
 # a few; a crafted file many, and the memo starts again.
 MAX_RUN_SHAPES = 4096
@@ -199,8 +204,10 @@ class NumpyGrouping(Grouping):
 
     def sections(self, span: Span) -> list[Section]:
         np = self.np
-        data = np.frombuffer(span.data, dtype=np.uint8)
         self._lookup()  # a crafted header is refused at its first span, whatever it holds
+        if span.count < SMALL_SPAN:
+            return Grouping.sections(self, span)
+        data = np.frombuffer(span.data, dtype=np.uint8)
         # key (function * 2 + kind) -> [(arrivals or (first, step, count), items of the span
         # or the byte of each record's bytes, records' lengths or their one length)]
         parts: dict[int, list] = {}
@@ -263,6 +270,11 @@ class NumpyGrouping(Grouping):
         return run, first, word, np.cumsum(size) - size
 
     def records(self, span: Span) -> Iterator[memoryview]:
+        if span.count < SMALL_SPAN:
+            return Grouping.records(self, span)
+        return self._records(span)
+
+    def _records(self, span: Span) -> Iterator[memoryview]:
         np = self.np
         table = self._table(span)
         if table is None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import struct
 import sys
 
 from btfgen.btf.walk import MAX_DEPTH  # describe() nests no deeper
@@ -60,8 +61,8 @@ def verify(path: str) -> int:
         ids = [f.btf_id for f in functions(r)]
         only = _only(r.order)
         for batch in r.batches():
-            for fn, kind, _count, payload in batch.sections:
-                if not only(payload, r.strides[fn], ids[fn], kind):
+            for fn, kind, count, payload in batch.sections:
+                if not only(payload, r.strides[fn], ids[fn], kind, count):
                     # Each event names its function: one a section does not hold would be
                     # decoded by another function's decoder (columns) or not at all (text).
                     raise recording.RecordError(f"{path}: corrupt batch (a section of function "
@@ -70,31 +71,37 @@ def verify(path: str) -> int:
 
 
 def _only(order: str):
-    """A test of (payload, stride, btf_id, kind): every event of the payload has that BTF id
-    and kind in its record header (by numpy when it is there: the columnar path reads tens of
-    millions of events a second)."""
+    """A test of (payload, stride, btf_id, kind, count): every event of the payload has that
+    BTF id and kind in its record header (by numpy when it is there and the section is not
+    small: the columnar path reads tens of millions of events a second; a span of a few
+    records, as a reader that keeps up writes, is checked record by record)."""
     bo = "<" if order == "little" else ">"
     head = spec_format.RECORD_HEAD
+    at_id, at_kind = (event.EVENT_HEADER + spec_format.offset_of(head, name)
+                      for name in ("btf_id", "kind"))
+    word = struct.Struct(bo + "I").unpack_from
+
+    def few(payload, stride: int, btf_id: int, kind: int, count: int) -> bool:
+        data = payload if isinstance(payload, (bytes, bytearray, memoryview)) else \
+            payload.tobytes()  # numpy's items (a copy of a few)
+        return all(word(data, at + at_id)[0] == btf_id and word(data, at + at_kind)[0] == kind
+                   for at in range(0, stride * count, stride))
+
     try:
         import numpy as np
     except ImportError:
-        import struct
+        return few
+    dtypes: dict[int, object] = {}
 
-        fmt = spec_format.struct_format(head)
-
-        def only(payload, stride: int, btf_id: int, kind: int) -> bool:
-            rest = stride - event.EVENT_HEADER - event.RECORD_HEADER
-            return all((i, k) == (btf_id, kind) for i, k, _failed in struct.iter_unpack(
-                f"{bo}{event.EVENT_HEADER}x{fmt}{rest}x", payload))
-
-        return only
-
-    def only(payload, stride: int, btf_id: int, kind: int) -> bool:
-        offsets = [event.EVENT_HEADER + spec_format.offset_of(head, name)
-                   for name in ("btf_id", "kind")]
-        a = grouping.records(payload, np.dtype({"names": ["btf_id", "kind"],
-                                       "formats": [bo + "u4", bo + "u4"],
-                                       "offsets": offsets, "itemsize": stride}))
+    def only(payload, stride: int, btf_id: int, kind: int, count: int) -> bool:
+        if count < grouping.SMALL_SPAN:
+            return few(payload, stride, btf_id, kind, count)
+        dtype = dtypes.get(stride)
+        if dtype is None:
+            dtype = dtypes[stride] = np.dtype({"names": ["btf_id", "kind"],
+                                               "formats": [bo + "u4", bo + "u4"],
+                                               "offsets": [at_id, at_kind], "itemsize": stride})
+        a = grouping.records(payload, dtype)
         return bool((a["btf_id"] == btf_id).all() and (a["kind"] == kind).all())
 
     return only

@@ -6,7 +6,9 @@ returned through memory (on arm64 through x8, which the callee does not hand bac
 carries the entry's pointer, in the session cookie or in the saved-args maps), two string
 captures; from the main thread and from a second one. The program is tests/probe's
 test_event_sizes.PROGRAM, built static with the target's cross gcc. In the 6.1 guest, the same
-calls under `--stack=user` too (STACK_GUESTS)."""
+calls under `--stack=user` too (STACK_GUESTS: the strings captured beside each stack), and
+test_errno_live's program under `--errors` (ERRNO_GUESTS: the raw_syscalls:sys_exit program
+that names a -1's errno, on 6.1's verifier)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ pytestmark = pytest.mark.live
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "probe"))
+sys.path.insert(0, str(HERE.parent / "trace"))
+import errno_target  # noqa: E402
 from test_event_sizes import FUNCTIONS, PROGRAM  # noqa: E402
 
 # The attach modes each kernel has for uprobes: 6.1 only single ones; arm64's 7.2 the session
@@ -37,6 +41,10 @@ MODES = {"bookworm-amd64": ("single",), "bookworm-i386": ("single",),
 # 6.1's verifier refused it until trace.bpf.c's STACK_ROOM): each call's frames named down
 # through calls and main (or the second thread's start) to the program's entry.
 STACK_GUESTS = {"bookworm-amd64"}
+# Guests whose boot also runs test_errno_live's program under `--errors`: every -1 or NULL
+# named by the failed system call inside its call (trace.bpf.c's syscall_exit), or bare.
+ERRNO_GUESTS = {"bookworm-amd64"}
+MISSING = "/tmp/no-such-dir/file"
 # armhf's gcc makes Thumb-2 code by default, where the uprobe refuses the functions' addresses
 # (EINVAL, a matter of attaching, not of this test): ARM code.
 FLAGS = {"unstable-armhf": ["-marm"]}
@@ -74,6 +82,8 @@ def test_user_build_sends_what_python_says(name, tmp_path):
         python_guest.add_directory(g, t, stacked, "stacked")
         g.step("stack", f"cd /stacked && LD_LIBRARY_PATH={python_guest.library_path(t)} "
                         f"{py.python} /stacked/btfgen_trace.py --run /stacked -- /shapes 2>&1")
+    if name in ERRNO_GUESTS:
+        _errno_step(g, t, py, tmp_path)
     g.file("shapes", exe.read_bytes(), 0o755)
     g.file("event_sizes.py", (HERE / "guest" / "event_sizes.py").read_bytes(), 0o755)
     for mode in MODES[name]:
@@ -90,6 +100,47 @@ def test_user_build_sends_what_python_says(name, tmp_path):
         assert "0 records lost (ring buffer full)" in text, text[-3000:]
     if name in STACK_GUESTS:
         _stacks_named(boot.section("stack"), name)
+    if name in ERRNO_GUESTS:
+        _errnos_named(boot.section("errno"), name)
+
+
+def _errno_step(g, t, py, tmp_path: Path) -> None:
+    """test_errno_live's program, built static, traced under `--errors=negative,null`."""
+    (tmp_path / "errno.c").write_text(errno_target.TARGET)
+    exe = tmp_path / "errno_target"
+    proc = subprocess.run([t.cc, "-O2", "-g", "-static", str(tmp_path / "errno.c"), "-o",
+                           str(exe)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "errno"
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(out),
+                           str(exe), *errno_target.FUNCS], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((out / "trace.json").read_text())
+    (out / "trace.json").write_text(json.dumps(dict(manifest, program="/errno_target")))
+    python_guest.add_directory(g, t, out, "errno")
+    g.file("errno_target", exe.read_bytes(), 0o755)
+    g.step("errno", f"cd /errno && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                    f"{py.python} /errno/btfgen_trace.py --run /errno --errors=negative,null "
+                    f"-- /errno_target {MISSING} 2>&1")
+
+
+def _errnos_named(section, name: str) -> None:
+    """What test_errno_live's test_errno_named_only_where_a_system_call_in_the_call_failed
+    asks on the host: ENOENT where open's openat failed inside the call, bare elsewhere."""
+    text, rc = section
+    assert rc == 0, f"{name} --errors (exit {rc}):\n{text[-3000:]}"
+    assert "raw_syscalls" not in text, text[-3000:]  # its program attached: no warning
+    shown = [re.sub(r" \(\d+\.\d{3} us\)$", "", x) for x in text.splitlines() if " -> " in x]
+    assert shown == [
+        f'open_missing(path="{MISSING}") -> -1 ENOENT',
+        f'fopen_missing(path="{MISSING}") -> 0x0 ENOENT',
+        "bad_signal(sig=-5) -> -1",
+        "plain_fail(x=-3) -> -1",
+        "neg_fail(x=-3) -> -2",
+        f'fail_then_ok(path="{MISSING}") -> -1',
+    ], text[-3000:]
+    assert "open_missing -1 2\n" in text and "plain_fail -1 22\n" in text, text[-3000:]
 
 
 def _stacks_named(section, name: str) -> None:
@@ -101,6 +152,8 @@ def _stacks_named(section, name: str) -> None:
     entries = [i for i, line in enumerate(lines) if line.split("(")[0] in FUNCTIONS
                and "->" not in line]
     assert len(entries) == 2 * len(FUNCTIONS), text[-3000:]
+    # the strings captured, in the records that carry the stacks
+    assert text.count('named(s="a string the capture reads", t="")') == 2, text[-3000:]
     for i in entries:
         frames = []
         for line in lines[i + 1:]:

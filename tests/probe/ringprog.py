@@ -21,6 +21,7 @@ from btfgen.probe.libbpf import TestRunOpts, fail, libbpf
 SCHED_CLS = 3
 ARRAY, RINGBUF = 2, 27
 LOOKUP, RESERVE, SUBMIT, DISCARD = 1, 131, 132, 133
+NO_WAKEUP, FORCE_WAKEUP = 1, 2  # BPF_RB_*: a submit's flags
 
 
 def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
@@ -43,7 +44,7 @@ SHIFT = 36  # ringspan.COMMITTED_SHIFT (trace.bpf.c's)
 
 
 def assemble(counter_fd: int, ring_fd: int, sizes: list[int], discard: int = 0,
-             committed_fd: int | None = None) -> bytes:
+             committed_fd: int | None = None, wakeup: int = 0) -> bytes:
     assert all(s >= 16 for s in sizes) and (discard & (discard - 1)) == 0
     counted = committed_fd is not None
     add = [_insn(0xdb, 9, 1, 0, 0x00)]  # *(u64 *)(r9 + 0) += r1, atomically
@@ -59,7 +60,7 @@ def assemble(counter_fd: int, ring_fd: int, sizes: list[int], discard: int = 0,
             _insn(0x7b, 0, 7, 0),  # *(u64 *)(r0 + 0) = r7
             _insn(0xb7, 1, imm=s), _insn(0x7b, 0, 1, 8),  # *(u64 *)(r0 + 8) = s
             *([_insn(0x7b, 0, 7, (s - 8) & ~7)] if s >= 24 else []),  # seq again, at the end
-            _insn(0xbf, 1, 0), _insn(0xb7, 2, imm=0),  # r1 = r0, r2 = 0
+            _insn(0xbf, 1, 0), _insn(0xb7, 2, imm=wakeup),  # r1 = r0, r2 = the flags
         ]
         ring_bytes = (s + 8 + 7) & ~7
         if discard and counted:
@@ -135,11 +136,15 @@ class Producer:
             if self.committed < 0:
                 raise fail("bpf_map_create (mmapable array)", self.committed)
 
-    def run(self, sizes: tuple[int, ...], times: int, discard: int = 0) -> None:
-        """Run the program of these sizes `times` times (one test run, repeated)."""
-        key = (sizes, discard)
+    def run(self, sizes: tuple[int, ...], times: int, discard: int = 0,
+            wakeup: int = 0) -> None:
+        """Run the program of these sizes `times` times (one test run, repeated), each record
+        submitted with `wakeup` as its flags (0: the kernel's adaptive wakeup, NO_WAKEUP,
+        FORCE_WAKEUP)."""
+        key = (sizes, discard, wakeup)
         if key not in self.progs:
-            code = assemble(self.counter, self.ring, list(sizes), discard, self.committed)
+            code = assemble(self.counter, self.ring, list(sizes), discard, self.committed,
+                            wakeup)
             fd = self.lib.bpf_prog_load(SCHED_CLS, b"fill", b"GPL", code, len(code) // 8, None)
             if fd < 0:
                 raise fail("bpf_prog_load", fd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -136,6 +137,58 @@ def test_the_ring_wraps_many_times(producer, counted):
         assert reader._cons[0] == reader._prod[0] > 20 * size  # wrapped, many times over
         assert reader.raw_spans == (reader.spans if counted else 0)
     assert _read(sink.records) == want
+
+
+def _libbpf_s(fd, sink):
+    from btfgen.probe.ringbuf import RingBuffer
+
+    return RingBuffer(fd, sink, spans=True)
+
+
+@needs_bpf
+@pytest.mark.parametrize("reader_of", [ringspan.RingReader, _libbpf_s], ids=["ringspan", "libbpf"])
+def test_a_poll_waits_for_the_rings_wakeup_not_for_a_record(producer, reader_of):
+    """Records the BPF side sent without a wakeup (trace.bpf.c's, until the ring is a quarter
+    full) wait for the poll's clock: a reader that keeps up then takes a span a turn, not a
+    few records (a ring's poll is ready whenever it holds one, so the wait is on its wakeups
+    alone). A wakeup ends the wait at once."""
+    import ringprog
+
+    p = producer(1 << 16)
+    sink = _Collect()
+    with reader_of(p.ring, sink) as reader:
+        p.run((64,), 3, wakeup=ringprog.NO_WAKEUP)
+        start = time.monotonic()
+        assert reader.poll(300) == 3
+        assert time.monotonic() - start >= 0.29  # the whole wait, though three were there
+        p.run((64,), 2, wakeup=ringprog.FORCE_WAKEUP)
+        start = time.monotonic()
+        assert reader.poll(30_000) == 2
+        assert time.monotonic() - start < 20  # woken, not timed out
+    assert [s for _, s in _read(sink.records)] == [64] * 5
+
+
+@needs_bpf
+def test_a_hand_over_stops_where_the_producer_was_when_it_began(producer):
+    """Records committed while a hand-over runs (here by its sink: as a traced program keeps
+    calling while the reader writes) are the next turn's, after its wait: the turn is not
+    behind. A reader that took them at once would take a few records a span while calls
+    keep coming."""
+    import ringprog
+
+    p = producer(1 << 16)
+    turns = []
+
+    def sink(span):
+        turns.append(len(list(span)))
+        if len(turns) == 1:
+            p.run((64,), 5, wakeup=ringprog.NO_WAKEUP)
+
+    with ringspan.RingReader(p.ring, sink) as reader:
+        p.run((64,), 3, wakeup=ringprog.NO_WAKEUP)
+        assert reader.drain() == 3 and not reader._behind
+        assert reader.drain() == 5
+    assert turns == [3, 5]
 
 
 @needs_bpf

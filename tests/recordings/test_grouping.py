@@ -23,12 +23,22 @@ MODULE = synth.module("s390x")  # big-endian: the groupings read the recording's
 DESCS = synth.descriptors(MODULE)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def numpy_s_own_way():
+    """numpy's grouping its own way whatever a span holds: it hands a span of fewer than
+    grouping.SMALL_SPAN records to the standard library's (test_grouping's small-span test)."""
+    was, grouping.SMALL_SPAN = grouping.SMALL_SPAN, 0
+    yield
+    grouping.SMALL_SPAN = was
+
+
 class Span:
     """A span as grouping.Span says: the ring's bytes, their runs, the records."""
 
     def __init__(self, raws: list[bytes]) -> None:
         span = ringspan.Span.of(raws, MODULE.BYTE_ORDER)
         self.data, self.runs, self._raws = span.data, span.runs, raws
+        self.count, self.trusted = len(raws), False
 
     def events(self):
         return iter(map(memoryview, self._raws))
@@ -66,6 +76,32 @@ def test_both_groupings_give_one_span_s_sections_in_first_appearance_order():
         a = grouping.records(payload, np.dtype((np.void, rec.strides[fn])))
         assert len(a) == n and bytes(a[0]) == bytes(grouping.record_bytes(payload, 0,
                                                                           rec.strides[fn]))
+
+
+def test_a_small_span_goes_the_standard_librarys_way_with_the_same_sections(monkeypatch):
+    """Below SMALL_SPAN records numpy's grouping hands a span to the standard library's (its
+    arrays cost tens of microseconds a span, a reader that keeps up writes spans of a few
+    records): the same sections and records as numpy's own way, and a bad header still
+    refused."""
+    raws = synth.events(DESCS, 9, 1, MODULE.BYTE_ORDER)
+    rec, span = recorded(), Span(raws)
+    own = grouping.NumpyGrouping(rec)
+    own_sections, own_records = own.sections(span), [bytes(r) for r in own.records(span)]
+    monkeypatch.setattr(grouping, "SMALL_SPAN", len(raws) + 1)
+    small = grouping.NumpyGrouping(rec)
+    got = small.sections(span)
+    assert all(isinstance(p, memoryview) for *_, p in got)  # the standard library's payloads
+    assert as_bytes(got, rec.strides) == as_bytes(own_sections, rec.strides)
+    assert [bytes(r) for r in small.records(span)] == own_records == raws
+    bad = Span(raws)
+    bad.data = memoryview(bytearray(span.data))
+    bad.data[0] ^= 0x10  # the first record's header is not the one its runs say
+    with pytest.raises(recording.RecordError, match="corrupt span"):
+        list(small.records(bad))
+    unknown = recorded({d.btf_id: i for i, d in enumerate(DESCS) if i})
+    with pytest.raises(recording.RecordError, match="an event of no recorded function"):
+        grouping.NumpyGrouping(unknown).sections(Span([synth.event(
+            DESCS[0], 0, random.Random(1), 1, order=MODULE.BYTE_ORDER)]))
 
 
 def test_a_crafted_btf_id_is_refused_at_the_first_span_not_before():
