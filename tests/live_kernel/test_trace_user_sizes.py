@@ -122,7 +122,7 @@ def _errno_step(g, t, py, tmp_path: Path) -> None:
     g.file("errno_target", exe.read_bytes(), 0o755)
     g.step("errno", f"cd /errno && LD_LIBRARY_PATH={python_guest.library_path(t)} "
                     f"{py.python} /errno/btfgen_trace.py --run /errno --errors=negative,null "
-                    f"-- /errno_target {MISSING} 2>&1")
+                    f"-- {MISSING} 2>&1")  # the manifest names the program
 
 
 def _errnos_named(section, name: str) -> None:
