@@ -661,9 +661,9 @@ def wakeups(map_fd: int) -> select.epoll:
     """An epoll of the ring's wakeups alone (edge-triggered). A ring's poll says it is ready
     whenever it holds a record, so a level-triggered wait returns at once while calls keep
     coming: the reader then takes a few records a turn, each turn's cost its own (~8 records
-    a span in bench_tracers' recording, the decoder's time per span, the tracer's CPU a
-    call twenty times the sleeping reader's). The BPF side wakes the reader once the ring is
-    a quarter full (trace.bpf.c's wakeup()); between wakeups the loop drains on its clock."""
+    a span in bench_tracers' recording: the decoder paid per span, and `--record`'s own CPU
+    was about twice this reader's). The BPF side wakes the reader once the ring is a quarter
+    full (trace.bpf.c's wakeup()); between wakeups the loop drains on its clock."""
     epoll = select.epoll()
     epoll.register(map_fd, select.EPOLLIN | select.EPOLLET)
     return epoll
