@@ -22,14 +22,7 @@ np = pytest.importorskip("numpy")
 MODULE = synth.module("s390x")  # big-endian: the groupings read the recording's byte order
 DESCS = synth.descriptors(MODULE)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def numpy_s_own_way():
-    """numpy's grouping its own way whatever a span holds: it hands a span of fewer than
-    grouping.SMALL_SPAN records to the standard library's (test_grouping's small-span test)."""
-    was, grouping.SMALL_SPAN = grouping.SMALL_SPAN, 0
-    yield
-    grouping.SMALL_SPAN = was
+pytestmark = pytest.mark.usefixtures("numpy_s_own_way")  # conftest.py
 
 
 class Span:

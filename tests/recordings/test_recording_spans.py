@@ -19,15 +19,7 @@ from btfgen.recordings import grouping
 from btfgen.recordings.reader import Reader
 
 np = pytest.importorskip("numpy")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def numpy_s_own_way():
-    """numpy's grouping its own way whatever a span holds: it hands a span of fewer than
-    grouping.SMALL_SPAN records to the standard library's (test_grouping's small-span test)."""
-    was, grouping.SMALL_SPAN = grouping.SMALL_SPAN, 0
-    yield
-    grouping.SMALL_SPAN = was
+pytestmark = pytest.mark.usefixtures("numpy_s_own_way")  # conftest.py
 
 ARCHES = ["x86_64", "s390x"]  # both byte orders
 MODULES = {a: synth.module(a) for a in ARCHES}
