@@ -56,34 +56,20 @@ def test_user_build_sends_what_python_says(name, tmp_path):
     t = k.target
     if shutil.which(t.cc) is None:
         unavailable(f"{name}: no {t.cc} to build the program")
-    (tmp_path / "shapes.c").write_text(PROGRAM)
-    exe = tmp_path / "shapes"
-    proc = subprocess.run([t.cc, *FLAGS.get(name, []), "-O1", "-g", "-static", "-pthread",
-                           str(tmp_path / "shapes.c"), "-o", str(exe)], capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr
-    out = tmp_path / "trace"
-    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(out),
-                           str(exe), *FUNCTIONS], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    exe = _compiled(t, PROGRAM, tmp_path / "shapes", *FLAGS.get(name, []), "-O1", "-pthread")
     # The manifest names the program by its path: the guest's /tmp is a fresh tmpfs, so the
     # program goes to /shapes there, and the manifest says so.
-    manifest = json.loads((out / "trace.json").read_text())
-    (out / "trace.json").write_text(json.dumps(dict(manifest, program="/shapes")))
+    out = _trace_dir(exe, tmp_path / "trace", FUNCTIONS, "/shapes")
     g, py = python_guest.trace_guest(t, out)
     if name in STACK_GUESTS:
-        stacked = tmp_path / "stacked"
-        proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--stack=user",
-                               "--build", str(stacked), str(exe), *FUNCTIONS],
-                              capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        manifest = json.loads((stacked / "trace.json").read_text())
-        (stacked / "trace.json").write_text(json.dumps(dict(manifest, program="/shapes")))
-        python_guest.add_directory(g, t, stacked, "stacked")
-        g.step("stack", f"cd /stacked && LD_LIBRARY_PATH={python_guest.library_path(t)} "
-                        f"{py.python} /stacked/btfgen_trace.py --run /stacked -- /shapes 2>&1")
+        stacked = _trace_dir(exe, tmp_path / "stacked", FUNCTIONS, "/shapes", "--stack=user")
+        _run_step(g, t, py, "stack", stacked, "stacked", "-- /shapes")
     if name in ERRNO_GUESTS:
-        _errno_step(g, t, py, tmp_path)
+        # test_errno_live's program, built static, traced under `--errors=negative,null`
+        errno_exe = _compiled(t, errno_target.TARGET, tmp_path / "errno_target", "-O2")
+        errnos = _trace_dir(errno_exe, tmp_path / "errno", errno_target.FUNCS, "/errno_target")
+        g.file("errno_target", errno_exe.read_bytes(), 0o755)
+        _run_step(g, t, py, "errno", errnos, "errno", f"--errors=negative,null -- {MISSING}")
     g.file("shapes", exe.read_bytes(), 0o755)
     g.file("event_sizes.py", (HERE / "guest" / "event_sizes.py").read_bytes(), 0o755)
     for mode in MODES[name]:
@@ -104,25 +90,34 @@ def test_user_build_sends_what_python_says(name, tmp_path):
         _errnos_named(boot.section("errno"), name)
 
 
-def _errno_step(g, t, py, tmp_path: Path) -> None:
-    """test_errno_live's program, built static, traced under `--errors=negative,null`."""
-    (tmp_path / "errno.c").write_text(errno_target.TARGET)
-    exe = tmp_path / "errno_target"
-    proc = subprocess.run([t.cc, "-O2", "-g", "-static", str(tmp_path / "errno.c"), "-o",
-                           str(exe)], capture_output=True, text=True)
+def _compiled(t, source: str, exe: Path, *flags: str) -> Path:
+    """`source` built static by the target's gcc, with debug info, into `exe`."""
+    c = exe.with_suffix(".c")
+    c.write_text(source)
+    proc = subprocess.run([t.cc, *flags, "-g", "-static", str(c), "-o", str(exe)],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    out = tmp_path / "errno"
-    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", "--build", str(out),
-                           str(exe), *errno_target.FUNCS], capture_output=True, text=True,
+    return exe
+
+
+def _trace_dir(exe: Path, out: Path, functions, program: str, *options: str) -> Path:
+    """`btfgen trace --build out` for `functions` of `exe`, its manifest naming the program
+    by `program`, its path in the guest."""
+    proc = subprocess.run([sys.executable, "-m", "btfgen", "trace", *options, "--build",
+                           str(out), str(exe), *functions], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((out / "trace.json").read_text())
-    (out / "trace.json").write_text(json.dumps(dict(manifest, program="/errno_target")))
-    python_guest.add_directory(g, t, out, "errno")
-    g.file("errno_target", exe.read_bytes(), 0o755)
-    g.step("errno", f"cd /errno && LD_LIBRARY_PATH={python_guest.library_path(t)} "
-                    f"{py.python} /errno/btfgen_trace.py --run /errno --errors=negative,null "
-                    f"-- {MISSING} 2>&1")  # the manifest names the program
+    (out / "trace.json").write_text(json.dumps(dict(manifest, program=program)))
+    return out
+
+
+def _run_step(g, t, py, step: str, directory: Path, at: str, args: str) -> None:
+    """A guest step running the trace directory (put at /`at`) with `args` (after `--`, the
+    program's: the manifest names the program)."""
+    python_guest.add_directory(g, t, directory, at)
+    g.step(step, f"cd /{at} && LD_LIBRARY_PATH={python_guest.library_path(t)} "
+                 f"{py.python} /{at}/btfgen_trace.py --run /{at} {args} 2>&1")
 
 
 def _errnos_named(section, name: str) -> None:
