@@ -203,10 +203,10 @@ class NumpyGrouping(Grouping):
         self._by_id = None  # BTF id -> function as an array (-1: none), made at the first span
 
     def sections(self, span: Span) -> list[Section]:
-        np = self.np
         self._lookup()  # a crafted header is refused at its first span, whatever it holds
         if span.count < SMALL_SPAN:
             return Grouping.sections(self, span)
+        np = self.np
         data = np.frombuffer(span.data, dtype=np.uint8)
         # key (function * 2 + kind) -> [(arrivals or (first, step, count), items of the span
         # or the byte of each record's bytes, records' lengths or their one length)]
