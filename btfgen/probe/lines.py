@@ -64,7 +64,8 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
     calls.OpenCalls. `bare`: the line without its head (JSON: the object's members past
     "kind", its braces left out; text: without who made the call) and no call opened or
     closed (an exit's line without a duration): what an export of paired calls puts in its own
-    (recordings/callwalk.py), `general` giving the same."""
+    (recordings/callwalk.py), `general` giving the same; a bare handler takes (buf, at, end),
+    the event being buf[at:end]."""
     desc = _desc(fn)
     if desc is None:
         return None
@@ -185,11 +186,11 @@ def _desc(fn):
     return desc if desc is not None and hasattr(fn, "_needs") else None
 
 
-def _compiled(body: list, env: dict, what: str):
+def _compiled(body: list, env: dict, what: str, params: str = "raw"):
     """The handler whose body is `body`, run in `env`. Functions of one layout (a whole kernel
     has tens of thousands, and a few thousand layouts) share its compiled code: compile()
     took 0.1 ms a handler, twice a function's first events."""
-    source = "def handler(raw):\n" + "\n".join(body) + "\n"
+    source = f"def handler({params}):\n" + "\n".join(body) + "\n"
     code = _CODE.get(source)
     if code is None:
         if len(_CODE) >= CODE_MEMO:
@@ -240,15 +241,24 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
     this module are written into it; every text of the function (names, which a recording
     brings and could make anything) is in the format strings, passed to it as values, each %
     of them doubled."""
-    body = [f"    if len(raw) < {need}:", "        return general(raw)",
-            "    t = unpack(raw)", f"    if t[{0 if bare else FAILED}] & {mask}:",
-            "        return general(raw)"]
+    if bare:
+        # handler(buf, at, end): the event is buf[at:end], read in place (callwalk's walk
+        # makes no view of each event); a capture's bytes stop at its end, as a view's would
+        size, unpack, raw = "end - at", "unpack(buf, at)", "buf[at:end]"
+    else:
+        size, unpack, raw = "len(raw)", "unpack(raw)", "raw"
+    body = [f"    if {size} < {need}:", f"        return general({raw})",
+            f"    t = {unpack}", f"    if t[{0 if bare else FAILED}] & {mask}:",
+            f"        return general({raw})"]
     caps = []  # the line's capture texts, by variable
     for n, (c, status, length) in enumerate(strings):
         first = DATA + c.head + CAPTURE_HEADER
         env[f"memo{n}_get"], env[f"string{n}"] = _string(c.size, as_json)
-        body += [f"    if t[{item[id(status)]}] != {CAPTURE_READ}:", "        return general(raw)",
-                 f"    b = bytes(raw[{first}:{first} + t[{item[id(length)]}] - 1])",
+        taken = f"t[{item[id(length)]}] - 1"
+        piece = (f"buf[at + {first}:min(at + {first} + {taken}, end)]" if bare else
+                 f"raw[{first}:{first} + {taken}]")
+        body += [f"    if t[{item[id(status)]}] != {CAPTURE_READ}:",
+                 f"        return general({raw})", f"    b = bytes({piece})",
                  f"    s{n} = memo{n}_get(b)", f"    if s{n} is None:",
                  f"        s{n} = string{n}(b)"]
         caps.append((c.name, f"s{n}"))
@@ -264,12 +274,13 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
         plain, timed, args = _exit(fn, shape, caps, values, as_json, who, bare)
         if bare:
             body.append(f"    return {_const(env, plain)} % ({_items(args)})")
-            return _compiled(body, env, "bare exit")
+            return _compiled(body, env, "bare exit", "buf, at, end")
         body.append(f"    e = exit_(t[{TID}], fn)")
         took = f"(t[{NS}] - e)" + ("" if as_json else " / 1000")
         body += ["    if e is None:", f"        return {_const(env, plain)} % ({_items(args)})",
                  f"    return {_const(env, timed)} % ({_items(args + [took])})"]
-    return _compiled(body, env, ("bare " if bare else "") + ("entry" if kind == 0 else "exit"))
+    return _compiled(body, env, ("bare " if bare else "") + ("entry" if kind == 0 else "exit"),
+                     "buf, at, end" if bare else "raw")
 
 
 def _items(exprs: list) -> str:

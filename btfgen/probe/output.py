@@ -236,8 +236,13 @@ class Printer:
                        who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open,
                        errors_are=None if fn.btf_id in self.decided else self.errors_are,
                        every=fn.btf_id in self.decided, bare=self.bare)
-        handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or general
+        handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or self._fallback(general)
         return handler
+
+    def _fallback(self, general):
+        """The handler of a function and kind the compiled handlers do not make: `general`
+        (callwalk's bare handlers take their event otherwise)."""
+        return general
 
     def _comm(self, comm: bytes) -> tuple:
         named = self._comms.get(comm)

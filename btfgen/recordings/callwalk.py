@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 
+from btfgen.gcpause import collector_paused
 from btfgen.probe import output, recording, spec_format, stack_wire
 from btfgen.probe.calls import MAX_DEPTH
 from btfgen.probe.event import DATA, FLAGS_AT, head_format
@@ -45,16 +46,25 @@ class Call:
     outermost open call), `path` (the export's key of its callers and itself, made by the
     export), `text` (the export's text of its entry, or None) and `inner` (ns its exited
     children took); `stack` its recorded stack where the export asked for stacks and the entry
-    has one (symbolize.Stacks.describe's dict), else None."""
+    has one (symbolize.Stacks.describe's dict), else None; `waits` the export's own mark
+    (False until it sets it: the tree's, for a call whose line is not yet written)."""
 
     __slots__ = ("name", "tgid", "tid", "ns", "depth", "path", "text", "inner", "btf_id",
-                 "stack")
+                 "stack", "waits")
 
     def __init__(self, name, tgid, tid, ns, depth, btf_id, text=None) -> None:
-        self.name, self.tgid, self.tid, self.ns, self.depth = name, tgid, tid, ns, depth
-        self.btf_id, self.text = btf_id, text
-        self.path = self.stack = None
+        # one store a statement: a tenth quicker than tuple assignment, a call each entry
+        self.name = name
+        self.tgid = tgid
+        self.tid = tid
+        self.ns = ns
+        self.depth = depth
+        self.btf_id = btf_id
+        self.text = text
+        self.path = None
+        self.stack = None
         self.inner = 0
+        self.waits = False
 
 
 class Export:
@@ -84,8 +94,10 @@ class Export:
     def unended(self, call: Call, why: str) -> None:
         """`call` has no exit, for the reason `why` (one of this module's)."""
 
-    def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text) -> None:
-        """An exit whose entry is not in the recording, at `depth` on its thread."""
+    def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text,
+               parent: Call | None) -> None:
+        """An exit whose entry is not in the recording, at `depth` on its thread; `parent` the
+        innermost call open there."""
 
 
 class _NoPairing:
@@ -108,7 +120,8 @@ class _NoPairing:
 class _Lines(output.Printer):
     """output.Printer's line of one event, bare (lines.compile_handler's: in JSON the members
     past the head, without braces; in text without who), made by its compiled handlers or its
-    general path alike, kept nowhere."""
+    general path alike, kept nowhere. Its handlers take (buf, at, end): the event is
+    buf[at:end]."""
 
     def __init__(self, functions, order: str, as_json: bool, bytes_as: str) -> None:
         super().__init__(functions, order, None, as_json=as_json, flush=False, batch=True,
@@ -130,8 +143,11 @@ class _Lines(output.Printer):
     def _unpaired(self, raw, flags: int):
         return self._bared(super()._unpaired(raw, flags))
 
+    def _fallback(self, general):
+        return lambda buf, at, end: general(buf[at:end])
+
     def handler(self, raw):
-        """The function making the line of events of raw's function and kind."""
+        """The handler (buf, at, end) making the line of events of raw's function and kind."""
         return self._handler_of(self._key(raw, FLAGS_AT)[1]) or self._handler(raw)
 
     def line(self, raw, flags: int):
@@ -140,7 +156,7 @@ class _Lines(output.Printer):
             return self._unpaired(raw, flags)
         if flags & output.EVENT_ERRNO_MASK:
             return self._general(raw, self._function(raw))
-        return (self._handler_of(self._key(raw, FLAGS_AT)[1]) or self._handler(raw))(raw)
+        return self.handler(raw)(raw, 0, len(raw))
 
 
 class Walk:
@@ -167,7 +183,10 @@ class Walk:
         self.unended: dict[str, int] = {}  # why -> how many calls
         self.orphans = 0  # exits without their entry
 
-    def events(self, batch) -> None:
+    def events(self, places) -> None:
+        """A batch's events, given where they lie: chunks of (bytes, each event's first byte,
+        each one's end), as reader.py's places() gives them. Each event is read in place (a
+        view made of each cost as much as reading its head)."""
         # The common events (no flags, an entry, or the exit of the thread's innermost call)
         # are taken here; the rest by _odd.
         heads, threads, export, names = self.walk_heads, self.threads, self.export, self.names
@@ -177,36 +196,39 @@ class Walk:
         entered = None if type(export).entered is Export.entered else export.entered
         exited = export.exited
         text = None
-        for raw in batch:
-            if len(raw) < DATA:
-                raise output.BadEvent(f"an event of {len(raw)} bytes")
-            tgid, tid, ns, flags, btf_id, kind = heads(raw)
-            stack = threads.get(tid)
-            if stack is None:
-                stack = self._thread(tgid, tid, bytes(raw[COMM_AT:COMM_AT + COMM_SIZE]))
-            if flags:
-                self._odd(raw, tgid, tid, ns, flags, btf_id, kind, stack)
-                continue
-            if text_of is not None:
-                handler = text_of(btf_id << 1 | kind)
-                text = handler(raw) if handler is not None else self._text(raw, btf_id, kind, 0)
-            if kind == 0:
-                name = names.get(btf_id)
-                if name is None:
-                    raise output.BadEvent(f"no traced function has BTF id {btf_id}")
-                call = Call(name, tgid, tid, ns, len(stack), btf_id, text)
-                if entered is not None:
-                    entered(call, stack[-1] if stack else None)
-                stack.append(call)
-                if len(stack) > MAX_OPEN:
-                    self._too_deep(stack)
-            elif kind == 1 and stack and stack[-1].btf_id == btf_id:
-                call = stack.pop()
-                if stack:
-                    stack[-1].inner += ns - call.ns
-                exited(call, ns, text)
-            else:
-                self._exit(tgid, tid, ns, btf_id, kind, stack, text)
+        for data, starts, ends in places:
+            for at, end in zip(starts, ends):
+                if end - at < DATA:
+                    raise output.BadEvent(f"an event of {end - at} bytes")
+                tgid, tid, ns, flags, btf_id, kind = heads(data, at)
+                stack = threads.get(tid)
+                if stack is None:
+                    stack = self._thread(tgid, tid,
+                                         bytes(data[at + COMM_AT:at + COMM_AT + COMM_SIZE]))
+                if flags:
+                    self._odd(data[at:end], tgid, tid, ns, flags, btf_id, kind, stack)
+                    continue
+                if text_of is not None:
+                    handler = text_of(btf_id << 1 | kind)
+                    text = (handler(data, at, end) if handler is not None
+                            else self._text(data[at:end], btf_id, kind, 0))
+                if kind == 0:
+                    name = names.get(btf_id)
+                    if name is None:
+                        raise output.BadEvent(f"no traced function has BTF id {btf_id}")
+                    call = Call(name, tgid, tid, ns, len(stack), btf_id, text)
+                    if entered is not None:
+                        entered(call, stack[-1] if stack else None)
+                    stack.append(call)
+                    if len(stack) > MAX_OPEN:
+                        self._too_deep(stack)
+                elif kind == 1 and stack and stack[-1].btf_id == btf_id:
+                    call = stack.pop()
+                    if stack:
+                        stack[-1].inner += ns - call.ns
+                    exited(call, ns, text)
+                else:
+                    self._exit(tgid, tid, ns, btf_id, kind, stack, text)
 
     def _thread(self, tgid: int, tid: int, comm: bytes) -> list:
         stack = self.threads[tid] = []
@@ -221,7 +243,7 @@ class Walk:
         if flags & (spec_format.EVENT_NOT_PAIRED | output.EVENT_ERRNO_MASK):
             return self.lines.line(raw, flags)
         handler = self.texts[btf_id << 1 | kind] = self.lines.handler(raw)
-        return handler(raw)
+        return handler(raw, 0, len(raw))
 
     def _odd(self, raw, tgid, tid, ns, flags, btf_id, kind, stack) -> None:
         """An event with flags: losses before it, an event not to be paired, an exit with its
@@ -251,7 +273,8 @@ class Walk:
                 self._too_deep(stack)
         elif flags & spec_format.EVENT_NOT_PAIRED:
             self.orphans += 1
-            self.export.orphan(name, tgid, tid, ns, len(stack), text)
+            self.export.orphan(name, tgid, tid, ns, len(stack), text,
+                              stack[-1] if stack else None)
         else:
             self._exit(tgid, tid, ns, btf_id, kind, stack, text)
 
@@ -266,7 +289,8 @@ class Walk:
             at -= 1
         if at < 0:
             self.orphans += 1
-            self.export.orphan(name, tgid, tid, ns, len(stack), text)
+            self.export.orphan(name, tgid, tid, ns, len(stack), text,
+                              stack[-1] if stack else None)
             return
         self._give_up(stack, at + 1, LEFT)
         call = stack.pop()
@@ -324,7 +348,11 @@ def walk(path: str, export: Export) -> tuple:
                 if stacks is not None:
                     stacks.take(batch.notes)
                 try:
-                    w.events(batch.events(r.strides))
+                    # the collector paused a batch at a time: its passes over the open
+                    # calls and texts a batch makes (no cycles among them) cost ~5% of the
+                    # walk, and what a batch might leave is collected after it
+                    with collector_paused():
+                        w.events(batch.places(r.strides))
                 except (output.BadEvent, replay.DecodeError) as e:
                     raise recording.RecordError(f"{path}: corrupt event ({e})") from None
         except recording.RecordError as e:

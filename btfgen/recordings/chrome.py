@@ -114,7 +114,8 @@ class Chrome(Export):
         else:
             self._emit(head + "}")
 
-    def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text) -> None:
+    def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text,
+               parent) -> None:
         head = (f'{{"name": {self._name(f"{name} [exit without its entry]")}, "ph": "i", '
                 f'"s": "t", "ts": {us(ns)}, "pid": {tgid}, "tid": {tid}')
         if self.with_args:

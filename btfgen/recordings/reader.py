@@ -124,6 +124,17 @@ class Batch:
             cursors[at] = start + strides[fn]
             yield payload[start:start + strides[fn]]
 
+    def places(self, strides: list[int]):
+        """The events in arrival order as SpanBatch.places gives a span's: (bytes, each
+        event's first byte, each one's end), here the events joined into one buffer."""
+        starts, ends, at = [], [], 0
+        events = list(self.events(strides))
+        for raw in events:
+            starts.append(at)
+            at += len(raw)
+            ends.append(at)
+        yield memoryview(b"".join(events)), starts, ends
+
 
 class SpanBatch:
     """One span of a version 2 file: `data` (the ring's bytes), `runs` (repeats, header words),
@@ -162,6 +173,11 @@ class SpanBatch:
         header checked against the one its run says, unless the span is trusted, before its
         list is handed on): the grouping's records()."""
         return self._reader.grouping.records(self)
+
+    def places(self, strides=None):
+        """Where the records not discarded lie, in arrival order, a chunk at a time: (the
+        span's bytes, each record's first byte, each one's end): the grouping's places()."""
+        return self._reader.grouping.places(self)
 
 
 class Reader:

@@ -23,8 +23,9 @@ INDENT = "  "
 # A line: its duration (microseconds to three decimals; or a word) right-aligned in WIDTH
 # columns, the thread's id, the call's indent and text. As % formats (faster than f-strings
 # with computed widths), WIDTH written out.
-_TIMED = "%11.3f us  [%7d] | %s%s"
+_TIMED = "%11.3f us  [%7d] | %s%s%s"
 _SAID = "%14s  [%7d] | %s%s"
+_OPENED = " " * WIDTH + "  [%7d] | %s%s {"  # _SAID's with no duration, a block's opening
 
 
 class Tree(Export):
@@ -34,8 +35,9 @@ class Tree(Export):
         self.out = out
         self.bytes_as = bytes_as
         self.lines: list[str] = []
-        self.waiting: dict[int, Call] = {}  # tid -> the call entered last, its line unwritten
         self.indents: list[str] = []  # depth -> its indent
+        # A call's line waits (Call.waits) from its entry until its first callee enters (its
+        # line then opens a block) or it ends (one line).
 
     def begin(self) -> None:
         self.out.write(f"{'DURATION':>{WIDTH}}  {'TID':>9}   CALL\n")
@@ -60,41 +62,47 @@ class Tree(Export):
         if len(self.lines) >= 4096:
             self.flush()
 
+    def _opened(self, call: Call) -> None:
+        """`call`'s line, waiting, written as a block's opening: it has callees (_line's,
+        written out: a third of the entries here)."""
+        call.waits = False
+        depth, indents, lines = call.depth, self.indents, self.lines
+        lines.append(_OPENED % (call.tid, indents[depth] if depth < len(indents)
+                                else self._indent(depth), call.text))
+        if len(lines) >= 4096:
+            self.flush()
+
     def thread(self, tgid: int, tid: int, comm: str) -> None:
         self.flush()
         self.out.write(f"# thread {tid} ({comm}) of process {tgid}\n")
 
     def entered(self, call: Call, parent) -> None:
-        waiting = self.waiting
-        opened = waiting.get(call.tid)
-        if opened is not None:  # it has callees: its line opens a block
-            self._line("", opened.tid, opened.depth, opened.text + " {")
-        waiting[call.tid] = call
+        if parent is not None and parent.waits:
+            self._opened(parent)
+        call.waits = True
 
     def exited(self, call: Call, ns: int, text) -> None:
-        ret = text[len(call.name):]  # " -> RETURN"
-        waiting = self.waiting
-        if waiting.get(call.tid) is call:
-            del waiting[call.tid]
-            line = call.text + ret
+        # a leaf's line: its entry's text and the exit's past the name (" -> RETURN"); a
+        # block's closing line: "} " and the exit's text (NAME -> RETURN)
+        if call.waits:
+            head, tail = call.text, text[len(call.name):]
         else:
-            line = "} " + call.name + ret
-        depth = call.depth
-        lines = self.lines
-        lines.append(_TIMED % ((ns - call.ns) / 1000, call.tid, self.indents[depth]
-                               if depth < len(self.indents) else self._indent(depth), line))
+            head, tail = "} ", text
+        depth, indents, lines = call.depth, self.indents, self.lines
+        lines.append(_TIMED % ((ns - call.ns) / 1000, call.tid, indents[depth]
+                               if depth < len(indents) else self._indent(depth), head, tail))
         if len(lines) >= 4096:
             self.flush()
 
     def unended(self, call: Call, why: str) -> None:
-        if self.waiting.get(call.tid) is call:
-            del self.waiting[call.tid]
+        if call.waits:
+            call.waits = False
             self._line("no exit", call.tid, call.depth, f"{call.text} [no exit: {why}]")
         else:
             self._line("no exit", call.tid, call.depth, f"}} {call.name} [no exit: {why}]")
 
-    def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text) -> None:
-        opened = self.waiting.pop(tid, None)
-        if opened is not None:
-            self._line("", tid, opened.depth, opened.text + " {")
+    def orphan(self, name: str, tgid: int, tid: int, ns: int, depth: int, text,
+               parent) -> None:
+        if parent is not None and parent.waits:
+            self._opened(parent)
         self._line("no entry", tid, depth, f"{text} [exit without its entry]")

@@ -270,3 +270,37 @@ def test_bare_lines_are_the_general_paths_made_bare(order, as_json, monkeypatch)
     texts = [x for x in got if isinstance(x, str)]
     head = '"timestamp"' if as_json else "tracee["
     assert texts and not any(head in x for x in texts)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_bare_lines_read_in_place_are_each_events_own(as_json):
+    """callwalk's walk hands a bare handler its event where it lies (buf, at, end), no view
+    made: the line is the one of the event on its own (the bytes around each event here are
+    0xa5: a handler reading them, or reading from the buffer's start, would differ)."""
+    from btfgen.recordings.callwalk import _Lines
+
+    order = "little"
+    descs = [FunctionDesc.check(d) for d in descriptors(order)]
+    evs = [bytes(e) for e in events(descs, 1500, 11, order) if len(e) >= DATA]
+    printer = _Lines([Function(d) for d in descs], order, as_json, "auto")
+    flags_of = struct.Struct("<I").unpack_from
+    plain = [e for e in evs if not flags_of(e, event.FLAGS_AT)[0]]
+    rng = random.Random(3)
+    buf, places = bytearray(), []
+    for e in plain:
+        buf += b"\xa5" * rng.randrange(0, 40)
+        places.append((len(buf), len(buf) + len(e)))
+        buf += e
+    buf += b"\xa5" * 64
+    view = memoryview(bytes(buf))
+
+    def line(handler, *where):
+        try:
+            return handler(*where)
+        except Exception as x:  # a record too short: refused alike
+            return type(x)
+
+    got = [line(printer.handler(e), view, at, end) for e, (at, end) in zip(plain, places)]
+    want = [line(printer.handler(e), e, 0, len(e)) for e in plain]
+    assert got == want
+    assert sum(isinstance(x, str) for x in got) > 100
