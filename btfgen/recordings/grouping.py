@@ -129,9 +129,10 @@ class Grouping:
         return runs, total, count
 
     def records(self, span: Span) -> Iterator[memoryview]:
-        """The span's records not discarded, in arrival order, each as its bytes (places()',
-        a list of up to RECORDS_AT_ONCE views at a time: a span of the whole ring holds
-        millions, and their views at once would take several times its bytes)."""
+        """The span's records not discarded, in arrival order, each as its bytes: a view of
+        each of places()' records, a list of up to RECORDS_AT_ONCE at a time (a span of the
+        whole ring holds millions, and their views at once would take several times its
+        bytes)."""
         for data, starts, ends in self.places(span):
             yield from [data[a:b] for a, b in zip(starts, ends)]
 

@@ -74,3 +74,33 @@ def test_calls_without_their_exit_say_why(tmp_path):
         ("no entry", 100, 1, "tiny -> ... [exit without its entry]"),
         ("no exit", 100, 0, "} scalars [no exit: running at the end]"),
     ]
+
+
+def test_every_format_version_and_span_size_walks_alike(tmp_path):
+    """The walk reads each record where the reader says it lies (places()): a version 1
+    batch's events joined, a small span's records found record by record, a large one's by
+    numpy. The same calls written every way give the same tree, timeline and folded stacks."""
+    import io
+
+    from btfgen.recordings import callwalk
+    from btfgen.recordings.chrome import Chrome
+    from btfgen.recordings.folded import Folded
+    from btfgen.recordings.tree import Tree
+
+    descs = [DESCS["scalars"], DESCS["with_enum"], DESCS["tiny"]]
+    evs = nested.calls(descs, 600, 5, ORDER)
+    outputs = {}
+    for version in (1, 2, 3, 4):
+        for batch in (13, 400):  # spans under grouping.SMALL_SPAN records, and over it
+            path = tmp_path / f"v{version}-{batch}.btfrec"
+            synth.write(path, MODULE, evs, batch=batch, version=version)
+            got = []
+            for export in (Tree, Chrome, Folded):
+                out = io.StringIO()
+                callwalk.walk(str(path), export(out))
+                got.append(out.getvalue())
+            outputs[version, batch] = got
+    first = outputs[4, 400]
+    assert first[0].count("\n") > 300 and '"ph": "X"' in first[1]
+    assert all(got == first for got in outputs.values()), \
+        [key for key, got in outputs.items() if got != first]
