@@ -8,11 +8,14 @@ head, its record's head, the values and each capture's status and length at once
 format string makes the line. The handler is Python source made here and compiled (as
 collections.namedtuple does): per event it runs only what depends on the event, with no loop
 over values, no lookup of what a value is and no dict of arguments. With --errors, an entry is
-kept as its bytes and an exit that did not fail prints nothing: neither is decoded.
+kept as its bytes and an exit that did not fail prints nothing: neither is decoded. A handler
+takes (buf, at, end), the event being buf[at:end]: a recording's records are read where they
+lie in their span, no view made of each (one made and kept cost as much as reading its head).
 
 Anything the handler does not make as output.Printer's general path would -- a value a failed
 read left out, a capture that was not read, a record shorter than its decoder reads, names that
-repeat, a failed call under --errors -- it hands back to that general path (`general(raw)`)
+repeat, a failed call under --errors -- it hands back to that general path (`general(raw)`,
+the event's bytes)
 before doing anything else (no call opened or closed), so the lines are the general path's,
 byte for byte (tests/probe/test_batch_lines.py compares them).
 
@@ -64,8 +67,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
     calls.OpenCalls. `bare`: the line without its head (JSON: the object's members past
     "kind", its braces left out; text: without who made the call) and no call opened or
     closed (an exit's line without a duration): what an export of paired calls puts in its own
-    (recordings/callwalk.py), `general` giving the same; a bare handler takes (buf, at, end),
-    the event being buf[at:end]."""
+    (recordings/callwalk.py), `general` giving the same."""
     desc = _desc(fn)
     if desc is None:
         return None
@@ -136,10 +138,11 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
     head = ("<" if order == "little" else ">") + HEAD_FORMAT
     env = {"general": general, "fn": fn, "enter": open_calls.enter, "exit_": open_calls.exit,
            "unpack": struct.Struct(head).unpack_from}
-    body = [f"    if len(raw) < {DATA + fn._needs[kind]}:", "        return general(raw)"]
+    body = [f"    if end - at < {DATA + fn._needs[kind]}:",
+            "        return general(buf[at:end])"]
     if kind == 0:
-        body += ["    t = unpack(raw)", f"    enter(t[{TID}], fn, (t[{NS}], bytes(raw)))",
-                 "    return None"]
+        body += ["    t = unpack(buf, at)",
+                 f"    enter(t[{TID}], fn, (t[{NS}], bytes(buf[at:end])))", "    return None"]
         return _compiled(body, env, "errors, entry")
     ret = desc.ret.value if desc.ret else None
     if ret is not None:
@@ -153,8 +156,8 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
         env["unpack"] = struct.Struct(head + (f"{plan.data_off}x" if plan.data_off else "")
                                       + (code if signed else code.upper())).unpack_from
         value = f"t[{len(HEAD_ITEMS)}]"
-        body += ["    t = unpack(raw)", f"    if t[{FAILED}] & {plan.op_mask}:",
-                 "        return general(raw)"]
+        body += ["    t = unpack(buf, at)", f"    if t[{FAILED}] & {plan.op_mask}:",
+                 "        return general(buf[at:end])"]
         # output.failed: a NULL or ERR_PTR pointer, or -4095..-1 from a signed integer;
         # output.failed_as: what errors_are says.
         if errors_are is not None:
@@ -166,14 +169,15 @@ def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_ca
             elif rtype.tag == "int" and rtype.signed and "-1" in errors_are:
                 test = f"{value} == -1"
             if test:
-                body += [f"    if {test}:", "        return general(raw)"]
+                body += [f"    if {test}:", "        return general(buf[at:end])"]
         elif rtype.tag == "ptr":
             body += [f"    if {value} == 0 or {value} >= {(1 << 8 * rtype.size) - MAX_ERRNO}:",
-                     "        return general(raw)"]
+                     "        return general(buf[at:end])"]
         elif rtype.tag == "int" and rtype.signed:
-            body += [f"    if {-MAX_ERRNO} <= {value} <= -1:", "        return general(raw)"]
+            body += [f"    if {-MAX_ERRNO} <= {value} <= -1:",
+                     "        return general(buf[at:end])"]
     else:
-        body.append("    t = unpack(raw)")
+        body.append("    t = unpack(buf, at)")
     body += [f"    exit_(t[{TID}], fn)", "    return None"]
     return _compiled(body, env, "errors, exit")
 
@@ -186,11 +190,11 @@ def _desc(fn):
     return desc if desc is not None and hasattr(fn, "_needs") else None
 
 
-def _compiled(body: list, env: dict, what: str, params: str = "raw"):
-    """The handler whose body is `body`, run in `env`. Functions of one layout (a whole kernel
-    has tens of thousands, and a few thousand layouts) share its compiled code: compile()
-    took 0.1 ms a handler, twice a function's first events."""
-    source = f"def handler({params}):\n" + "\n".join(body) + "\n"
+def _compiled(body: list, env: dict, what: str):
+    """The handler (buf, at, end) whose body is `body`, run in `env`. Functions of one layout
+    (a whole kernel has tens of thousands, and a few thousand layouts) share its compiled
+    code: compile() took 0.1 ms a handler, twice a function's first events."""
+    source = "def handler(buf, at, end):\n" + "\n".join(body) + "\n"
     code = _CODE.get(source)
     if code is None:
         if len(_CODE) >= CODE_MEMO:
@@ -241,24 +245,19 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
     this module are written into it; every text of the function (names, which a recording
     brings and could make anything) is in the format strings, passed to it as values, each %
     of them doubled."""
-    if bare:
-        # handler(buf, at, end): the event is buf[at:end], read in place (callwalk's walk
-        # makes no view of each event); a capture's bytes stop at its end, as a view's would
-        size, unpack, raw = "end - at", "unpack(buf, at)", "buf[at:end]"
-    else:
-        size, unpack, raw = "len(raw)", "unpack(raw)", "raw"
-    body = [f"    if {size} < {need}:", f"        return general({raw})",
-            f"    t = {unpack}", f"    if t[{0 if bare else FAILED}] & {mask}:",
-            f"        return general({raw})"]
+    # handler(buf, at, end): the event is buf[at:end], read in place (a recording's walk and
+    # printer make no view of each record); a capture's bytes stop at its end, as a view's would
+    body = [f"    if end - at < {need}:", "        return general(buf[at:end])",
+            "    t = unpack(buf, at)", f"    if t[{0 if bare else FAILED}] & {mask}:",
+            "        return general(buf[at:end])"]
     caps = []  # the line's capture texts, by variable
     for n, (c, status, length) in enumerate(strings):
         first = DATA + c.head + CAPTURE_HEADER
         env[f"memo{n}_get"], env[f"string{n}"] = _string(c.size, as_json)
         taken = f"t[{item[id(length)]}] - 1"
-        piece = (f"buf[at + {first}:min(at + {first} + {taken}, end)]" if bare else
-                 f"raw[{first}:{first} + {taken}]")
         body += [f"    if t[{item[id(status)]}] != {CAPTURE_READ}:",
-                 f"        return general({raw})", f"    b = bytes({piece})",
+                 "        return general(buf[at:end])",
+                 f"    b = bytes(buf[at + {first}:min(at + {first} + {taken}, end)])",
                  f"    s{n} = memo{n}_get(b)", f"    if s{n} is None:",
                  f"        s{n} = string{n}(b)"]
         caps.append((c.name, f"s{n}"))
@@ -274,13 +273,12 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
         plain, timed, args = _exit(fn, shape, caps, values, as_json, who, bare)
         if bare:
             body.append(f"    return {_const(env, plain)} % ({_items(args)})")
-            return _compiled(body, env, "bare exit", "buf, at, end")
+            return _compiled(body, env, "bare exit")
         body.append(f"    e = exit_(t[{TID}], fn)")
         took = f"(t[{NS}] - e)" + ("" if as_json else " / 1000")
         body += ["    if e is None:", f"        return {_const(env, plain)} % ({_items(args)})",
                  f"    return {_const(env, timed)} % ({_items(args + [took])})"]
-    return _compiled(body, env, ("bare " if bare else "") + ("entry" if kind == 0 else "exit"),
-                     "buf, at, end" if bare else "raw")
+    return _compiled(body, env, ("bare " if bare else "") + ("entry" if kind == 0 else "exit"))
 
 
 def _items(exprs: list) -> str:

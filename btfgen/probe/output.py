@@ -132,42 +132,49 @@ class Printer:
                     self._bad(e)
         return self.flush_lines()
 
-    def events(self, batch) -> None:
-        """Print a batch of events (an iterable of each one's bytes: a recording's), their lines
-        in one write; a bad one raises BadEvent or the decoder's error, the lines before it
-        kept for flush_lines()."""
+    def events(self, places) -> None:
+        """Print a batch of a recording's events, given where they lie (chunks of (bytes, each
+        event's first byte, each one's end): reader.py's places()), their lines in one write;
+        a bad one raises BadEvent or the decoder's error, the lines before it kept for
+        flush_lines()."""
         kept = self._kept
         if kept is None or self.errors:
             event = self.event
-            for raw in batch:
-                event(raw)
+            for data, starts, ends in places:
+                for at, end in zip(starts, ends):
+                    event(data[at:end])
             self.flush_lines()
             return
-        # event() without its per-event calls and its BATCH_LINES check: a recording's batch
-        # (a span) is its lines' bound. The same steps, in the same order.
+        # event() without its per-event calls and its BATCH_LINES check (a recording's batch,
+        # a span, is its lines' bound), each event read where it lies. The same steps, in the
+        # same order.
         key_of, handler_of, lost_before = self._key, self._handler_of, self._lost_before
         append = kept.append
-        for raw in batch:
-            if len(raw) < DATA:
-                raise BadEvent(f"an event of {len(raw)} bytes")
-            flags, key = key_of(raw, FLAGS_AT)
-            if flags:
-                if flags & _LOSSES:
-                    lost_before(self._tid(raw, TID_AT)[0], flags)
-                if flags & _NOT_PAIRED:
-                    line = self._unpaired(raw, flags)
-                    if line is not None:
-                        append(line)
-                    continue
-                if flags & (_ERRNO | _STACK):
-                    line = self._general(raw, self._function(raw))
-                    if line is not None:
-                        append(line)
-                    continue
-            handler = handler_of(key) or self._handler(raw)
-            line = handler(raw)
-            if line is not None:
-                append(line)
+        for data, starts, ends in places:
+            for at, end in zip(starts, ends):
+                if end - at < DATA:
+                    raise BadEvent(f"an event of {end - at} bytes")
+                flags, key = key_of(data, at + FLAGS_AT)
+                if flags:
+                    raw = data[at:end]
+                    if flags & _LOSSES:
+                        lost_before(self._tid(raw, TID_AT)[0], flags)
+                    if flags & _NOT_PAIRED:
+                        line = self._unpaired(raw, flags)
+                        if line is not None:
+                            append(line)
+                        continue
+                    if flags & (_ERRNO | _STACK):
+                        line = self._general(raw, self._function(raw))
+                        if line is not None:
+                            append(line)
+                        continue
+                handler = handler_of(key)
+                if handler is None:
+                    handler = self._handler(data[at:end])
+                line = handler(data, at, end)
+                if line is not None:
+                    append(line)
         self.flush_lines()
 
     def record(self, raw) -> None:
@@ -199,12 +206,12 @@ class Printer:
                 # entry with its stack: the general way
                 line = self._general(raw, self._function(raw))
             else:
-                line = (self._handler_of(key) or self._handler(raw))(raw)
+                line = (self._handler_of(key) or self._handler(raw))(raw, 0, len(raw))
         else:
             handler = self._handler_of(key)
             if handler is None:
                 handler = self._handler(raw)
-            line = handler(raw)
+            line = handler(raw, 0, len(raw))
         if line is None:
             return
         kept = self._kept
@@ -236,13 +243,8 @@ class Printer:
                        who=self.who, comm=self._comm, comms=self._comms, open_calls=self.open,
                        errors_are=None if fn.btf_id in self.decided else self.errors_are,
                        every=fn.btf_id in self.decided, bare=self.bare)
-        handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or self._fallback(general)
+        handler = self._handlers[self._key(raw, FLAGS_AT)[1]] = handler or _placed(general)
         return handler
-
-    def _fallback(self, general):
-        """The handler of a function and kind the compiled handlers do not make: `general`
-        (callwalk's bare handlers take their event otherwise)."""
-        return general
 
     def _comm(self, comm: bytes) -> tuple:
         named = self._comms.get(comm)
@@ -428,6 +430,11 @@ class Printer:
             self.gone = True
         self._lines.clear()
         return not self.gone
+
+
+def _placed(general):
+    """The handler (buf, at, end) of events the compiled handlers leave to `general(raw)`."""
+    return lambda buf, at, end: general(buf[at:end])
 
 
 class Who:

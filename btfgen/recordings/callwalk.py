@@ -120,8 +120,7 @@ class _NoPairing:
 class _Lines(output.Printer):
     """output.Printer's line of one event, bare (lines.compile_handler's: in JSON the members
     past the head, without braces; in text without who), made by its compiled handlers or its
-    general path alike, kept nowhere. Its handlers take (buf, at, end): the event is
-    buf[at:end]."""
+    general path alike, kept nowhere."""
 
     def __init__(self, functions, order: str, as_json: bool, bytes_as: str) -> None:
         super().__init__(functions, order, None, as_json=as_json, flush=False, batch=True,
@@ -142,9 +141,6 @@ class _Lines(output.Printer):
 
     def _unpaired(self, raw, flags: int):
         return self._bared(super()._unpaired(raw, flags))
-
-    def _fallback(self, general):
-        return lambda buf, at, end: general(buf[at:end])
 
     def handler(self, raw):
         """The handler (buf, at, end) making the line of events of raw's function and kind."""

@@ -142,7 +142,7 @@ def print_recording(path: str, out=sys.stdout, *, as_json: bool = False,
                 if stacks is not None:
                     stacks.take(getattr(batch, "notes", ()))
                 try:
-                    printer.events(batch.events(r.strides))
+                    printer.events(batch.places(r.strides))
                 except (output.BadEvent, DecodeError) as e:  # what a damaged file causes
                     raise recording.RecordError(f"{path}: corrupt event ({e})") from None
                 if printer.gone:

@@ -171,6 +171,38 @@ def _batched(functions, order, evs, capsys, rng, **kw) -> tuple[str, str]:
     return out.getvalue(), capsys.readouterr().err
 
 
+def _recorded(functions, order, evs, rng, **kw) -> str:
+    """As `btfgen decode` prints a recording (Printer.events): each event read where it lies
+    in its span, 0xa5 bytes between the events."""
+    out = io.StringIO()
+    p = output.Printer(functions, order, out, flush=False, batch=True, **kw)
+    at = 0
+    while at < len(evs):
+        n = rng.choice((1, 3, 64, 4096))
+        span, starts, ends = bytearray(), [], []
+        for e in evs[at:at + n]:
+            span += b"\xa5" * rng.randrange(0, 16)
+            starts.append(len(span))
+            span += e
+            ends.append(len(span))
+        p.events([(memoryview(span), starts, ends)])
+        at += n
+    return out.getvalue()
+
+
+def _decodable(functions, order, evs, **kw) -> list:
+    """The events the general path prints (a recording's printer stops at one it refuses)."""
+    p = output.Printer(functions, order, io.StringIO(), flush=False, **kw)
+    out = []
+    for e in evs:
+        try:
+            p.event(e)
+        except Exception:  # what record() says and goes past
+            continue
+        out.append(e)
+    return out
+
+
 MODES = [{}, {"who": True}, {"as_json": True}, {"errors": True}, {"errors": True, "as_json": True},
          {"who": True, "errors": True}]
 
@@ -185,6 +217,10 @@ def test_batches_print_what_one_event_at_a_time_prints(order, seed, monkeypatch,
         want = _general(monkeypatch, [Function(d) for d in descs], order, evs, capsys, **kw)
         got = _batched([Function(d) for d in descs], order, evs, capsys, rng, **kw)
         assert got == want, kw
+        good = _decodable([Function(d) for d in descs], order, evs, **kw)
+        assert len(good) > len(evs) // 2
+        want = _general(monkeypatch, [Function(d) for d in descs], order, good, capsys, **kw)
+        assert _recorded([Function(d) for d in descs], order, good, rng, **kw) == want[0], kw
     # The events went both ways: compiled lines, and the general path (failed reads, captures
     # not read, short records, the functions the compiled lines leave to it).
     kinds = {(d.btf_id, k) for d in descs for k in (0, 1)}
