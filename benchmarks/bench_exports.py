@@ -14,6 +14,10 @@ whole in a span, so the repeats pair as the first did).
 
 Target (issue 48): >= 300,000 events/s, memory bounded.
 
+The texts (chrome's args, the tree's calls) are made by the C module _btfgen_lines where it is
+installed (`pip install .` builds it), else by lines.py's Python handlers; the first line
+printed says which, and BTFGEN_PURE_PYTHON=1 measures the second beside the first.
+
     BENCH_EVENTS=1000000 BENCH_ROUNDS=3 python3 benchmarks/bench_exports.py
 """
 
@@ -138,6 +142,10 @@ def main() -> int:
         print(f"recording: {events} events (calls of scalars nested 3 deep on 3 threads), "
               f"{path.stat().st_size / 1e6:.0f} MB; best of {ROUNDS}, CPU time, load "
               f"{os.getloadavg()[0]:.1f}")
+        from btfgen.probe import lines
+
+        print("texts made by " + ("_btfgen_lines (C)" if lines.EXTENSION is not None else
+                                  "lines.py's Python handlers"))
         jsonl = max(jsonl_rate(path, events) for _ in range(ROUNDS))
         print(f"{'--format jsonl (for scale)':32s} {jsonl:10,.0f} events/s")
         for name, make_export in _exports().items():

@@ -71,6 +71,18 @@ def test_wheel_carries_data(installed):
     assert "btfgen/trace/launcher.py" in files, files
 
 
+def test_wheel_carries_the_line_extension(installed):
+    """The C half of probe/lines.py (the exports' texts) is built into the wheel where a
+    compiler and Python's headers are (CI installs both), and the installed btfgen uses it."""
+    built = sorted(installed.glob("_btfgen_lines*.so"))
+    if not built and not os.environ.get("CI"):
+        pytest.skip("no _btfgen_lines built here (optional: needs gcc and python3-dev)")
+    assert built, sorted(p.name for p in installed.iterdir())
+    out = _run_installed(installed, "from btfgen.probe import lines; "
+                         "print(lines.EXTENSION.__file__)")
+    assert out.strip() == str(built[0]), out
+
+
 def test_installed_package_finds_its_data_from_elsewhere(installed):
     out = _run_installed(
         installed,

@@ -19,21 +19,41 @@ the event's bytes)
 before doing anything else (no call opened or closed), so the lines are the general path's,
 byte for byte (tests/probe/test_batch_lines.py compares them).
 
-Standard library only: part of the run side, copied into every trace directory.
+A bare handler (the text a recording's export puts in its own line) of integers, pointers,
+bools and enums is made by the optional C module _btfgen_lines (lines.c) where it is installed:
+about half of an exported event's time went to turning its values into digits. It is the same
+handler, given the same pieces, and goes the general way for the same events
+(tests/probe/test_line_extension.py compares the two); BTFGEN_PURE_PYTHON=1 leaves it unused.
+
+Standard library only: part of the run side, copied into every trace directory (where
+_btfgen_lines is used if the target's Python has it, else not).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import struct
 
-from .event import (CAPTURE_HEADER, CAPTURE_LEN, CAPTURE_STATUS, DATA, HEAD_FORMAT, HEAD_ITEMS,
-                    MAX_ERRNO, head_format)
+from . import spec_format
+from .event import (
+    CAPTURE_HEADER,
+    CAPTURE_LEN,
+    CAPTURE_STATUS,
+    DATA,
+    HEAD_FORMAT,
+    HEAD_ITEMS,
+    MAX_ERRNO,
+    head_format,
+)
 
 CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decoder's CAPTURE_OK)
 TGID, TID, COMM, NS, CPU = (HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
 FAILED = HEAD_ITEMS.index("failed")
 _BARE_HEAD = head_format(("failed",))  # a bare handler's heads: `failed` alone (item 0)
+FAILED_AT = spec_format.offset_of(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD, "failed")
+FAILED_SIZE = struct.calcsize("<" + _BARE_HEAD) - FAILED_AT
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 # Distinct strings a capture keeps its line text of (a path, a name: most repeat); past this
 # many the memo starts again, so that a stream of distinct strings costs no more memory.
@@ -42,6 +62,25 @@ STRING_MEMO = 4096
 # Compiled handler code kept by its source (_compiled).
 CODE_MEMO = 4096
 _CODE: dict = {}
+
+# The C module's Line arguments this module gives (its INTERFACE).
+LINE_INTERFACE = 1
+
+
+def line_extension():
+    """The C module making bare handlers, or None: absent, of another interface (a trace
+    directory's copy of this module beside another btfgen's), or BTFGEN_PURE_PYTHON set."""
+    if os.environ.get("BTFGEN_PURE_PYTHON"):
+        return None
+    try:
+        import _btfgen_lines
+    except ImportError:
+        return None
+    return _btfgen_lines if getattr(_btfgen_lines, "INTERFACE", None) == LINE_INTERFACE \
+        else None
+
+
+EXTENSION = line_extension()
 
 _STRING = json.encoder.encode_basestring_ascii  # output._STRING: what json.dumps writes
 _QUOTED = json.encoder.encode_basestring  # output._QUOTED: the same, non-ASCII kept
@@ -85,7 +124,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         return None
     env = {"general": general, "fn": fn, "comms_get": comms.get, "comm": comm,
            "enter": open_calls.enter, "exit_": open_calls.exit}
-    fields, mask, shown = [], 0, []
+    fields, mask, shown, pieces = [], 0, [], []
     for n, (v, plan) in enumerate(zip(values, plans)):
         t = v.type
         code = _INT_CODES.get(t.size) if t.tag in ("int", "ptr", "bool", "enum") else None
@@ -95,6 +134,7 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         signed = t.tag in ("int", "enum") and t.signed
         fields.append(_Field(DATA + plan.data_off, code if signed else code.upper()))
         shown.append(_value(t, n, as_json, env))
+        pieces.append(_piece(t, fields[-1], signed, as_json, env.get(f"enum{n}")))
         mask |= plan.op_mask
     strings = []
     for c in caps:
@@ -119,8 +159,58 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
     # What the struct reads is within what the decoder needs (the plans' and captures' ends).
     need = max(at, DATA + fn._needs[kind])
+    if bare and not strings and EXTENSION is not None:
+        line = _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order,
+                                  general, as_json)
+        if line is not None:
+            return line
     return _source(fn, kind, shape, names, values, strings, item, mask, need, env,
                    as_json=as_json, who=who and not bare, bare=bare)
+
+
+# A conversion of the formats _entry and _exit make (a literal % is doubled by _lit).
+_CONVERSION = re.compile(r"%(%|d|#x|s)")
+
+
+def _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order, general,
+                       as_json):
+    """The bare handler _source would make, made by the C module: the same format cut at its
+    conversions, each filled by the value piece in its place (the values are the format's
+    arguments, in order, where nothing is captured). None where the module refuses a piece
+    (a text it cannot hold as UTF-8): the Python handler then."""
+    if kind == 0:
+        template, _ = _entry(fn, shape, names, (), values, as_json, False, True)
+    else:
+        template, _, _ = _exit(fn, shape, (), values, as_json, False, True)
+    made, text, at, n = [], [], 0, 0
+    for m in _CONVERSION.finditer(template):
+        text.append(template[at:m.start()])
+        at = m.end()
+        if m.group(1) == "%":
+            text.append("%")
+            continue
+        made += ["".join(text), pieces[n]]
+        text, n = [], n + 1
+    made.append("".join(text) + template[at:])
+    if n != len(pieces):
+        return None
+    try:
+        return EXTENSION.Line(order == "big", need, FAILED_AT, FAILED_SIZE, mask,
+                              [p for p in made if p != ""], general)
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        return None
+
+
+def _piece(t, field, signed: bool, as_json: bool, enum):
+    """What the C module reads and writes of a value (as _value's conversion of it)."""
+    if t.tag == "int":
+        return ("d" if signed else "u", field.offset, field.size)
+    if t.tag == "ptr":
+        return ("u" if as_json else "x", field.offset, field.size)
+    if t.tag == "bool":
+        return ("b", field.offset, field.size,
+                ("false", "true") if as_json else ("False", "True"))
+    return ("e" if signed else "E", field.offset, field.size, enum)
 
 
 def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls,

@@ -383,9 +383,10 @@ def _same_keys(decoders, names: list[str], bys: list, kprobe_keys: Path) -> bool
 
 def _copy_run_side(out: Path) -> None:
     """The run side into `out`: the probe package whole (a directory built again gets it
-    afresh, no module of an older layout left behind) and the launcher."""
+    afresh, no module of an older layout left behind) and the launcher. Its modules only:
+    lines.c is the source of an optional module pip builds, of no use in a copy."""
     shutil.rmtree(out / PROBE_COPY, ignore_errors=True)
-    shutil.copytree(PROBE, out / PROBE_COPY, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PROBE, out / PROBE_COPY, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
     for module, name in RUNTIME.items():
         shutil.copyfile(HERE / module, out / name)
 
