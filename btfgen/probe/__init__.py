@@ -23,6 +23,8 @@ One concept a module:
     calls.py        entries paired with their exits
     output.py       what is printed: text or JSON lines, or only failed calls
     lines.py        a function's lines made by one struct and one format (output's fast path)
+    lines.c         its bare handlers (the exports' texts) in C: _btfgen_lines, optional,
+                    built by pip beside btfgen and not copied into trace directories
     recording.py    the --record file: its format and its writer (btfgen.recordings reads it)
     crc.py          CRC-32 as zlib makes it, by libdeflate where it is installed (recordings)
     summary.py      --count / --latency: the summary maps set up, read and printed
