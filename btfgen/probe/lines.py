@@ -168,8 +168,9 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
                    as_json=as_json, who=who and not bare, bare=bare)
 
 
-# A conversion of the formats _entry and _exit make (a literal % is doubled by _lit).
-_CONVERSION = re.compile(r"%(%|d|#x|s)")
+# A conversion of the formats _entry and _exit make (a literal % is doubled by _lit); one of
+# no other kind (a duration's %.3f is not in a bare line) leaves the handler to Python.
+_CONVERSION = re.compile(r"%(%|d|#x|s)?")
 
 
 def _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order, general,
@@ -189,6 +190,8 @@ def _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order
         if m.group(1) == "%":
             text.append("%")
             continue
+        if m.group(1) is None or n == len(pieces):
+            return None
         made += ["".join(text), pieces[n]]
         text, n = [], n + 1
     made.append("".join(text) + template[at:])
@@ -197,7 +200,7 @@ def _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order
     try:
         return EXTENSION.Line(order == "big", need, FAILED_AT, FAILED_SIZE, mask,
                               [p for p in made if p != ""], general)
-    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+    except (TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
         return None
 
 

@@ -219,3 +219,22 @@ def test_a_line_and_its_general_path_in_a_cycle_are_collected():
     gc.collect()
     assert not [o for o in gc.get_objects() if type(o).__name__ == "Printer"
                 and o.__class__.__module__ == __name__]
+
+
+@needs_extension
+def test_a_format_the_c_line_cannot_cut_stays_python(monkeypatch):
+    """A conversion other than %d, %#x and %s (a duration's %.3f), or more conversions than
+    values: the handler is lines.py's, not a Line with a wrong literal in it."""
+    descs = [FunctionDesc.check(d) for d in wide("little")]
+    evs = [e for e in events(descs, 400, 3, "little") if len(e) >= DATA]
+    entry = lines._entry
+    for extra in (" %.3f", " %d"):
+        with monkeypatch.context() as m:
+            m.setattr(lines, "_entry", lambda *a, extra=extra: (entry(*a)[0] + extra,
+                                                                 entry(*a)[1]))
+            printer = _printer(descs, "little", False)
+            for e in evs:
+                if struct.unpack_from("<B", e, event.EVENT_HEADER + 4)[0] == 0:
+                    printer.handler(e)
+            made = [h for k, h in printer._handlers.items() if k & 1 == 0]
+            assert made and not any(isinstance(h, EXTENSION.Line) for h in made)
