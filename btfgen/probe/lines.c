@@ -5,10 +5,13 @@
  * A Line is made once per function and kind from what lines.py already computed for its
  * Python handler: the record's byte order, how many bytes the record must hold, where the
  * `failed` mask lies and which of its bits matter, and the line's pieces in order -- literal
- * texts and values read at fixed offsets. Called as handler(buf, at, end) on the event
- * buf[at:end], it returns the line; anything it does not make exactly as the Python handler
- * would (a record too short, a value whose read failed, a line past its buffer, an enum
- * mapping that gives no text) it hands to `general(buf[at:end])`, as the Python handler does.
+ * texts, values read at fixed offsets, and texts the caller passes (a comm, a capture's
+ * string, a duration: ("a", k) is the k-th argument past the event's). Called as
+ * handler(buf, at, end, *texts) on the event buf[at:end], it returns the line; anything it does
+ * not make exactly as the Python handler would (a record too short, a value whose read failed, a
+ * line past its buffer, an enum mapping that gives no text) it hands to `general(buf[at:end])`,
+ * as the Python handler does -- or, where `general` is None, returns None: the Python handler
+ * that called it formats that line itself.
  *
  * Optional: lines.py keeps its Python handlers where this module is absent or of another
  * INTERFACE, and tests/probe/test_line_extension.py compares the two byte for byte.
@@ -20,7 +23,7 @@
 #include <string.h>
 
 /* lines.py checks this before using the module: bump it when Line's arguments change. */
-#define INTERFACE 1
+#define INTERFACE 2
 
 /* A line longer than this goes the general way (a few thousand bytes of text is a prototype
  * of dozens of arguments with long enum names; it is correct there, only slower). */
@@ -33,6 +36,7 @@ enum piece_kind {
     HEX,       /* %#x: 0x and lowercase digits, 0 as 0x0 */
     BOOL,      /* one of two texts: any byte set is true */
     ENUM,      /* mapping[value] (an enum's named and unnamed values' texts), signed or not */
+    EXTRA,     /* the handler's argument past (buf, at, end) numbered `offset`: a str */
 };
 
 typedef struct {
@@ -55,6 +59,7 @@ typedef struct {
     uint64_t mask;         /* its bits of this line's values */
     int ascii;             /* every literal is ASCII */
     Py_ssize_t count;
+    Py_ssize_t extras;     /* the str arguments a call passes past (buf, at, end) */
     Piece *pieces;
     PyObject *general;
     PyObject *keep;        /* a list of the objects the pieces point into */
@@ -145,7 +150,7 @@ put_hex(char *out, uint64_t v)
 /* The line's text in `out`, its length returned; -1: this event goes the general way;
  * -2: a Python error is set. */
 static Py_ssize_t
-make(Line *self, const unsigned char *event, char *out, int *ascii)
+make(Line *self, const unsigned char *event, PyObject *const *extra, char *out, int *ascii)
 {
     char *at = out, *end = out + LINE_BYTES;
     Py_ssize_t i;
@@ -159,6 +164,17 @@ make(Line *self, const unsigned char *event, char *out, int *ascii)
         if (p->kind == TEXT) {
             text = p->text[0];
             len = p->len[0];
+        } else if (p->kind == EXTRA) {
+            PyObject *value = extra[p->offset];
+            if (!PyUnicode_Check(value))
+                return -1;
+            text = PyUnicode_AsUTF8AndSize(value, &len);
+            if (text == NULL) {
+                PyErr_Clear();
+                return -1;
+            }
+            if (!PyUnicode_IS_ASCII(value))
+                *ascii = 0;
         } else {
             v = load(event + p->offset, p->size, self->big_endian);
             if (p->kind == BOOL) {
@@ -224,7 +240,10 @@ make(Line *self, const unsigned char *event, char *out, int *ascii)
 static PyObject *
 general_way(Line *self, PyObject *buf, Py_ssize_t at, Py_ssize_t end)
 {
-    PyObject *raw = PySequence_GetSlice(buf, at, end), *line;
+    PyObject *raw, *line;
+    if (self->general == Py_None)  /* the caller's Python handler makes this line */
+        Py_RETURN_NONE;
+    raw = PySequence_GetSlice(buf, at, end);
     if (raw == NULL)
         return NULL;
     line = PyObject_CallOneArg(self->general, raw);
@@ -242,8 +261,10 @@ line_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kw
     int ascii = self->ascii;
     PyObject *line;
 
-    if (PyVectorcall_NARGS(nargsf) != 3 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "a line handler takes (buf, at, end)");
+    if (PyVectorcall_NARGS(nargsf) != 3 + self->extras
+        || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_Format(PyExc_TypeError, "this line handler takes (buf, at, end) and %zd more",
+                     self->extras);
         return NULL;
     }
     if (self->general == NULL) {
@@ -268,7 +289,7 @@ line_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kw
             PyBuffer_Release(&view);
             return general_way(self, args[0], at, end);
         }
-        n = make(self, event, out, &ascii);
+        n = make(self, event, args + 3, out, &ascii);
     }
     PyBuffer_Release(&view);
     if (n == -2)
@@ -330,6 +351,17 @@ piece_of(Line *self, PyObject *item, Piece *p)
     if (!PyArg_ParseTuple(item, "sni|O;a value piece is (kind, offset, size[, extra])",
                           &kind, &p->offset, &p->size, &extra))
         return -1;
+    if (!strcmp(kind, "a")) {
+        /* ("a", k, 0): the k-th argument past (buf, at, end), not read from the event */
+        if (p->offset < 0 || p->offset >= 64 || p->size != 0 || extra != NULL) {
+            PyErr_SetString(PyExc_ValueError, "an argument piece is (\"a\", 0..63, 0)");
+            return -1;
+        }
+        p->kind = EXTRA;
+        if (p->offset >= self->extras)
+            self->extras = p->offset + 1;
+        return 0;
+    }
     if (p->size != 1 && p->size != 2 && p->size != 4 && p->size != 8) {
         PyErr_Format(PyExc_ValueError, "a value of %d bytes", p->size);
         return -1;
@@ -399,8 +431,8 @@ line_init(PyObject *op, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "the failed mask lies past the bytes the line needs");
         return -1;
     }
-    if (!PyCallable_Check(general)) {
-        PyErr_SetString(PyExc_TypeError, "general must be callable");
+    if (general != Py_None && !PyCallable_Check(general)) {
+        PyErr_SetString(PyExc_TypeError, "general must be callable or None");
         return -1;
     }
     self->big_endian = big_endian;
@@ -480,7 +512,7 @@ static PyTypeObject LineType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_btfgen_lines.Line",
     .tp_doc = PyDoc_STR("Line(big_endian, need, failed_at, failed_size, mask, pieces, general):"
-                        " handler(buf, at, end) -> the line of the event buf[at:end]"),
+                        " handler(buf, at, end, *texts) -> the line of the event buf[at:end]"),
     .tp_basicsize = sizeof(Line),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(Line, vectorcall),

@@ -64,7 +64,7 @@ CODE_MEMO = 4096
 _CODE: dict = {}
 
 # The C module's Line arguments this module gives (its INTERFACE).
-LINE_INTERFACE = 1
+LINE_INTERFACE = 2
 
 
 def line_extension():
@@ -159,49 +159,87 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
     # What the struct reads is within what the decoder needs (the plans' and captures' ends).
     need = max(at, DATA + fn._needs[kind])
+    # What the C module reads of each value, by the expression the format's argument is
+    by_expr = {expr: piece for (_, expr), piece in zip(values, pieces)}
     if bare and not strings and EXTENSION is not None:
-        line = _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order,
+        line = _extension_handler(fn, kind, shape, names, values, by_expr, mask, need, order,
                                   general, as_json)
         if line is not None:
             return line
+    c_lines = None if EXTENSION is None else (by_expr, order)
     return _source(fn, kind, shape, names, values, strings, item, mask, need, env,
-                   as_json=as_json, who=who and not bare, bare=bare)
+                   as_json=as_json, who=who and not bare, bare=bare, c_lines=c_lines)
 
 
 # A conversion of the formats _entry and _exit make (a literal % is doubled by _lit); one of
-# no other kind (a duration's %.3f is not in a bare line) leaves the handler to Python.
-_CONVERSION = re.compile(r"%(%|d|#x|s)?")
+# no other kind leaves the handler to Python.
+_CONVERSION = re.compile(r"%(%|d|#x|s|\.3f)?")
+# The heads' integers a whole line shows (a bare one has none), by their expression in a
+# handler: (the C module's kind, offset, size), as the struct reads them.
+_HEAD_PIECES = {f"t[{n}]": ("d" if f.code.islower() else "u",
+                            spec_format.offset_of(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD,
+                                                  f.name), struct.calcsize("<" + f.code))
+                for n, f in enumerate(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
+                if f.code in ("b", "B", "h", "H", "i", "I", "q", "Q")}
+MAX_TEXTS = 64  # a Line's str arguments (lines.c)
 
 
-def _extension_handler(fn, kind, shape, names, values, pieces, mask, need, order, general,
-                       as_json):
-    """The bare handler _source would make, made by the C module: the same format cut at its
-    conversions, each filled by the value piece in its place (the values are the format's
-    arguments, in order, where nothing is captured). None where the module refuses a piece
-    (a text it cannot hold as UTF-8): the Python handler then."""
-    if kind == 0:
-        template, _ = _entry(fn, shape, names, (), values, as_json, False, True)
-    else:
-        template, _, _ = _exit(fn, shape, (), values, as_json, False, True)
-    made, text, at, n = [], [], 0, 0
+def _cut(template: str, args: list, by_expr: dict, bare: bool):
+    """The format and its arguments as the C module's pieces: the literal texts, each value's
+    piece, each head integer's; any other argument (a comm, a capture's string, a duration)
+    passed as a text, its expression made a str as the conversion would. (pieces, the texts'
+    expressions), or None where a conversion or an argument does not fit."""
+    made, text, at, texts = [], [], 0, []
+    args = iter(args)
     for m in _CONVERSION.finditer(template):
         text.append(template[at:m.start()])
         at = m.end()
-        if m.group(1) == "%":
+        conv = m.group(1)
+        if conv == "%":
             text.append("%")
             continue
-        if m.group(1) is None or n == len(pieces):
+        arg = next(args, None)
+        if conv is None or arg is None:
             return None
-        made += ["".join(text), pieces[n]]
-        text, n = [], n + 1
-    made.append("".join(text) + template[at:])
-    if n != len(pieces):
+        piece = by_expr.get(arg)
+        if piece is None and not bare and conv == "d":
+            piece = _HEAD_PIECES.get(arg)
+        if piece is None:
+            if len(texts) == MAX_TEXTS:
+                return None
+            piece = ("a", len(texts), 0)
+            texts.append(arg if conv == "s" else f'"%{conv}" % ({arg},)')
+        made += ["".join(text), piece]
+        text = []
+    if next(args, None) is not None:
         return None
+    made.append("".join(text) + template[at:])
+    return [p for p in made if p != ""], texts
+
+
+def _c_line(order: str, need: int, mask: int, pieces: list, general):
+    """The C module's Line of these pieces, or None where it refuses one (a text it cannot
+    hold as UTF-8, a number past its range): the Python handler then."""
     try:
-        return EXTENSION.Line(order == "big", need, FAILED_AT, FAILED_SIZE, mask,
-                              [p for p in made if p != ""], general)
+        return EXTENSION.Line(order == "big", need, FAILED_AT, FAILED_SIZE, mask, pieces,
+                              general)
     except (TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
         return None
+
+
+def _extension_handler(fn, kind, shape, names, values, by_expr, mask, need, order, general,
+                       as_json):
+    """The bare handler _source would make, made by the C module whole: the same format cut
+    at its conversions, each filled by the value's piece (nothing is captured: no text is
+    passed). None where it cannot: the Python handler then."""
+    if kind == 0:
+        template, args = _entry(fn, shape, names, (), values, as_json, False, True)
+    else:
+        template, _, args = _exit(fn, shape, (), values, as_json, False, True)
+    cut = _cut(template, args, by_expr, True)
+    if cut is None or cut[1]:
+        return None
+    return _c_line(order, need, mask, cut[0], general)
 
 
 def _piece(t, field, signed: bool, as_json: bool, enum):
@@ -333,7 +371,7 @@ class _Enum(dict):
 
 
 def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, as_json, who,
-            bare):
+            bare, c_lines=None):
     """The handler as Python source: only integers (indexes, offsets, masks) and constants of
     this module are written into it; every text of the function (names, which a recording
     brings and could make anything) is in the format strings, passed to it as values, each %
@@ -357,20 +395,30 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
     if (as_json or who) and not bare:
         body += [f"    c = comms_get(t[{COMM}])", "    if c is None:",
                  f"        c = comm(t[{COMM}])"]
+    def line(template: str, args: list, indent: str = "    ") -> list:
+        """The lines returning the line: the C module's where it can (None from it: a line
+        it does not make, such as one past its buffer), else the format's."""
+        out = []
+        cut = None if c_lines is None else _cut(template, args, c_lines[0], bare)
+        made = None if cut is None else _c_line(c_lines[1], need, mask, cut[0], None)
+        if made is not None:
+            call = _const(env, made) + "(buf, at, end" + "".join(", " + e for e in cut[1]) + ")"
+            out += [f"{indent}s = {call}", f"{indent}if s is not None:", f"{indent}    return s"]
+        return out + [f"{indent}return {_const(env, template)} % ({_items(args)})"]
+
     if kind == 0:
         if not bare:
             body.append(f"    enter(t[{TID}], fn, t[{NS}])")
         template, args = _entry(fn, shape, names, caps, values, as_json, who, bare)
-        body.append(f"    return {_const(env, template)} % ({_items(args)})")
+        body += line(template, args)
     else:
         plain, timed, args = _exit(fn, shape, caps, values, as_json, who, bare)
         if bare:
-            body.append(f"    return {_const(env, plain)} % ({_items(args)})")
+            body += line(plain, args)
             return _compiled(body, env, "bare exit")
         body.append(f"    e = exit_(t[{TID}], fn)")
         took = f"(t[{NS}] - e)" + ("" if as_json else " / 1000")
-        body += ["    if e is None:", f"        return {_const(env, plain)} % ({_items(args)})",
-                 f"    return {_const(env, timed)} % ({_items(args + [took])})"]
+        body += ["    if e is None:", *line(plain, args, "        "), *line(timed, args + [took])]
     return _compiled(body, env, ("bare " if bare else "") + ("entry" if kind == 0 else "exit"))
 
 
@@ -391,11 +439,11 @@ def _lit(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def _json_head(shape, kind: str) -> tuple[str, str]:
+def _json_head(shape, kind: str) -> tuple[str, list]:
     """output._json_head's text as a format, and its arguments."""
     return ('{"timestamp": %d, "cpu": %d, "pid": %d, "tid": %d, "comm": %s, "function": '
             + _lit(shape.json_name) + f', "kind": "{kind}"',
-            f"t[{NS}], t[{CPU}], t[{TGID}], t[{TID}], c[1]")
+            [f"t[{NS}]", f"t[{CPU}]", f"t[{TGID}]", f"t[{TID}]", "c[1]"])
 
 
 def _who(who: bool) -> tuple[str, list]:
@@ -409,7 +457,7 @@ def _entry(fn, shape, names, caps, values, as_json, who, bare):
         text, head = ("", None) if bare else _json_head(shape, "entry")
         text += (", " if text else "") + '"args": {' + ", ".join(
             _lit(k) + spec for k, (spec, _) in zip(shape.json_keys, values)) + "}"
-        args = ([] if bare else [head]) + [expr for _, expr in values]
+        args = ([] if bare else head) + [expr for _, expr in values]
         if caps:
             text += ', "captures": {' + ", ".join(_lit(_STRING(p)) + ": %s" for p, _ in caps) \
                 + "}"
@@ -441,7 +489,7 @@ def _exit(fn, shape, caps, values, as_json, who, bare):
     if as_json:
         text, head = ("", None) if bare else _json_head(shape, "exit")
         text += (", " if text else "") + '"return": ' + spec
-        args = args if bare else [head] + args
+        args = args if bare else head + args
         if caps:
             text += ', "captures": {' + ", ".join(_lit(_STRING(p)) + ": %s" for p, _ in caps) \
                 + "}"

@@ -1,5 +1,6 @@
-"""The C module's bare handlers (_btfgen_lines, btfgen/probe/lines.c) are lines.py's Python
-ones, byte for byte: every integer width and sign at its extremes, pointers in text (hex) and
+"""The C module's handlers (_btfgen_lines, btfgen/probe/lines.c: an export's bare texts whole,
+a printed line's with the texts its Python handler passes) are lines.py's Python ones and the
+general path's, byte for byte: every integer width and sign at its extremes, pointers in text (hex) and
 JSON (decimal), bools of any byte, enums named and not (names to escape, not ASCII), void, in
 both byte orders; records too short, failed reads and lines too long for its buffer go the
 general way alike. Under CI=true the module must be there (an install that could not build it
@@ -8,6 +9,7 @@ would otherwise leave every export on the slower path unseen)."""
 from __future__ import annotations
 
 import gc
+import io
 import os
 import random
 import struct
@@ -16,7 +18,7 @@ import pytest
 from test_batch_lines import DATA, INT, _desc, _value, descriptors, events
 
 from btfgen.decoder.runtime import Function, FunctionDesc
-from btfgen.probe import event, lines
+from btfgen.probe import event, lines, output
 
 EXTENSION = lines.line_extension()
 
@@ -238,3 +240,40 @@ def test_a_format_the_c_line_cannot_cut_stays_python(monkeypatch):
                     printer.handler(e)
             made = [h for k, h in printer._handlers.items() if k & 1 == 0]
             assert made and not any(isinstance(h, EXTENSION.Line) for h in made)
+
+
+@needs_extension
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_whole_lines_made_in_c_are_the_general_paths(order, monkeypatch, capsys):
+    """A printed line (its head, who made the call, captures, a duration) is made by the C
+    module too, the Python handler passing it the texts it does not read from the event (the
+    comm, each capture's string, the duration): the lines of every printer mode, a batch at a
+    time and in place, are the general path's, event by event."""
+    from test_batch_lines import MODES, _batched, _general, _recorded
+
+    descs = [FunctionDesc.check(d) for d in wide(order) + descriptors(order)]
+    evs = _extremes(descs, events(descs, 2500, 29, order), order, 31)
+    rng = random.Random(2)
+    for kw in MODES:
+        want = _general(monkeypatch, [Function(d) for d in descs], order, evs, capsys, **kw)
+        got = _batched([Function(d) for d in descs], order, evs, capsys, rng, **kw)
+        assert got == want, kw
+    good = []
+    for kw in ({}, {"who": True}, {"as_json": True}):
+        p = output.Printer([Function(d) for d in descs], order, io.StringIO(), flush=False,
+                           **kw)
+        good = []
+        for e in evs:
+            try:
+                p.event(e)
+            except Exception:  # what record() says and goes past
+                continue
+            good.append(e)
+        want = _general(monkeypatch, [Function(d) for d in descs], order, good, capsys, **kw)
+        assert _recorded([Function(d) for d in descs], order, good, rng, **kw) == want[0], kw
+        # The C module made most of the handlers' lines (all but those it leaves: a struct
+        # by value, repeated names, a value capture).
+        with_c = [h for h in p._handlers.values()
+                  if any(isinstance(v, EXTENSION.Line) for v in
+                         getattr(h, "__globals__", {}).values())]
+        assert len(with_c) >= 20, kw
