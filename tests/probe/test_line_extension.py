@@ -249,7 +249,7 @@ def test_whole_lines_made_in_c_are_the_general_paths(order, monkeypatch, capsys)
     module too, the Python handler passing it the texts it does not read from the event (the
     comm, each capture's string, the duration): the lines of every printer mode, a batch at a
     time and in place, are the general path's, event by event."""
-    from test_batch_lines import MODES, _batched, _general, _recorded
+    from test_batch_lines import MODES, _batched, _decodable, _general, _recorded
 
     descs = [FunctionDesc.check(d) for d in wide(order) + descriptors(order)]
     evs = _extremes(descs, events(descs, 2500, 29, order), order, 31)
@@ -258,21 +258,15 @@ def test_whole_lines_made_in_c_are_the_general_paths(order, monkeypatch, capsys)
         want = _general(monkeypatch, [Function(d) for d in descs], order, evs, capsys, **kw)
         got = _batched([Function(d) for d in descs], order, evs, capsys, rng, **kw)
         assert got == want, kw
-    good = []
     for kw in ({}, {"who": True}, {"as_json": True}):
-        p = output.Printer([Function(d) for d in descs], order, io.StringIO(), flush=False,
-                           **kw)
-        good = []
-        for e in evs:
-            try:
-                p.event(e)
-            except Exception:  # what record() says and goes past
-                continue
-            good.append(e)
+        good = _decodable([Function(d) for d in descs], order, evs, **kw)
         want = _general(monkeypatch, [Function(d) for d in descs], order, good, capsys, **kw)
         assert _recorded([Function(d) for d in descs], order, good, rng, **kw) == want[0], kw
         # The C module made most of the handlers' lines (all but those it leaves: a struct
         # by value, repeated names, a value capture).
+        p = output.Printer([Function(d) for d in descs], order, io.StringIO(), flush=False,
+                           batch=True, **kw)
+        p.records(good)
         with_c = [h for h in p._handlers.values()
                   if any(isinstance(v, EXTENSION.Line) for v in
                          getattr(h, "__globals__", {}).values())]
