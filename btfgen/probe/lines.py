@@ -52,8 +52,6 @@ CAPTURE_READ = 1  # CAPTURE_HEAD's status of a capture that was read (the decode
 TGID, TID, COMM, NS, CPU = (HEAD_ITEMS.index(n) for n in ("tgid", "pid", "comm", "ns", "cpu"))
 FAILED = HEAD_ITEMS.index("failed")
 _BARE_HEAD = head_format(("failed",))  # a bare handler's heads: `failed` alone (item 0)
-FAILED_AT = spec_format.offset_of(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD, "failed")
-FAILED_SIZE = struct.calcsize("<" + _BARE_HEAD) - FAILED_AT
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 # Distinct strings a capture keeps its line text of (a path, a name: most repeat); past this
 # many the memo starts again, so that a stream of distinct strings costs no more memory.
@@ -133,8 +131,9 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
             return None
         signed = t.tag in ("int", "enum") and t.signed
         fields.append(_Field(DATA + plan.data_off, code if signed else code.upper()))
-        shown.append(_value(t, n, as_json, env))
-        pieces.append(_piece(t, fields[-1], signed, as_json, env.get(f"enum{n}")))
+        spec, expr, written, *extra = _value(t, n, signed, as_json, env)
+        shown.append((spec, expr))
+        pieces.append((written, fields[-1].offset, fields[-1].size, *extra))
         mask |= plan.op_mask
     strings = []
     for c in caps:
@@ -181,6 +180,7 @@ _HEAD_PIECES = {f"t[{n}]": ("d" if f.code.islower() else "u",
                                                   f.name), struct.calcsize("<" + f.code))
                 for n, f in enumerate(spec_format.EVENT_HEAD + spec_format.RECORD_HEAD)
                 if f.code in ("b", "B", "h", "H", "i", "I", "q", "Q")}
+_, FAILED_AT, FAILED_SIZE = _HEAD_PIECES[f"t[{FAILED}]"]  # the record head's `failed` mask
 MAX_TEXTS = 64  # a Line's str arguments (lines.c)
 
 
@@ -240,18 +240,6 @@ def _extension_handler(fn, kind, shape, names, values, by_expr, mask, need, orde
     if cut is None or cut[1]:
         return None
     return _c_line(order, need, mask, cut[0], general)
-
-
-def _piece(t, field, signed: bool, as_json: bool, enum):
-    """What the C module reads and writes of a value (as _value's conversion of it)."""
-    if t.tag == "int":
-        return ("d" if signed else "u", field.offset, field.size)
-    if t.tag == "ptr":
-        return ("u" if as_json else "x", field.offset, field.size)
-    if t.tag == "bool":
-        return ("b", field.offset, field.size,
-                ("false", "true") if as_json else ("False", "True"))
-    return ("e" if signed else "E", field.offset, field.size, enum)
 
 
 def compile_errors_handler(fn, kind: int, order: str, shape, general, *, open_calls,
@@ -335,17 +323,20 @@ def _compiled(body: list, env: dict, what: str):
     return env["handler"]
 
 
-def _value(t, n: int, as_json: bool, env: dict) -> tuple[str, str]:
-    """(its % conversion, its argument: an expression of {} -- the struct's item) for a value
-    of type `t`: what output prints of what the decoder gives (runtime/readers.py)."""
-    if t.tag == "int" or (t.tag == "ptr" and as_json):
-        return "%d", "{}"
+def _value(t, n: int, signed: bool, as_json: bool, env: dict) -> tuple:
+    """How a value of type `t` is shown -- what output prints of what the decoder gives
+    (runtime/readers.py) -- as (its % conversion, its argument: an expression of {}, the
+    struct's item) and as the C module writes it (its kind, and a bool's texts or an enum's
+    mapping)."""
+    if t.tag == "int":
+        return "%d", "{}", "d" if signed else "u"
     if t.tag == "ptr":
-        return "%#x", "{}"  # hex(v)
+        return ("%d", "{}", "u") if as_json else ("%#x", "{}", "x")  # hex(v)
     if t.tag == "bool":  # any of its bytes set: True
-        return "%s", ('("false", "true")' if as_json else '("False", "True")') + "[{} != 0]"
-    env[f"enum{n}"] = _Enum(t.names, as_json)
-    return "%s", f"enum{n}[{{}}]"
+        texts = ("false", "true") if as_json else ("False", "True")
+        return "%s", '("%s", "%s")[{} != 0]' % texts, "b", texts
+    enum = env[f"enum{n}"] = _Enum(t.names, as_json)
+    return "%s", f"enum{n}[{{}}]", "e" if signed else "E", enum
 
 
 class _Enum(dict):
