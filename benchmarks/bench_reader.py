@@ -38,8 +38,8 @@ where one did not. The readers:
   write, fed through losses.Behind by run.reader (ringspan.RingReader: the ring's pages read in
   place);
 - `text`: the run side's printing path as run.run wires it: output.Printer (lines batched,
-  written after each drain) fed a span's records one by one, the same way, writing to
-  /dev/null.
+  written after each drain) fed each span, the same way, its records read where they lie
+  (ringspan.Span.places), writing to /dev/null.
 
 Records/s and MB/s (10^6 bytes of records, without the ring's 8-byte headers) at each size,
 and --record's records/s over libbpf's C consumer's (the median of each round's ratio); then

@@ -115,21 +115,27 @@ class Printer:
         self.bare = False
 
     def records(self, batch) -> bool:
-        """Print a batch of records (an iterable of each one's bytes: a span of the ring buffer),
-        their lines in one write. For the ring-buffer reader, which must not stop: a bad record
-        is one line on stderr, and tracing goes on. No record's memory is held past the call
-        (a span's pages go back to the kernel): what is kept is copied. False once the reader
-        of `out` has gone away."""
-        if not self.gone:
-            event = self.event
-            for raw in batch:
-                try:
-                    event(raw)
-                except BrokenPipeError:
-                    self.gone = True
-                    break
-                except Exception as e:
-                    self._bad(e)
+        """Print a batch of records (an iterable of each one's bytes, or a span of the ring
+        buffer, whose records are read where they lie: ringspan.Span.places), their lines in
+        one write. For the ring-buffer reader, which must not stop: a bad record is one line on
+        stderr, and tracing goes on. No record's memory is held past the call (a span's pages go
+        back to the kernel): what is kept is copied. False once the reader of `out` has gone
+        away."""
+        if self.gone:
+            return self.flush_lines()
+        places = getattr(batch, "places", None)
+        if places is not None and self._kept is not None and not self.errors:
+            self._in_place(places(BATCH_LINES), live=True)
+            return self.flush_lines()
+        event = self.event
+        for raw in batch:
+            try:
+                event(raw)
+            except BrokenPipeError:
+                self.gone = True
+                break
+            except Exception as e:
+                self._bad(e)
         return self.flush_lines()
 
     def events(self, places) -> None:
@@ -137,45 +143,56 @@ class Printer:
         event's first byte, each one's end): reader.py's places()), their lines in one write;
         a bad one raises BadEvent or the decoder's error, the lines before it kept for
         flush_lines()."""
-        kept = self._kept
-        if kept is None or self.errors:
+        if self._kept is None or self.errors:
             event = self.event
             for data, starts, ends in places:
                 for at, end in zip(starts, ends):
                     event(data[at:end])
             self.flush_lines()
             return
-        # event() without its per-event calls and its BATCH_LINES check (a recording's batch,
-        # a span, is its lines' bound), each event read where it lies. The same steps, in the
-        # same order.
+        self._in_place(places, live=False)
+        self.flush_lines()
+
+    def _in_place(self, places, live: bool) -> None:
+        """event() for events read where they lie, without its per-event calls, batching their
+        lines (written a chunk at a time past BATCH_LINES). The same steps, in the same order.
+        A bad event raises (a recording's: `live` False) or is one line on stderr, and the rest
+        are printed (the ring's)."""
+        kept = self._kept
         key_of, handler_of, lost_before = self._key, self._handler_of, self._lost_before
         append = kept.append
         for data, starts, ends in places:
             for at, end in zip(starts, ends):
-                if end - at < DATA:
-                    raise BadEvent(f"an event of {end - at} bytes")
-                flags, key = key_of(data, at + FLAGS_AT)
-                if flags:
-                    raw = data[at:end]
-                    if flags & _LOSSES:
-                        lost_before(self._tid(raw, TID_AT)[0], flags)
-                    if flags & _NOT_PAIRED:
-                        line = self._unpaired(raw, flags)
-                        if line is not None:
-                            append(line)
-                        continue
-                    if flags & (_ERRNO | _STACK):
-                        line = self._general(raw, self._function(raw))
-                        if line is not None:
-                            append(line)
-                        continue
-                handler = handler_of(key)
-                if handler is None:
-                    handler = self._handler(data[at:end])
-                line = handler(data, at, end)
-                if line is not None:
-                    append(line)
-        self.flush_lines()
+                try:
+                    if end - at < DATA:
+                        raise BadEvent(f"an event of {end - at} bytes")
+                    flags, key = key_of(data, at + FLAGS_AT)
+                    if flags:
+                        raw = data[at:end]
+                        if flags & _LOSSES:
+                            lost_before(self._tid(raw, TID_AT)[0], flags)
+                        if flags & _NOT_PAIRED:
+                            line = self._unpaired(raw, flags)
+                            if line is not None:
+                                append(line)
+                            continue
+                        if flags & (_ERRNO | _STACK):
+                            line = self._general(raw, self._function(raw))
+                            if line is not None:
+                                append(line)
+                            continue
+                    handler = handler_of(key)
+                    if handler is None:
+                        handler = self._handler(data[at:end])
+                    line = handler(data, at, end)
+                    if line is not None:
+                        append(line)
+                except Exception as e:
+                    if not live:
+                        raise
+                    self._bad(e)
+            if len(kept) >= BATCH_LINES and not self.flush_lines():
+                return
 
     def record(self, raw) -> None:
         """One record, for libbpf's ring-buffer callback, which must not raise: a bad record is

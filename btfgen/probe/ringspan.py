@@ -96,6 +96,9 @@ WRAP = (1 << (8 * POSITION)) - 1
 # Total store order: loads keep their order, as do stores after loads. No fence needed.
 TSO = {"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86", "s390x"}
 SEQ_CST = 5  # __ATOMIC_SEQ_CST
+# Runs of this many periods or more have their places() made by ranges, shorter ones a record
+# at a time (a range's setup costs more than a few appends).
+_RANGED = 8
 MAX_SPAN = 4 << 20  # bytes a span holds at most (and an eighth of the ring): two are held
 # A raw span (see the module's doc) is what the ring holds committed, up to this: it cannot be
 # cut short without a walk to find where a record ends. Where more is waiting, the walk makes
@@ -162,6 +165,50 @@ class Span:
                     if not w & DISCARD:
                         yield data[at + HEADER:at + HEADER + (w & LENGTH)]
                     at += size
+
+    def places(self, at_once: int = 4096):
+        """Where the records lie, in chunks of about `at_once`: (the span's bytes, each
+        record's first byte, each one's end), discarded ones skipped; a printer's handlers
+        read each record in place (no view of its own a record)."""
+        data, at = self.data, 0
+        starts: list[int] = []
+        ends: list[int] = []
+        shapes: dict = {}  # a run's header words -> (its records' cuts in a period, period)
+        for count, words in self.runs:
+            shape = shapes.get(words)
+            if shape is None:
+                cuts, period = [], 0
+                for w in words:
+                    if not w & DISCARD:
+                        cuts.append((period + HEADER, period + HEADER + (w & LENGTH)))
+                    period += record_size(w)
+                shape = shapes[words] = (cuts, period)
+            cuts, period = shape
+            if count < _RANGED:
+                for _ in range(count):
+                    for start, end in cuts:
+                        starts.append(at + start)
+                        ends.append(at + end)
+                    at += period
+                if len(starts) >= at_once:
+                    yield data, starts, ends
+                    starts, ends = [], []
+                continue
+            step = len(cuts) or 1
+            while count:  # each cut's places a range, interleaved by slice (C speed)
+                n = min(count, max((at_once - len(starts)) // step, 1))
+                chunk_starts, chunk_ends = [0] * (n * len(cuts)), [0] * (n * len(cuts))
+                for j, (start, end) in enumerate(cuts):
+                    chunk_starts[j::step] = range(at + start, at + start + n * period, period)
+                    chunk_ends[j::step] = range(at + end, at + end + n * period, period)
+                starts += chunk_starts
+                ends += chunk_ends
+                at, count = at + n * period, count - n
+                if len(starts) >= at_once:
+                    yield data, starts, ends
+                    starts, ends = [], []
+        if starts:
+            yield data, starts, ends
 
     def batch(self) -> list:
         """The records as a list of memoryviews (a printer's batch)."""

@@ -13,7 +13,7 @@ import pytest
 import synth
 
 from btfgen.decoder.runtime import Function, FunctionDesc
-from btfgen.probe import event, lines, output, recording, spec_format
+from btfgen.probe import event, lines, output, recording, ringspan, spec_format
 
 DATA = event.DATA
 CAPTURE = spec_format.structs(spec_format.CAPTURE_HEAD)
@@ -105,9 +105,26 @@ def _data(desc, kind: int, rng: random.Random, order: str) -> bytearray:
     return data
 
 
-def events(descs, n: int, seed: int, order: str) -> list[bytes]:
+def _flags(rng: random.Random, kind: int) -> int:
+    """A record's flags now and then: records lost before it (its thread's, or any thread's),
+    an exit not to be paired (an fsession's whose entry was skipped, fentry.multi's), the
+    errno of a failed system call at a user function's exit."""
+    flags = 0
+    if rng.random() < 0.04:
+        flags |= spec_format.EVENT_THREAD_LOST
+    if rng.random() < 0.01:
+        flags |= spec_format.EVENT_SOME_LOST
+    if rng.random() < 0.03:
+        flags |= rng.choice((spec_format.EVENT_NO_ENTRY, spec_format.EVENT_UNPAIRED))
+    if kind == 1 and rng.random() < 0.05:
+        flags |= rng.randrange(1, 512) << output.EVENT_ERRNO_SHIFT
+    return flags
+
+
+def events(descs, n: int, seed: int, order: str, flagged: bool = False) -> list[bytes]:
     """Calls nested on a few threads, some entries and exits lost, some reads failed, some
-    records cut short or longer than their function's (the ring buffer's fixed size)."""
+    records cut short or longer than their function's (the ring buffer's fixed size); with
+    `flagged`, some with flags (_flags)."""
     rng = random.Random(seed)
     out, ns, stacks = [], 1000, {100: [], 101: [], 102: []}
     comms = [b"tracee", b"%s{}\"\\", "é".encode(), b"x" * 16]
@@ -128,7 +145,8 @@ def events(descs, n: int, seed: int, order: str) -> list[bytes]:
                 kind = 1
         ns += rng.randrange(1, 5000)
         failed = rng.getrandbits(64) if rng.random() < 0.1 else 0
-        head = event.HEADS[order].pack(7, tid, rng.choice(comms), ns, rng.randrange(4), 0)
+        head = event.HEADS[order].pack(7, tid, rng.choice(comms), ns, rng.randrange(4),
+                                       _flags(rng, kind) if flagged else 0)
         rec = synth.RECORD_HEADS[order].pack(desc.btf_id, kind, failed)
         raw = head + rec + _data(desc, kind, rng, order)
         if rng.random() < 0.03:
@@ -158,17 +176,34 @@ def _batched(functions, order, evs, capsys, rng, **kw) -> tuple[str, str]:
     while at < len(evs):
         n = rng.choice((1, 3, 64, 4096))
         # As a span of the ring buffer: its records are views of memory the kernel writes
-        # again once the call returns (here, garbage), which no line may then show.
-        span = bytearray(b"".join(evs[at:at + n]))
-        views, start = [], 0
-        for e in evs[at:at + n]:
-            views.append(memoryview(span)[start:start + len(e)])
-            start += len(e)
-        p.records(views)
-        del views
+        # again once the call returns (here, garbage), which no line may then show. Half the
+        # time the span itself (ringspan.Span: the ring's layout, discarded records between,
+        # its runs found by the reader's walk, its records read where they lie).
+        if rng.random() < 0.5:
+            span, records = _ring_span(evs[at:at + n], rng)
+            p.records(records)
+        else:
+            span = bytearray(b"".join(evs[at:at + n]))
+            views, start = [], 0
+            for e in evs[at:at + n]:
+                views.append(memoryview(span)[start:start + len(e)])
+                start += len(e)
+            p.records(views)
+            del views
         span[:] = bytes(len(span)) if len(span) % 2 else b"\xa5" * len(span)
         at += n
     return out.getvalue(), capsys.readouterr().err
+
+
+def _ring_span(evs, rng) -> tuple[bytearray, ringspan.Span]:
+    """`evs` laid out as the ring lays records out (headers in this machine's order, as the
+    ring's reader walks them), a discarded record now and then between them."""
+    data = bytearray()
+    for e in evs:
+        if rng.random() < 0.05:
+            data += struct.pack("=II", ringspan.DISCARD | 24, 0) + b"\x5a" * 24
+        data += struct.pack("=II", len(e), 0) + e + bytes(-len(e) % 8)
+    return data, ringspan.Span(memoryview(data), None, len(evs))
 
 
 def _recorded(functions, order, evs, rng, **kw) -> str:
@@ -211,7 +246,7 @@ MODES = [{}, {"who": True}, {"as_json": True}, {"errors": True}, {"errors": True
 @pytest.mark.parametrize("seed", range(6))
 def test_batches_print_what_one_event_at_a_time_prints(order, seed, monkeypatch, capsys):
     descs = [FunctionDesc.check(d) for d in descriptors(order)]
-    evs = events(descs, 1500, seed, order)
+    evs = events(descs, 1500, seed, order, flagged=seed % 2 == 1)
     rng = random.Random(seed)
     for kw in MODES:
         want = _general(monkeypatch, [Function(d) for d in descs], order, evs, capsys, **kw)
@@ -221,6 +256,7 @@ def test_batches_print_what_one_event_at_a_time_prints(order, seed, monkeypatch,
         assert len(good) > len(evs) // 2
         want = _general(monkeypatch, [Function(d) for d in descs], order, good, capsys, **kw)
         assert _recorded([Function(d) for d in descs], order, good, rng, **kw) == want[0], kw
+        capsys.readouterr()  # what _decodable's and _recorded's printers said once
     # The events went both ways: compiled lines, and the general path (failed reads, captures
     # not read, short records, the functions the compiled lines leave to it).
     kinds = {(d.btf_id, k) for d in descs for k in (0, 1)}

@@ -33,6 +33,7 @@ class _Collect:
         self.runs += len(span.runs)
         got = [bytes(r) for r in span]
         assert len(got) == span.records
+        assert _placed(span, 1 + self.spans % 300) == got
         self.records += got
 
 
@@ -253,11 +254,23 @@ def _fake(size: int, cons: int, records, busy_at: int | None, bits: int = 64):
     return r, expect
 
 
+def _placed(span, at_once: int) -> list[bytes]:
+    """The span's records as places() says where they lie, in chunks of about `at_once`."""
+    got = []
+    for data, starts, ends in span.places(at_once):
+        assert len(starts) == len(ends) and 0 < len(starts)
+        got += [bytes(data[a:b]) for a, b in zip(starts, ends)]
+    return got
+
+
 def _all(r):
     got = []
     while (span := r.take()) is not None:
-        got += [bytes(x) for x in span]
-        assert sum(1 for _ in span) == span.records
+        records = [bytes(x) for x in span]
+        assert len(records) == span.records
+        for at_once in (1, 3, 4096):
+            assert _placed(span, at_once) == records
+        got += records
     return got
 
 
