@@ -145,16 +145,12 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
         strings.append((c, status, length))
         mask |= c.root_mask
     # One struct over the event: its heads, then the fields by offset (none may overlap).
-    fmt, at, item = [("<" if order == "little" else ">")
-                     + (_BARE_HEAD if bare else HEAD_FORMAT)], DATA, {}
+    head = ("<" if order == "little" else ">") + (_BARE_HEAD if bare else HEAD_FORMAT)
     heads = 1 if bare else len(HEAD_ITEMS)  # the items the heads make
-    for f in sorted(fields, key=lambda f: f.offset):
-        if f.offset < at:
-            return None
-        fmt.append(f"{f.offset - at}x{f.code}" if f.offset > at else f.code)
-        at = f.offset + f.size
-        item[id(f)] = heads + len(item)
-    env["unpack"] = struct.Struct("".join(fmt)).unpack_from
+    made = _struct(head, heads, fields)
+    if made is None:
+        return None
+    env["unpack"], item, at = made
     values = [(spec, expr.format(f"t[{item[id(f)]}]")) for (spec, expr), f in zip(shown, fields)]
     # What the struct reads is within what the decoder needs (the plans' and captures' ends).
     need = max(at, DATA + fn._needs[kind])
@@ -165,9 +161,30 @@ def compile_handler(fn, kind: int, order: str, shape, general, *, as_json: bool,
                                   general, as_json)
         if line is not None:
             return line
-    c_lines = None if EXTENSION is None else (by_expr, order)
+    c_lines = None
+    if EXTENSION is not None:
+        # The C module reads the values itself: the handler's struct then reads the heads and
+        # the captures' status and length alone, and the whole one only where Python writes
+        # the line (a line the module refuses).
+        env["unpack_all"] = env["unpack"]
+        env["unpack"], short, _ = _struct(head, heads, [f for _, *sl in strings for f in sl])
+        item.update(short)
+        c_lines = (by_expr, order, heads)
     return _source(fn, kind, shape, names, values, strings, item, mask, need, env,
                    as_json=as_json, who=who and not bare, bare=bare, c_lines=c_lines)
+
+
+def _struct(head: str, heads: int, fields: list):
+    """(unpack_from of one struct over the event: `head`, then `fields` by offset; each
+    field's item in it, by id; where it ends), or None where two fields overlap."""
+    fmt, at, item = [head], DATA, {}
+    for f in sorted(fields, key=lambda f: f.offset):
+        if f.offset < at:
+            return None
+        fmt.append(f"{f.offset - at}x{f.code}" if f.offset > at else f.code)
+        at = f.offset + f.size
+        item[id(f)] = heads + len(item)
+    return struct.Struct("".join(fmt)).unpack_from, item, at
 
 
 # A conversion of the formats _entry and _exit make (a literal % is doubled by _lit); one of
@@ -215,6 +232,11 @@ def _cut(template: str, args: list, by_expr: dict, bare: bool):
         return None
     made.append("".join(text) + template[at:])
     return [p for p in made if p != ""], texts
+
+
+def _reads_heads(exprs: list, heads: int) -> bool:
+    """Whether these expressions read of `t` the heads' items alone."""
+    return all(int(n) < heads for e in exprs for n in re.findall(r"\bt\[(\d+)\]", e))
 
 
 def _c_line(order: str, need: int, mask: int, pieces: list, general):
@@ -389,13 +411,18 @@ def _source(fn, kind, shape, names, values, strings, item, mask, need, env, *, a
     def line(template: str, args: list, indent: str = "    ") -> list:
         """The lines returning the line: the C module's where it can (None from it: a line
         it does not make, such as one past its buffer), else the format's."""
+        if c_lines is None:
+            return [f"{indent}return {_const(env, template)} % ({_items(args)})"]
         out = []
-        cut = None if c_lines is None else _cut(template, args, c_lines[0], bare)
-        made = None if cut is None else _c_line(c_lines[1], need, mask, cut[0], None)
+        cut = _cut(template, args, c_lines[0], bare)
+        # The texts Python passes read the heads alone (t holds no value here).
+        made = None if cut is None or not _reads_heads(cut[1], c_lines[2]) else \
+            _c_line(c_lines[1], need, mask, cut[0], None)
         if made is not None:
             call = _const(env, made) + "(buf, at, end" + "".join(", " + e for e in cut[1]) + ")"
             out += [f"{indent}s = {call}", f"{indent}if s is not None:", f"{indent}    return s"]
-        return out + [f"{indent}return {_const(env, template)} % ({_items(args)})"]
+        return out + [f"{indent}t = unpack_all(buf, at)",
+                      f"{indent}return {_const(env, template)} % ({_items(args)})"]
 
     if kind == 0:
         if not bare:

@@ -271,3 +271,72 @@ def test_whole_lines_made_in_c_are_the_general_paths(order, monkeypatch, capsys)
                   if any(isinstance(v, EXTENSION.Line) for v in
                          getattr(h, "__globals__", {}).values())]
         assert len(with_c) >= 20, kw
+
+
+@needs_extension
+def test_a_printed_line_past_the_c_modules_buffer_is_the_python_formats(monkeypatch, capsys):
+    """A captured string long enough that the line passes the C module's buffer: the Line
+    gives it back and the handler's own format writes it, from the whole record (its struct
+    for the module reads the heads alone): the general path's line, in every printer mode."""
+    from test_batch_lines import CAPTURE, MODES, _batched, _cap, _general
+
+    order = "little"
+    descs = [FunctionDesc.check(_desc(
+        "long", 70, order, [_value("a", ("int", 8, True)), _value("s", ("ptr", 8)),
+                            _value("f", ("bool", 1))],
+        [(0, -1, 1), (8, -1, 2), (16, -1, 4)], _value("", ("int", 4, True)), (0, -1, 8),
+        [_cap("s", "str", ("chars", 6000), 6000, False, 24, 2, ("s",))]))]
+    long_text = "ü".encode() * 2600
+    evs = []
+    for e in events(descs, 300, 11, order):
+        e = bytearray(e)
+        at = DATA + 24
+        if len(e) >= at + event.CAPTURE_HEADER + len(long_text) + 1 \
+                and e[event.EVENT_HEADER + 4] == 0:
+            CAPTURE[order].pack_into(e, at, lines.CAPTURE_READ, 0, 0, 0, len(long_text) + 1,
+                                     0, 0x1000)
+            e[at + event.CAPTURE_HEADER:at + event.CAPTURE_HEADER + len(long_text) + 1] = \
+                long_text + b"\0"
+        evs.append(bytes(e))
+    rng = random.Random(3)
+    for kw in MODES:
+        want = _general(monkeypatch, [Function(d) for d in descs], order, evs, capsys, **kw)
+        got = _batched([Function(d) for d in descs], order, evs, capsys, rng, **kw)
+        assert got == want, kw
+        if not kw.get("errors"):
+            assert any(len(line.encode()) > 5000 for line in got[0].splitlines()), kw
+    p = output.Printer([Function(d) for d in descs], order, io.StringIO(), batch=True)
+    p.records(evs)
+    assert any(isinstance(v, EXTENSION.Line) for h in p._handlers.values()
+               for v in getattr(h, "__globals__", {}).values())
+
+
+@needs_extension
+def test_a_text_reading_a_value_leaves_the_line_to_python(monkeypatch, capsys):
+    """A format argument Python computes from a value (here the first value's repr, added to
+    each entry's format) is never passed to the C module, whose handler's struct reads the
+    heads alone: that line is the Python format's, the same as without the module."""
+    import re
+
+    heads = len(lines.HEAD_ITEMS)
+    entry = lines._entry
+
+    def widened(*a):
+        text, args = entry(*a)
+        read = [e for e in args if any(int(n) >= heads for n in re.findall(r"t\[(\d+)\]", e))]
+        return (text + " %s", [*args, f"repr({read[0]})"]) if read else (text, args)
+
+    order = "little"
+    descs = [FunctionDesc.check(d) for d in wide(order) + descriptors(order)]
+    evs = events(descs, 1200, 8, order)
+    monkeypatch.setattr(lines, "_entry", widened)
+    for kw in ({}, {"who": True}, {"as_json": True}):
+        printed = []
+        for extension in (EXTENSION, None):
+            monkeypatch.setattr(lines, "EXTENSION", extension)
+            out = io.StringIO()
+            output.Printer([Function(d) for d in descs], order, out, flush=False, batch=True,
+                           **kw).records(evs)
+            printed.append((out.getvalue(), capsys.readouterr().err))
+        assert printed[0] == printed[1], kw
+        assert printed[0][0].count(" ") > 1000
