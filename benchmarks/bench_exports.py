@@ -4,7 +4,8 @@ events/s of each export in this process (CPU time, the walk and the text made, w
 nowhere), beside `--format jsonl` (replay.print_recording, its checks included) over the same
 file, and numpy's grouping into sections (the columnar path's) over it; then the peak memory
 (VmHWM) of `btfgen decode --format chrome` over files of growing size: bounded by a span and
-the open calls, not by the file.
+the open calls, not by the file. Beside them, `btfgen trace`'s live printer (Printer.records,
+text and --json) handed the file's first events as the ring hands them over.
 
 The recording is synthetic (no BPF needed), as bench_columnar makes it: the x86_64 golden
 module's `scalars` (nine whole-scalar arguments, random values) called nested on three threads
@@ -42,6 +43,10 @@ from btfgen.probe import recording  # noqa: E402
 EVENTS = int(os.environ.get("BENCH_EVENTS", 1_000_000))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", 3))
 SPAN = 16384
+# The live printer's rows: the recording's first LIVE_EVENTS events, in spans of LIVE_SPAN
+# records (a reader that keeps up takes a few hundred at a poll).
+LIVE_EVENTS = min(EVENTS, 200_000)
+LIVE_SPAN = 256
 
 
 def make(path: Path, events: int) -> int:
@@ -107,6 +112,44 @@ def jsonl_rate(path: Path, events: int) -> float:
     return events / (time.process_time() - cpu)
 
 
+def ring_spans(path: Path, events: int) -> tuple[list, list, str]:
+    """The recording's first `events` events as the ring hands them to `btfgen trace`'s
+    printer: spans of LIVE_SPAN records in the ring's layout (8-byte headers), their runs
+    found by the reader's walk; (the spans, the decoders, the byte order)."""
+    from btfgen.probe import ringspan
+    from btfgen.recordings import grouping, replay
+    from btfgen.recordings.reader import Reader
+
+    records: list[bytes] = []
+    with Reader(str(path), replay.word_sum(), grouping=grouping.fastest()) as r:
+        functions, order = replay.functions(r), r.order
+        for batch in r.batches():
+            for data, starts, ends in batch.places(r.strides):
+                records += [bytes(data[a:b]) for a, b in zip(starts, ends)]
+            if len(records) >= events:
+                break
+    spans = []
+    for at in range(0, min(events, len(records)), LIVE_SPAN):
+        laid = ringspan.Span.of(records[at:at + LIVE_SPAN], sys.byteorder)
+        span = ringspan.Span(laid.data, None, laid.records)
+        span.runs  # the reader's walk, before the clock  # noqa: B018
+        spans.append(span)
+    return spans, functions, order
+
+
+def live_rate(spans: list, functions: list, order: str, as_json: bool) -> float:
+    """Events/s of the live printer as run.py wires it (output.Printer.records, lines batched,
+    each line saying whose call it was), a span at a time."""
+    from btfgen.probe import output
+
+    printer = output.Printer(functions, order, _Nowhere(), who=True, as_json=as_json,
+                             batch=True, flush=False)
+    cpu = time.process_time()
+    for span in spans:
+        printer.records(span)
+    return sum(s.records for s in spans) / (time.process_time() - cpu)
+
+
 def sections_rate(path: Path) -> float:
     """Records/s through numpy's grouping into sections (each function and kind's records as
     one array: the columnar path's, `btfgen decode --format parquet`), over the same file."""
@@ -154,6 +197,12 @@ def main() -> int:
                   f">= 300,000)")
         best = max(sections_rate(path) for _ in range(ROUNDS))
         print(f"{'sections (the columnar path)':32s} {best:10,.0f} records/s")
+        spans, functions, order = ring_spans(path, LIVE_EVENTS)
+        for what, as_json in (("text", False), ("--json", True)):
+            best = max(live_rate(spans, functions, order, as_json) for _ in range(ROUNDS))
+            print(f"{'btfgen trace printing, ' + what:32s} {best:10,.0f} events/s  (spans of "
+                  f"{LIVE_SPAN} records as the ring hands them over)")
+        del spans
         for times in (1, 4):
             big = Path(tmp) / f"x{times}.btfrec"
             n = make(big, EVENTS * times)
